@@ -1,0 +1,254 @@
+// The shared-memory ABI between the preloaded shim (producer) and the recorder (consumer).
+//
+// This header is the only thing the two sides share. Everything in shared memory is fixed-width and
+// position independent (offsets, never pointers), because each process maps the session at a different
+// address. The recorder treats every byte of it as untrusted: a buggy or hostile target can write
+// anything into its rings, so every size and offset read from here is validated before use.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace cutrace::abi {
+
+// Bumped whenever any layout in this header changes; a shim and a recorder of different versions
+// refuse to talk to each other rather than misread records.
+inline constexpr uint32_t kAbiVersion = 1;
+inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
+inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
+
+// How the shim takes timestamps. TSC is chosen by the launcher only when the kernel itself trusts the
+// TSC (clocksource "tsc"); the recorder converts TSC ticks to CLOCK_MONOTONIC nanoseconds before
+// anything reaches the trace file, so readers only ever see nanoseconds.
+enum class ClockKind : uint32_t {
+  kMonotonicNs = 1,  // clock_gettime(CLOCK_MONOTONIC)
+  kTsc = 2,          // rdtsc, converted by the recorder
+};
+
+// What a producer does when its ring is full.
+enum class OnFull : uint32_t {
+  kDrop = 0,  // count the record as dropped and return at once (default: never stall the program)
+};
+
+// ---------------------------------------------------------------------------------------------
+// Records: every record starts with RecordHeader; size is the whole record in bytes, a multiple of 8.
+// ---------------------------------------------------------------------------------------------
+
+inline constexpr uint32_t kRecordAlign = 8;
+inline constexpr uint32_t kMaxRecordBytes = 4096;  // a producer never writes a larger record
+
+enum class RecordKind : uint16_t {
+  kInvalid = 0,      // zeroed memory never parses as a record
+  kPad = 1,          // fills the tail of the ring before a wrap; no payload
+  kApiCall = 2,      // ApiCallRecord: one intercepted call
+  kString = 3,       // StringRecord: a name the tools need (kernel names, thread names, command line)
+  kThreadStart = 4,  // ThreadStartRecord: first record of every claimed ring
+  // Reserved for what follows the core (kept here so kinds never get renumbered):
+  kBacktrace = 5,      // variable-length list of return addresses for the preceding call
+  kModuleMap = 6,      // a loaded object: base, size, build-id, path
+  kNvtx = 7,           // NVTX push/pop/start/end/mark
+  kGpuActivity = 8,    // a CUPTI activity record, re-encoded
+  kCaptureState = 9,   // capture switched on or off (profiler API, NVTX range)
+  kKindCount = 10,
+};
+
+struct RecordHeader {
+  uint16_t kind;  // RecordKind
+  uint16_t size;  // bytes, including this header; multiple of kRecordAlign
+  uint32_t aux;   // kind-specific (the api id for kApiCall, the StringKind for kString)
+};
+static_assert(sizeof(RecordHeader) == 8);
+
+// Interface families; an api id is unique across all of them within one build's ApiTable.
+enum class ApiDomain : uint16_t {
+  kInternal = 0,
+  kCudaRuntime = 1,
+  kCudaDriver = 2,
+  kCublas = 3,
+  kCublasLt = 4,
+  kCudnn = 5,
+  kNvtx = 6,
+  kOsRuntime = 7,
+};
+
+// Backtrace classes, as in `--cudabacktrace kernel|memory|sync|other`.
+enum class ApiClass : uint8_t { kOther = 0, kSync = 1, kMemory = 2, kKernel = 3 };
+
+// How the tools print an argument slot. The generator picks one per annotated argument.
+enum class ArgFormat : uint8_t {
+  kUnsigned = 0,
+  kSigned = 1,
+  kBytes = 2,        // a byte count
+  kPointer = 3,      // printed as hex
+  kMemcpyKind = 4,   // cudaMemcpyKind
+  kStream = 5,       // a stream handle (0 = legacy default stream)
+  kDevice = 6,       // a device ordinal
+  kKernelStub = 7,   // a host stub address, named through a kKernelName string
+  kKernelHandle = 8, // a cudaKernel_t, named through the __cudaGetKernel call that returned it
+  kDim3 = 9,         // x in bits 0-31, y in bits 32-47, z in bits 48-63 (y and z saturate at 65535)
+  kFlags = 10,       // printed as hex
+};
+
+inline constexpr uint32_t kMaxApiArgs = 12;
+
+// Flags of an ApiCallRecord.
+inline constexpr uint8_t kCallFlagResultIsPointer = 1;  // result holds a pointer, not an error code
+inline constexpr uint8_t kCallFlagNoResult = 2;         // the function returns void
+// Recorded while capture was off because the tools need it to name later calls (kernel registration,
+// __cudaGetKernel); reports of timed calls leave such records out.
+inline constexpr uint8_t kCallFlagOutsideCapture = 4;
+
+struct ApiCallRecord {
+  RecordHeader header;  // kind = kApiCall, aux = api id (index into the ApiTable of the trace)
+  uint64_t begin;       // ring: ClockKind units; file: see format.h (delta-encoded)
+  uint64_t end;         // ring: ClockKind units; file: duration in ns
+  uint64_t result;      // the return value, sign-extended for error enums
+  uint16_t depth;       // nesting depth of intercepted calls on this thread (0 = outermost)
+  uint8_t arg_count;    // slots that follow
+  uint8_t flags;        // kCallFlag*
+  uint32_t correlation; // reserved for CUPTI correlation ids; 0 today
+  uint64_t args[];      // arg_count slots, meaning given by the ApiTable entry
+};
+static_assert(sizeof(ApiCallRecord) == 40);
+static_assert(offsetof(ApiCallRecord, begin) == 8 && offsetof(ApiCallRecord, end) == 16);
+
+enum class StringKind : uint32_t {
+  kKernelName = 1,     // key = host stub address (from __cudaRegisterFunction), text = mangled name
+  kThreadName = 2,     // key = 0, text = the thread's name (prctl PR_GET_NAME) at claim time
+  kProcessCommand = 3, // key = 0, text = /proc/self/cmdline with NULs turned into spaces
+  kProcessExe = 4,     // key = 0, text = the executable path
+};
+
+struct StringRecord {
+  RecordHeader header;  // kind = kString, aux = StringKind
+  uint64_t key;
+  uint32_t length;      // bytes of text, no terminator; header.size covers it rounded up to 8
+  uint32_t reserved;
+  char text[];
+};
+static_assert(sizeof(StringRecord) == 24);
+inline constexpr uint32_t kMaxStringBytes = kMaxRecordBytes - sizeof(StringRecord);
+
+inline constexpr uint32_t kThreadFlagForkedChild = 1;  // first ring of a child created by fork() without exec
+inline constexpr uint32_t kThreadFlagFirstInProcess = 2;
+
+struct ThreadStartRecord {
+  RecordHeader header;  // kind = kThreadStart, aux = 0
+  uint64_t time;        // ClockKind units in the ring
+  uint32_t pid;
+  uint32_t tid;
+  uint32_t ppid;
+  uint32_t flags;       // kThreadFlag*
+};
+static_assert(sizeof(ThreadStartRecord) == 32);
+
+inline constexpr uint32_t align_record(uint32_t bytes) {
+  return (bytes + kRecordAlign - 1) & ~(kRecordAlign - 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session object: SessionHeader, then slot_count ring slots of slot_stride bytes each.
+// A slot is RingHeader followed by ring_bytes of record data.
+// ---------------------------------------------------------------------------------------------
+
+// Slot life cycle. Only the transitions below happen; each is a single atomic store or CAS.
+//   kFree    -> kClaiming  producer CAS (it now owns the identity fields)
+//   kClaiming-> kActive    producer store-release after writing identity and zeroing counters
+//   kActive  -> kRetired   producer store-release when its thread exits (after its last push)
+//   kRetired -> kFree      recorder, after draining to head and resetting head/tail/dropped
+//   kActive  -> kFree      recorder, after the owning process is dead and the ring is drained
+//   kClaiming-> kFree      recorder, when the claiming process died before finishing its claim
+enum class SlotState : uint32_t { kFree = 0, kClaiming = 1, kActive = 2, kRetired = 3 };
+
+struct alignas(64) RingHeader {
+  // --- identity: written by the producer while kClaiming, read by the recorder after kActive ---
+  std::atomic<uint32_t> state;     // SlotState
+  uint32_t pid;
+  uint32_t tid;
+  uint32_t ppid;
+  uint64_t process_start_ticks;    // field 22 of /proc/<pid>/stat: tells a live pid from a reused one
+  uint64_t claim_serial;           // increases with every claim of this slot (session-wide counter)
+  uint8_t identity_pad[32];
+
+  // --- producer-owned: the next byte position to write (monotonic, never wraps) ---
+  alignas(64) std::atomic<uint64_t> head;
+  // Records the producer could not store. Only the producer writes it (plain load+store, no RMW).
+  std::atomic<uint64_t> dropped_records;
+  std::atomic<uint64_t> pushed_records;  // stored records, so a reader can check recorded + dropped
+  uint8_t producer_pad[40];
+
+  // --- consumer-owned: the next byte position to read ---
+  alignas(64) std::atomic<uint64_t> tail;
+  uint8_t consumer_pad[56];
+};
+static_assert(sizeof(RingHeader) == 192);
+static_assert(offsetof(RingHeader, head) == 64 && offsetof(RingHeader, tail) == 128);
+
+struct alignas(64) SessionHeader {
+  // --- immutable after the launcher creates the session ---
+  uint64_t magic;                  // kSessionMagic
+  uint32_t abi_version;            // kAbiVersion
+  uint32_t header_bytes;           // sizeof(SessionHeader)
+  uint64_t total_bytes;            // size of the whole object; every offset is checked against it
+  uint64_t slots_offset;           // start of slot 0
+  uint64_t slot_stride;            // sizeof(RingHeader) + ring_bytes
+  uint32_t slot_count;
+  uint32_t ring_bytes;             // data bytes per ring; a power of two, >= 4 * kMaxRecordBytes
+  uint32_t clock_kind;             // ClockKind
+  uint32_t on_full;                // OnFull
+  uint32_t launcher_pid;
+  uint32_t reserved0;
+  uint8_t immutable_pad[8];
+
+  // --- read on every intercepted call: its own cache line ---
+  alignas(64) std::atomic<uint32_t> capture_enabled;  // 0 = calls pass through unrecorded
+  uint8_t capture_pad[60];
+
+  // --- rarely written, shared by all producers ---
+  alignas(64) std::atomic<uint64_t> next_claim_serial;
+  std::atomic<uint64_t> lost_no_slot;       // records lost because every slot was taken
+  std::atomic<uint32_t> processes_attached; // processes whose shim mapped this session
+  std::atomic<uint32_t> recorder_pid;       // set by the recorder once it runs
+  std::atomic<uint32_t> shutdown_requested; // set by the launcher: drain everything and finish
+  uint32_t reserved1;
+  uint8_t shared_pad[24];
+};
+static_assert(sizeof(SessionHeader) == 192);
+static_assert(offsetof(SessionHeader, capture_enabled) == 64);
+
+inline constexpr uint32_t kDefaultRingBytes = 4u << 20;
+inline constexpr uint32_t kDefaultSlotCount = 256;
+inline constexpr uint32_t kMinRingBytes = 4 * kMaxRecordBytes;
+
+inline constexpr bool is_power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
+
+inline constexpr uint64_t session_bytes(uint32_t slot_count, uint32_t ring_bytes) {
+  return sizeof(SessionHeader) + uint64_t(slot_count) * (sizeof(RingHeader) + ring_bytes);
+}
+
+// Checks a mapped header against the object's real size; both sides call it before touching a slot.
+inline bool session_layout_valid(const SessionHeader* h, uint64_t mapped_bytes) {
+  if (mapped_bytes < sizeof(SessionHeader)) return false;
+  if (h->magic != kSessionMagic || h->abi_version != kAbiVersion) return false;
+  if (h->header_bytes != sizeof(SessionHeader) || h->total_bytes != mapped_bytes) return false;
+  if (!is_power_of_two(h->ring_bytes) || h->ring_bytes < kMinRingBytes) return false;
+  if (h->slot_stride != sizeof(RingHeader) + uint64_t(h->ring_bytes)) return false;
+  if (h->slots_offset != sizeof(SessionHeader)) return false;
+  if (h->slot_count == 0 || h->slots_offset + uint64_t(h->slot_count) * h->slot_stride != mapped_bytes)
+    return false;
+  return h->clock_kind == uint32_t(ClockKind::kMonotonicNs) || h->clock_kind == uint32_t(ClockKind::kTsc);
+}
+
+inline RingHeader* slot_header(SessionHeader* s, uint32_t i) {
+  return reinterpret_cast<RingHeader*>(reinterpret_cast<uint8_t*>(s) + s->slots_offset + uint64_t(i) * s->slot_stride);
+}
+inline uint8_t* slot_data(RingHeader* r) { return reinterpret_cast<uint8_t*>(r) + sizeof(RingHeader); }
+
+static_assert(std::is_standard_layout_v<SessionHeader> && std::is_standard_layout_v<RingHeader>);
+
+}  // namespace cutrace::abi

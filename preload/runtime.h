@@ -1,0 +1,155 @@
+// What the generated wrappers call. Everything a wrapper does on every call is inline here; everything
+// else (attaching to the session, claiming a ring, resolving a real symbol) is out of line and cold.
+//
+// The shape of a generated wrapper (see tools/gen/gen_wrappers.py):
+//
+//   extern "C" CUTRACE_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
+//     using Fn = decltype(&::cudaMalloc);
+//     Fn real = cutrace::preload::real_function<Fn>(kApi_cudaMalloc);
+//     if (!real) return cudaErrorNotSupported;           // from the annotations
+//     auto& ts = cutrace::preload::t_thread;
+//     if (!cutrace::preload::should_record(ts)) return real(devPtr, size);
+//     cutrace::preload::CallScope scope(ts);
+//     cudaError_t result = real(devPtr, size);
+//     scope.finish();
+//     uint64_t args[2] = {uint64_t(size), devPtr ? uint64_t(*devPtr) : 0};
+//     scope.emit(kApi_cudaMalloc, cutrace::preload::as_result(result), 0, args, 2);
+//     return result;
+//   }
+#pragma once
+
+#include <errno.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "cutrace/abi.h"
+#include "cutrace/ring.h"
+
+#define CUTRACE_EXPORT __attribute__((visibility("default")))
+#define CUTRACE_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CUTRACE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+namespace cutrace::preload {
+
+struct ThreadState {
+  ring::Producer producer;  // producer.header == nullptr until this thread has claimed a ring
+  uint32_t depth;           // intercepted calls in progress on this thread
+  uint32_t in_tracer;       // > 0 while the tracer itself runs: its own calls are never recorded
+};
+
+// initial-exec: the library is always loaded at start-up (LD_PRELOAD), and global-dynamic TLS may
+// call malloc inside __tls_get_addr, which must never happen on the hot path or in a forked child.
+extern thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
+
+// The session this process writes to, or nullptr when there is none (pure pass-through).
+extern abi::SessionHeader* g_session;
+// True when timestamps are rdtsc ticks; fixed before the first ring is claimed.
+extern bool g_clock_is_tsc;
+
+// Claims a ring for this thread, attaching the process to the session first if needed. Returns false
+// when there is no session or no ring could be had; in the latter case the lost record is counted.
+bool prepare_thread(ThreadState& ts) __attribute__((noinline, cold));
+
+// Returns the real function for an api id, resolving it on first use, or nullptr if no loaded library
+// provides it.
+void* resolve_real(uint32_t api_id) __attribute__((noinline, cold));
+extern std::atomic<void*> g_real_functions[];
+
+template <class Fn>
+inline Fn real_function(uint32_t api_id) {
+  void* p = g_real_functions[api_id].load(std::memory_order_relaxed);
+  if (CUTRACE_UNLIKELY(!p)) p = resolve_real(api_id);
+  return reinterpret_cast<Fn>(p);
+}
+
+inline uint64_t now() {
+  if (CUTRACE_LIKELY(g_clock_is_tsc)) return __rdtsc();
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
+}
+
+// The "capturing?" test of every call: a TLS load, and for threads with a ring one relaxed load of the
+// session's capture flag.
+inline bool should_record(ThreadState& ts) {
+  if (CUTRACE_UNLIKELY(ts.producer.header == nullptr) && !prepare_thread(ts)) return false;
+  return g_session->capture_enabled.load(std::memory_order_relaxed) != 0 && ts.in_tracer == 0;
+}
+
+// For calls whose records the tools need even while capture is off (kernel registration): records
+// whenever there is a ring, flagging the record when capture was off.
+inline bool should_record_always(ThreadState& ts, uint8_t& flags) {
+  if (CUTRACE_UNLIKELY(ts.producer.header == nullptr) && !prepare_thread(ts)) return false;
+  if (ts.in_tracer) return false;
+  if (g_session->capture_enabled.load(std::memory_order_relaxed) == 0) flags |= abi::kCallFlagOutsideCapture;
+  return true;
+}
+
+template <class R>
+inline uint64_t as_result(R r) {
+  if constexpr (std::is_pointer_v<R>) return reinterpret_cast<uint64_t>(r);
+  else if constexpr (std::is_enum_v<R>) return uint64_t(int64_t(std::underlying_type_t<R>(r)));
+  else if constexpr (std::is_signed_v<R>) return uint64_t(int64_t(r));
+  else return uint64_t(r);
+}
+
+// dim3 packed into one slot (abi::ArgFormat::kDim3).
+template <class D>
+inline uint64_t pack_dim3(const D& d) {
+  auto sat = [](uint32_t v) -> uint64_t { return v > 0xffff ? 0xffff : v; };
+  return uint64_t(d.x) | sat(d.y) << 32 | sat(d.z) << 48;
+}
+
+// Times one call and writes its record. errno is saved right after the real call returns and restored
+// after the record is written, so the program sees exactly what the real function left there.
+class CallScope {
+ public:
+  explicit CallScope(ThreadState& ts) : ts_(ts), depth_(ts.depth++) { begin_ = now(); }
+  inline void finish() {
+    end_ = now();
+    saved_errno_ = errno;
+    --ts_.depth;
+  }
+  inline void emit(uint32_t api_id, uint64_t result, uint8_t flags, const uint64_t* args, uint32_t arg_count) {
+    const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8u * arg_count;
+    uint8_t* p = ts_.producer.reserve(bytes);
+    if (CUTRACE_LIKELY(p != nullptr)) {
+      auto* r = reinterpret_cast<abi::ApiCallRecord*>(p);
+      r->header.kind = uint16_t(abi::RecordKind::kApiCall);
+      r->header.size = uint16_t(bytes);
+      r->header.aux = api_id;
+      r->begin = begin_;
+      r->end = end_;
+      r->result = result;
+      r->depth = uint16_t(depth_);
+      r->arg_count = uint8_t(arg_count);
+      r->flags = flags;
+      r->correlation = 0;
+      if (arg_count) std::memcpy(r->args, args, 8u * arg_count);
+      ts_.producer.commit(bytes);
+    }
+    errno = saved_errno_;
+  }
+
+ private:
+  ThreadState& ts_;
+  uint32_t depth_;
+  int saved_errno_ = 0;
+  uint64_t begin_ = 0, end_ = 0;
+};
+
+// Slow-path record helpers used by hooks (kernel registration) and by prepare_thread.
+void emit_string(ThreadState& ts, abi::StringKind kind, uint64_t key, const char* text, size_t length);
+
+// Hand-written hooks the generated wrappers call for functions whose meaning needs more than argument
+// slots. Each runs after the real call, whether or not capture is on.
+namespace hooks {
+void register_function(const void* host_stub, const char* device_name);
+}  // namespace hooks
+
+}  // namespace cutrace::preload

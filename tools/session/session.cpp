@@ -1,0 +1,154 @@
+#include "session/session.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <utility>
+
+namespace cutrace::session {
+
+abi::ClockKind choose_clock() {
+  if (const char* forced = std::getenv("CUTRACE_CLOCK")) {
+    if (std::strcmp(forced, "monotonic") == 0) return abi::ClockKind::kMonotonicNs;
+    if (std::strcmp(forced, "tsc") == 0) return abi::ClockKind::kTsc;
+  }
+  std::ifstream source("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::string name;
+  if (source >> name && name == "tsc") return abi::ClockKind::kTsc;
+  return abi::ClockKind::kMonotonicNs;
+}
+
+Session::Session(Session&& other) noexcept { *this = std::move(other); }
+
+Session& Session::operator=(Session&& other) noexcept {
+  if (this != &other) {
+    reset();
+    name_ = std::move(other.name_);
+    header_ = std::exchange(other.header_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    owner_ = std::exchange(other.owner_, false);
+  }
+  return *this;
+}
+
+Session::~Session() { reset(); }
+
+void Session::reset() {
+  if (owner_) unlink();
+  if (header_) munmap(header_, bytes_);
+  header_ = nullptr;
+  bytes_ = 0;
+  owner_ = false;
+}
+
+void Session::unlink() {
+  if (owner_ && !name_.empty()) shm_unlink(name_.c_str());
+  owner_ = false;
+}
+
+void unlink_name(const std::string& name) { shm_unlink(name.c_str()); }
+
+bool Session::create(const Options& options, std::string* error) {
+  reset();
+  if (!abi::is_power_of_two(options.ring_bytes) || options.ring_bytes < abi::kMinRingBytes) {
+    *error = "the ring size must be a power of two of at least " + std::to_string(abi::kMinRingBytes) + " bytes";
+    return false;
+  }
+  if (options.slot_count == 0) {
+    *error = "the session needs at least one ring slot";
+    return false;
+  }
+  unsigned char random[16];
+  if (getrandom(random, sizeof random, 0) != ssize_t(sizeof random)) {
+    *error = std::string("cannot draw a random session name: ") + std::strerror(errno);
+    return false;
+  }
+  char name[64];
+  int n = std::snprintf(name, sizeof name, "/cutrace-%u-", unsigned(getuid()));
+  for (unsigned char b : random) n += std::snprintf(name + n, sizeof name - n, "%02x", b);
+
+  const uint64_t bytes = abi::session_bytes(options.slot_count, options.ring_bytes);
+  // O_EXCL: a name that already exists is never reused; 0600: only this user's processes may attach.
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *error = std::string("cannot create shared memory in /dev/shm: ") + std::strerror(errno);
+    return false;
+  }
+  fchmod(fd, 0600);  // shm_open's mode is filtered by the umask; make sure group/other get nothing
+  if (ftruncate(fd, off_t(bytes)) != 0) {
+    *error = std::string("cannot size the session's shared memory: ") + std::strerror(errno);
+    close(fd);
+    shm_unlink(name);
+    return false;
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    *error = std::string("cannot map the session's shared memory: ") + std::strerror(errno);
+    shm_unlink(name);
+    return false;
+  }
+  // The object is fresh from ftruncate, so every byte is already zero: slots are kFree, counters 0.
+  auto* h = new (base) abi::SessionHeader();
+  h->magic = abi::kSessionMagic;
+  h->abi_version = abi::kAbiVersion;
+  h->header_bytes = sizeof(abi::SessionHeader);
+  h->total_bytes = bytes;
+  h->slots_offset = sizeof(abi::SessionHeader);
+  h->slot_stride = sizeof(abi::RingHeader) + options.ring_bytes;
+  h->slot_count = options.slot_count;
+  h->ring_bytes = options.ring_bytes;
+  h->clock_kind = uint32_t(options.clock);
+  h->on_full = uint32_t(abi::OnFull::kDrop);
+  h->launcher_pid = uint32_t(getpid());
+  h->capture_enabled.store(options.capture_enabled ? 1 : 0, std::memory_order_release);
+  name_ = name;
+  header_ = h;
+  bytes_ = bytes;
+  owner_ = true;
+  return true;
+}
+
+bool Session::open(const std::string& name, std::string* error) {
+  reset();
+  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    *error = "cannot open session '" + name + "': " + std::strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < off_t(sizeof(abi::SessionHeader))) {
+    *error = "session '" + name + "' is too small to be a cutrace session";
+    close(fd);
+    return false;
+  }
+  const uint64_t bytes = uint64_t(st.st_size);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    *error = "cannot map session '" + name + "': " + std::strerror(errno);
+    return false;
+  }
+  auto* h = static_cast<abi::SessionHeader*>(base);
+  if (!abi::session_layout_valid(h, bytes)) {
+    *error = "session '" + name + "' has an unknown layout (a different cutrace version?)";
+    munmap(base, bytes);
+    return false;
+  }
+  name_ = name;
+  header_ = h;
+  bytes_ = bytes;
+  owner_ = false;
+  return true;
+}
+
+}  // namespace cutrace::session

@@ -1,0 +1,60 @@
+// Creating, opening and removing a session's shared-memory object. The launcher creates it; the
+// recorder and tests open it by name; the preload library has its own minimal attach code (it may not
+// use anything that allocates).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cutrace/abi.h"
+
+namespace cutrace::session {
+
+struct Options {
+  uint32_t slot_count = abi::kDefaultSlotCount;
+  uint32_t ring_bytes = abi::kDefaultRingBytes;
+  abi::ClockKind clock = abi::ClockKind::kMonotonicNs;
+  bool capture_enabled = true;
+};
+
+// TSC when the kernel itself uses it as clocksource (so it is invariant and synchronised across CPUs),
+// unless CUTRACE_CLOCK=monotonic asks otherwise; CLOCK_MONOTONIC otherwise.
+abi::ClockKind choose_clock();
+
+// A mapping of a session object. Move-only; unmaps on destruction. The creator also unlinks the name.
+class Session {
+ public:
+  Session() = default;
+  Session(Session&& other) noexcept;
+  Session& operator=(Session&& other) noexcept;
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  ~Session();
+
+  // Creates a new object with mode 0600 under an unguessable name (128 random bits). Returns false and
+  // sets `error` to one sentence on failure.
+  bool create(const Options& options, std::string* error);
+  // Maps an existing object and validates its layout against its real size.
+  bool open(const std::string& name, std::string* error);
+
+  // Removes the name from /dev/shm; the mapping stays valid. Idempotent.
+  void unlink();
+
+  bool valid() const { return header_ != nullptr; }
+  const std::string& name() const { return name_; }
+  abi::SessionHeader* header() const { return header_; }
+  uint64_t bytes() const { return bytes_; }
+  abi::RingHeader* slot(uint32_t i) const { return abi::slot_header(header_, i); }
+
+ private:
+  void reset();
+  std::string name_;
+  abi::SessionHeader* header_ = nullptr;
+  uint64_t bytes_ = 0;
+  bool owner_ = false;
+};
+
+// Removes a session object by name; used by the launcher to clean up after a recorder that died.
+void unlink_name(const std::string& name);
+
+}  // namespace cutrace::session
