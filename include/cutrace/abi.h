@@ -203,7 +203,6 @@ struct alignas(64) SessionHeader {
   uint32_t on_full;                // OnFull
   uint32_t launcher_pid;
   uint32_t reserved0;
-  uint8_t immutable_pad[8];
 
   // --- read on every intercepted call: its own cache line ---
   alignas(64) std::atomic<uint32_t> capture_enabled;  // 0 = calls pass through unrecorded

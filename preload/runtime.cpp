@@ -1,0 +1,270 @@
+// The slow paths of the shim: attaching the process to its session, claiming a ring for a thread,
+// giving it back when the thread ends, starting over in a fork()ed child, and finding real functions.
+//
+// Nothing here may allocate through malloc or take a lock that another thread could hold across a
+// fork(): the shim runs inside arbitrary programs, before and after their own initialisation, and in
+// children that may only call async-signal-safe functions until they exec.
+#include "runtime.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cutrace/api_table.h"
+
+namespace cutrace::preload {
+
+thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
+abi::SessionHeader* g_session = nullptr;
+bool g_clock_is_tsc = false;
+
+namespace {
+
+enum AttachState : int { kNotTried = 0, kAttaching = 1, kAttached = 2, kNoSession = 3 };
+std::atomic<int> g_attach_state{kNotTried};
+uint64_t g_session_bytes = 0;
+pthread_key_t g_thread_exit_key;
+
+// Per-process facts, reset in a fork()ed child.
+std::atomic<bool> g_process_announced{false};
+uint64_t g_process_start_ticks = 0;
+bool g_is_forked_child = false;
+
+bool debug_log_enabled() {
+  static const bool enabled = [] {
+    const char* v = getenv("CUTRACE_LOG");
+    return v && v[0] == 'd';
+  }();
+  return enabled;
+}
+
+void debug_log(const char* message) {
+  if (!debug_log_enabled()) return;
+  // write(2) rather than stdio: this may run in a forked child or before stdio is usable.
+  const char prefix[] = "cutrace-preload: ";
+  ssize_t ignored = write(STDERR_FILENO, prefix, sizeof prefix - 1);
+  ignored = write(STDERR_FILENO, message, strlen(message));
+  ignored = write(STDERR_FILENO, "\n", 1);
+  (void)ignored;
+}
+
+// Reads a small file into `buf` with plain syscalls; returns the bytes read.
+size_t read_small_file(const char* path, char* buf, size_t capacity) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t total = 0;
+  while (total < capacity) {
+    ssize_t n = read(fd, buf + total, capacity - total);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    total += size_t(n);
+  }
+  close(fd);
+  return total;
+}
+
+// Field 22 of /proc/self/stat: the process's start time in clock ticks since boot. Together with the
+// pid it names this process uniquely, so the recorder can tell a dead process from a reused pid.
+uint64_t read_process_start_ticks() {
+  char buf[1024];
+  size_t n = read_small_file("/proc/self/stat", buf, sizeof buf - 1);
+  buf[n] = '\0';
+  // The command name (field 2) is in parentheses and may itself contain spaces and ')'.
+  char* p = strrchr(buf, ')');
+  if (!p) return 0;
+  ++p;
+  for (int field = 2; field < 22 && *p; ++p)
+    if (*p == ' ') ++field;
+  return strtoull(p, nullptr, 10);
+}
+
+void on_thread_exit(void*) {
+  ThreadState& ts = t_thread;
+  if (!ts.producer.header) return;
+  // Release: every record this thread pushed is published before the recorder may reclaim the slot.
+  ts.producer.header->state.store(uint32_t(abi::SlotState::kRetired), std::memory_order_release);
+  ts.producer = ring::Producer{};
+}
+
+void on_fork_child() {
+  // Only this thread exists in the child. The ring it used belongs to the parent's thread, which is
+  // still writing to it; the child must claim its own on its next call.
+  ThreadState& ts = t_thread;
+  ts.producer = ring::Producer{};
+  ts.depth = 0;
+  ts.in_tracer = 0;
+  g_process_announced.store(false, std::memory_order_relaxed);
+  g_process_start_ticks = 0;
+  g_is_forked_child = true;
+  if (g_session) g_session->processes_attached.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool map_session() {
+  const char* name = getenv(abi::kSessionEnvVar);
+  if (!name || !*name) return false;
+  int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    debug_log("CUTRACE_SESSION is set but the session cannot be opened; calls pass through untraced");
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < off_t(sizeof(abi::SessionHeader))) {
+    close(fd);
+    debug_log("the session object is too small; calls pass through untraced");
+    return false;
+  }
+  void* base = mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    debug_log("cannot map the session; calls pass through untraced");
+    return false;
+  }
+  auto* header = static_cast<abi::SessionHeader*>(base);
+  if (!abi::session_layout_valid(header, uint64_t(st.st_size))) {
+    munmap(base, size_t(st.st_size));
+    debug_log("the session was made by a different cutrace version; calls pass through untraced");
+    return false;
+  }
+  g_session_bytes = uint64_t(st.st_size);
+  g_clock_is_tsc = header->clock_kind == uint32_t(abi::ClockKind::kTsc);
+  header->processes_attached.fetch_add(1, std::memory_order_relaxed);
+  g_session = header;
+  return true;
+}
+
+// Attaches at most once per process image, from whichever comes first: the library constructor or a
+// wrapper called by another library's constructor that ran before ours.
+bool attach_once() {
+  int state = g_attach_state.load(std::memory_order_acquire);
+  if (__builtin_expect(state == kAttached, 1)) return true;
+  if (state == kNoSession) return false;
+  int expected = kNotTried;
+  if (g_attach_state.compare_exchange_strong(expected, kAttaching, std::memory_order_acq_rel)) {
+    pthread_key_create(&g_thread_exit_key, on_thread_exit);
+    pthread_atfork(nullptr, nullptr, on_fork_child);
+    bool attached = map_session();
+    g_attach_state.store(attached ? kAttached : kNoSession, std::memory_order_release);
+    return attached;
+  }
+  // Another thread is attaching; it does a handful of syscalls, so waiting is short.
+  while ((state = g_attach_state.load(std::memory_order_acquire)) == kAttaching) sched_yield();
+  return state == kAttached;
+}
+
+__attribute__((constructor)) void cutrace_preload_init() { attach_once(); }
+
+void announce_process(ThreadState& ts) {
+  char buf[abi::kMaxStringBytes];
+  size_t n = read_small_file("/proc/self/cmdline", buf, sizeof buf);
+  // Arguments are NUL-separated, and the last one NUL-terminated.
+  while (n > 0 && buf[n - 1] == '\0') --n;
+  for (size_t i = 0; i < n; ++i)
+    if (buf[i] == '\0') buf[i] = ' ';
+  emit_string(ts, abi::StringKind::kProcessCommand, 0, buf, n);
+  ssize_t exe = readlink("/proc/self/exe", buf, sizeof buf);
+  if (exe > 0) emit_string(ts, abi::StringKind::kProcessExe, 0, buf, size_t(exe));
+}
+
+bool claim_ring(ThreadState& ts) {
+  abi::SessionHeader* s = g_session;
+  const uint32_t tid = uint32_t(syscall(SYS_gettid));
+  const uint32_t count = s->slot_count;
+  // Start at a slot derived from the tid so that threads starting together rarely contend.
+  for (uint32_t i = 0; i < count; ++i) {
+    abi::RingHeader* ring = abi::slot_header(s, (tid + i) % count);
+    uint32_t expected = uint32_t(abi::SlotState::kFree);
+    if (ring->state.load(std::memory_order_relaxed) != expected) continue;
+    // Acquire pairs with the recorder's release when it freed the slot: its reset of head/tail is seen.
+    if (!ring->state.compare_exchange_strong(expected, uint32_t(abi::SlotState::kClaiming),
+                                             std::memory_order_acquire, std::memory_order_relaxed))
+      continue;
+    if (g_process_start_ticks == 0) g_process_start_ticks = read_process_start_ticks();
+    ring->pid = uint32_t(getpid());
+    ring->tid = tid;
+    ring->ppid = uint32_t(getppid());
+    ring->process_start_ticks = g_process_start_ticks;
+    ring->claim_serial = s->next_claim_serial.fetch_add(1, std::memory_order_relaxed);
+    ts.producer.attach(ring, s->ring_bytes);
+    // Release: the identity above is visible to the recorder before it sees the slot as active.
+    ring->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool prepare_thread(ThreadState& ts) {
+  if (ts.in_tracer || !attach_once()) return false;
+  ts.in_tracer++;
+  const int saved_errno = errno;
+  bool claimed = claim_ring(ts);
+  if (claimed) {
+    pthread_setspecific(g_thread_exit_key, reinterpret_cast<void*>(1));
+    const bool first_in_process = !g_process_announced.exchange(true, std::memory_order_relaxed);
+    abi::ThreadStartRecord start{};
+    start.header = {uint16_t(abi::RecordKind::kThreadStart), uint16_t(sizeof start), 0};
+    start.time = now();
+    start.pid = ts.producer.header->pid;
+    start.tid = ts.producer.header->tid;
+    start.ppid = ts.producer.header->ppid;
+    start.flags = (first_in_process ? abi::kThreadFlagFirstInProcess : 0) |
+                  (first_in_process && g_is_forked_child ? abi::kThreadFlagForkedChild : 0);
+    ts.producer.push(&start, sizeof start);
+    char name[17] = {};
+    if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0) emit_string(ts, abi::StringKind::kThreadName, 0, name, strlen(name));
+    if (first_in_process) announce_process(ts);
+  } else if (g_session->capture_enabled.load(std::memory_order_relaxed)) {
+    // Every slot is taken: this call's record is lost, and counted so the loss is reported.
+    g_session->lost_no_slot.fetch_add(1, std::memory_order_relaxed);
+  }
+  errno = saved_errno;
+  ts.in_tracer--;
+  return claimed;
+}
+
+void* resolve_real(uint32_t api_id) {
+  if (api_id >= kApiTableSize) return nullptr;
+  const ApiInfo& info = kApiTable[api_id];
+  const int saved_errno = errno;
+  // RTLD_NEXT finds the definition that the program would have bound to without the shim.
+  void* fn = dlsym(RTLD_NEXT, info.name);
+  if (!fn) {
+    // A library loaded with RTLD_LOCAL is not in the global scope that RTLD_NEXT searches, but a
+    // library that depends on it can still bind to our wrapper: look inside it by soname.
+    if (void* handle = dlopen(info.library, RTLD_LAZY | RTLD_NOLOAD)) {
+      fn = dlsym(handle, info.name);
+      dlclose(handle);
+    }
+  }
+  errno = saved_errno;
+  if (fn) g_real_functions[api_id].store(fn, std::memory_order_relaxed);
+  return fn;
+}
+
+void emit_string(ThreadState& ts, abi::StringKind kind, uint64_t key, const char* text, size_t length) {
+  if (!ts.producer.header) return;
+  if (length > abi::kMaxStringBytes) length = abi::kMaxStringBytes;
+  const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::StringRecord) + length));
+  uint8_t* p = ts.producer.reserve(bytes);
+  if (!p) return;
+  auto* r = reinterpret_cast<abi::StringRecord*>(p);
+  r->header = {uint16_t(abi::RecordKind::kString), uint16_t(bytes), uint32_t(kind)};
+  r->key = key;
+  r->length = uint32_t(length);
+  r->reserved = 0;
+  std::memcpy(r->text, text, length);
+  // Zero the alignment tail so no stale ring bytes reach the trace.
+  std::memset(r->text + length, 0, bytes - sizeof(abi::StringRecord) - length);
+  ts.producer.commit(bytes);
+}
+
+}  // namespace cutrace::preload
