@@ -22,7 +22,7 @@
 
 namespace cutrace::preload {
 
-thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
+constinit thread_local ThreadState t_thread __attribute__((tls_model("initial-exec"))){};
 abi::SessionHeader* g_session = nullptr;
 bool g_clock_is_tsc = false;
 

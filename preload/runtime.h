@@ -1,7 +1,7 @@
 // What the generated wrappers call. Everything a wrapper does on every call is inline here; everything
 // else (attaching to the session, claiming a ring, resolving a real symbol) is out of line and cold.
 //
-// The shape of a generated wrapper (see tools/gen/gen_wrappers.py):
+// The shape of a generated wrapper (see preload/gen/gen_wrappers.py):
 //
 //   extern "C" CUTRACE_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
 //     using Fn = decltype(&::cudaMalloc);
@@ -44,7 +44,8 @@ struct ThreadState {
 
 // initial-exec: the library is always loaded at start-up (LD_PRELOAD), and global-dynamic TLS may
 // call malloc inside __tls_get_addr, which must never happen on the hot path or in a forked child.
-extern thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
+// constinit: constant-initialised, so no wrapper calls a TLS init function (or __tls_get_addr) first.
+extern constinit thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
 
 // The session this process writes to, or nullptr when there is none (pure pass-through).
 extern abi::SessionHeader* g_session;
@@ -67,7 +68,7 @@ inline Fn real_function(uint32_t api_id) {
   return reinterpret_cast<Fn>(p);
 }
 
-inline uint64_t now() {
+__attribute__((always_inline)) inline uint64_t now() {
   if (CUTRACE_LIKELY(g_clock_is_tsc)) return __rdtsc();
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -76,7 +77,7 @@ inline uint64_t now() {
 
 // The "capturing?" test of every call: a TLS load, and for threads with a ring one relaxed load of the
 // session's capture flag.
-inline bool should_record(ThreadState& ts) {
+__attribute__((always_inline)) inline bool should_record(ThreadState& ts) {
   if (CUTRACE_UNLIKELY(ts.producer.header == nullptr) && !prepare_thread(ts)) return false;
   return g_session->capture_enabled.load(std::memory_order_relaxed) != 0 && ts.in_tracer == 0;
 }
@@ -109,13 +110,15 @@ inline uint64_t pack_dim3(const D& d) {
 // after the record is written, so the program sees exactly what the real function left there.
 class CallScope {
  public:
-  explicit CallScope(ThreadState& ts) : ts_(ts), depth_(ts.depth++) { begin_ = now(); }
-  inline void finish() {
+  // always_inline: the generated file holds hundreds of wrappers, enough to exhaust the compiler's
+  // inlining budget, and a call here would add to every recorded call.
+  __attribute__((always_inline)) explicit CallScope(ThreadState& ts) : ts_(ts), depth_(ts.depth++) { begin_ = now(); }
+  __attribute__((always_inline)) inline void finish() {
     end_ = now();
     saved_errno_ = errno;
     --ts_.depth;
   }
-  inline void emit(uint32_t api_id, uint64_t result, uint8_t flags, const uint64_t* args, uint32_t arg_count) {
+  __attribute__((always_inline)) inline void emit(uint32_t api_id, uint64_t result, uint8_t flags, const uint64_t* args, uint32_t arg_count) {
     const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8u * arg_count;
     uint8_t* p = ts_.producer.reserve(bytes);
     if (CUTRACE_LIKELY(p != nullptr)) {

@@ -1,4 +1,4 @@
-// The table of intercepted functions. Its contents are generated at build time (tools/gen) from the
+// The table of intercepted functions. Its contents are generated at build time (preload/gen) from the
 // CUDA headers, the exports of the installed libraries and annotations/*.toml; the preload library
 // indexes it by api id, and the recorder copies it into every trace so the file names its own calls.
 #pragma once

@@ -33,7 +33,7 @@ struct Producer {
 
   // Returns where to write `bytes` (a multiple of 8, <= kMaxRecordBytes), or nullptr when the ring is
   // full, in which case the drop has been counted. The caller fills the record and calls commit().
-  inline uint8_t* reserve(uint32_t bytes) {
+  __attribute__((always_inline)) inline uint8_t* reserve(uint32_t bytes) {
     const uint64_t capacity = mask + 1;
     const uint64_t offset = head & mask;
     const uint64_t contiguous = capacity - offset;
@@ -58,7 +58,7 @@ struct Producer {
   }
 
   // Publishes the record written at the pointer reserve() returned.
-  inline void commit(uint32_t bytes) {
+  __attribute__((always_inline)) inline void commit(uint32_t bytes) {
     head += bytes;
     ++pushed;
     // Only this thread writes these; relaxed stores keep them readable for `cutrace info` and tests.

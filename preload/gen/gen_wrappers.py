@@ -1,0 +1,1343 @@
+#!/usr/bin/env python3
+"""Generates the interposing wrappers of libcutrace-preload.so at build time.
+
+For every library given with --library it reads:
+  * the functions the installed library exports (`nm -D --defined-only`): each one gets a wrapper;
+  * their prototypes, from the library's headers as the C++ compiler preprocesses them (so macros,
+    default arguments and per-version #ifdefs are resolved exactly as in the compile of the wrappers),
+    plus the prototypes nvcc's host pass sees (crt/host_runtime.h and the __CUDACC__-only parts of
+    crt/device_functions.h, where __cudaGetKernel and __cudaLaunchKernel are declared);
+  * the reviewed annotations file (docs/annotations.md): what to record of each call.
+
+and writes into --out-dir:
+  api_ids.h             one id per wrapped function, one id space across all libraries
+  api_table.cpp         cutrace::kApiTable / kApiTableSize (include/cutrace/api_table.h)
+  real_functions.cpp    cutrace::preload::g_real_functions, kept apart so that the recorder can link the
+                        table without the shim's state
+  wrappers_<name>.cpp   the wrappers of one library, in the shape documented in preload/runtime.h
+
+Any inconsistency between the annotations and what the headers and the library really contain stops
+the build with a message naming the file, the function and what to change.
+
+Only the Python standard library is used (3.11+, for tomllib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+PROG = "gen_wrappers"
+
+
+class GenError(Exception):
+    """A problem the user has to fix; printed as one message, exit status 1."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Vocabulary shared with include/cutrace/abi.h and format.h
+# ---------------------------------------------------------------------------------------------
+
+DOMAINS = {
+    "internal": "kInternal",
+    "cuda_runtime": "kCudaRuntime",
+    "cuda_driver": "kCudaDriver",
+    "cublas": "kCublas",
+    "cublaslt": "kCublasLt",
+    "cudnn": "kCudnn",
+    "nvtx": "kNvtx",
+    "os_runtime": "kOsRuntime",
+}
+
+CLASSES = {"other": "kOther", "sync": "kSync", "memory": "kMemory", "kernel": "kKernel"}
+
+ARG_FORMATS = {
+    "unsigned": "kUnsigned",
+    "signed": "kSigned",
+    "bytes": "kBytes",
+    "pointer": "kPointer",
+    "memcpy_kind": "kMemcpyKind",
+    "stream": "kStream",
+    "device": "kDevice",
+    "kernel_stub": "kKernelStub",
+    "kernel_handle": "kKernelHandle",
+    "dim3": "kDim3",
+    "flags": "kFlags",
+}
+
+# How a return value is recorded (format::ResultKind) and flagged (abi::kCallFlag*).
+RESULT_KINDS = {
+    "error": ("kErrorCode", None),
+    "pointer": ("kPointer", "cutrace::abi::kCallFlagResultIsPointer"),
+    "unsigned": ("kUnsigned", None),
+    # A value the record cannot hold (a struct): recorded like a void function.
+    "none": ("kVoid", "cutrace::abi::kCallFlagNoResult"),
+}
+
+MAX_ARGS = 12  # abi::kMaxApiArgs
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizer for preprocessed C/C++
+# ---------------------------------------------------------------------------------------------
+
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<ws>\s+)
+  | (?P<string>(?:u8|u|U|L)?"(?:[^"\\\n]|\\.)*")
+  | (?P<char>(?:u8|u|U|L)?'(?:[^'\\\n]|\\.)*')
+  | (?P<ident>[A-Za-z_$][A-Za-z0-9_$]*)
+  | (?P<number>\.?[0-9](?:[eEpP][+-]|[A-Za-z0-9_.'])*)
+  | (?P<punct>\.\.\.|::|->\*?|<<=|>>=|<=>|[-+*/%&|^!=<>]=|&&|\|\||\+\+|--|<<|>>|\.\*|[{}\[\]()<>;:,.?~!=+\-*/%&|^#])
+    """,
+    re.VERBOSE,
+)
+
+_LINEMARKER_RE = re.compile(r'^#\s*(?:line\s+)?(\d+)\s+"((?:[^"\\]|\\.)*)"')
+_DEFINE_RE = re.compile(r"^#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)")
+_UNDEF_RE = re.compile(r"^#\s*undef\s+([A-Za-z_][A-Za-z0-9_]*)")
+_IDENT_TOKEN_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+
+
+@dataclasses.dataclass(frozen=True)
+class Token:
+    text: str
+    file: str
+    line: int
+
+    @property
+    def is_ident(self) -> bool:
+        return _IDENT_TOKEN_RE.fullmatch(self.text) is not None
+
+
+def tokenize_preprocessed(text: str) -> tuple[list[Token], set[str]]:
+    """Tokens of preprocessor output, with their original locations, and the macros still defined at
+    the end (the output must come from -dD so that #define/#undef lines are kept)."""
+    tokens: list[Token] = []
+    macros: set[str] = set()
+    file, line = "<input>", 1
+    for raw in text.splitlines():
+        stripped = raw.lstrip()
+        if stripped.startswith("#"):
+            m = _LINEMARKER_RE.match(stripped)
+            if m:
+                line = int(m.group(1))
+                file = m.group(2)
+                continue
+            m = _DEFINE_RE.match(stripped)
+            if m:
+                macros.add(m.group(1))
+            else:
+                m = _UNDEF_RE.match(stripped)
+                if m:
+                    macros.discard(m.group(1))
+            line += 1
+            continue
+        tokens.extend(tokenize_line(raw, file, line))
+        line += 1
+    return tokens, macros
+
+
+def tokenize_line(raw: str, file: str, line: int) -> list[Token]:
+    out = []
+    pos = 0
+    while pos < len(raw):
+        m = _TOKEN_RE.match(raw, pos)
+        if not m:
+            # Stray characters (a backslash, a non-ASCII byte) cannot be part of a declaration we use.
+            out.append(Token(raw[pos], file, line))
+            pos += 1
+            continue
+        pos = m.end()
+        if m.lastgroup != "ws":
+            out.append(Token(m.group(), file, line))
+    return out
+
+
+def tokenize_text(text: str, origin: str) -> list[Token]:
+    tokens = []
+    for i, raw in enumerate(text.splitlines(), 1):
+        tokens.extend(tokenize_line(raw, origin, i))
+    return tokens
+
+
+# ---------------------------------------------------------------------------------------------
+# Declarations
+# ---------------------------------------------------------------------------------------------
+
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+
+# Words that can precede a declarator's name without being a type of their own.
+_QUALIFIERS = {"const", "volatile", "struct", "union", "enum", "class", "typename", "restrict", "__restrict",
+               "__restrict__", "register"}
+_DECL_SPECIFIERS_TO_DROP = {"extern", "static", "inline", "__inline", "__inline__", "__extension__",
+                            "constexpr", "thread_local"}
+_ATTRIBUTE_WORDS = {"__attribute__", "__attribute", "__declspec", "alignas", "_Alignas", "__asm__", "__asm", "asm"}
+_NOT_FUNCTION_NAMES = {"sizeof", "alignof", "decltype", "typeof", "__typeof__", "noexcept", "throw", "operator",
+                       "static_assert", "_Static_assert", "__attribute__", "return", "if", "while", "for",
+                       "switch"}
+_STATEMENTS_TO_SKIP = {"typedef", "template", "using", "static_assert", "_Static_assert", "friend"}
+_BUILTIN_TYPE_WORDS = {"void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "bool",
+                       "_Bool", "wchar_t", "char8_t", "char16_t", "char32_t", "__int128", "auto"}
+
+
+def matching(tokens: list[Token], i: int) -> int:
+    """Index of the bracket closing the one at tokens[i]."""
+    stack = [_OPEN[tokens[i].text]]
+    j = i + 1
+    while j < len(tokens):
+        t = tokens[j].text
+        if t in _OPEN:
+            stack.append(_OPEN[t])
+        elif t in (")", "]", "}"):
+            if t != stack[-1]:
+                raise GenError(f"{tokens[j].file}:{tokens[j].line}: unbalanced '{t}' in preprocessed headers")
+            stack.pop()
+            if not stack:
+                return j
+        j += 1
+    raise GenError(f"{tokens[i].file}:{tokens[i].line}: '{tokens[i].text}' is never closed")
+
+
+def strip_attributes(tokens: list[Token]) -> tuple[list[Token], bool]:
+    """Removes GNU/C++11 attributes and alignas; reports whether an asm label renames the symbol."""
+    out: list[Token] = []
+    asm_label = False
+    i = 0
+    while i < len(tokens):
+        t = tokens[i].text
+        if t in _ATTRIBUTE_WORDS and i + 1 < len(tokens) and tokens[i + 1].text == "(":
+            if t in ("__asm__", "__asm", "asm"):
+                asm_label = True
+            i = matching(tokens, i + 1) + 1
+            continue
+        if t == "[" and i + 1 < len(tokens) and tokens[i + 1].text == "[":
+            i = matching(tokens, i) + 1
+            continue
+        out.append(tokens[i])
+        i += 1
+    return out, asm_label
+
+
+def split_top_level(tokens: list[Token], sep: str) -> list[list[Token]]:
+    parts: list[list[Token]] = [[]]
+    depth = 0
+    for t in tokens:
+        if t.text in _OPEN:
+            depth += 1
+        elif t.text in (")", "]", "}"):
+            depth -= 1
+        if t.text == sep and depth == 0:
+            parts.append([])
+        else:
+            parts[-1].append(t)
+    return parts
+
+
+def render(tokens: list[Token] | list[str]) -> str:
+    """Joins tokens into readable C++: `const char* name`, `void (*fn)(void*)`, `f(int a, int b)`."""
+    texts = [t.text if isinstance(t, Token) else t for t in tokens]
+    out: list[str] = []
+    for i, t in enumerate(texts):
+        if i:
+            prev = texts[i - 1]
+            if t in (",", ")", "]", ";", "[", "::") or prev in ("(", "[", "::"):
+                glue = ""
+            elif t in ("*", "&", "&&"):
+                glue = ""
+            elif prev in ("*", "&", "&&"):
+                # `char* p` and `char* const`, but `(*fn)`.
+                j = i - 1
+                while j > 0 and texts[j - 1] in ("*", "&", "&&"):
+                    j -= 1
+                glue = "" if j > 0 and texts[j - 1] == "(" else " "
+            elif t == "(":
+                glue = " " if prev in _BUILTIN_TYPE_WORDS or prev in _QUALIFIERS else ""
+            else:
+                glue = " "
+            out.append(glue)
+        out.append(t)
+    return "".join(out)
+
+
+def type_spelling(tokens: list[Token] | list[str]) -> str:
+    """Canonical spelling of a type, used as a key: `const char*`, `void**`, `struct X`."""
+    text = " ".join(t.text if isinstance(t, Token) else t for t in tokens)
+    text = re.sub(r"\s*\*\s*", "*", text)
+    text = re.sub(r"\*(?=[A-Za-z_])", "* ", text)
+    return text.strip()
+
+
+@dataclasses.dataclass
+class Param:
+    tokens: list[Token]   # the declaration without its default argument
+    name: str | None      # None when the header leaves it unnamed
+    name_index: int       # where the name is (or would be inserted) within `tokens`
+    is_pointer: bool      # the declarator has a pointer level of its own (`T* p`, not `cudaStream_t s`)
+
+    def declaration(self, name: str) -> str:
+        """The parameter's declaration with `name` as its name."""
+        toks = [t.text for t in self.tokens]
+        if self.name is not None:
+            toks[self.name_index] = name
+            return render(toks)
+        return render(toks[: self.name_index] + [name] + toks[self.name_index:])
+
+    def type_text(self) -> str:
+        toks = [t.text for t in self.tokens]
+        if self.name is not None:
+            del toks[self.name_index]
+        return type_spelling(toks)
+
+
+@dataclasses.dataclass
+class Prototype:
+    name: str
+    ret: list[Token]
+    params: list[Param]
+    variadic: bool
+    file: str
+    line: int
+    from_header: bool = True  # False for a prototype given in an annotations file
+
+    @property
+    def ret_spelling(self) -> str:
+        return type_spelling(self.ret)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def signature_key(self) -> tuple:
+        return (self.ret_spelling, tuple(p.type_text() for p in self.params), self.variadic)
+
+
+def parse_param(tokens: list[Token]) -> Param:
+    # Drop a default argument (`size_t sharedMem = 0`): a redeclaration may not repeat it.
+    depth = 0
+    for i, t in enumerate(tokens):
+        if t.text in _OPEN:
+            depth += 1
+        elif t.text in (")", "]", "}"):
+            depth -= 1
+        elif t.text == "=" and depth == 0:
+            tokens = tokens[:i]
+            break
+    tokens, _ = strip_attributes(tokens)
+    texts = [t.text for t in tokens]
+
+    # Function pointer / reference to array: `void (*fn)(void*)`, `int (&a)[3]`.
+    for i, t in enumerate(texts):
+        if t == "(" and i + 1 < len(texts) and texts[i + 1] in ("*", "&", "^"):
+            end = matching(tokens, i)
+            inner = [j for j in range(i + 1, end) if tokens[j].is_ident and texts[j] not in _QUALIFIERS]
+            if inner:
+                return Param(tokens, texts[inner[-1]], inner[-1], True)
+            insert = i + 1
+            while insert < end and texts[insert] in ("*", "&", "^", "const", "volatile"):
+                insert += 1
+            return Param(tokens, None, insert, True)
+
+    # Arrays: the name comes before the first `[`.
+    end = len(texts)
+    if "[" in texts:
+        end = texts.index("[")
+    is_pointer = "*" in texts or "[" in texts
+    if end > 0 and tokens[end - 1].is_ident and texts[end - 1] not in _BUILTIN_TYPE_WORDS \
+            and texts[end - 1] not in _QUALIFIERS:
+        before = [t for t in texts[: end - 1] if t not in _QUALIFIERS]
+        if before:
+            return Param(tokens, texts[end - 1], end - 1, is_pointer)
+    return Param(tokens, None, end, is_pointer)
+
+
+def parse_function(stmt: list[Token]) -> Prototype | None:
+    """The function declared by one namespace-scope statement (without its `;`), or None."""
+    stmt, asm_label = strip_attributes(stmt)
+    if asm_label or not stmt or stmt[0].text in _STATEMENTS_TO_SKIP:
+        return None
+    for i in range(len(stmt) - 1):
+        t = stmt[i]
+        if stmt[i + 1].text != "(" or not t.is_ident or t.text in _NOT_FUNCTION_NAMES:
+            if t.text in _OPEN:
+                return None  # a parenthesised declarator or an initializer: not a plain prototype
+            continue
+        ret = [x for x in stmt[:i] if x.text not in _DECL_SPECIFIERS_TO_DROP]
+        if not ret or any(x.text in ("=", ",", ";", ")", "}") or x.text[0] in "\"'0123456789" for x in ret):
+            return None
+        close = matching(stmt, i + 1)
+        trailing = [x.text for x in stmt[close + 1:]]
+        # Accept only what may follow a plain function declarator.
+        rest = " ".join(trailing)
+        if trailing and not re.fullmatch(r"(noexcept(\s*\(.*\))?|throw\s*\(\s*\)|\s)*", rest):
+            return None
+        inner = stmt[i + 2: close]
+        params: list[Param] = []
+        variadic = False
+        if inner and not (len(inner) == 1 and inner[0].text == "void"):
+            for part in split_top_level(inner, ","):
+                if len(part) == 1 and part[0].text == "...":
+                    variadic = True
+                    continue
+                if not part:
+                    return None
+                params.append(parse_param(part))
+        return Prototype(t.text, ret, params, variadic, t.file, t.line)
+    return None
+
+
+def skip_template_head(words: list[str]) -> list[str]:
+    """The words after `template <...>` (all of them when there is no template head)."""
+    while words[:2] == ["template", "<"]:
+        depth = 0
+        for k, w in enumerate(words[1:], 1):
+            depth += {"<": 1, ">": -1, ">>": -2}.get(w, 0)
+            if depth <= 0:
+                words = words[k + 1:]
+                break
+        else:
+            return []
+    return words
+
+
+def collect_c_prototypes(tokens: list[Token], wanted: set[str]) -> dict[str, list[Prototype]]:
+    """Walks namespace scope and returns the C-linkage, global-namespace declarations of `wanted`."""
+    found: dict[str, list[Prototype]] = {}
+    # Scope stack of transparent blocks: (is_c_linkage, is_namespace).
+    scopes: list[tuple[bool, bool]] = [(False, False)]
+    stmt: list[Token] = []
+    i = 0
+    n = len(tokens)
+
+    def finish_statement(stmt: list[Token]) -> None:
+        if not stmt:
+            return
+        # Only global-namespace C declarations name the exported symbols the wrappers define.
+        if any(in_namespace for _, in_namespace in scopes):
+            return
+        c_linkage = scopes[-1][0]
+        body = stmt
+        if len(body) >= 2 and body[0].text == "extern" and body[1].text == '"C"':
+            c_linkage = True
+            body = body[2:]
+        if not c_linkage:
+            return
+        # Most statements declare nothing of interest; skip them before parsing.
+        if not any(t.text in wanted for t in body):
+            return
+        proto = parse_function(body)
+        if proto and proto.name in wanted:
+            found.setdefault(proto.name, []).append(proto)
+
+    while i < n:
+        t = tokens[i].text
+        if t == ";":
+            finish_statement(stmt)
+            stmt = []
+            i += 1
+            continue
+        if t in ("(", "["):
+            j = matching(tokens, i)
+            stmt.extend(tokens[i: j + 1])
+            i = j + 1
+            continue
+        if t == "{":
+            head = [x.text for x in stmt]
+            if head[:2] == ["extern", '"C"'] and len(head) == 2:
+                scopes.append((True, scopes[-1][1]))
+                stmt = []
+                i += 1
+                continue
+            if head[:2] == ["extern", '"C++"'] and len(head) == 2:
+                scopes.append((False, scopes[-1][1]))
+                stmt = []
+                i += 1
+                continue
+            if head and (head[0] == "namespace" or head[:2] == ["inline", "namespace"]) and "=" not in head:
+                scopes.append((scopes[-1][0], True))
+                stmt = []
+                i += 1
+                continue
+            j = matching(tokens, i)
+            stripped, _ = strip_attributes(stmt)
+            words = skip_template_head([x.text for x in stripped])
+            aggregate = bool(words) and (words[0] in ("struct", "class", "union", "enum", "typedef")
+                                         or any(part for part in split_top_level(stripped, "=")[1:]))
+            if aggregate:
+                # `struct X {...} x;` or an initializer: the statement goes on to its `;`.
+                stmt.extend(tokens[i: j + 1])
+            else:
+                # A function body (or a block we do not care about) ends the statement.
+                stmt = []
+            i = j + 1
+            continue
+        if t == "}":
+            finish_statement(stmt)
+            stmt = []
+            if len(scopes) > 1:
+                scopes.pop()
+            i += 1
+            continue
+        stmt.append(tokens[i])
+        i += 1
+    finish_statement(stmt)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Looking at the installed libraries and headers
+# ---------------------------------------------------------------------------------------------
+
+def run_tool(cmd: list[str], what: str) -> str:
+    try:
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    except OSError as e:
+        raise GenError(f"cannot run {cmd[0]} to {what} ({e.strerror}); install it or pass its path") from None
+    if proc.returncode != 0:
+        detail = proc.stderr.strip().splitlines()
+        detail = "; ".join(detail[:6]) if detail else f"exit status {proc.returncode}"
+        raise GenError(f"{cmd[0]} failed to {what}: {detail}")
+    return proc.stdout
+
+
+def exported_functions(nm: str, binary: Path) -> list[str]:
+    out = run_tool([nm, "-D", "--defined-only", str(binary)], f"list the exports of {binary}")
+    names = set()
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        kind, name = fields[-2], fields[-1]
+        # T/W: global and weak text symbols; i: GNU indirect functions.
+        if kind in ("T", "W", "i"):
+            names.add(name.split("@", 1)[0])
+    if not names:
+        raise GenError(f"{binary} exports no functions; is it the right library?")
+    return sorted(names)
+
+
+def elf_soname(binary: Path) -> str | None:
+    """DT_SONAME of a 64-bit little-endian ELF file, or None if it has none."""
+    data = binary.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise GenError(f"{binary} is not a 64-bit little-endian ELF shared library")
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + k * shentsize) for k in range(shnum)]
+    for sh in sections:
+        if sh[1] != 6:  # SHT_DYNAMIC
+            continue
+        strtab = sections[sh[6]]
+        offset, size = sh[4], sh[5]
+        for k in range(0, size, 16):
+            tag, val = struct.unpack_from("<qQ", data, offset + k)
+            if tag == 0:
+                break
+            if tag == 14:  # DT_SONAME
+                start = strtab[4] + val
+                return data[start: data.index(b"\0", start)].decode()
+    return None
+
+
+class Preprocessor:
+    def __init__(self, cxx: list[str], include_dirs: list[str], flags: list[str]):
+        self.cxx = cxx
+        self.include_dirs = include_dirs
+        self.flags = flags
+        self.dependencies: set[str] = set()
+
+    def run(self, source: str, extra_flags: list[str], what: str) -> str:
+        with tempfile.TemporaryDirectory(prefix="cutrace-gen-") as tmp:
+            src = Path(tmp) / "probe.cpp"
+            dep = Path(tmp) / "probe.d"
+            src.write_text(source)
+            cmd = [*self.cxx, "-E", "-dD", "-x", "c++", *self.flags, *extra_flags]
+            for d in self.include_dirs:
+                cmd += ["-I", d]
+            cmd += ["-MD", "-MF", str(dep), str(src), "-o", "-"]
+            out = run_tool(cmd, f"preprocess {what}")
+            if dep.exists():
+                text = dep.read_text().replace("\\\n", " ").replace("\\ ", "\0")
+                for path in text.split(":", 1)[-1].split():
+                    path = path.replace("\0", " ")
+                    if path != str(src):
+                        self.dependencies.add(os.path.abspath(path))
+            return out
+
+    def macro_value(self, header: str, macro: str) -> str | None:
+        out = self.run(f"#include <{header}>\n#ifdef {macro}\ncutrace_value_of_macro = {macro}\n#endif\n", [],
+                       f"{header} for {macro}")
+        m = re.search(r"cutrace_value_of_macro = (.*)", out)
+        return m.group(1).strip() if m else None
+
+    def nvcc_host_flags(self) -> list[str]:
+        """The macros nvcc's host pass defines (see `nvcc --dryrun`), for the toolkit of these headers."""
+        version = self.macro_value("cuda_runtime_api.h", "CUDART_VERSION")
+        if not version or not version.isdigit():
+            raise GenError("cannot read CUDART_VERSION from cuda_runtime_api.h; pass the CUDA include directory "
+                           "with --include-dir")
+        major, minor = int(version) // 1000, int(version) % 1000 // 10
+        flags = ["-D__CUDACC__", "-D__NVCC__", f"-D__CUDACC_VER_MAJOR__={major}",
+                 f"-D__CUDACC_VER_MINOR__={minor}", "-D__CUDACC_VER_BUILD__=0",
+                 f"-D__CUDA_API_VER_MAJOR__={major}", f"-D__CUDA_API_VER_MINOR__={minor}",
+                 # nvcc's generated code defines this before it includes crt/host_runtime.h, which
+                 # otherwise warns that it is an internal header.
+                 "-D__CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS__"]
+        for d in self.include_dirs:
+            if os.path.isdir(os.path.join(d, "cccl")):
+                flags += ["-isystem", os.path.join(d, "cccl")]
+        return flags
+
+
+# ---------------------------------------------------------------------------------------------
+# Annotations
+# ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class ArgSpec:
+    param: str
+    fmt: str
+    out: bool
+    field: list[str]
+    label: str
+
+
+@dataclasses.dataclass
+class HookSpec:
+    name: str
+    args: list[str]
+
+
+@dataclasses.dataclass
+class FunctionSpec:
+    name: str
+    api_class: str = "other"
+    args: list[ArgSpec] = dataclasses.field(default_factory=list)
+    record_always: bool = False
+    hook: HookSpec | None = None
+    param_names: list[str] | None = None
+    prototype: str | None = None
+    missing: str | None = None
+
+
+@dataclasses.dataclass
+class ResultSpec:
+    kind: str
+    missing: str | None
+
+
+@dataclasses.dataclass
+class LibrarySpec:
+    name: str
+    annotations: Path
+    binary: Path
+    soname: str
+    domain: str
+    headers: list[str]
+    internal_headers: list[str]
+    success: str | None
+    variant_suffixes: list[str]
+    missing_without_prototype: str
+    results: dict[str, ResultSpec]
+    functions: dict[str, FunctionSpec]
+
+
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class TomlChecker:
+    """Strict reading of an annotations file: unknown keys and wrong types are errors, never ignored."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, where: str, message: str) -> GenError:
+        return GenError(f"{self.path}: {where}: {message}")
+
+    def table(self, value, where: str, allowed: set[str], required: set[str] = frozenset()) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(where, "expected a table")
+        for key in value:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, sorted(allowed), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else f"; allowed: {', '.join(sorted(allowed))}"
+                raise self.fail(where, f"unknown key '{key}'{hint}")
+        for key in sorted(required):
+            if key not in value:
+                raise self.fail(where, f"missing required key '{key}'")
+        return value
+
+    def string(self, value, where: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(where, "expected a non-empty string")
+        return value
+
+    def ident(self, value, where: str) -> str:
+        s = self.string(value, where)
+        if not _IDENT_RE.fullmatch(s):
+            raise self.fail(where, f"'{s}' is not an identifier")
+        return s
+
+    def strings(self, value, where: str) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(where, "expected a list of non-empty strings")
+        return list(value)
+
+    def boolean(self, value, where: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(where, "expected true or false")
+        return value
+
+    def choice(self, value, where: str, choices) -> str:
+        s = self.string(value, where)
+        if s not in choices:
+            raise self.fail(where, f"'{s}' is not one of {', '.join(choices)}")
+        return s
+
+
+def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
+    try:
+        with open(annotations, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as e:
+        raise GenError(f"cannot read {annotations}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise GenError(f"{annotations}: not valid TOML: {e}") from None
+    c = TomlChecker(annotations)
+    c.table(doc, "top level", {"library", "functions"}, {"library"})
+    lib = c.table(doc["library"], "[library]",
+                  {"soname", "domain", "headers", "internal_headers", "success", "variant_suffixes",
+                   "missing_without_prototype", "results"},
+                  {"soname", "domain", "headers", "results"})
+    spec = LibrarySpec(
+        name=name,
+        annotations=annotations,
+        binary=binary,
+        soname=c.string(lib["soname"], "[library] soname"),
+        domain=c.choice(lib["domain"], "[library] domain", DOMAINS),
+        headers=c.strings(lib["headers"], "[library] headers"),
+        internal_headers=c.strings(lib.get("internal_headers", []), "[library] internal_headers"),
+        success=c.ident(lib["success"], "[library] success") if "success" in lib else None,
+        variant_suffixes=c.strings(lib.get("variant_suffixes", []), "[library] variant_suffixes"),
+        missing_without_prototype=c.string(lib.get("missing_without_prototype", "0"),
+                                           "[library] missing_without_prototype"),
+        results={},
+        functions={},
+    )
+    results = c.table(lib["results"], "[library.results]", set(lib["results"]))
+    for type_name, value in results.items():
+        where = f"[library.results] \"{type_name}\""
+        r = c.table(value, where, {"kind", "missing"}, {"kind"})
+        kind = c.choice(r["kind"], where + " kind", RESULT_KINDS)
+        missing = c.string(r["missing"], where + " missing") if "missing" in r else None
+        spec.results[type_spelling(tokenize_text(type_name, str(annotations)))] = ResultSpec(kind, missing)
+    if any(r.kind == "error" for r in spec.results.values()) and spec.success is None:
+        raise c.fail("[library]", "results of kind \"error\" need 'success', the value of a successful call")
+
+    functions = c.table(doc.get("functions", {}), "[functions]", set(doc.get("functions", {})))
+    for fname, body in functions.items():
+        where = f"[functions.{fname}]"
+        if not _IDENT_RE.fullmatch(fname):
+            raise c.fail(where, f"'{fname}' is not a function name")
+        f = c.table(body, where, {"class", "args", "record_always", "hook", "param_names", "prototype", "missing"})
+        fs = FunctionSpec(fname)
+        if "class" in f:
+            fs.api_class = c.choice(f["class"], where + " class", CLASSES)
+        fs.record_always = c.boolean(f.get("record_always", False), where + " record_always")
+        if "param_names" in f:
+            fs.param_names = [c.ident(v, f"{where} param_names") for v in c.strings(f["param_names"],
+                                                                                    where + " param_names")]
+        if "prototype" in f:
+            fs.prototype = c.string(f["prototype"], where + " prototype")
+        if "missing" in f:
+            fs.missing = c.string(f["missing"], where + " missing")
+        if "hook" in f:
+            h = c.table(f["hook"], where + " hook", {"name", "args"}, {"name", "args"})
+            fs.hook = HookSpec(c.ident(h["name"], where + " hook.name"),
+                               [c.ident(a, where + " hook.args") for a in c.strings(h["args"], where + " hook.args")])
+        args = f.get("args", [])
+        if not isinstance(args, list):
+            raise c.fail(where, "args must be a list of tables")
+        if len(args) > MAX_ARGS:
+            raise c.fail(where, f"{len(args)} args, but a record holds at most {MAX_ARGS}")
+        for k, a in enumerate(args):
+            aw = f"{where} args[{k}]"
+            a = c.table(a, aw, {"param", "format", "out", "field", "name"}, {"param", "format"})
+            param = c.ident(a["param"], aw + " param")
+            field = []
+            if "field" in a:
+                field = c.string(a["field"], aw + " field").split(".")
+                for part in field:
+                    if not _IDENT_RE.fullmatch(part):
+                        raise c.fail(aw, f"field '{a['field']}' is not a member path such as 'extent.width'")
+            label = c.string(a["name"], aw + " name") if "name" in a else (field[-1] if field else param)
+            fs.args.append(ArgSpec(param, c.choice(a["format"], aw + " format", ARG_FORMATS),
+                                   c.boolean(a.get("out", False), aw + " out"), field, label))
+        spec.functions[fname] = fs
+    return spec
+
+
+# ---------------------------------------------------------------------------------------------
+# The model: one Api per exported function
+# ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Api:
+    name: str
+    library: LibrarySpec
+    proto: Prototype | None       # None: no prototype anywhere, forwarded untimed by a trampoline
+    spec: FunctionSpec | None     # its own annotation or, for a _ptsz/_ptds variant, its base's
+    origin: str = "header"        # header | internal | annotation | variant
+    base: str | None = None       # the base function of a variant
+    id: int = -1
+
+    @property
+    def param_names(self) -> list[str]:
+        if self.spec and self.spec.param_names:
+            return list(self.spec.param_names)
+        return [p.name if p.name is not None else f"arg{k}" for k, p in enumerate(self.proto.params)]
+
+    @property
+    def annotated(self) -> bool:
+        s = self.spec
+        return s is not None and bool(s.args or s.api_class != "other" or s.record_always or s.hook)
+
+    def declaration(self) -> str:
+        params = ", ".join(p.declaration(n) for p, n in zip(self.proto.params, self.param_names))
+        return f'extern "C" {render(self.proto.ret)} {self.name}({params});'
+
+
+def describe(proto: Prototype, names: list[str]) -> str:
+    return f"{proto.name}({', '.join(names)})"
+
+
+def resolve_result(lib: LibrarySpec, proto: Prototype) -> tuple[str, str | None]:
+    """(kind, value returned when the real function is missing) of a prototype's return type."""
+    ret = proto.ret_spelling
+    if ret == "void":
+        return "void", None
+    spec = lib.results.get(ret)
+    if spec is None and "*" in ret:
+        spec = ResultSpec("pointer", "nullptr")
+    if spec is None:
+        known = ", ".join(f'"{k}"' for k in sorted(lib.results)) or "none"
+        raise GenError(f"{lib.annotations}: [library.results]: {proto.name} ({proto.where}) returns '{ret}', which "
+                       f"has no entry (known: {known}); add one saying how to record it and what to return when "
+                       f"the real function is missing")
+    return spec.kind, spec.missing
+
+
+@dataclasses.dataclass
+class LibraryModel:
+    spec: LibrarySpec
+    apis: list[Api]
+    shadowed: set[str]   # exported names the compile view defines as macros
+
+    def summary(self) -> str:
+        untimed = sum(1 for a in self.apis if a.proto is None)
+        annotated = sum(1 for a in self.apis if a.annotated)
+        return (f"{PROG}: {self.spec.soname}: {len(self.apis)} exports, {len(self.apis)} wrapped "
+                f"({len(self.apis) - untimed} timed, {untimed} forwarded untimed for want of a prototype), "
+                f"{annotated} annotated")
+
+
+def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
+    if not lib.binary.exists():
+        raise GenError(f"{lib.binary} does not exist; install the library or point --library at it")
+    real_soname = elf_soname(lib.binary.resolve())
+    if real_soname is not None and real_soname != lib.soname:
+        raise GenError(f"{lib.annotations}: [library] soname is '{lib.soname}' but {lib.binary} is '{real_soname}'; "
+                       f"use annotations written for this version of the library")
+    exports = exported_functions(nm, lib.binary)
+    export_set = set(exports)
+
+    # Annotations may only name functions the library exports: anything else is a typo or an API that
+    # this version of the library dropped, and silently wrapping nothing would hide either.
+    for fname in lib.functions:
+        if fname not in export_set:
+            close = difflib.get_close_matches(fname, exports, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise GenError(f"{lib.annotations}: [functions.{fname}]: {lib.binary.name} exports no function named "
+                           f"'{fname}'{hint}; remove or rename the entry")
+
+    compile_src = "".join(f"#include <{h}>\n" for h in lib.headers)
+    tokens, macros = tokenize_preprocessed(pre.run(compile_src, [], ", ".join(lib.headers)))
+    public = collect_c_prototypes(tokens, export_set)
+    internal: dict[str, list[Prototype]] = {}
+    if lib.internal_headers:
+        # nvcc force-includes cuda_runtime.h ahead of every translation unit.
+        src = "#include <cuda_runtime.h>\n" + "".join(f"#include <{h}>\n" for h in lib.internal_headers)
+        itokens, _ = tokenize_preprocessed(pre.run(src, pre.nvcc_host_flags(), ", ".join(lib.internal_headers)))
+        internal = collect_c_prototypes(itokens, export_set - set(public))
+
+    def pick(name: str, candidates: list[Prototype]) -> Prototype:
+        first = candidates[0]
+        for other in candidates[1:]:
+            if other.signature_key() != first.signature_key():
+                raise GenError(f"{name} is declared differently at {first.where} and {other.where}; "
+                               f"the include path mixes headers of different versions")
+        return first
+
+    apis: dict[str, Api] = {}
+    for name in exports:
+        own = lib.functions.get(name)
+        if own and own.prototype:
+            origin = f"{lib.annotations} [functions.{name}] prototype"
+            proto = parse_function(tokenize_text(own.prototype.strip().rstrip(";"), origin))
+            if proto is None or proto.name != name:
+                raise GenError(f"{lib.annotations}: [functions.{name}] prototype: '{own.prototype}' is not a C "
+                               f"declaration of {name}")
+            proto.from_header = False
+            apis[name] = Api(name, lib, proto, own, origin="annotation")
+        elif name in public:
+            apis[name] = Api(name, lib, pick(name, public[name]), own, origin="header")
+        elif name in internal:
+            apis[name] = Api(name, lib, pick(name, internal[name]), own, origin="internal")
+
+    def base_of(name: str) -> str | None:
+        for suffix in lib.variant_suffixes:
+            if name.endswith(suffix) and name[: -len(suffix)] in export_set:
+                return name[: -len(suffix)]
+        return None
+
+    for name in exports:
+        base = base_of(name)
+        if name in apis:
+            # A variant with a prototype of its own (__cudaLaunchKernel_ptsz) still records what its
+            # base does; its parameters are checked against the annotation like the base's.
+            if apis[name].spec is None and base and base in lib.functions:
+                apis[name].spec = lib.functions[base]
+            continue
+        own = lib.functions.get(name)
+        if base and base in apis:
+            apis[name] = Api(name, lib, apis[base].proto, own or apis[base].spec, origin="variant", base=base)
+        else:
+            apis[name] = Api(name, lib, None, own)
+
+    for api in apis.values():
+        if api.proto is not None and api.proto.variadic:
+            # A variadic call cannot be forwarded from C++ without a va_list twin: the trampoline does it.
+            if api.annotated:
+                raise GenError(f"{lib.annotations}: [functions.{api.name}]: {api.name} is variadic "
+                               f"({api.proto.where}), so its calls cannot be timed or recorded; remove the entry")
+            api.proto = None
+        if api.proto is None:
+            if api.annotated:
+                raise GenError(f"{lib.annotations}: [functions.{api.name}]: no header declares {api.name}, so its "
+                               f"calls cannot be timed or recorded; give its C declaration as prototype = \"...\"")
+            continue
+        validate_function(api)
+
+    return LibraryModel(lib, [apis[n] for n in exports], {n for n in exports if n in macros})
+
+
+def validate_function(api: Api) -> None:
+    lib, proto, spec = api.library, api.proto, api.spec
+    kind, missing = resolve_result(lib, proto)
+    where = f"{lib.annotations}: [functions.{spec.name if spec else api.name}]"
+    if spec and spec.param_names is not None and len(spec.param_names) != len(proto.params):
+        raise GenError(f"{where} param_names: {len(spec.param_names)} names for the {len(proto.params)} parameters "
+                       f"of {proto.name} ({proto.where})")
+    names = api.param_names
+    reserved = [n for n in names if n.startswith("cutrace")]
+    if reserved:
+        raise GenError(f"{where}: parameter '{reserved[0]}' of {proto.name} ({proto.where}) would clash with the "
+                       f"wrapper's own names; rename it with param_names")
+    if len(set(names)) != len(names):
+        raise GenError(f"{where}: the parameter names of {describe(proto, names)} repeat; set param_names")
+    if spec is None:
+        if kind != "void" and missing is None:
+            raise GenError(f"{lib.annotations}: [library.results] \"{proto.ret_spelling}\": no 'missing' value, "
+                           f"which {proto.name} returns when the real function cannot be found")
+        return
+    sig = describe(proto, names)
+    for k, a in enumerate(spec.args):
+        if a.param not in names:
+            close = difflib.get_close_matches(a.param, names, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise GenError(f"{where} args[{k}]: '{a.param}' is not a parameter of {sig}{hint}")
+        param = proto.params[names.index(a.param)]
+        if a.out and not param.is_pointer:
+            raise GenError(f"{where} args[{k}]: out = true reads *{a.param} after the call, but {a.param} is "
+                           f"'{param.type_text()}', not a pointer")
+    if spec.hook:
+        for h in spec.hook.args:
+            if h not in names:
+                close = difflib.get_close_matches(h, names, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise GenError(f"{where} hook.args: '{h}' is not a parameter of {sig}{hint}")
+    if kind != "void" and missing is None and spec.missing is None:
+        raise GenError(f"{where}: nothing to return when the real {proto.name} cannot be found; set 'missing' here "
+                       f"or in [library.results] \"{proto.ret_spelling}\"")
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------------
+
+HEADER_NOTE = ("// Generated by preload/gen/gen_wrappers.py from the installed headers, the exports of the\n"
+               "// intercepted libraries and preload/annotations/*.toml. Do not edit: change those instead.\n")
+
+
+def c_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def id_name(api: Api) -> str:
+    return f"kApi_{api.name}"
+
+
+def emit_ids(apis: list[Api]) -> str:
+    out = [HEADER_NOTE, "#pragma once\n\n#include <cstdint>\n\nnamespace cutrace {\n\n",
+           "// Index into kApiTable and g_real_functions. Ids are stable within one build only: every trace\n",
+           "// carries the table it was recorded with.\n",
+           "enum ApiId : uint32_t {\n"]
+    out += [f"  {id_name(a)} = {a.id},\n" for a in apis]
+    out.append("};\n\n")
+    out.append(f"inline constexpr uint32_t kApiCount = {len(apis)};\n\n}}  // namespace cutrace\n")
+    return "".join(out)
+
+
+def emit_table(apis: list[Api]) -> str:
+    out = [HEADER_NOTE, '#include "cutrace/api_table.h"\n\n#include "api_ids.h"\n\n',
+           "namespace cutrace {\nnamespace {\n\n"]
+    for a in apis:
+        if a.proto is not None and a.spec and a.spec.args:
+            items = ", ".join(f"{{{c_string(x.label)}, abi::ArgFormat::{ARG_FORMATS[x.fmt]}}}" for x in a.spec.args)
+            out.append(f"constexpr ApiArgInfo kArgs_{a.name}[] = {{{items}}};\n")
+    out.append("\n}  // namespace\n\nconst ApiInfo kApiTable[] = {\n")
+    for a in apis:
+        lib = a.library
+        api_class, nargs, args = "other", 0, "nullptr"
+        if a.proto is None:
+            # Untimed: no record is ever written, the entry only names the symbol to resolve.
+            result_kind = "kVoid"
+        else:
+            kind, _ = resolve_result(lib, a.proto)
+            result_kind = "kVoid" if kind == "void" else RESULT_KINDS[kind][0]
+            if a.spec:
+                api_class = a.spec.api_class
+                if a.spec.args:
+                    nargs, args = len(a.spec.args), f"kArgs_{a.name}"
+        out.append(f"    {{{c_string(a.name)}, {c_string(lib.soname)}, abi::ApiDomain::{DOMAINS[lib.domain]}, "
+                   f"abi::ApiClass::{CLASSES[api_class]}, format::ResultKind::{result_kind}, {nargs}, {args}}},\n")
+    out.append("};\n\nconst uint32_t kApiTableSize = sizeof(kApiTable) / sizeof(kApiTable[0]);\n")
+    out.append("static_assert(sizeof(kApiTable) / sizeof(kApiTable[0]) == kApiCount);\n\n}  // namespace cutrace\n")
+    return "".join(out)
+
+
+def emit_real_functions(apis: list[Api]) -> str:
+    return HEADER_NOTE + r"""#include "runtime.h"
+
+#include "api_ids.h"
+
+namespace cutrace::preload {
+
+// Filled lazily by resolve_real(); null means "not resolved yet".
+std::atomic<void*> g_real_functions[kApiCount];
+
+}  // namespace cutrace::preload
+
+// Called by the trampolines of functions without a prototype (wrappers_*.cpp) on their first call.
+extern "C" __attribute__((visibility("hidden"))) void* cutrace_gen_resolve_untyped(uint32_t api_id) {
+  return cutrace::preload::real_function<void*>(api_id);
+}
+"""
+
+
+WRAPPER_SUPPORT = r"""
+namespace cutrace::gen {
+
+// One argument slot of a record. Anything that is not an integer, an enum or a pointer must be
+// annotated by one of its fields (field = "...") or as a dim3.
+template <class T>
+inline uint64_t arg_slot(const T& value) {
+  if constexpr (std::is_pointer_v<T> || std::is_enum_v<T> || std::is_integral_v<T>) {
+    return cutrace::preload::as_result(value);
+  } else {
+    static_assert(sizeof(T) == 0, "annotated argument is not an integer, enum or pointer: record a field of it");
+    return 0;
+  }
+}
+
+}  // namespace cutrace::gen
+"""
+
+# A function no header declares cannot be timed: its arguments are unknown, so it is forwarded with a
+# jump that leaves the argument registers and the stack exactly as the caller set them. The first call
+# resolves the real address with every argument register saved around the call (SysV x86-64: rdi, rsi,
+# rdx, rcx, r8, r9, al for variadic calls, xmm0-7); the stack stays 16-byte aligned for the call.
+# endbr64 (a no-op without CET) keeps the trampolines valid targets where indirect branch tracking is on.
+TRAMPOLINE_ASM = r"""    .p2align 4
+    .globl %(name)s
+    .type %(name)s, @function
+%(name)s:
+    .cfi_startproc
+    endbr64
+    movq _ZN7cutrace7preload16g_real_functionsE@GOTPCREL(%%rip), %%r11
+    movq %(offset)d(%%r11), %%r11
+    testq %%r11, %%r11
+    jz 1f
+    jmp *%%r11
+1:
+    pushq %%rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %%rsi
+    .cfi_adjust_cfa_offset 8
+    pushq %%rdx
+    .cfi_adjust_cfa_offset 8
+    pushq %%rcx
+    .cfi_adjust_cfa_offset 8
+    pushq %%r8
+    .cfi_adjust_cfa_offset 8
+    pushq %%r9
+    .cfi_adjust_cfa_offset 8
+    pushq %%rax
+    .cfi_adjust_cfa_offset 8
+    subq $128, %%rsp
+    .cfi_adjust_cfa_offset 128
+    movdqu %%xmm0, 0(%%rsp)
+    movdqu %%xmm1, 16(%%rsp)
+    movdqu %%xmm2, 32(%%rsp)
+    movdqu %%xmm3, 48(%%rsp)
+    movdqu %%xmm4, 64(%%rsp)
+    movdqu %%xmm5, 80(%%rsp)
+    movdqu %%xmm6, 96(%%rsp)
+    movdqu %%xmm7, 112(%%rsp)
+    movl $%(id)d, %%edi
+    call cutrace_gen_resolve_untyped
+    movq %%rax, %%r11
+    movdqu 0(%%rsp), %%xmm0
+    movdqu 16(%%rsp), %%xmm1
+    movdqu 32(%%rsp), %%xmm2
+    movdqu 48(%%rsp), %%xmm3
+    movdqu 64(%%rsp), %%xmm4
+    movdqu 80(%%rsp), %%xmm5
+    movdqu 96(%%rsp), %%xmm6
+    movdqu 112(%%rsp), %%xmm7
+    addq $128, %%rsp
+    .cfi_adjust_cfa_offset -128
+    popq %%rax
+    .cfi_adjust_cfa_offset -8
+    popq %%r9
+    .cfi_adjust_cfa_offset -8
+    popq %%r8
+    .cfi_adjust_cfa_offset -8
+    popq %%rcx
+    .cfi_adjust_cfa_offset -8
+    popq %%rdx
+    .cfi_adjust_cfa_offset -8
+    popq %%rsi
+    .cfi_adjust_cfa_offset -8
+    popq %%rdi
+    .cfi_adjust_cfa_offset -8
+    testq %%r11, %%r11
+    jz %(missing)s
+    jmp *%%r11
+    .cfi_endproc
+    .size %(name)s, .-%(name)s
+"""
+
+
+def slot_expr(api: Api, a: ArgSpec, result_ok: str | None) -> str:
+    names = api.param_names
+    param = api.proto.params[names.index(a.param)]
+    guards = []
+    if a.out:
+        # Read only what the call wrote: a failed call may have left the out-parameter untouched.
+        if result_ok:
+            guards.append(result_ok)
+        guards.append(a.param)
+        access = f"{a.param}->{'.'.join(a.field)}" if a.field else f"*{a.param}"
+    elif a.field:
+        if param.is_pointer:
+            guards.append(a.param)
+            access = f"{a.param}->{'.'.join(a.field)}"
+        else:
+            access = f"{a.param}.{'.'.join(a.field)}"
+    else:
+        access = a.param
+    value = f"cutrace::preload::pack_dim3({access})" if a.fmt == "dim3" else f"cutrace::gen::arg_slot({access})"
+    if not guards:
+        return value
+    return f"{' && '.join(guards)} ? {value} : 0"
+
+
+def emit_wrapper(api: Api) -> str:
+    """The wrapper of one function, in the shape documented in preload/runtime.h. Its locals carry the
+    cutrace_ prefix, which no parameter name may have (checked in validate_function)."""
+    lib, proto, spec = api.library, api.proto, api.spec
+    names = api.param_names
+    params = ", ".join(p.declaration(n) for p, n in zip(proto.params, names))
+    call = ", ".join(names)
+    kind, missing = resolve_result(lib, proto)
+    if spec and spec.missing is not None:
+        missing = spec.missing
+    is_void = kind == "void"
+    flags = ("cutrace::abi::kCallFlagNoResult" if is_void else RESULT_KINDS[kind][1]) or "0"
+    api_id = f"cutrace::{id_name(api)}"
+    hook = f"cutrace::preload::hooks::{spec.hook.name}({', '.join(spec.hook.args)});" if spec and spec.hook else ""
+    result_ok = f"cutrace_result == {lib.success}" if kind == "error" else None
+
+    b = [f'extern "C" CUTRACE_EXPORT {render(proto.ret)} {api.name}({params}) {{\n',
+         f"  using CutraceFn = decltype(&::{api.name});\n",
+         f"  CutraceFn cutrace_real = cutrace::preload::real_function<CutraceFn>({api_id});\n",
+         f"  if (CUTRACE_UNLIKELY(!cutrace_real)) return{'' if is_void else ' ' + missing};\n",
+         "  auto& cutrace_ts = cutrace::preload::t_thread;\n"]
+    if spec and spec.record_always:
+        b.append(f"  uint8_t cutrace_flags = {flags};\n")
+        test = "cutrace::preload::should_record_always(cutrace_ts, cutrace_flags)"
+        flags = "cutrace_flags"
+    else:
+        test = "cutrace::preload::should_record(cutrace_ts)"
+    real_call = f"cutrace_real({call})"
+    if hook:
+        # The hook runs whether or not the call is recorded, and leaves errno as the real call left it.
+        b.append(f"  if (!{test}) {{\n")
+        b.append(f"    {real_call};\n" if is_void else f"    auto cutrace_result = {real_call};\n")
+        b.append(f"    const int cutrace_errno = errno;\n    {hook}\n    errno = cutrace_errno;\n")
+        b.append("    return;\n" if is_void else "    return cutrace_result;\n")
+        b.append("  }\n")
+    else:
+        b.append(f"  if (!{test}) return {real_call};\n")
+    b.append("  cutrace::preload::CallScope cutrace_scope(cutrace_ts);\n")
+    b.append(f"  {real_call};\n" if is_void else f"  auto cutrace_result = {real_call};\n")
+    b.append("  cutrace_scope.finish();\n")
+    if hook:
+        b.append(f"  {hook}\n")
+    args = spec.args if spec else []
+    if args:
+        slots = ",\n      ".join(slot_expr(api, a, result_ok) for a in args)
+        b.append(f"  const uint64_t cutrace_args[{len(args)}] = {{\n      {slots}}};\n")
+    result = "0" if is_void or kind == "none" else "cutrace::preload::as_result(cutrace_result)"
+    b.append(f"  cutrace_scope.emit({api_id}, {result}, {flags}, {'cutrace_args' if args else 'nullptr'}, "
+             f"{len(args)});\n")
+    if not is_void:
+        b.append("  return cutrace_result;\n")
+    b.append("}\n")
+    return "".join(b)
+
+
+def emit_wrappers(model: LibraryModel) -> str:
+    lib, apis = model.spec, model.apis
+    out = [HEADER_NOTE, "#include <cerrno>\n#include <cstdint>\n#include <type_traits>\n\n"]
+    out += [f"#include <{h}>\n" for h in lib.headers]
+    out.append('\n#include "api_ids.h"\n#include "runtime.h"\n')
+    if model.shadowed:
+        out.append("\n// Exported names the headers turn into macros: the wrappers define the symbols themselves.\n")
+        out += [f"#undef {n}\n" for n in sorted(model.shadowed)]
+    declared = [a for a in apis if a.proto is not None and a.origin in ("internal", "annotation")]
+    if declared:
+        out.append("\n// Prototypes the public headers do not declare: nvcc's host pass sees them in crt/, or the\n"
+                   "// annotations give them.\n")
+        for a in declared:
+            where = a.proto.where if a.origin == "internal" else str(lib.annotations.name)
+            out.append(f"{a.declaration()}  // {where}\n")
+    variants = [a for a in apis if a.proto is not None and a.origin == "variant"]
+    if variants:
+        out.append("\n// Per-thread default stream variants: the prototype of their base function.\n")
+        out += [f'extern "C" decltype(::{a.base}) {a.name};\n' for a in variants]
+    out.append(WRAPPER_SUPPORT)
+    for a in apis:
+        if a.proto is None:
+            continue
+        out.append("\n")
+        if a.origin == "variant":
+            out.append(f"// Variant of {a.base}.\n")
+        elif a.proto.from_header:
+            out.append(f"// {a.proto.where}\n")
+        out.append(emit_wrapper(a))
+    untimed = [a for a in apis if a.proto is None]
+    if untimed:
+        missing_fn = f"cutrace_gen_missing_{lib.name}"
+        out.append(f"""
+// Exported functions that no header given for {lib.soname} declares: forwarded untimed.
+extern "C" void* cutrace_gen_resolve_untyped(uint32_t api_id);
+
+// The trampolines' answer when the real library does not provide the function.
+extern "C" __attribute__((visibility("hidden"), used)) uint64_t {missing_fn}() {{
+  return uint64_t({lib.missing_without_prototype});
+}}
+
+asm(R"(
+    .text
+""")
+        for a in untimed:
+            out.append(TRAMPOLINE_ASM % {"name": a.name, "id": a.id, "offset": 8 * a.id, "missing": missing_fn})
+        out.append(')");\n')
+    return "".join(out)
+
+
+def write_output(path: Path, text: str) -> None:
+    # Always rewritten (not only when changed): the build tool compares its timestamp with the inputs.
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("--library", nargs=3, action="append", required=True, metavar=("NAME", "ANNOTATIONS", "BINARY"),
+                    help="a library to wrap: a short name (it names wrappers_NAME.cpp), its annotations file and "
+                         "the installed shared library whose exports are wrapped; repeat for more libraries")
+    ap.add_argument("--include-dir", action="append", default=[], help="include directory of the headers")
+    ap.add_argument("--cxx", default=os.environ.get("CXX", "c++"), help="C++ compiler used as the preprocessor")
+    ap.add_argument("--cxx-flag", action="append", default=[], help="flag for the preprocessor, e.g. -std=c++20")
+    ap.add_argument("--nm", default="nm", help="binutils nm")
+    ap.add_argument("--out-dir", required=True, type=Path)
+    ap.add_argument("--depfile", type=Path, help="write the files read, as a make rule for api_ids.h")
+    args = ap.parse_args(argv)
+
+    names = [lib[0] for lib in args.library]
+    for name in names:
+        if not _IDENT_RE.fullmatch(name):
+            raise GenError(f"library name '{name}' must be an identifier (it names wrappers_{name}.cpp)")
+    if len(set(names)) != len(names):
+        raise GenError("each --library needs a different NAME")
+
+    pre = Preprocessor([args.cxx], args.include_dir, args.cxx_flag)
+    models: list[LibraryModel] = []
+    owner: dict[str, str] = {}
+    apis: list[Api] = []
+    for name, annotations, binary in args.library:
+        model = build_library(load_library(name, Path(annotations), Path(binary)), pre, args.nm)
+        for a in model.apis:
+            if a.name in owner:
+                raise GenError(f"{a.name} is exported by both {owner[a.name]} and {model.spec.soname}; a process can "
+                               f"interpose only one of them, so wrap them in separate builds")
+            owner[a.name] = model.spec.soname
+            a.id = len(apis)
+            apis.append(a)
+        models.append(model)
+
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    write_output(args.out_dir / "api_ids.h", emit_ids(apis))
+    write_output(args.out_dir / "api_table.cpp", emit_table(apis))
+    write_output(args.out_dir / "real_functions.cpp", emit_real_functions(apis))
+    for model in models:
+        write_output(args.out_dir / f"wrappers_{model.spec.name}.cpp", emit_wrappers(model))
+    if args.depfile:
+        deps = pre.dependencies | {os.path.abspath(a[1]) for a in args.library}
+        deps |= {os.path.realpath(a[2]) for a in args.library} | {os.path.abspath(__file__)}
+        target = os.path.abspath(args.out_dir / "api_ids.h")
+        escape = lambda p: p.replace(" ", "\\ ")  # noqa: E731
+        args.depfile.write_text(f"{escape(target)}: " + " \\\n  ".join(escape(d) for d in sorted(deps)) + "\n")
+    for model in models:
+        print(model.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except GenError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,97 @@
+// The generated wrappers and trampolines of libcutrace-preload.so in front of fake_cudart.cpp, with no
+// session (CUTRACE_SESSION unset): every call must reach the real function with its arguments intact,
+// return its result and errno unchanged, and return the annotated "missing" value when the real
+// library lacks the function.
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+struct FakeMemcpyCall {
+  void* dst;
+  const void* src;
+  size_t count;
+  cudaMemcpyKind kind;
+  int calls;
+};
+
+}  // namespace
+
+extern "C" FakeMemcpyCall fake_memcpy_call;
+extern "C" int fake_untyped_calls;
+// Declared here as fake_cudart.cpp defines it; the shim's trampoline knows nothing of the signature.
+extern "C" double __cudaGetProcAddress(long, long, long, long, long, long, long, long, double, double, double,
+                                       double, double, double, double, double, double);
+// Only nvcc-generated code sees these declarations.
+extern "C" unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+                                                struct CUstream_st* stream);
+
+namespace {
+
+// The shim was loaded ahead of the fake: every call in this file goes through a wrapper.
+TEST(Forwarding, CallsBindToTheShim) {
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&cudaMemcpy), &info), 0);
+  EXPECT_NE(std::strstr(info.dli_fname, "libcutrace-preload.so"), nullptr) << info.dli_fname;
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&__cudaGetProcAddress), &info), 0);
+  EXPECT_NE(std::strstr(info.dli_fname, "libcutrace-preload.so"), nullptr) << info.dli_fname;
+}
+
+TEST(Forwarding, WrapperPassesArgumentsResultAndErrno) {
+  char src[8] = {}, dst[8] = {};
+  const int before = fake_memcpy_call.calls;
+  errno = 0;
+  EXPECT_EQ(cudaMemcpy(dst, src, 123, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(errno, 4242);
+  EXPECT_EQ(fake_memcpy_call.calls, before + 1);
+  EXPECT_EQ(fake_memcpy_call.dst, dst);
+  EXPECT_EQ(fake_memcpy_call.src, src);
+  EXPECT_EQ(fake_memcpy_call.count, 123u);
+  EXPECT_EQ(fake_memcpy_call.kind, cudaMemcpyHostToDevice);
+}
+
+TEST(Forwarding, OutParametersReachTheCaller) {
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 64), cudaSuccess);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p), uintptr_t(0x7000000000) + 64);
+}
+
+TEST(Forwarding, MissingRealFunctionsReturnTheAnnotatedValue) {
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorNotSupported);
+  // Non-zero tells nvcc's launch sequence to skip the launch.
+  EXPECT_EQ(__cudaPushCallConfiguration(dim3(1), dim3(1), 0, nullptr), 1u);
+  // Never null: callers print it unchecked.
+  const char* text = cudaGetErrorString(cudaErrorInvalidValue);
+  ASSERT_NE(text, nullptr);
+  EXPECT_STREQ(text, "unrecognized error code");
+  cudaChannelFormatDesc desc = cudaCreateChannelDesc(8, 8, 8, 8, cudaChannelFormatKindUnsigned);
+  EXPECT_EQ(desc.x, 0);
+  EXPECT_EQ(desc.f, cudaChannelFormatKindSigned);  // the zero enumerator
+}
+
+TEST(Forwarding, TrampolinePreservesRegisterAndStackArguments) {
+  const double expected = 1 + 2.0 * 2 + 3.0 * 3 + 4.0 * 4 + 5.0 * 5 + 6.0 * 6 + 7.0 * 7 + 8.0 * 8 + 9.0 * 0.5 +
+                          10.0 * 1.5 + 11.0 * 2.5 + 12.0 * 3.5 + 13.0 * 4.5 + 14.0 * 5.5 + 15.0 * 6.5 +
+                          16.0 * 7.5 + 17.0 * 8.5;
+  const int before = fake_untyped_calls;
+  // The first call resolves the real function with the arguments saved; later calls jump straight to it.
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(__cudaGetProcAddress(1, 2, 3, 4, 5, 6, 7, 8, 0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5), expected)
+        << "call " << i;
+  EXPECT_EQ(fake_untyped_calls, before + 3);
+}
+
+TEST(Forwarding, TrampolineWithoutRealFunctionReturnsNotSupported) {
+  // No header declares __cudaRegisterUnifiedTable and the fake does not define it.
+  using Untyped = int (*)(void*);
+  auto fn = reinterpret_cast<Untyped>(dlsym(RTLD_DEFAULT, "__cudaRegisterUnifiedTable"));
+  ASSERT_NE(fn, nullptr);
+  EXPECT_EQ(fn(nullptr), int(cudaErrorNotSupported));
+}
+
+}  // namespace

@@ -1,0 +1,301 @@
+// The wrapper generator (preload/gen/gen_wrappers.py) and what it produced for the installed CUDA:
+// every export of the real libcudart is exported by the shim, bad annotations stop the build with a
+// message naming the problem, and the api table records what the annotations say.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "api_ids.h"
+#include "cutrace/api_table.h"
+#include "gen_test_config.h"
+
+// Readable values in failure messages.
+namespace cutrace::abi {
+void PrintTo(ArgFormat f, std::ostream* os) { *os << "ArgFormat(" << int(f) << ")"; }
+void PrintTo(ApiClass c, std::ostream* os) { *os << "ApiClass(" << int(c) << ")"; }
+}  // namespace cutrace::abi
+
+namespace {
+
+namespace fs = std::filesystem;
+using cutrace::abi::ApiClass;
+using cutrace::abi::ArgFormat;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+RunResult run(const std::vector<std::string>& argv) {
+  std::string command;
+  for (const auto& a : argv) command += shell_quote(a) + " ";
+  command += "2>&1";
+  RunResult r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+struct Symbol {
+  std::string name;
+  std::string version;  // empty when the symbol has none
+};
+
+// Defined functions in the dynamic symbol table, as `nm -D --defined-only` lists them.
+std::vector<Symbol> exported_functions(const std::string& library) {
+  RunResult r = run({gen_test::kNm, "-D", "--defined-only", library});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::vector<Symbol> out;
+  std::istringstream lines(r.output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string w; fields >> w;) f.push_back(w);
+    if (f.size() < 3 || (f[1] != "T" && f[1] != "W" && f[1] != "i")) continue;
+    const size_t at = f[2].find('@');
+    Symbol s{f[2].substr(0, at), at == std::string::npos ? "" : f[2].substr(at)};
+    out.push_back(s);
+  }
+  return out;
+}
+
+TEST(PreloadExports, EveryFunctionOfTheRealRuntimeIsExported) {
+  std::set<std::string> shim;
+  for (const auto& s : exported_functions(gen_test::kPreload)) shim.insert(s.name);
+  const auto real = exported_functions(gen_test::kRealCudart);
+  ASSERT_GT(real.size(), 100u) << "nm found too few functions in " << gen_test::kRealCudart;
+  std::vector<std::string> missing;
+  for (const auto& s : real)
+    if (!shim.count(s.name)) missing.push_back(s.name);
+  EXPECT_TRUE(missing.empty()) << missing.size() << " functions of " << gen_test::kRealCudart
+                               << " are not exported by the shim, first: " << missing.front();
+}
+
+// A wrapper exported under a version node of the shim's own is never bound by programs that reference
+// cudaMalloc@libcudart.so.13 (see preload/preload.map), so the wrappers must carry no version at all.
+TEST(PreloadExports, WrappersCarryNoVersion) {
+  for (const auto& s : exported_functions(gen_test::kPreload))
+    EXPECT_TRUE(s.version.empty()) << s.name << " is exported as " << s.name << s.version;
+}
+
+// The statically linked C++ runtime must stay private, or the shim would interpose on the program's.
+TEST(PreloadExports, NoCxxRuntimeSymbolsLeak) {
+  for (const auto& s : exported_functions(gen_test::kPreload)) {
+    for (const char* prefix : {"_Z", "__cxa_", "__gxx_", "_Unwind_", "__gcc_"})
+      EXPECT_NE(s.name.rfind(prefix, 0), 0u) << s.name << " is exported";
+  }
+}
+
+const cutrace::ApiInfo* find_api(const std::string& name) {
+  for (uint32_t i = 0; i < cutrace::kApiTableSize; ++i)
+    if (name == cutrace::kApiTable[i].name) return &cutrace::kApiTable[i];
+  return nullptr;
+}
+
+std::vector<ArgFormat> formats(const cutrace::ApiInfo& api) {
+  std::vector<ArgFormat> out;
+  for (uint8_t i = 0; i < api.arg_count; ++i) out.push_back(api.args[i].format);
+  return out;
+}
+
+TEST(ApiTable, IdsIndexTheTable) {
+  ASSERT_EQ(cutrace::kApiTableSize, cutrace::kApiCount);
+  EXPECT_STREQ(cutrace::kApiTable[cutrace::kApi_cudaMemcpy].name, "cudaMemcpy");
+  EXPECT_STREQ(cutrace::kApiTable[cutrace::kApi___cudaLaunchKernel].name, "__cudaLaunchKernel");
+  std::set<std::string> names;
+  for (uint32_t i = 0; i < cutrace::kApiTableSize; ++i) {
+    const auto& api = cutrace::kApiTable[i];
+    EXPECT_TRUE(names.insert(api.name).second) << api.name << " appears twice";
+    EXPECT_LE(api.arg_count, cutrace::abi::kMaxApiArgs) << api.name;
+    EXPECT_EQ(api.arg_count == 0, api.args == nullptr) << api.name;
+    EXPECT_STREQ(api.library, "libcudart.so.13") << api.name;
+    EXPECT_EQ(api.domain, cutrace::abi::ApiDomain::kCudaRuntime) << api.name;
+  }
+}
+
+TEST(ApiTable, MemcpyRecordsBytesAndKind) {
+  for (const char* name : {"cudaMemcpy", "cudaMemcpy_ptds"}) {
+    const auto* api = find_api(name);
+    ASSERT_NE(api, nullptr) << name;
+    EXPECT_EQ(formats(*api), (std::vector<ArgFormat>{ArgFormat::kBytes, ArgFormat::kMemcpyKind})) << name;
+    EXPECT_STREQ(api->args[0].name, "count");
+    EXPECT_EQ(api->api_class, ApiClass::kMemory) << name;
+    EXPECT_EQ(api->result_kind, cutrace::format::ResultKind::kErrorCode) << name;
+  }
+  const auto* async = find_api("cudaMemcpyAsync_ptsz");
+  ASSERT_NE(async, nullptr);
+  EXPECT_EQ(formats(*async),
+            (std::vector<ArgFormat>{ArgFormat::kBytes, ArgFormat::kMemcpyKind, ArgFormat::kStream}));
+}
+
+TEST(ApiTable, LaunchesRecordKernelGeometryAndStream) {
+  const std::vector<ArgFormat> launch{ArgFormat::kKernelHandle, ArgFormat::kDim3, ArgFormat::kDim3,
+                                      ArgFormat::kBytes, ArgFormat::kStream};
+  for (const char* name : {"__cudaLaunchKernel", "__cudaLaunchKernel_ptsz"}) {
+    const auto* api = find_api(name);
+    ASSERT_NE(api, nullptr) << name;
+    EXPECT_EQ(formats(*api), launch) << name;
+    EXPECT_EQ(api->api_class, ApiClass::kKernel) << name;
+  }
+  const auto* exc = find_api("cudaLaunchKernelExC");
+  ASSERT_NE(exc, nullptr);
+  EXPECT_EQ(formats(*exc), (std::vector<ArgFormat>{ArgFormat::kKernelStub, ArgFormat::kDim3, ArgFormat::kDim3,
+                                                   ArgFormat::kBytes, ArgFormat::kStream}));
+  EXPECT_STREQ(exc->args[3].name, "sharedMem");
+}
+
+TEST(ApiTable, RegistrationAndResultKinds) {
+  const auto* reg = find_api("__cudaRegisterFunction");
+  ASSERT_NE(reg, nullptr);
+  EXPECT_EQ(reg->result_kind, cutrace::format::ResultKind::kVoid);
+  ASSERT_EQ(reg->arg_count, 2);
+  EXPECT_EQ(reg->args[1].format, ArgFormat::kKernelStub);
+  const auto* get_kernel = find_api("__cudaGetKernel");
+  ASSERT_NE(get_kernel, nullptr);
+  EXPECT_EQ(formats(*get_kernel), (std::vector<ArgFormat>{ArgFormat::kKernelStub, ArgFormat::kKernelHandle}));
+  EXPECT_EQ(find_api("__cudaRegisterFatBinary")->result_kind, cutrace::format::ResultKind::kPointer);
+  EXPECT_EQ(find_api("cudaGetErrorString")->result_kind, cutrace::format::ResultKind::kPointer);
+  EXPECT_EQ(find_api("__cudaPushCallConfiguration")->result_kind, cutrace::format::ResultKind::kUnsigned);
+  EXPECT_EQ(find_api("cudaStreamSynchronize")->api_class, ApiClass::kSync);
+  const auto* unannotated = find_api("cudaDriverGetVersion");
+  ASSERT_NE(unannotated, nullptr);
+  EXPECT_EQ(unannotated->api_class, ApiClass::kOther);
+  EXPECT_EQ(unannotated->arg_count, 0);
+}
+
+// --- the generator, run on annotations written for the occasion ---
+
+class Generator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/cutrace-gen-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    // The [library] part of the real annotations: the bad entries below are the only difference.
+    std::ifstream in(gen_test::kAnnotations);
+    ASSERT_TRUE(in) << gen_test::kAnnotations;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("[functions.", 0) == 0) break;
+      library_ += line + "\n";
+    }
+    ASSERT_NE(library_.find("[library]"), std::string::npos);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  RunResult generate(const std::string& functions) {
+    const fs::path annotations = dir_ / "annotations.toml";
+    std::ofstream(annotations) << library_ << "\n" << functions;
+    std::vector<std::string> argv{gen_test::kPython, gen_test::kGenerator,
+                                  "--library", "cudart", annotations.string(), gen_test::kRealCudart,
+                                  "--cxx", gen_test::kCxx, "--cxx-flag=-std=c++20", "--nm", gen_test::kNm,
+                                  "--out-dir", (dir_ / "out").string()};
+    for (const char* d : gen_test::kIncludeDirs) {
+      argv.push_back("--include-dir");
+      argv.push_back(d);
+    }
+    return run(argv);
+  }
+  bool generated_anything() const { return fs::exists(dir_ / "out"); }
+
+  fs::path dir_;
+  std::string library_;
+};
+
+TEST_F(Generator, AcceptsValidAnnotationsAndReportsCoverage) {
+  RunResult r = generate(R"(
+[functions.cudaMemcpy]
+class = "memory"
+args = [{ param = "count", format = "bytes" }, { param = "kind", format = "memcpy_kind" }]
+)");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t line = r.output.find("gen_wrappers: libcudart.so.13: ");
+  ASSERT_NE(line, std::string::npos) << r.output;
+  unsigned exports = 0, wrapped = 0, annotated = 0;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + line, "gen_wrappers: libcudart.so.13: %u exports, %u wrapped", &exports,
+                        &wrapped),
+            2)
+      << r.output;
+  EXPECT_GT(exports, 100u);
+  EXPECT_EQ(exports, wrapped);
+  const size_t tail = r.output.find(" annotated", line);
+  ASSERT_NE(tail, std::string::npos) << r.output;
+  const size_t comma = r.output.rfind(", ", tail);
+  ASSERT_EQ(std::sscanf(r.output.c_str() + comma, ", %u annotated", &annotated), 1) << r.output;
+  EXPECT_EQ(annotated, 2u) << "cudaMemcpy and cudaMemcpy_ptds";
+  for (const char* f : {"api_ids.h", "api_table.cpp", "real_functions.cpp", "wrappers_cudart.cpp"})
+    EXPECT_TRUE(fs::exists(dir_ / "out" / f)) << f;
+}
+
+struct BadCase {
+  const char* name;
+  const char* functions;
+  std::vector<const char*> expected;  // substrings of the one-line message
+};
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
+
+class BadAnnotations : public Generator, public ::testing::WithParamInterface<BadCase> {};
+
+TEST_P(BadAnnotations, FailWithAClearMessage) {
+  RunResult r = generate(GetParam().functions);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("gen_wrappers: error: "), std::string::npos) << r.output;
+  for (const char* text : GetParam().expected) EXPECT_NE(r.output.find(text), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Traceback"), std::string::npos) << "a crash, not a message:\n" << r.output;
+  EXPECT_FALSE(generated_anything()) << "outputs written despite the error";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Generator, BadAnnotations,
+    ::testing::Values(
+        BadCase{"UnknownFunction", "[functions.cudaMallocc]\nclass = \"memory\"\n",
+                {"[functions.cudaMallocc]", "exports no function named 'cudaMallocc'", "did you mean 'cudaMalloc'"}},
+        BadCase{"UnknownArgument",
+                "[functions.cudaMemcpy]\nargs = [{ param = \"size\", format = \"bytes\" }]\n",
+                {"[functions.cudaMemcpy] args[0]", "'size' is not a parameter of cudaMemcpy(dst, src, count, kind)"}},
+        BadCase{"UnknownHookArgument",
+                "[functions.__cudaRegisterFunction]\nhook = { name = \"register_function\", args = [\"hostFn\"] }\n",
+                {"hook.args", "'hostFn' is not a parameter", "did you mean 'hostFun'"}},
+        BadCase{"UnknownFormat", "[functions.cudaMemcpy]\nargs = [{ param = \"count\", format = \"byte\" }]\n",
+                {"format", "'byte' is not one of"}},
+        BadCase{"MisspelledKey", "[functions.cudaMemcpy]\nargs = [{ param = \"count\", fromat = \"bytes\" }]\n",
+                {"unknown key 'fromat'", "did you mean 'format'"}},
+        BadCase{"OutParameterThatIsNoPointer",
+                "[functions.cudaMemcpy]\nargs = [{ param = \"count\", format = \"bytes\", out = true }]\n",
+                {"out = true", "not a pointer"}},
+        BadCase{"WrongParamNameCount", "[functions.__cudaGetKernel]\nparam_names = [\"kernel\"]\n",
+                {"param_names", "1 names for the 2 parameters"}},
+        BadCase{"TooManyArguments",
+                "[functions.cudaMemcpy]\nargs = ["
+                "{param=\"count\",format=\"bytes\"},{param=\"count\",format=\"bytes\"},{param=\"count\",format=\"bytes\"},"
+                "{param=\"count\",format=\"bytes\"},{param=\"count\",format=\"bytes\"},{param=\"count\",format=\"bytes\"},"
+                "{param=\"count\",format=\"bytes\"},{param=\"count\",format=\"bytes\"},{param=\"count\",format=\"bytes\"},"
+                "{param=\"count\",format=\"bytes\"},{param=\"count\",format=\"bytes\"},{param=\"count\",format=\"bytes\"},"
+                "{param=\"count\",format=\"bytes\"}]\n",
+                {"13 args", "at most 12"}},
+        BadCase{"NotToml", "[functions.cudaMemcpy\n", {"not valid TOML"}}),
+    [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
+
+}  // namespace
