@@ -1,0 +1,762 @@
+#include <gtest/gtest.h>
+#include <zstd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "reader/decode.h"
+#include "reader/trace_reader.h"
+#include "trace_builder.h"
+
+namespace cutrace::testing {
+namespace {
+
+using reader::Event;
+using reader::EventKind;
+using reader::TraceReader;
+using reader::TraceState;
+
+struct ReadResult {
+  bool opened = false;
+  std::string error;
+  reader::Status status;
+  uint64_t events = 0;              // record events
+  std::vector<uint64_t> per_chunk;  // record events by chunk sequence
+  std::vector<EventKind> kinds;
+};
+
+ReadResult read_all(const std::string& path) {
+  ReadResult r;
+  TraceReader t;
+  r.opened = t.open(path);
+  r.error = t.error();
+  if (!r.opened) return r;
+  Event ev;
+  while (t.next(ev)) {
+    r.kinds.push_back(ev.kind);
+    if (ev.kind == EventKind::kApiCall || ev.kind == EventKind::kString || ev.kind == EventKind::kThreadStart ||
+        ev.kind == EventKind::kRecord) {
+      ++r.events;
+      if (r.per_chunk.size() <= ev.chunk) r.per_chunk.resize(ev.chunk + 1);
+      ++r.per_chunk[ev.chunk];
+    }
+  }
+  r.status = t.status();
+  return r;
+}
+
+// Records in the first n chunks of the small trace.
+uint64_t events_before(const std::vector<uint64_t>& per_chunk, uint64_t n) {
+  uint64_t sum = 0;
+  for (uint64_t i = 0; i < n && i < per_chunk.size(); ++i) sum += per_chunk[i];
+  return sum;
+}
+
+class SmallTraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = temp_path("small.cutrace");
+    expected_ = write_small_trace(path_);
+    bytes_ = read_file(path_);
+    full_ = read_all(path_);
+    ASSERT_TRUE(full_.opened) << full_.error;
+  }
+  std::string path_;
+  SmallTrace expected_;
+  std::vector<uint8_t> bytes_;
+  ReadResult full_;
+};
+
+TEST_F(SmallTraceTest, ReadsEverythingOfACompleteTrace) {
+  EXPECT_EQ(full_.status.state, TraceState::kComplete);
+  EXPECT_EQ(full_.status.intact_chunks, 6u);  // metadata, api table, 3 x events, end
+  EXPECT_EQ(full_.events, expected_.events);
+  EXPECT_EQ(full_.status.events, expected_.events);
+  EXPECT_EQ(full_.status.trailing_bytes, 0u);
+  ASSERT_GE(full_.kinds.size(), 3u);
+  EXPECT_EQ(full_.kinds.front(), EventKind::kMetadata);
+  EXPECT_EQ(full_.kinds[1], EventKind::kApiTable);
+  EXPECT_EQ(full_.kinds.back(), EventKind::kEnd);
+  EXPECT_EQ(full_.status.describe(), "complete: " + std::to_string(expected_.events) + " events in 6 chunks");
+}
+
+TEST_F(SmallTraceTest, DecodesTablesThreadsAndProcesses) {
+  TraceReader t;
+  ASSERT_TRUE(t.open(path_));
+  Event ev;
+  while (t.next(ev)) {
+  }
+  ASSERT_NE(t.metadata_value("host"), nullptr);
+  EXPECT_EQ(*t.metadata_value("host"), "node01");
+  EXPECT_EQ(*t.metadata_value("session.ring_bytes"), "4194304");
+  EXPECT_EQ(t.metadata().size(), 5u);
+  ASSERT_NE(t.summary_value("lost_no_slot"), nullptr);
+  EXPECT_EQ(*t.summary_value("lost_no_slot"), "2");
+
+  auto table = t.api_table();
+  ASSERT_EQ(table.size(), size_t(kTestApiCount));
+  for (uint32_t i = 0; i < kTestApiCount; ++i) {
+    EXPECT_EQ(table[i]->id, i);
+    EXPECT_EQ(table[i]->name, kTestApis[i].name);
+    EXPECT_EQ(table[i]->domain, kTestApis[i].domain);
+    EXPECT_EQ(table[i]->api_class, kTestApis[i].api_class);
+    EXPECT_EQ(table[i]->result_kind, kTestApis[i].result_kind);
+    ASSERT_EQ(table[i]->args.size(), kTestApis[i].arg_count);
+    for (uint32_t a = 0; a < kTestApis[i].arg_count; ++a) {
+      EXPECT_EQ(table[i]->args[a].name, kTestApis[i].args[a].name);
+      EXPECT_EQ(table[i]->args[a].format, kTestApis[i].args[a].format);
+    }
+  }
+
+  ASSERT_EQ(t.threads().size(), 3u);
+  const reader::Thread* app = t.thread(0);
+  const reader::Thread* worker = t.thread(1);
+  const reader::Thread* python = t.thread(2);
+  ASSERT_TRUE(app && worker && python);
+  EXPECT_EQ(app->name, "app");
+  EXPECT_EQ(worker->name, "worker");
+  EXPECT_EQ(python->name, "python");
+  EXPECT_EQ(worker->tid, 4243u);
+  EXPECT_EQ(worker->pid, 4242u);
+  EXPECT_EQ(worker->first_seen_ns, kT0 + 11000);
+  EXPECT_EQ(app->records_read, 21u);
+  EXPECT_EQ(worker->records_read, 7u);
+  EXPECT_TRUE(worker->has_stats);
+  EXPECT_EQ(worker->records_dropped, 3u);
+  EXPECT_EQ(worker->records_written, 7u);
+  EXPECT_EQ(python->records_malformed, 1u);
+
+  ASSERT_EQ(t.processes().size(), 2u);
+  const reader::Process& p0 = t.process_of(*app);
+  EXPECT_EQ(&p0, &t.process_of(*worker));
+  EXPECT_EQ(p0.pid, 4242u);
+  EXPECT_EQ(p0.command, "./app --n 3");
+  EXPECT_EQ(p0.exe, "/work/app");
+  EXPECT_EQ(p0.threads, (std::vector<uint32_t>{0, 1}));
+  const reader::Process& p1 = t.process_of(*python);
+  EXPECT_EQ(p1.pid, 4300u);
+  EXPECT_EQ(p1.ppid, 4242u);
+  EXPECT_EQ(p1.command, "python train.py");
+}
+
+TEST_F(SmallTraceTest, UndoesDeltaCodingAndDecodesArguments) {
+  TraceReader t;
+  ASSERT_TRUE(t.open(path_));
+  Event ev;
+  struct Call {
+    std::string name;
+    uint64_t begin, end, result;
+    uint16_t depth;
+    uint8_t flags;
+    std::vector<uint64_t> args;
+    uint32_t tid;
+  };
+  std::vector<Call> calls;
+  std::vector<std::pair<uint16_t, uint32_t>> raw;
+  uint64_t thread_starts = 0, strings = 0;
+  while (t.next(ev)) {
+    if (ev.kind == EventKind::kApiCall) {
+      calls.push_back({ev.call.api->name, ev.call.begin_ns, ev.call.end_ns, ev.call.result, ev.call.depth, ev.call.flags,
+                       std::vector<uint64_t>(ev.call.args, ev.call.args + ev.call.arg_count), ev.thread->tid});
+    } else if (ev.kind == EventKind::kRecord) {
+      raw.emplace_back(ev.record.kind, ev.record.size);
+      EXPECT_EQ(ev.record.aux, 7u);
+      EXPECT_EQ(ev.record.bytes[8 + 5], 5);  // the payload bytes count up from 0
+    } else if (ev.kind == EventKind::kThreadStart) {
+      ++thread_starts;
+      EXPECT_EQ(ev.thread_start.tid, ev.thread->tid);
+    } else if (ev.kind == EventKind::kString) {
+      ++strings;
+    }
+  }
+  ASSERT_EQ(calls.size(), expected_.api_calls);
+  EXPECT_EQ(thread_starts, 3u);
+  EXPECT_EQ(strings, 9u);
+  ASSERT_EQ(raw.size(), 1u);
+  EXPECT_EQ(raw[0].first, uint16_t(abi::RecordKind::kNvtx));
+  EXPECT_EQ(raw[0].second, 24u);
+
+  // The nested driver call comes first in ring order; the enclosing cudaMalloc starts before it.
+  EXPECT_EQ(calls[2].name, "cuMemAlloc_v2");
+  EXPECT_EQ(calls[2].begin, kT0 + 1500);
+  EXPECT_EQ(calls[2].end, kT0 + 5500);
+  EXPECT_EQ(calls[2].depth, 1);
+  EXPECT_EQ(calls[3].name, "cudaMalloc");
+  EXPECT_EQ(calls[3].begin, kT0 + 1000);
+  EXPECT_EQ(calls[3].end, kT0 + 6000);
+  EXPECT_EQ(calls[3].args, (std::vector<uint64_t>{1 << 20, 0x7f0000000000}));
+  EXPECT_EQ(calls[0].flags, abi::kCallFlagOutsideCapture);
+  EXPECT_EQ(calls[10].name, "cudaGetErrorString");
+  EXPECT_EQ(calls[10].result, 0x7ffff000u);
+  // The delta coding restarts with every block: the second chunk's first call is absolute again.
+  EXPECT_EQ(calls[14].name, "cudaLaunchKernel");
+  EXPECT_EQ(calls[14].begin, kT0 + 40000);
+  EXPECT_EQ(calls[14].end, kT0 + 43000);
+  EXPECT_EQ(calls[16].name, "cudaMalloc");
+  EXPECT_EQ(calls[16].result, 2u);
+  EXPECT_EQ(calls[18].begin, kT0 + 46500);
+  EXPECT_EQ(calls[18].tid, 4243u);
+  EXPECT_EQ(calls.back().name, "cuMemAlloc_v2");
+  EXPECT_EQ(calls.back().begin, kT0 + 66000);
+  EXPECT_EQ(calls.back().tid, 4300u);
+}
+
+TEST_F(SmallTraceTest, ResolvesKernelNamesPerProcess) {
+  TraceReader t;
+  ASSERT_TRUE(t.open(path_));
+  Event ev;
+  std::vector<std::string> launched;
+  std::vector<std::string> decoded;
+  while (t.next(ev)) {
+    if (ev.kind != EventKind::kApiCall || ev.call.outside_capture()) continue;
+    const std::string& name = ev.call.api->name;
+    if (name != "cudaLaunchKernel" && name != "__cudaLaunchKernel") continue;
+    const reader::KernelName* k = t.kernel_of(ev.call, *ev.thread);
+    ASSERT_NE(k, nullptr) << name;
+    launched.push_back(k->demangled);
+    auto grid = reader::decode_arg(t, *ev.thread, abi::ArgFormat::kDim3, ev.call.args[1]);
+    decoded.push_back(grid.text + " " + reader::decode_arg(t, *ev.thread, ev.call.api->args[0].format, ev.call.args[0]).text);
+  }
+  EXPECT_EQ(launched, (std::vector<std::string>{"void ns::axpy<float>(float, float*, float*, int)",
+                                                "reduce(float const*, float*, int)",
+                                                "void ns::axpy<float>(float, float*, float*, int)",
+                                                "reduce(float const*, float*, int)", "other_fn()"}));
+  EXPECT_EQ(decoded[1], "(64,2,1) reduce(float const*, float*, int)");
+  EXPECT_EQ(decoded[4], "(1,1,1) other_fn()");
+  const reader::Process& p0 = t.processes()[0];
+  EXPECT_EQ(p0.kernels_by_stub.at(kStubAxpy).mangled, kMangledAxpy);
+  EXPECT_EQ(p0.stub_by_handle.at(kHandleReduce), kStubReduce);
+  // An address no registration names stays an address.
+  EXPECT_EQ(t.kernel(*t.thread(0), abi::ArgFormat::kKernelStub, 0x1234), nullptr);
+  EXPECT_EQ(reader::decode_arg(t, *t.thread(0), abi::ArgFormat::kKernelHandle, 0x1234).text, "0x1234");
+}
+
+TEST_F(SmallTraceTest, EveryChunkBoundaryCutIsReportedAsIncomplete) {
+  const auto offsets = chunk_offsets(bytes_);
+  ASSERT_EQ(offsets.size(), 6u);
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    SCOPED_TRACE("cut before chunk " + std::to_string(k));
+    std::string cut = temp_path("cut.cutrace");
+    write_file(cut, std::vector<uint8_t>(bytes_.begin(), bytes_.begin() + offsets[k]));
+    ReadResult r = read_all(cut);
+    ASSERT_TRUE(r.opened) << r.error;
+    EXPECT_EQ(r.status.state, TraceState::kIncomplete);
+    EXPECT_EQ(r.status.intact_chunks, k);
+    EXPECT_EQ(r.events, events_before(full_.per_chunk, k));
+    EXPECT_EQ(r.status.describe(), "incomplete: the recorder did not finish (killed or crashed); " +
+                                       reader::thousands(r.events) + " events in " + std::to_string(k) +
+                                       (k == 1 ? " intact chunk" : " intact chunks") + " are shown");
+  }
+}
+
+TEST_F(SmallTraceTest, EveryMidChunkCutIsReportedAsTruncated) {
+  const auto offsets = chunk_offsets(bytes_);
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    const uint64_t end = k + 1 < offsets.size() ? offsets[k + 1] : bytes_.size();
+    // Inside the header, right after it, in the middle of the frame, one byte short of the end.
+    for (uint64_t cut_at : {offsets[k] + 1, offsets[k] + 31, offsets[k] + 32, (offsets[k] + end) / 2, end - 1}) {
+      SCOPED_TRACE("chunk " + std::to_string(k) + " cut at byte " + std::to_string(cut_at));
+      std::string cut = temp_path("cut.cutrace");
+      write_file(cut, std::vector<uint8_t>(bytes_.begin(), bytes_.begin() + cut_at));
+      ReadResult r = read_all(cut);
+      ASSERT_TRUE(r.opened) << r.error;
+      EXPECT_EQ(r.status.state, TraceState::kTruncated);
+      EXPECT_EQ(r.status.intact_chunks, k);
+      EXPECT_EQ(r.status.bad_chunk, k);
+      EXPECT_EQ(r.status.offset, cut_at);
+      EXPECT_EQ(r.events, events_before(full_.per_chunk, k));
+      EXPECT_NE(r.status.describe().find("truncated at byte " + reader::thousands(cut_at)), std::string::npos)
+          << r.status.describe();
+    }
+  }
+}
+
+TEST(Reader, ATraceWithoutEndChunkIsIncompleteWithEverythingShown) {
+  std::string path = temp_path("crashed.cutrace");
+  SmallTrace st = write_small_trace(path, /*finish=*/false);
+  TraceReader t;
+  ASSERT_TRUE(t.open(path));
+  Event ev;
+  uint64_t calls = 0;
+  while (t.next(ev)) calls += ev.kind == EventKind::kApiCall;
+  EXPECT_EQ(calls, st.api_calls);
+  EXPECT_EQ(t.status().state, TraceState::kIncomplete);
+  EXPECT_EQ(t.status().describe(), "incomplete: the recorder did not finish (killed or crashed); " +
+                                       std::to_string(st.events) + " events in 5 intact chunks are shown");
+  for (const auto& th : t.threads()) EXPECT_FALSE(th.has_stats);
+  EXPECT_TRUE(t.summary().empty());
+}
+
+TEST_F(SmallTraceTest, FlippedBytesNeverCrashAndKeepWholeChunksOnly) {
+  const auto offsets = chunk_offsets(bytes_);
+  auto chunk_of = [&](uint64_t pos) {
+    size_t k = 0;
+    while (k + 1 < offsets.size() && offsets[k + 1] <= pos) ++k;
+    return k;
+  };
+  std::string path = temp_path("flipped.cutrace");
+  uint64_t detected = 0;
+  for (uint8_t mask : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xff)}) {
+    for (size_t pos = 0; pos < bytes_.size(); ++pos) {
+      std::vector<uint8_t> b = bytes_;
+      b[pos] ^= mask;
+      write_file(path, b);
+      ReadResult r = read_all(path);
+      SCOPED_TRACE("byte " + std::to_string(pos) + " ^ " + std::to_string(mask));
+      if (!r.opened) {
+        ASSERT_LT(pos, sizeof(format::FileHeader));  // only a damaged file header makes a trace unreadable
+        EXPECT_FALSE(r.error.empty());
+        ++detected;
+        continue;
+      }
+      if (r.status.state == TraceState::kComplete) {
+        // Fields no check covers (reserved bytes, creation times) may change without harm.
+        EXPECT_EQ(r.events, full_.events);
+        continue;
+      }
+      ++detected;
+      EXPECT_LE(r.status.intact_chunks, chunk_of(pos));
+      EXPECT_EQ(r.events, events_before(full_.per_chunk, r.status.intact_chunks));
+      if (r.status.state == TraceState::kCorrupt) {
+        EXPECT_FALSE(r.status.reason.empty());
+      }
+    }
+  }
+  // Everything but the few unchecked header fields is covered by a check.
+  EXPECT_GT(detected, 3 * (bytes_.size() - 200));
+}
+
+TEST_F(SmallTraceTest, RandomDamageNeverCrashes) {
+  std::mt19937_64 rng(12345);
+  std::string path = temp_path("damaged.cutrace");
+  for (int iter = 0; iter < 400; ++iter) {
+    std::vector<uint8_t> b = bytes_;
+    const int edits = 1 + int(rng() % 8);
+    for (int e = 0; e < edits; ++e) b[rng() % b.size()] = uint8_t(rng());
+    if (rng() % 3 == 0) b.resize(rng() % b.size());
+    write_file(path, b);
+    ReadResult r = read_all(path);
+    if (r.opened) {
+      EXPECT_LE(r.events, full_.events);
+    }
+  }
+}
+
+// Decompressed payloads of the small trace, so tests can re-frame damaged payloads with valid checksums
+// and reach the payload parsers themselves.
+std::vector<std::pair<format::ChunkType, std::vector<uint8_t>>> payloads(const std::vector<uint8_t>& file) {
+  std::vector<std::pair<format::ChunkType, std::vector<uint8_t>>> out;
+  for (uint64_t at : chunk_offsets(file)) {
+    format::ChunkHeader h;
+    std::memcpy(&h, file.data() + at, sizeof h);
+    std::vector<uint8_t> raw(h.raw_bytes);
+    size_t n = ZSTD_decompress(raw.data(), raw.size(), file.data() + at + sizeof h, h.stored_bytes);
+    EXPECT_EQ(n, h.raw_bytes);
+    out.emplace_back(format::ChunkType(h.type), std::move(raw));
+  }
+  return out;
+}
+
+TEST_F(SmallTraceTest, ReframedPayloadsReadBackIdentically) {
+  std::string path = temp_path("reframed.cutrace");
+  write_file(path, frame_chunks(payloads(bytes_)));
+  ReadResult r = read_all(path);
+  EXPECT_EQ(r.status.state, TraceState::kComplete);
+  EXPECT_EQ(r.events, full_.events);
+}
+
+TEST_F(SmallTraceTest, DamagedPayloadsWithValidChecksumsAreRejectedCleanly) {
+  const auto good = payloads(bytes_);
+  std::mt19937_64 rng(777);
+  std::string path = temp_path("payload.cutrace");
+  uint64_t rejected = 0;
+  for (size_t k = 0; k < good.size(); ++k) {
+    for (int iter = 0; iter < 300; ++iter) {
+      auto chunks = good;
+      auto& p = chunks[k].second;
+      switch (iter % 4) {
+        case 0:  // a few random bytes
+          for (int e = 0; e < 1 + int(rng() % 4) && !p.empty(); ++e) p[rng() % p.size()] = uint8_t(rng());
+          break;
+        case 1:  // a length-like field set to something huge
+          if (p.size() >= 4) {
+            uint32_t big = uint32_t(rng()) | 0x80000000u;
+            std::memcpy(p.data() + (rng() % (p.size() - 3)), &big, 4);
+          }
+          break;
+        case 2:  // cut short
+          p.resize(p.empty() ? 0 : rng() % p.size());
+          break;
+        case 3:  // extended with garbage
+          for (int e = 0; e < 1 + int(rng() % 40); ++e) p.push_back(uint8_t(rng()));
+          break;
+      }
+      write_file(path, frame_chunks(chunks));
+      ReadResult r = read_all(path);
+      ASSERT_TRUE(r.opened);
+      EXPECT_LE(r.status.intact_chunks, good.size());
+      if (r.status.state == TraceState::kCorrupt) {
+        ++rejected;
+        // A damaged thread definition can also surface in a later chunk, as records of an unknown thread.
+        EXPECT_GE(r.status.bad_chunk, k);
+        EXPECT_NE(r.status.reason.find("malformed"), std::string::npos) << r.status.reason;
+        if (r.status.bad_chunk == k) {
+          EXPECT_EQ(r.events, events_before(full_.per_chunk, k));
+        }
+      }
+    }
+  }
+  EXPECT_GT(rejected, good.size() * 50);
+}
+
+TEST(Reader, RefusesWhatIsNotAReadableTrace) {
+  TraceReader missing;
+  EXPECT_FALSE(missing.open("/nonexistent/dir/x.cutrace"));
+  EXPECT_NE(missing.error().find("no such file"), std::string::npos) << missing.error();
+
+  std::string text = temp_path("notes.txt");
+  write_file(text, std::vector<uint8_t>{'h', 'e', 'l', 'l', 'o', '\n'});
+  TraceReader t1;
+  EXPECT_FALSE(t1.open(text));
+  EXPECT_NE(t1.error().find("not a cutrace trace"), std::string::npos) << t1.error();
+
+  std::string empty = temp_path("empty.cutrace");
+  write_file(empty, {});
+  TraceReader t2;
+  EXPECT_FALSE(t2.open(empty));
+  EXPECT_NE(t2.error().find("empty"), std::string::npos) << t2.error();
+
+  auto file = frame_chunks({});
+  std::string short_header = temp_path("short.cutrace");
+  write_file(short_header, std::vector<uint8_t>(file.begin(), file.begin() + 20));
+  TraceReader t3;
+  EXPECT_FALSE(t3.open(short_header));
+  EXPECT_NE(t3.error().find("header"), std::string::npos) << t3.error();
+
+  format::FileHeader fh;
+  std::memcpy(&fh, file.data(), sizeof fh);
+  fh.format_version = format::kFormatVersion + 1;
+  std::memcpy(file.data(), &fh, sizeof fh);
+  std::string newer = temp_path("newer.cutrace");
+  write_file(newer, file);
+  TraceReader t4;
+  EXPECT_FALSE(t4.open(newer));
+  EXPECT_NE(t4.error().find("newer"), std::string::npos) << t4.error();
+  EXPECT_NE(t4.error().find("upgrade cutrace"), std::string::npos) << t4.error();
+
+  TraceReader dir;
+  EXPECT_FALSE(dir.open(::testing::TempDir()));
+  EXPECT_NE(dir.error().find("not a regular file"), std::string::npos) << dir.error();
+}
+
+TEST_F(SmallTraceTest, AMissingChunkIsCorrupt) {
+  const auto offsets = chunk_offsets(bytes_);
+  std::vector<uint8_t> b(bytes_.begin(), bytes_.begin() + offsets[3]);
+  b.insert(b.end(), bytes_.begin() + offsets[4], bytes_.end());
+  std::string path = temp_path("gap.cutrace");
+  write_file(path, b);
+  ReadResult r = read_all(path);
+  EXPECT_EQ(r.status.state, TraceState::kCorrupt);
+  EXPECT_EQ(r.status.bad_chunk, 3u);
+  EXPECT_EQ(r.status.offset, offsets[3]);
+  EXPECT_NE(r.status.reason.find("chunks are missing"), std::string::npos) << r.status.reason;
+  EXPECT_EQ(r.events, events_before(full_.per_chunk, 3));
+}
+
+TEST_F(SmallTraceTest, BytesAfterTheEndChunkAreIgnoredAndCounted) {
+  std::vector<uint8_t> b = bytes_;
+  b.insert(b.end(), 100, 0xab);
+  std::string path = temp_path("trailing.cutrace");
+  write_file(path, b);
+  ReadResult r = read_all(path);
+  EXPECT_EQ(r.status.state, TraceState::kComplete);
+  EXPECT_EQ(r.status.trailing_bytes, 100u);
+  EXPECT_EQ(r.events, full_.events);
+  EXPECT_NE(r.status.describe().find("100 bytes after the end chunk were ignored"), std::string::npos);
+}
+
+TEST_F(SmallTraceTest, AZeroFilledTailIsATruncation) {
+  const auto offsets = chunk_offsets(bytes_);
+  std::vector<uint8_t> b(bytes_.begin(), bytes_.begin() + offsets[4]);
+  b.resize(b.size() + 4096, 0);
+  std::string path = temp_path("zeros.cutrace");
+  write_file(path, b);
+  ReadResult r = read_all(path);
+  EXPECT_EQ(r.status.state, TraceState::kTruncated);
+  EXPECT_EQ(r.status.offset, offsets[4]);
+  EXPECT_EQ(r.status.intact_chunks, 4u);
+}
+
+TEST_F(SmallTraceTest, UnknownChunkTypesAreSkipped) {
+  auto chunks = payloads(bytes_);
+  chunks.insert(chunks.begin() + 2, {format::ChunkType(77), std::vector<uint8_t>{1, 2, 3}});
+  std::string path = temp_path("future.cutrace");
+  write_file(path, frame_chunks(chunks));
+  ReadResult r = read_all(path);
+  EXPECT_EQ(r.status.state, TraceState::kComplete);
+  EXPECT_EQ(r.status.skipped_chunks, 1u);
+  EXPECT_EQ(r.events, full_.events);
+}
+
+std::vector<uint8_t> block(format::BlockType type, uint32_t thread, const std::vector<uint8_t>& payload,
+                           uint32_t records) {
+  format::BlockHeader h{uint32_t(type), uint32_t(payload.size()), thread, records};
+  std::vector<uint8_t> out(sizeof h);
+  std::memcpy(out.data(), &h, sizeof h);
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
+std::vector<uint8_t> def_bytes(const format::ThreadDef& d) {
+  std::vector<uint8_t> out(sizeof d);
+  std::memcpy(out.data(), &d, sizeof d);
+  return out;
+}
+
+TEST(Reader, RecordsBeforeTheirThreadDefinitionAreCorrupt) {
+  Records r;
+  r.call(kCudaMalloc, 10, 20, 0, {1, 2});
+  auto events = block(format::BlockType::kRecords, 5, r.bytes(), r.count());
+  std::string path = temp_path("orphan.cutrace");
+  write_file(path, frame_chunks({{format::ChunkType::kEvents, events}}));
+  ReadResult res = read_all(path);
+  EXPECT_EQ(res.status.state, TraceState::kCorrupt);
+  EXPECT_NE(res.status.reason.find("precede its definition"), std::string::npos) << res.status.reason;
+  EXPECT_EQ(res.events, 0u);
+}
+
+TEST(Reader, ThreadDefinedTwiceIsCorruptAndAThreadDefinedInTheSameChunkIsFine) {
+  Records r;
+  r.call(kCudaMalloc, 10, 20, 0, {1, 2});
+  auto events = block(format::BlockType::kThreadDef, 5, def_bytes(thread_def(5, 10, 11)), 0);
+  auto recs = block(format::BlockType::kRecords, 5, r.bytes(), r.count());
+  events.insert(events.end(), recs.begin(), recs.end());
+  std::string ok = temp_path("ok.cutrace");
+  write_file(ok, frame_chunks({{format::ChunkType::kEvents, events}}));
+  ReadResult res = read_all(ok);
+  EXPECT_EQ(res.status.state, TraceState::kIncomplete);
+  EXPECT_EQ(res.events, 1u);
+
+  auto twice = events;
+  auto again = block(format::BlockType::kThreadDef, 5, def_bytes(thread_def(5, 10, 11)), 0);
+  twice.insert(twice.end(), again.begin(), again.end());
+  std::string bad = temp_path("twice.cutrace");
+  write_file(bad, frame_chunks({{format::ChunkType::kEvents, twice}}));
+  res = read_all(bad);
+  EXPECT_EQ(res.status.state, TraceState::kCorrupt);
+  EXPECT_NE(res.status.reason.find("defined twice"), std::string::npos) << res.status.reason;
+  EXPECT_EQ(res.events, 0u);  // a chunk is delivered whole or not at all
+}
+
+TEST(Reader, CallsOfIdsMissingFromTheApiTableGetPlaceholderNames) {
+  Records r;
+  r.call(500, 10, 25, 0, {1, 2, 3});
+  auto events = block(format::BlockType::kThreadDef, 0, def_bytes(thread_def(0, 10, 10)), 0);
+  auto recs = block(format::BlockType::kRecords, 0, r.bytes(), r.count());
+  events.insert(events.end(), recs.begin(), recs.end());
+  std::string path = temp_path("unknown-api.cutrace");
+  write_file(path, frame_chunks({{format::ChunkType::kEvents, events}}));
+  TraceReader t;
+  ASSERT_TRUE(t.open(path));
+  Event ev;
+  int calls = 0;
+  while (t.next(ev)) {
+    if (ev.kind != EventKind::kApiCall) continue;
+    ++calls;
+    EXPECT_EQ(ev.call.api->name, "api#500");
+    EXPECT_FALSE(ev.call.api->known);
+    EXPECT_EQ(ev.call.arg_count, 3);
+    EXPECT_EQ(ev.call.duration_ns(), 15u);
+    EXPECT_EQ(t.kernel_of(ev.call, *ev.thread), nullptr);
+  }
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(Reader, ChunksWithoutChecksumOrWithWrongSizesAreCorrupt) {
+  std::vector<uint8_t> payload(100, 7);
+  std::vector<uint8_t> z(ZSTD_compressBound(payload.size()));
+  size_t n = ZSTD_compress(z.data(), z.size(), payload.data(), payload.size(), 3);  // no checksum
+  auto file = frame_chunks({});
+  format::ChunkHeader h{};
+  h.magic = format::kChunkMagic;
+  h.type = uint16_t(format::ChunkType::kMetadata);
+  h.codec = uint16_t(format::Codec::kZstd);
+  h.stored_bytes = uint32_t(n);
+  h.raw_bytes = 100;
+  h.header_check = format::chunk_header_check(h);
+  auto with = [&](const format::ChunkHeader& hdr) {
+    auto f = file;
+    f.resize(f.size() + sizeof hdr);
+    std::memcpy(f.data() + f.size() - sizeof hdr, &hdr, sizeof hdr);
+    f.insert(f.end(), z.begin(), z.begin() + n);
+    std::string path = temp_path("nochecksum.cutrace");
+    write_file(path, f);
+    return read_all(path);
+  };
+  ReadResult r = with(h);
+  EXPECT_EQ(r.status.state, TraceState::kCorrupt);
+  EXPECT_NE(r.status.reason.find("checksum"), std::string::npos) << r.status.reason;
+
+  format::ChunkHeader huge = h;
+  huge.raw_bytes = format::kMaxChunkRawBytes + 1;
+  huge.header_check = format::chunk_header_check(huge);
+  r = with(huge);
+  EXPECT_EQ(r.status.state, TraceState::kCorrupt);
+  EXPECT_NE(r.status.reason.find("more than the format allows"), std::string::npos) << r.status.reason;
+}
+
+TEST(Reader, StreamsLargeTracesChunkByChunk) {
+  std::string path = temp_path("large.cutrace");
+  trace::TraceWriter w;
+  ASSERT_TRUE(w.open(path, 1));
+  w.set_events_chunk_bytes(64 << 10);
+  ASSERT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
+  w.add_thread_def(thread_def(0, 1, 1));
+  constexpr int kBlocks = 100, kPerBlock = 1000;
+  uint64_t t = 0;
+  for (int b = 0; b < kBlocks; ++b) {
+    Records r;
+    for (int i = 0; i < kPerBlock; ++i, t += 100) r.call(kCudaMemcpy, t, t + 40, 0, {1, 2, uint64_t(i), 1});
+    r.add_to(w, 0);
+  }
+  ASSERT_TRUE(w.finish({}, {{0, 0, kBlocks * kPerBlock, 0, 0}}));
+  TraceReader tr;
+  ASSERT_TRUE(tr.open(path));
+  Event ev;
+  uint64_t calls = 0, last_begin = 0, bad_times = 0;
+  while (tr.next(ev)) {
+    if (ev.kind != EventKind::kApiCall) continue;
+    if (calls && ev.call.begin_ns != last_begin + 100) ++bad_times;
+    if (ev.call.duration_ns() != 40) ++bad_times;
+    last_begin = ev.call.begin_ns;
+    ++calls;
+  }
+  EXPECT_EQ(calls, uint64_t(kBlocks) * kPerBlock);
+  EXPECT_EQ(bad_times, 0u);
+  EXPECT_EQ(tr.status().state, TraceState::kComplete);
+  EXPECT_GT(tr.status().intact_chunks, 50u);  // many chunks, each read and released in turn
+}
+
+TEST(Decode, NamesComeFromTheCudaHeaders) {
+  EXPECT_EQ(reader::cuda_error_name(0), "cudaSuccess");
+  EXPECT_EQ(reader::cuda_error_name(35), "cudaErrorInsufficientDriver");
+  EXPECT_EQ(reader::cuda_error_name(2), "cudaErrorMemoryAllocation");
+  EXPECT_EQ(reader::cuda_error_name(999), "cudaErrorUnknown");
+  EXPECT_EQ(reader::cuda_error_name(123456), "");
+  EXPECT_EQ(reader::cu_result_name(0), "CUDA_SUCCESS");
+  EXPECT_EQ(reader::cu_result_name(999), "CUDA_ERROR_UNKNOWN");
+  EXPECT_EQ(reader::memcpy_kind_name(1), "cudaMemcpyHostToDevice");
+  EXPECT_EQ(reader::memcpy_kind_name(4), "cudaMemcpyDefault");
+}
+
+TEST(Decode, FormatsValuesForPeople) {
+  EXPECT_EQ(reader::thousands(0), "0");
+  EXPECT_EQ(reader::thousands(999), "999");
+  EXPECT_EQ(reader::thousands(1000), "1,000");
+  EXPECT_EQ(reader::thousands(1234567), "1,234,567");
+  EXPECT_EQ(reader::hex(0x7f00), "0x7f00");
+  EXPECT_EQ(reader::demangle("_ZN2ns4axpyIfEEvT_PS1_S2_i"), "void ns::axpy<float>(float, float*, float*, int)");
+  EXPECT_EQ(reader::demangle("plain_c_kernel"), "plain_c_kernel");
+
+  reader::ApiSpec runtime;
+  runtime.domain = abi::ApiDomain::kCudaRuntime;
+  EXPECT_EQ(reader::result_text(runtime, 35), "cudaErrorInsufficientDriver (35)");
+  EXPECT_EQ(reader::result_text(runtime, uint64_t(-1)), "-1");
+  reader::ApiSpec pointer;
+  pointer.result_kind = format::ResultKind::kPointer;
+  EXPECT_EQ(reader::result_text(pointer, 0x10), "0x10");
+  reader::ApiSpec none;
+  none.result_kind = format::ResultKind::kVoid;
+  EXPECT_EQ(reader::result_text(none, 5), "");
+}
+
+TEST_F(SmallTraceTest, DecodesEveryArgumentFormat) {
+  TraceReader t;
+  ASSERT_TRUE(t.open(path_));
+  Event ev;
+  while (t.next(ev)) {
+  }
+  const reader::Thread& th = *t.thread(0);
+  using F = abi::ArgFormat;
+  EXPECT_EQ(reader::decode_arg(t, th, F::kBytes, 4096).to_string(), "4096");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kSigned, uint64_t(-3)).to_string(), "-3");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kPointer, 0xdead).to_string(), "0xdead");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kStream, 0).to_string(), "0x0");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kFlags, 3).to_string(), "0x3");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kDevice, 1).to_string(), "1");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kMemcpyKind, 2).to_string(), "cudaMemcpyDeviceToHost");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kMemcpyKind, 77).to_string(), "77");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kDim3, 7 | 65535ull << 32 | 3ull << 48).to_string(), "(7,65535,3)");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kKernelStub, kStubAxpy).to_string(),
+            "void ns::axpy<float>(float, float*, float*, int)");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kKernelHandle, kHandleReduce).to_string(), "reduce(float const*, float*, int)");
+  EXPECT_EQ(reader::decode_arg(t, th, F(200), 9).to_string(), "9");
+}
+
+// The Python reader in docs/trace-format.md is real code: it runs against the small trace here.
+std::string shell_output(const std::string& command, int& status) {
+  std::string out;
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  status = pclose(p);
+  return out;
+}
+
+TEST(Docs, ThePythonReaderInTheFormatDocumentWorks) {
+  int status = 0;
+  shell_output(std::string(PYTHON3) + " -c 'import zstandard' 2>/dev/null", status);
+  if (status != 0) GTEST_SKIP() << "the zstandard Python package is missing (pip install zstandard==0.25.0)";
+
+  std::ifstream doc(DOCS_TRACE_FORMAT);
+  std::stringstream text;
+  text << doc.rdbuf();
+  const std::string md = text.str();
+  const size_t start = md.find("```python\n");
+  ASSERT_NE(start, std::string::npos) << "no python block in " << DOCS_TRACE_FORMAT;
+  const size_t end = md.find("```\n", start + 10);
+  ASSERT_NE(end, std::string::npos);
+  const std::string script = temp_path("reader.py");
+  {
+    std::ofstream out(script);
+    out << md.substr(start + 10, end - start - 10);
+  }
+  const std::string trace = temp_path("small.cutrace");
+  write_small_trace(trace);
+  std::string out = shell_output(std::string(PYTHON3) + " " + script + " " + trace + " 2>&1", status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out,
+            "launch cudaLaunchKernel _ZN2ns4axpyIfEEvT_PS1_S2_i at 1000000020000\n"
+            "launch __cudaLaunchKernel _Z6reducePKfPfi at 1000000012500\n"
+            "launch cudaLaunchKernel _ZN2ns4axpyIfEEvT_PS1_S2_i at 1000000040000\n"
+            "launch __cudaLaunchKernel _Z6reducePKfPfi at 1000000045000\n"
+            "launch cudaLaunchKernel _Z8other_fnv at 1000000061000\n"
+            "__cudaGetKernel 1 300\n"
+            "__cudaLaunchKernel 2 3000\n"
+            "cuMemAlloc_v2 2 4400\n"
+            "cublasSgemm_v2 1 10000\n"
+            "cudaFree 1 500\n"
+            "cudaGetErrorString 1 10\n"
+            "cudaLaunchKernel 3 6000\n"
+            "cudaMalloc 4 11000\n"
+            "cudaMemcpy 3 18000\n"
+            "cudaStreamSynchronize 2 8000\n"
+            "state complete\n");
+
+  // A cut file ends the same way in Python as in C++.
+  auto bytes = read_file(trace);
+  bytes.resize(chunk_offsets(bytes)[3] + 10);
+  write_file(trace, bytes);
+  out = shell_output(std::string(PYTHON3) + " " + script + " " + trace + " 2>&1", status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("state truncated\n"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace cutrace::testing

@@ -1,0 +1,89 @@
+// Synthetic traces for the reader and report tests, written by the real TraceWriter.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cutrace/abi.h"
+#include "cutrace/api_table.h"
+#include "recorder/trace_writer.h"
+
+namespace cutrace::testing {
+
+// A small api table shaped like the generated one: ids are indexes.
+enum TestApi : uint32_t {
+  kCudaMalloc,
+  kCudaMemcpy,
+  kCudaLaunchKernel,
+  kRegisterFunction,  // __cudaRegisterFunction
+  kGetKernel,         // __cudaGetKernel
+  kLaunchKernel13,    // __cudaLaunchKernel
+  kCudaStreamSynchronize,
+  kCudaFree,
+  kCublasSgemm,       // cuBLAS domain: not in cuda_api_sum
+  kCuMemAlloc,        // driver domain
+  kCudaGetErrorString,  // returns a pointer
+  kTestApiCount,
+};
+extern const ApiInfo kTestApis[kTestApiCount];
+
+// One kRecords block in file encoding, built from absolute times.
+class Records {
+ public:
+  Records& call(uint32_t api, uint64_t begin_ns, uint64_t end_ns, uint64_t result, std::initializer_list<uint64_t> args,
+                uint8_t flags = 0, uint16_t depth = 0);
+  Records& string(abi::StringKind kind, uint64_t key, std::string_view text);
+  Records& thread_start(uint64_t time_ns, uint32_t pid, uint32_t tid, uint32_t ppid, uint32_t flags);
+  // A record of a kind the reader has no decoder for (an NVTX record of a later version, say).
+  Records& raw(abi::RecordKind kind, uint32_t aux, uint32_t payload_bytes);
+
+  void add_to(trace::TraceWriter& w, uint32_t thread_index) const {
+    w.add_records(thread_index, bytes_.data(), uint32_t(bytes_.size()), count_);
+  }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+  uint32_t count() const { return count_; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  uint32_t count_ = 0;
+  uint64_t prev_begin_ = 0;
+};
+
+format::ThreadDef thread_def(uint32_t index, uint32_t pid, uint32_t tid, uint32_t ppid = 1, uint64_t start_ticks = 1000,
+                             uint64_t first_seen_ns = 0);
+
+// Host stubs and handles of the small trace's kernels.
+inline constexpr uint64_t kStubAxpy = 0x401000, kStubReduce = 0x402000, kHandleReduce = 0x7f0000001000;
+inline constexpr const char* kMangledAxpy = "_ZN2ns4axpyIfEEvT_PS1_S2_i";
+inline constexpr const char* kMangledReduce = "_Z6reducePKfPfi";
+inline constexpr uint64_t kT0 = 1'000'000'000'000ull;  // absolute start of the small trace, in ns
+
+// The trace most tests share: process 4242 ("./app --n 3") with threads 4242 ("app") and 4243
+// ("worker"), kernel registration recorded outside capture, launches through both cudaLaunchKernel
+// and __cudaGetKernel/__cudaLaunchKernel, a nested driver call, a cuBLAS call, and a second process
+// 4300 ("python train.py") reusing a stub address for another kernel. Events are split over several
+// chunks. Its exact content is what the reader and golden-output tests check.
+struct SmallTrace {
+  uint64_t events = 0;        // records written
+  uint64_t api_calls = 0;
+  uint64_t counted_calls = 0;  // in cuda_api_sum
+  uint64_t event_chunks = 0;
+};
+// `finish`: write the kEnd chunk (with 3 drops on thread 1 and lost_no_slot 2) or stop like a crash.
+SmallTrace write_small_trace(const std::string& path, bool finish = true);
+
+std::string temp_path(const std::string& name);  // a fresh path under the test's temp directory
+std::vector<uint8_t> read_file(const std::string& path);
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
+
+// Byte offsets of every chunk in a file (following the chunk headers).
+std::vector<uint64_t> chunk_offsets(const std::vector<uint8_t>& file);
+
+// A file with the given chunk payloads framed correctly (valid headers and zstd checksums), to reach
+// the payload parsers with arbitrary bytes.
+std::vector<uint8_t> frame_chunks(const std::vector<std::pair<format::ChunkType, std::vector<uint8_t>>>& chunks);
+
+}  // namespace cutrace::testing

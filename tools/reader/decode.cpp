@@ -1,0 +1,146 @@
+#include "reader/decode.h"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <memory>
+
+namespace cutrace::reader {
+namespace {
+
+struct EnumName {
+  int64_t value;
+  const char* name;
+};
+
+#include "cuda_enums.inc"
+
+template <size_t N>
+std::string_view lookup(const EnumName (&table)[N], int64_t value) {
+  auto it = std::lower_bound(std::begin(table), std::end(table), value,
+                             [](const EnumName& e, int64_t v) { return e.value < v; });
+  if (it == std::end(table) || it->value != value) return {};
+  return it->name;
+}
+
+}  // namespace
+
+std::string_view cuda_error_name(int64_t value) { return lookup(kCudaErrors, value); }
+std::string_view cu_result_name(int64_t value) { return lookup(kCuResults, value); }
+std::string_view memcpy_kind_name(int64_t value) { return lookup(kMemcpyKinds, value); }
+
+std::string_view result_name(const ApiSpec& api, uint64_t result) {
+  if (api.result_kind != format::ResultKind::kErrorCode) return {};
+  switch (api.domain) {
+    case abi::ApiDomain::kCudaRuntime: return cuda_error_name(int64_t(result));
+    case abi::ApiDomain::kCudaDriver: return cu_result_name(int64_t(result));
+    default: return {};
+  }
+}
+
+std::string_view domain_name(abi::ApiDomain domain) {
+  switch (domain) {
+    case abi::ApiDomain::kInternal: return "internal";
+    case abi::ApiDomain::kCudaRuntime: return "cuda_runtime";
+    case abi::ApiDomain::kCudaDriver: return "cuda_driver";
+    case abi::ApiDomain::kCublas: return "cublas";
+    case abi::ApiDomain::kCublasLt: return "cublaslt";
+    case abi::ApiDomain::kCudnn: return "cudnn";
+    case abi::ApiDomain::kNvtx: return "nvtx";
+    case abi::ApiDomain::kOsRuntime: return "os_runtime";
+  }
+  return "unknown";
+}
+
+std::string demangle(std::string_view mangled) {
+  std::string in(mangled);
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> out(::abi::__cxa_demangle(in.c_str(), nullptr, nullptr, &status),
+                                                  &std::free);
+  if (status != 0 || !out) return in;
+  return out.get();
+}
+
+std::string thousands(uint64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  out.reserve(digits.size() + digits.size() / 3);
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+std::string hex(uint64_t v) {
+  char buf[24] = {'0', 'x'};
+  auto r = std::to_chars(buf + 2, buf + sizeof buf, v, 16);
+  return std::string(buf, r.ptr);
+}
+
+std::string ArgValue::to_string() const {
+  switch (type) {
+    case Type::kUnsigned: return std::to_string(u);
+    case Type::kSigned: return std::to_string(s);
+    case Type::kText: return text;
+  }
+  return {};
+}
+
+ArgValue decode_arg(const TraceReader& reader, const Thread& thread, abi::ArgFormat format, uint64_t value) {
+  ArgValue out;
+  out.u = value;
+  auto text = [&](std::string t) {
+    out.type = ArgValue::Type::kText;
+    out.text = std::move(t);
+    return out;
+  };
+  switch (format) {
+    case abi::ArgFormat::kUnsigned:
+    case abi::ArgFormat::kBytes:
+    case abi::ArgFormat::kDevice:
+      return out;
+    case abi::ArgFormat::kSigned:
+      out.type = ArgValue::Type::kSigned;
+      out.s = int64_t(value);
+      return out;
+    case abi::ArgFormat::kPointer:
+    case abi::ArgFormat::kStream:
+    case abi::ArgFormat::kFlags:
+      return text(hex(value));
+    case abi::ArgFormat::kMemcpyKind: {
+      std::string_view name = memcpy_kind_name(int64_t(value));
+      return text(name.empty() ? std::to_string(value) : std::string(name));
+    }
+    case abi::ArgFormat::kKernelStub:
+    case abi::ArgFormat::kKernelHandle: {
+      const KernelName* k = reader.kernel(thread, format, value);
+      return text(k ? k->demangled : hex(value));
+    }
+    case abi::ArgFormat::kDim3: {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "(%u,%u,%u)", unsigned(value & 0xffffffffu), unsigned((value >> 32) & 0xffff),
+                    unsigned(value >> 48));
+      return text(buf);
+    }
+  }
+  return out;  // a format from a later writer: the raw number is the honest rendering
+}
+
+std::string result_text(const ApiSpec& api, uint64_t result) {
+  switch (api.result_kind) {
+    case format::ResultKind::kVoid: return {};
+    case format::ResultKind::kPointer: return hex(result);
+    case format::ResultKind::kUnsigned: return std::to_string(result);
+    case format::ResultKind::kErrorCode: break;
+  }
+  std::string_view name = result_name(api, result);
+  std::string code = std::to_string(int64_t(result));
+  return name.empty() ? code : std::string(name) + " (" + code + ")";
+}
+
+}  // namespace cutrace::reader

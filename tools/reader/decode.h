@@ -1,0 +1,50 @@
+// Turning recorded values into what people read: CUDA enum names, demangled kernel names, argument
+// values by their ArgFormat. Shared by every report and exporter so a value reads the same everywhere.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "cutrace/abi.h"
+#include "reader/trace_reader.h"
+
+namespace cutrace::reader {
+
+// Names from the CUDA headers this build was made with (generated at build time); empty when the value
+// has no name there (a newer CUDA, or not an error code at all).
+std::string_view cuda_error_name(int64_t value);   // cudaError_t
+std::string_view cu_result_name(int64_t value);    // CUresult
+std::string_view memcpy_kind_name(int64_t value);  // cudaMemcpyKind
+
+// The name of a call's result where its domain has an error enum, else empty.
+std::string_view result_name(const ApiSpec& api, uint64_t result);
+
+// abi::ApiDomain as a short lower-case word ("cuda_runtime", "cuda_driver", ...).
+std::string_view domain_name(abi::ApiDomain domain);
+
+// The C++ name of a mangled symbol, or the input unchanged when it does not demangle (C kernels).
+std::string demangle(std::string_view mangled);
+
+std::string thousands(uint64_t v);  // 1234567 -> "1,234,567"
+std::string hex(uint64_t v);        // "0x7f3a..."
+
+// One argument decoded by its format. Numbers stay numbers (JSON, CSV); everything else is text.
+struct ArgValue {
+  enum class Type : uint8_t { kUnsigned, kSigned, kText } type = Type::kUnsigned;
+  uint64_t u = 0;
+  int64_t s = 0;
+  std::string text;
+
+  std::string to_string() const;  // for plain-text output
+};
+
+// Decodes one slot: bytes and counts as numbers, pointers/streams/flags as hex, memcpy kinds by name,
+// dim3 as "(x,y,z)", kernel stubs and handles as demangled kernel names (hex when the trace does not
+// name them).
+ArgValue decode_arg(const TraceReader& reader, const Thread& thread, abi::ArgFormat format, uint64_t value);
+
+// The result of a call for display: "cudaSuccess (0)", "0x7f3a0000" for pointers, "" for void.
+std::string result_text(const ApiSpec& api, uint64_t result);
+
+}  // namespace cutrace::reader

@@ -1,0 +1,711 @@
+#include "reader/trace_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <unordered_set>
+
+#include "reader/decode.h"
+
+namespace cutrace::reader {
+namespace {
+
+using format::BlockHeader;
+using format::BlockType;
+using format::ChunkHeader;
+using format::ChunkType;
+
+// Ids of generated api tables are dense and small; anything above this is looked up in the map only,
+// so a corrupt id cannot make the reader allocate an index of gigabytes.
+constexpr uint32_t kDenseApiIds = 1u << 16;
+
+template <class T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Reads exactly n bytes at offset, retrying short reads; returns the bytes read (less only at EOF).
+size_t pread_full(int fd, void* buf, size_t n, uint64_t offset) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, static_cast<uint8_t*>(buf) + done, n - done, off_t(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    done += size_t(r);
+  }
+  return done;
+}
+
+bool all_zero(const uint8_t* p, size_t n) {
+  return std::all_of(p, p + n, [](uint8_t b) { return b == 0; });
+}
+
+const char* chunk_type_name(uint16_t type) {
+  switch (ChunkType(type)) {
+    case ChunkType::kMetadata: return "metadata";
+    case ChunkType::kApiTable: return "api table";
+    case ChunkType::kEvents: return "events";
+    case ChunkType::kEnd: return "end";
+  }
+  return "unknown";
+}
+
+// Bounds-checked cursor over one payload.
+class Cursor {
+ public:
+  Cursor(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  bool u8(uint8_t& v) { return take(v); }
+  bool u16(uint16_t& v) { return take(v); }
+  bool u32(uint32_t& v) { return take(v); }
+  bool bytes(std::string& out, size_t len) {
+    if (len > n_ - pos_) return false;
+    out.assign(reinterpret_cast<const char*>(p_ + pos_), len);
+    pos_ += len;
+    return true;
+  }
+  bool skip(size_t len) {
+    if (len > n_ - pos_) return false;
+    pos_ += len;
+    return true;
+  }
+  size_t left() const { return n_ - pos_; }
+  const uint8_t* here() const { return p_ + pos_; }
+
+ private:
+  template <class T>
+  bool take(T& v) {
+    if (sizeof(T) > n_ - pos_) return false;
+    v = load<T>(p_ + pos_);
+    pos_ += sizeof(T);
+    return true;
+  }
+  const uint8_t* p_;
+  size_t n_;
+  size_t pos_ = 0;
+};
+
+// Checks one record of a kRecords block against its kind's layout. `left` is what remains of the block.
+const char* check_record(const uint8_t* p, size_t left) {
+  if (left < sizeof(abi::RecordHeader)) return "a record header is cut off";
+  auto h = load<abi::RecordHeader>(p);
+  if (h.size < sizeof(abi::RecordHeader) || h.size % abi::kRecordAlign) return "a record has an invalid size";
+  if (h.size > left) return "a record runs past the end of its block";
+  switch (abi::RecordKind(h.kind)) {
+    case abi::RecordKind::kInvalid: return "a record has kind 0";
+    case abi::RecordKind::kApiCall: {
+      if (h.size < sizeof(abi::ApiCallRecord)) return "an api call record is too short";
+      uint8_t arg_count = p[offsetof(abi::ApiCallRecord, arg_count)];
+      if (sizeof(abi::ApiCallRecord) + 8u * arg_count > h.size) return "an api call record is shorter than its arguments";
+      return nullptr;
+    }
+    case abi::RecordKind::kString: {
+      if (h.size < sizeof(abi::StringRecord)) return "a string record is too short";
+      uint32_t length = load<uint32_t>(p + offsetof(abi::StringRecord, length));
+      if (length > h.size - sizeof(abi::StringRecord)) return "a string record is shorter than its text";
+      return nullptr;
+    }
+    case abi::RecordKind::kThreadStart:
+      if (h.size < sizeof(abi::ThreadStartRecord)) return "a thread start record is too short";
+      return nullptr;
+    default:
+      return nullptr;  // kinds without a decoder here are passed on as raw records
+  }
+}
+
+}  // namespace
+
+std::string Status::describe() const {
+  const std::string ev = thousands(events) + (events == 1 ? " event" : " events");
+  const std::string ch = thousands(intact_chunks) + (intact_chunks == 1 ? " intact chunk" : " intact chunks");
+  switch (state) {
+    case TraceState::kReading:
+      return "reading: " + ev + " in " + ch + " so far";
+    case TraceState::kComplete: {
+      std::string s = "complete: " + ev + " in " + thousands(intact_chunks) + " chunks";
+      if (trailing_bytes)
+        s += "; " + thousands(trailing_bytes) + " bytes after the end chunk were ignored";
+      return s;
+    }
+    case TraceState::kIncomplete:
+      return "incomplete: the recorder did not finish (killed or crashed); " + ev + " in " + ch + " are shown";
+    case TraceState::kTruncated:
+      return "truncated at byte " + thousands(offset) + " after " + ch +
+             ": the recorder did not finish writing chunk " + std::to_string(bad_chunk) + "; " + ev + " are shown";
+    case TraceState::kCorrupt:
+      return "corrupt chunk " + std::to_string(bad_chunk) + " at byte " + thousands(offset) + ": " + reason +
+             "; " + ev + " in the " + ch + " before it are shown";
+  }
+  return {};
+}
+
+TraceReader::TraceReader() = default;
+
+TraceReader::~TraceReader() {
+  if (fd_ >= 0) ::close(fd_);
+  ZSTD_freeDCtx(dctx_);
+}
+
+bool TraceReader::open(const std::string& path) {
+  path_ = path;
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    int e = errno;
+    if (e == ENOENT) error_ = path + ": no such file; check the path (traces end in .cutrace).";
+    else error_ = path + ": cannot open (" + std::strerror(e) + "); check its permissions.";
+    return false;
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error_ = path + ": not a regular file; give the path of a .cutrace trace.";
+    return false;
+  }
+  file_bytes_ = uint64_t(st.st_size);
+  uint8_t buf[sizeof(format::FileHeader)] = {};
+  size_t got = pread_full(fd_, buf, sizeof buf, 0);
+  if (got == 0) {
+    error_ = path + ": the file is empty; the recorder wrote nothing (was it killed before it started?).";
+    return false;
+  }
+  const size_t magic_len = std::min(got, sizeof format::kFileMagic);
+  if (std::memcmp(buf, format::kFileMagic, magic_len) != 0) {
+    error_ = path + ": not a cutrace trace (it does not start with the cutrace signature); give a file that "
+             "`cutrace profile` wrote.";
+    return false;
+  }
+  if (got < sizeof buf) {
+    error_ = path + ": the file ends inside its " + std::to_string(sizeof buf) +
+             "-byte header, so it holds no events; the recorder was stopped right after creating it.";
+    return false;
+  }
+  std::memcpy(&header_, buf, sizeof header_);
+  if (header_.format_version > format::kFormatVersion) {
+    error_ = path + ": written in trace format version " + std::to_string(header_.format_version) +
+             ", newer than this cutrace reads (" + std::to_string(format::kFormatVersion) +
+             "); upgrade cutrace to read it.";
+    return false;
+  }
+  if (header_.format_version == 0 || header_.header_bytes < sizeof(format::FileHeader) ||
+      header_.header_bytes > file_bytes_) {
+    error_ = path + ": the file header is damaged (format version " + std::to_string(header_.format_version) +
+             ", header size " + std::to_string(header_.header_bytes) + "); the file cannot be read.";
+    return false;
+  }
+  offset_ = header_.header_bytes;
+  dctx_ = ZSTD_createDCtx();
+  if (!dctx_) {
+    error_ = path + ": out of memory creating the decompressor.";
+    return false;
+  }
+  return true;
+}
+
+const std::string* TraceReader::metadata_value(std::string_view key) const {
+  for (auto& [k, v] : metadata_)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+const std::string* TraceReader::summary_value(std::string_view key) const {
+  for (auto& [k, v] : summary_)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+const ApiSpec& TraceReader::api(uint32_t id) {
+  if (id < api_index_.size() && api_index_[id]) return *api_index_[id];
+  auto it = apis_.find(id);
+  if (it != apis_.end()) return it->second;
+  ApiSpec& spec = apis_[id];
+  spec.id = id;
+  spec.name = "api#" + std::to_string(id);
+  spec.known = false;
+  return spec;
+}
+
+std::vector<const ApiSpec*> TraceReader::api_table() const {
+  std::vector<const ApiSpec*> out;
+  for (auto& [id, spec] : apis_)
+    if (spec.known) out.push_back(&spec);
+  std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->id < b->id; });
+  return out;
+}
+
+const Thread* TraceReader::thread(uint32_t index) const {
+  auto it = thread_pos_.find(index);
+  return it == thread_pos_.end() ? nullptr : &threads_[it->second];
+}
+
+Thread* TraceReader::mutable_thread(uint32_t index) {
+  auto it = thread_pos_.find(index);
+  return it == thread_pos_.end() ? nullptr : &threads_[it->second];
+}
+
+const KernelName* TraceReader::kernel(const Thread& t, abi::ArgFormat format, uint64_t value) const {
+  const Process& p = processes_[t.process];
+  uint64_t stub = value;
+  if (format == abi::ArgFormat::kKernelHandle) {
+    auto h = p.stub_by_handle.find(value);
+    if (h == p.stub_by_handle.end()) return nullptr;
+    stub = h->second;
+  } else if (format != abi::ArgFormat::kKernelStub) {
+    return nullptr;
+  }
+  auto k = p.kernels_by_stub.find(stub);
+  return k == p.kernels_by_stub.end() ? nullptr : &k->second;
+}
+
+const KernelName* TraceReader::kernel_of(const ApiCall& call, const Thread& t) const {
+  const int i = call.api->kernel_arg;
+  if (i < 0 || i >= call.arg_count) return nullptr;
+  return kernel(t, call.api->args[size_t(i)].format, call.args[i]);
+}
+
+const ApiSpec* TraceReader::find_api(uint32_t id) const {
+  if (id < api_index_.size()) return api_index_[id];
+  auto it = apis_.find(id);
+  return it == apis_.end() || !it->second.known ? nullptr : &it->second;
+}
+
+Process& TraceReader::process_for(const format::ThreadDef& def) {
+  auto& same_pid = processes_by_pid_[def.pid];
+  for (uint32_t i : same_pid)
+    if (processes_[i].start_ticks == def.process_start_ticks) return processes_[i];
+  Process& p = processes_.emplace_back();
+  p.index = uint32_t(processes_.size() - 1);
+  p.pid = def.pid;
+  p.ppid = def.ppid;
+  p.start_ticks = def.process_start_ticks;
+  same_pid.push_back(p.index);
+  return p;
+}
+
+TraceReader::ReadResult TraceReader::fail_corrupt(uint64_t chunk_offset, std::string reason) {
+  status_.state = TraceState::kCorrupt;
+  status_.offset = chunk_offset;
+  status_.bad_chunk = next_sequence_;
+  status_.reason = std::move(reason);
+  return ReadResult::kStop;
+}
+
+TraceReader::ReadResult TraceReader::read_chunk() {
+  const uint64_t at = offset_;
+  if (at >= file_bytes_) {
+    // The file may still be growing (a recorder that is still running): look once more.
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0) file_bytes_ = uint64_t(st.st_size);
+  }
+  if (at >= file_bytes_) {
+    status_.state = TraceState::kIncomplete;
+    return ReadResult::kStop;
+  }
+  auto truncated = [&] {
+    status_.state = TraceState::kTruncated;
+    status_.offset = file_bytes_;
+    status_.bad_chunk = next_sequence_;
+    return ReadResult::kStop;
+  };
+  uint8_t hb[sizeof(ChunkHeader)];
+  const size_t got = pread_full(fd_, hb, sizeof hb, at);
+  if (got < sizeof hb) return truncated();
+  // A crash can leave the tail of a file zero-filled (space allocated, data never written): that is a
+  // cut-off file, not a damaged one.
+  if (all_zero(hb, sizeof hb)) {
+    status_.state = TraceState::kTruncated;
+    status_.offset = at;
+    status_.bad_chunk = next_sequence_;
+    return ReadResult::kStop;
+  }
+  ChunkHeader ch;
+  std::memcpy(&ch, hb, sizeof ch);
+  if (ch.magic != format::kChunkMagic) return fail_corrupt(at, "no chunk starts here (bad magic)");
+  if (ch.header_check != format::chunk_header_check(ch))
+    return fail_corrupt(at, "the chunk header fails its check (damaged bytes)");
+  if (ch.sequence != next_sequence_)
+    return fail_corrupt(at, "chunk number " + std::to_string(ch.sequence) + " found where " +
+                                std::to_string(next_sequence_) + " was expected (chunks are missing)");
+  if (ch.codec != uint16_t(format::Codec::kZstd))
+    return fail_corrupt(at, "unknown compression codec " + std::to_string(ch.codec));
+  if (ch.raw_bytes > format::kMaxChunkRawBytes)
+    return fail_corrupt(at, "the chunk claims " + thousands(ch.raw_bytes) + " bytes, more than the format allows");
+  if (ch.stored_bytes == 0 || ch.stored_bytes > ZSTD_compressBound(ch.raw_bytes) + 32)
+    return fail_corrupt(at, "the compressed size " + thousands(ch.stored_bytes) + " cannot hold " +
+                                thousands(ch.raw_bytes) + " bytes");
+  if (file_bytes_ - at - sizeof ch < ch.stored_bytes) return truncated();
+
+  stored_.resize(ch.stored_bytes);
+  if (pread_full(fd_, stored_.data(), ch.stored_bytes, at + sizeof ch) < ch.stored_bytes) return truncated();
+
+  // RFC 8878: a frame starts with the magic 0xFD2FB528, then the frame header descriptor whose bit 2 says
+  // whether a content checksum follows the last block. The checksum is what catches flipped bytes in
+  // the payload, so a frame without one is rejected.
+  if (stored_.size() < 5 || load<uint32_t>(stored_.data()) != 0xFD2FB528u)
+    return fail_corrupt(at, "the chunk does not hold a zstd frame");
+  if (!(stored_[4] & 0x04))
+    return fail_corrupt(at, "the zstd frame has no content checksum, which the format requires");
+  const unsigned long long content = ZSTD_getFrameContentSize(stored_.data(), stored_.size());
+  if (content == ZSTD_CONTENTSIZE_ERROR)
+    return fail_corrupt(at, "the zstd frame header is damaged");
+  if (content != ZSTD_CONTENTSIZE_UNKNOWN && content != ch.raw_bytes)
+    return fail_corrupt(at, "the zstd frame size disagrees with the chunk header");
+  if (ZSTD_findFrameCompressedSize(stored_.data(), stored_.size()) != stored_.size())
+    return fail_corrupt(at, "the chunk is not exactly one zstd frame");
+  if (raw_.size() < ch.raw_bytes) raw_.resize(ch.raw_bytes);
+  size_t n = ZSTD_decompressDCtx(dctx_, raw_.data(), ch.raw_bytes, stored_.data(), stored_.size());
+  if (ZSTD_isError(n))
+    return fail_corrupt(at, std::string("decompression failed (") + ZSTD_getErrorName(n) + ")");
+  if (n != ch.raw_bytes)
+    return fail_corrupt(at, "the chunk decompresses to " + thousands(n) + " bytes instead of " +
+                                thousands(ch.raw_bytes));
+  raw_size_ = n;
+  current_type_ = ch.type;
+  if (!decode_payload(ch.type)) {
+    return fail_corrupt(at, std::string("the ") + chunk_type_name(ch.type) + " chunk is malformed: " + chunk_error_);
+  }
+  offset_ = at + sizeof ch + ch.stored_bytes;
+  ++next_sequence_;
+  ++status_.intact_chunks;
+  if (ChunkType(ch.type) == ChunkType::kEnd) {
+    // Whatever follows the end chunk is not part of the trace (a second recorder appending, say).
+    ended_ = true;
+    status_.trailing_bytes = file_bytes_ - offset_;
+  }
+  return ReadResult::kOk;
+}
+
+bool TraceReader::decode_payload(uint16_t type) {
+  chunk_error_.clear();
+  pending_chunk_event_ = false;
+  block_pos_ = block_end_ = rec_pos_ = 0;
+  switch (ChunkType(type)) {
+    case ChunkType::kMetadata: {
+      std::vector<std::pair<std::string, std::string>> pairs;
+      if (!parse_metadata(pairs, raw_.data(), raw_size_)) return false;
+      for (auto& kv : pairs) metadata_.push_back(std::move(kv));
+      pending_chunk_event_ = true;
+      return true;
+    }
+    case ChunkType::kApiTable:
+      if (!parse_api_table()) return false;
+      pending_chunk_event_ = true;
+      return true;
+    case ChunkType::kEvents:
+      if (!validate_events()) return false;
+      apply_events();
+      block_end_ = raw_size_;
+      return true;
+    case ChunkType::kEnd:
+      if (!parse_end()) return false;
+      pending_chunk_event_ = true;
+      return true;
+  }
+  // A chunk type from a later writer: self-delimiting and checksummed, so it can be skipped safely.
+  ++status_.skipped_chunks;
+  return true;
+}
+
+bool TraceReader::parse_metadata(std::vector<std::pair<std::string, std::string>>& out, const uint8_t* p,
+                                 size_t n) {
+  Cursor c(p, n);
+  while (c.left()) {
+    uint32_t kb, vb;
+    std::string k, v;
+    if (!c.u32(kb) || !c.u32(vb) || !c.bytes(k, kb) || !c.bytes(v, vb)) {
+      chunk_error_ = "a key/value pair runs past the end of the payload";
+      return false;
+    }
+    out.emplace_back(std::move(k), std::move(v));
+  }
+  return true;
+}
+
+bool TraceReader::parse_api_table() {
+  Cursor c(raw_.data(), raw_size_);
+  uint32_t count;
+  if (!c.u32(count)) return chunk_error_ = "no entry count", false;
+  std::vector<ApiSpec> parsed;
+  // Each entry takes at least 16 bytes, so a count larger than that allows is a lie; checking it first
+  // keeps a corrupt count from reserving memory.
+  if (count > c.left() / 16) return chunk_error_ = "the entry count exceeds the payload", false;
+  parsed.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    ApiSpec s;
+    uint16_t domain;
+    uint8_t cls, argc, rk;
+    uint32_t name_bytes;
+    if (!c.u32(s.id) || !c.u16(domain) || !c.u8(cls) || !c.u8(argc) || !c.u8(rk) || !c.skip(3) ||
+        !c.u32(name_bytes) || !c.bytes(s.name, name_bytes))
+      return chunk_error_ = "entry " + std::to_string(i) + " is cut off", false;
+    s.domain = abi::ApiDomain(domain);
+    s.api_class = abi::ApiClass(cls);
+    s.result_kind = format::ResultKind(rk);
+    s.known = true;
+    for (uint8_t a = 0; a < argc; ++a) {
+      uint8_t fmt;
+      uint16_t nb;
+      ApiArgSpec arg;
+      if (!c.u8(fmt) || !c.skip(1) || !c.u16(nb) || !c.bytes(arg.name, nb))
+        return chunk_error_ = "the arguments of entry " + std::to_string(i) + " are cut off", false;
+      arg.format = abi::ArgFormat(fmt);
+      if (arg.format == abi::ArgFormat::kKernelStub || arg.format == abi::ArgFormat::kKernelHandle) {
+        if (s.kernel_arg < 0) s.kernel_arg = a;
+        int& slot = arg.format == abi::ArgFormat::kKernelHandle ? s.handle_arg : s.stub_arg;
+        if (slot < 0) slot = a;
+      }
+      s.args.push_back(std::move(arg));
+    }
+    parsed.push_back(std::move(s));
+  }
+  if (c.left()) return chunk_error_ = thousands(c.left()) + " bytes follow the last entry", false;
+  for (auto& s : parsed) {
+    if (s.handle_arg < 0 || s.stub_arg < 0) s.handle_arg = s.stub_arg = -1;
+    ApiSpec& slot = apis_[s.id];  // replaces a placeholder or an earlier definition in place
+    slot = std::move(s);
+    if (slot.id < kDenseApiIds) {
+      if (api_index_.size() <= slot.id) api_index_.resize(slot.id + 1, nullptr);
+      api_index_[slot.id] = &slot;
+    }
+  }
+  return true;
+}
+
+bool TraceReader::parse_end() {
+  Cursor c(raw_.data(), raw_size_);
+  uint32_t pairs;
+  if (!c.u32(pairs)) return chunk_error_ = "no summary count", false;
+  std::vector<std::pair<std::string, std::string>> summary;
+  for (uint32_t i = 0; i < pairs; ++i) {
+    uint32_t kb, vb;
+    std::string k, v;
+    if (!c.u32(kb) || !c.u32(vb) || !c.bytes(k, kb) || !c.bytes(v, vb))
+      return chunk_error_ = "summary pair " + std::to_string(i) + " is cut off", false;
+    summary.emplace_back(std::move(k), std::move(v));
+  }
+  uint32_t thread_count;
+  if (!c.u32(thread_count)) return chunk_error_ = "no thread count", false;
+  if (uint64_t(thread_count) * sizeof(format::ThreadStats) != c.left())
+    return chunk_error_ = "the thread statistics do not fill the rest of the payload", false;
+  summary_ = std::move(summary);
+  for (uint32_t i = 0; i < thread_count; ++i) {
+    auto st = load<format::ThreadStats>(c.here() + i * sizeof(format::ThreadStats));
+    if (Thread* t = mutable_thread(st.thread_index)) {
+      t->has_stats = true;
+      t->records_written = st.records_written;
+      t->records_dropped = st.records_dropped;
+      t->records_malformed = st.records_malformed;
+    }
+  }
+  return true;
+}
+
+bool TraceReader::validate_events() {
+  const uint8_t* p = raw_.data();
+  const size_t n = raw_size_;
+  std::unordered_set<uint32_t> defined_here;
+  size_t pos = 0;
+  while (pos < n) {
+    if (n - pos < sizeof(BlockHeader)) return chunk_error_ = "a block header is cut off", false;
+    auto bh = load<BlockHeader>(p + pos);
+    pos += sizeof bh;
+    if (bh.bytes > n - pos) return chunk_error_ = "a block runs past the end of the payload", false;
+    if (bh.bytes % abi::kRecordAlign) return chunk_error_ = "a block size is not a multiple of 8", false;
+    const bool known_thread = thread_pos_.count(bh.thread_index) || defined_here.count(bh.thread_index);
+    switch (BlockType(bh.type)) {
+      case BlockType::kThreadDef: {
+        if (bh.bytes < sizeof(format::ThreadDef)) return chunk_error_ = "a thread definition is too short", false;
+        auto def = load<format::ThreadDef>(p + pos);
+        if (def.thread_index != bh.thread_index)
+          return chunk_error_ = "a thread definition disagrees with its block about the thread index", false;
+        if (known_thread)
+          return chunk_error_ = "thread " + std::to_string(def.thread_index) + " is defined twice", false;
+        defined_here.insert(def.thread_index);
+        break;
+      }
+      case BlockType::kRecords: {
+        if (!known_thread)
+          return chunk_error_ = "records of thread " + std::to_string(bh.thread_index) + " precede its definition",
+                 false;
+        size_t r = pos, end = pos + bh.bytes;
+        uint32_t count = 0;
+        while (r < end) {
+          if (const char* why = check_record(p + r, end - r)) return chunk_error_ = why, false;
+          r += load<abi::RecordHeader>(p + r).size;
+          ++count;
+        }
+        if (count != bh.record_count)
+          return chunk_error_ = "a block holds " + std::to_string(count) + " records but announces " +
+                                std::to_string(bh.record_count),
+                 false;
+        break;
+      }
+      default:
+        break;  // a block type from a later writer: its size is known, so it is skipped
+    }
+    pos += bh.bytes;
+  }
+  return true;
+}
+
+void TraceReader::apply_call_names(Thread& t, const uint8_t* rec, uint32_t size) {
+  (void)size;
+  const ApiSpec* spec = find_api(load<uint32_t>(rec + offsetof(abi::RecordHeader, aux)));
+  if (!spec || spec->handle_arg < 0) return;
+  const uint8_t argc = rec[offsetof(abi::ApiCallRecord, arg_count)];
+  if (spec->handle_arg >= argc || spec->stub_arg >= argc) return;
+  const uint64_t handle = load<uint64_t>(rec + sizeof(abi::ApiCallRecord) + 8 * size_t(spec->handle_arg));
+  const uint64_t stub = load<uint64_t>(rec + sizeof(abi::ApiCallRecord) + 8 * size_t(spec->stub_arg));
+  // A failed __cudaGetKernel leaves its out-parameter at 0: nothing to learn from it.
+  if (handle && stub) processes_[t.process].stub_by_handle[handle] = stub;
+}
+
+void TraceReader::apply_events() {
+  const uint8_t* p = raw_.data();
+  size_t pos = 0;
+  while (pos < raw_size_) {
+    auto bh = load<BlockHeader>(p + pos);
+    pos += sizeof bh;
+    if (BlockType(bh.type) == BlockType::kThreadDef) {
+      auto def = load<format::ThreadDef>(p + pos);
+      Process& proc = process_for(def);
+      Thread& t = threads_.emplace_back();
+      t.index = def.thread_index;
+      t.pid = def.pid;
+      t.tid = def.tid;
+      t.ppid = def.ppid;
+      t.process_start_ticks = def.process_start_ticks;
+      t.claim_serial = def.claim_serial;
+      t.first_seen_ns = def.first_seen_ns;
+      t.process = proc.index;
+      proc.threads.push_back(def.thread_index);
+      thread_pos_[def.thread_index] = uint32_t(threads_.size() - 1);
+    } else if (BlockType(bh.type) == BlockType::kRecords) {
+      Thread& t = *mutable_thread(bh.thread_index);
+      for (size_t r = pos, end = pos + bh.bytes; r < end;) {
+        auto h = load<abi::RecordHeader>(p + r);
+        if (abi::RecordKind(h.kind) == abi::RecordKind::kString) {
+          auto length = load<uint32_t>(p + r + offsetof(abi::StringRecord, length));
+          std::string_view text(reinterpret_cast<const char*>(p + r + sizeof(abi::StringRecord)), length);
+          Process& proc = processes_[t.process];
+          switch (abi::StringKind(h.aux)) {
+            case abi::StringKind::kKernelName: {
+              uint64_t stub = load<uint64_t>(p + r + offsetof(abi::StringRecord, key));
+              KernelName& k = proc.kernels_by_stub[stub];
+              k.mangled.assign(text);
+              k.demangled = demangle(text);
+              break;
+            }
+            case abi::StringKind::kThreadName: t.name.assign(text); break;
+            case abi::StringKind::kProcessCommand: proc.command.assign(text); break;
+            case abi::StringKind::kProcessExe: proc.exe.assign(text); break;
+          }
+        } else if (abi::RecordKind(h.kind) == abi::RecordKind::kApiCall) {
+          apply_call_names(t, p + r, h.size);
+        }
+        r += h.size;
+      }
+    }
+    pos += bh.bytes;
+  }
+}
+
+bool TraceReader::deliver_event(Event& ev) {
+  const uint8_t* p = raw_.data();
+  while (true) {
+    if (rec_pos_ < block_pos_) {
+      // Inside a kRecords block: [rec_pos_, block_pos_) holds its remaining records.
+      const uint8_t* r = p + rec_pos_;
+      auto h = load<abi::RecordHeader>(r);
+      rec_pos_ += h.size;
+      ev.chunk = next_sequence_ - 1;
+      ev.thread = block_thread_;
+      ++block_thread_->records_read;
+      ++status_.events;
+      switch (abi::RecordKind(h.kind)) {
+        case abi::RecordKind::kApiCall: {
+          auto rec = load<abi::ApiCallRecord>(r);
+          ApiCall& c = ev.call;
+          ev.kind = EventKind::kApiCall;
+          c.api_id = h.aux;
+          c.api = &api(h.aux);
+          // Two's complement delta: nested calls start before the call recorded just before them.
+          c.begin_ns = prev_begin_ + rec.begin;
+          prev_begin_ = c.begin_ns;
+          c.end_ns = c.begin_ns + rec.end;
+          c.result = rec.result;
+          c.depth = rec.depth;
+          c.flags = rec.flags;
+          c.correlation = rec.correlation;
+          c.arg_count = rec.arg_count;
+          std::memcpy(c.args, r + sizeof(abi::ApiCallRecord), 8u * rec.arg_count);
+          return true;
+        }
+        case abi::RecordKind::kString: {
+          auto rec = load<abi::StringRecord>(r);
+          ev.kind = EventKind::kString;
+          ev.string.kind = abi::StringKind(h.aux);
+          ev.string.key = rec.key;
+          ev.string.text = std::string_view(reinterpret_cast<const char*>(r + sizeof(abi::StringRecord)), rec.length);
+          return true;
+        }
+        case abi::RecordKind::kThreadStart: {
+          auto rec = load<abi::ThreadStartRecord>(r);
+          ev.kind = EventKind::kThreadStart;
+          ev.thread_start = {rec.time, rec.pid, rec.tid, rec.ppid, rec.flags};
+          return true;
+        }
+        default:
+          ev.kind = EventKind::kRecord;
+          ev.record = {h.kind, h.aux, r, h.size};
+          return true;
+      }
+    }
+    if (block_pos_ >= block_end_) return false;
+    auto bh = load<BlockHeader>(p + block_pos_);
+    const size_t payload = block_pos_ + sizeof bh;
+    block_pos_ = payload + bh.bytes;
+    if (BlockType(bh.type) == BlockType::kThreadDef) {
+      ev.kind = EventKind::kThreadDef;
+      ev.chunk = next_sequence_ - 1;
+      ev.thread = thread(bh.thread_index);
+      rec_pos_ = block_pos_;
+      return true;
+    }
+    if (BlockType(bh.type) == BlockType::kRecords) {
+      block_thread_ = mutable_thread(bh.thread_index);
+      prev_begin_ = 0;
+      rec_pos_ = payload;
+    } else {
+      rec_pos_ = block_pos_;
+    }
+  }
+}
+
+bool TraceReader::next(Event& ev) {
+  if (fd_ < 0 || status_.state != TraceState::kReading) return false;
+  while (true) {
+    if (pending_chunk_event_) {
+      pending_chunk_event_ = false;
+      ev.chunk = next_sequence_ - 1;
+      ev.thread = nullptr;
+      switch (ChunkType(current_type_)) {
+        case ChunkType::kMetadata: ev.kind = EventKind::kMetadata; break;
+        case ChunkType::kApiTable: ev.kind = EventKind::kApiTable; break;
+        default: ev.kind = EventKind::kEnd; break;
+      }
+      return true;
+    }
+    if (deliver_event(ev)) return true;
+    if (ended_) {
+      status_.state = TraceState::kComplete;
+      return false;
+    }
+    if (read_chunk() == ReadResult::kStop) return false;
+  }
+}
+
+}  // namespace cutrace::reader

@@ -1,0 +1,269 @@
+// Streaming reader of .cutrace files (include/cutrace/format.h, docs/trace-format.md).
+//
+// Memory stays bounded by one chunk (at most format::kMaxChunkRawBytes decompressed) plus the tables a
+// trace names things with (threads, processes, api table, kernel names), so traces of billions of events
+// read in constant memory. Every report and exporter shares the same pull loop:
+//
+//   reader::TraceReader r;
+//   if (!r.open(path)) { fprintf(stderr, "%s\n", r.error().c_str()); return 1; }
+//   reader::Event ev;
+//   while (r.next(ev)) {
+//     if (ev.kind == reader::EventKind::kApiCall) use(ev.call, *ev.thread);
+//   }
+//   if (!r.status().complete()) warn(r.status().describe());
+//
+// A chunk is delivered all or nothing: it is decompressed and checked completely before its first event
+// is handed out, so a corrupt chunk never yields half its events, and everything before it still does.
+// The file is never trusted: every length and offset is bounds-checked against the chunk it lives in.
+//
+// Exporters build on the same loop: an SQLite exporter (nsys's schema) inserts a row per kApiCall into
+// CUPTI_ACTIVITY_KIND_RUNTIME inside one transaction per chunk (ev.chunk changes), interns api and
+// kernel names into StringIds as they first appear, and writes ThreadNames/TARGET_INFO from threads(),
+// processes() and metadata() once next() returns false. Nothing has to be held beyond the current chunk.
+#pragma once
+
+#include <zstd.h>
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cutrace/abi.h"
+#include "cutrace/format.h"
+
+namespace cutrace::reader {
+
+struct ApiArgSpec {
+  std::string name;
+  abi::ArgFormat format = abi::ArgFormat::kUnsigned;
+};
+
+// One entry of the trace's own api table: api ids mean nothing outside the file that defines them.
+struct ApiSpec {
+  uint32_t id = 0;
+  std::string name;
+  abi::ApiDomain domain = abi::ApiDomain::kInternal;
+  abi::ApiClass api_class = abi::ApiClass::kOther;
+  format::ResultKind result_kind = format::ResultKind::kErrorCode;
+  std::vector<ApiArgSpec> args;
+  bool known = false;  // false: the file's api table has no entry for this id (name is "api#<id>")
+  int kernel_arg = -1;  // the first kKernelStub or kKernelHandle argument: the kernel a launch names
+  // Both a kKernelHandle and a kKernelStub argument: the call tells which kernel a handle names
+  // (__cudaGetKernel, cudaGetFuncBySymbol).
+  int handle_arg = -1, stub_arg = -1;
+};
+
+struct KernelName {
+  std::string mangled;    // as given to __cudaRegisterFunction
+  std::string demangled;  // for display; equals mangled when it does not demangle
+};
+
+// A process instance: (pid, start time) tells a reused pid apart.
+struct Process {
+  uint32_t index = 0;  // position in TraceReader::processes()
+  uint32_t pid = 0;
+  uint32_t ppid = 0;
+  uint64_t start_ticks = 0;
+  std::string command;  // kProcessCommand; empty when the trace has none
+  std::string exe;      // kProcessExe
+  std::vector<uint32_t> threads;  // thread indexes, in definition order
+  // Kernel identity is per process: host stubs and cudaKernel_t handles are addresses in one process.
+  std::unordered_map<uint64_t, KernelName> kernels_by_stub;
+  std::unordered_map<uint64_t, uint64_t> stub_by_handle;
+};
+
+// A thread instance (one claimed ring). Indexes are the file's; they are unique even when tids repeat.
+struct Thread {
+  uint32_t index = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t ppid = 0;
+  uint64_t process_start_ticks = 0;
+  uint64_t claim_serial = 0;
+  uint64_t first_seen_ns = 0;
+  uint32_t process = 0;  // index into TraceReader::processes()
+  std::string name;      // kThreadName; empty when the trace has none
+  uint64_t records_read = 0;  // records of this thread delivered so far
+  bool has_stats = false;     // stats below come from the kEnd chunk: false for an incomplete trace
+  uint64_t records_written = 0;
+  uint64_t records_dropped = 0;
+  uint64_t records_malformed = 0;
+};
+
+// One intercepted call, with the delta coding of the file undone.
+struct ApiCall {
+  uint32_t api_id = 0;
+  const ApiSpec* api = nullptr;  // never null: unknown ids get a placeholder spec
+  uint64_t begin_ns = 0;         // CLOCK_MONOTONIC
+  uint64_t end_ns = 0;
+  uint64_t result = 0;           // sign-extended for error enums; see api->result_kind
+  uint16_t depth = 0;            // nesting of intercepted calls on the thread (0 = outermost)
+  uint8_t flags = 0;             // abi::kCallFlag*
+  uint32_t correlation = 0;
+  uint8_t arg_count = 0;
+  uint64_t args[255] = {};       // arg_count slots; meaning given by api->args (which may be shorter)
+
+  uint64_t duration_ns() const { return end_ns - begin_ns; }
+  bool outside_capture() const { return flags & abi::kCallFlagOutsideCapture; }
+};
+
+struct StringEvent {
+  abi::StringKind kind = abi::StringKind::kKernelName;  // may hold a value this reader does not know
+  uint64_t key = 0;
+  std::string_view text;  // valid until the next call of next()
+};
+
+struct ThreadStartEvent {
+  uint64_t time_ns = 0;
+  uint32_t pid = 0, tid = 0, ppid = 0, flags = 0;
+};
+
+// A record of a kind this reader does not decode (backtraces, module maps, NVTX, GPU activity, ...).
+struct RawRecord {
+  uint16_t kind = 0;
+  uint32_t aux = 0;
+  const uint8_t* bytes = nullptr;  // the whole record, header included; valid until the next next()
+  uint32_t size = 0;
+};
+
+enum class EventKind : uint8_t {
+  kMetadata,     // a kMetadata chunk was read: TraceReader::metadata() grew
+  kApiTable,     // a kApiTable chunk was read: api() knows more ids
+  kThreadDef,    // a new thread (ev.thread); its process may be new too
+  kApiCall,      // ev.call on ev.thread
+  kString,       // ev.string on ev.thread (already applied: names, command lines, kernel names)
+  kThreadStart,  // ev.thread_start on ev.thread
+  kRecord,       // ev.record on ev.thread: a record kind without a decoder here
+  kEnd,          // the kEnd chunk: summary() and per-thread stats are filled in
+};
+
+struct Event {
+  EventKind kind = EventKind::kMetadata;
+  uint64_t chunk = 0;              // sequence number of the chunk the event came from
+  const Thread* thread = nullptr;  // kThreadDef and record events
+  ApiCall call;
+  StringEvent string;
+  ThreadStartEvent thread_start;
+  RawRecord record;
+};
+
+enum class TraceState : uint8_t {
+  kReading,     // next() has not returned false yet
+  kComplete,    // the kEnd chunk was read
+  kIncomplete,  // the file ends cleanly after a chunk, but without kEnd
+  kTruncated,   // the file ends inside a chunk
+  kCorrupt,     // a chunk failed its checks
+};
+
+struct Status {
+  TraceState state = TraceState::kReading;
+  uint64_t intact_chunks = 0;   // chunks read and delivered
+  uint64_t events = 0;          // records delivered
+  uint64_t offset = 0;          // kTruncated: the file size; kCorrupt: where the bad chunk starts
+  uint64_t bad_chunk = 0;       // kCorrupt, kTruncated: index of the chunk that could not be read
+  std::string reason;           // kCorrupt: what check failed
+  uint64_t trailing_bytes = 0;  // kComplete: bytes after the kEnd chunk, ignored
+  uint64_t skipped_chunks = 0;  // chunks of a type this reader does not know, skipped
+
+  bool complete() const { return state == TraceState::kComplete; }
+  // One sentence for users, e.g. "incomplete: the recorder did not finish (killed or crashed);
+  // 1,024 events in 3 intact chunks are shown".
+  std::string describe() const;
+};
+
+class TraceReader {
+ public:
+  TraceReader();
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  // Opens `path` and checks its FileHeader. Returns false with error() set to one sentence when the file
+  // cannot be read at all (missing, not a cutrace trace, a newer format version).
+  bool open(const std::string& path);
+  const std::string& error() const { return error_; }
+
+  // Fills `ev` with the next event. Returns false at the end of what can be read; status() then says
+  // whether the trace was complete, and if not, why it stopped.
+  bool next(Event& ev);
+
+  const Status& status() const { return status_; }
+  const std::string& path() const { return path_; }
+  uint64_t file_bytes() const { return file_bytes_; }
+  const format::FileHeader& file_header() const { return header_; }
+
+  // Key/value pairs of every kMetadata chunk read so far, in file order.
+  const std::vector<std::pair<std::string, std::string>>& metadata() const { return metadata_; }
+  // The kEnd summary pairs; empty until kEnd is read.
+  const std::vector<std::pair<std::string, std::string>>& summary() const { return summary_; }
+  // First value of `key` in metadata() (or summary()), or nullptr.
+  const std::string* metadata_value(std::string_view key) const;
+  const std::string* summary_value(std::string_view key) const;
+
+  // The spec of an api id. References stay valid for the reader's life; a later kApiTable chunk may
+  // update the entry in place.
+  const ApiSpec& api(uint32_t id);
+  // The entries of the api tables read so far, by id.
+  std::vector<const ApiSpec*> api_table() const;
+
+  const std::deque<Thread>& threads() const { return threads_; }
+  const std::deque<Process>& processes() const { return processes_; }
+  const Thread* thread(uint32_t index) const;
+  const Process& process_of(const Thread& t) const { return processes_[t.process]; }
+
+  // The kernel an argument of kKernelStub or kKernelHandle format names, or nullptr when the trace
+  // read so far does not say (no __cudaRegisterFunction / __cudaGetKernel record for it).
+  const KernelName* kernel(const Thread& t, abi::ArgFormat format, uint64_t value) const;
+  // The kernel a launch call names: its first kKernelStub or kKernelHandle argument.
+  const KernelName* kernel_of(const ApiCall& call, const Thread& t) const;
+
+ private:
+  enum class ReadResult { kOk, kStop };
+  ReadResult read_chunk();
+  ReadResult fail_corrupt(uint64_t chunk_offset, std::string reason);
+  bool decode_payload(uint16_t type);
+  bool parse_metadata(std::vector<std::pair<std::string, std::string>>& out, const uint8_t* p, size_t n);
+  bool parse_api_table();
+  bool parse_end();
+  bool validate_events();
+  void apply_events();
+  void apply_call_names(Thread& t, const uint8_t* rec, uint32_t size);
+  bool deliver_event(Event& ev);
+  Process& process_for(const format::ThreadDef& def);
+  const ApiSpec* find_api(uint32_t id) const;
+  Thread* mutable_thread(uint32_t index);
+
+  std::string path_, error_;
+  int fd_ = -1;
+  uint64_t file_bytes_ = 0;
+  uint64_t offset_ = 0;  // where the next chunk starts
+  uint64_t next_sequence_ = 0;
+  format::FileHeader header_{};
+  Status status_;
+  ZSTD_DCtx* dctx_ = nullptr;
+  std::vector<uint8_t> stored_, raw_;
+  size_t raw_size_ = 0;
+  std::string chunk_error_;
+
+  // Delivery cursor over the current kEvents chunk.
+  uint16_t current_type_ = 0;
+  bool pending_chunk_event_ = false;
+  bool ended_ = false;  // the kEnd chunk was read
+  size_t block_pos_ = 0, block_end_ = 0, rec_pos_ = 0;
+  Thread* block_thread_ = nullptr;
+  uint64_t prev_begin_ = 0;
+
+  std::vector<std::pair<std::string, std::string>> metadata_, summary_;
+  std::unordered_map<uint32_t, ApiSpec> apis_;  // node-based: references stay valid
+  std::vector<ApiSpec*> api_index_;               // fast path for the dense ids of generated tables
+  std::deque<Thread> threads_;
+  std::unordered_map<uint32_t, uint32_t> thread_pos_;  // file thread index -> position in threads_
+  std::deque<Process> processes_;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> processes_by_pid_;
+};
+
+}  // namespace cutrace::reader

@@ -1,0 +1,184 @@
+#include "report/cli.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "reader/decode.h"
+
+namespace cutrace::report {
+
+bool ArgCursor::value_option(const char* short_name, const char* long_name, std::string& value, bool& missing) {
+  std::string_view a = current();
+  const std::string_view long_view = long_name;
+  if ((short_name && a == short_name) || a == long_view) {
+    if (i_ + 1 >= argc_) {
+      missing = true;
+      ++i_;
+      return true;
+    }
+    value = argv_[i_ + 1];
+    i_ += 2;
+    return true;
+  }
+  if (a.size() > long_view.size() && a.substr(0, long_view.size()) == long_view && a[long_view.size()] == '=') {
+    value = std::string(a.substr(long_view.size() + 1));
+    ++i_;
+    return true;
+  }
+  return false;
+}
+
+bool ArgCursor::bool_option(const char* short_name, const char* long_name, bool& value, bool& bad) {
+  std::string_view a = current();
+  const std::string_view long_view = long_name;
+  auto is_word = [](std::string_view v, std::string_view word) {
+    return v.size() == word.size() &&
+           std::equal(v.begin(), v.end(), word.begin(), [](char a, char b) { return std::tolower(a) == b; });
+  };
+  auto is_bool = [&](std::string_view v) { return is_word(v, "true") || is_word(v, "false"); };
+  auto parse = [&](std::string_view v) {
+    if (is_bool(v)) value = is_word(v, "true");
+    else bad = true;
+  };
+  if ((short_name && a == short_name) || a == long_view) {
+    ++i_;
+    // The value is optional, so only the two words it can be are taken as one: `-f trace.cutrace`
+    // keeps the file name.
+    if (i_ < argc_ && is_bool(argv_[i_])) {
+      parse(argv_[i_]);
+      ++i_;
+    } else {
+      value = true;
+    }
+    return true;
+  }
+  if (a.size() > long_view.size() && a.substr(0, long_view.size()) == long_view && a[long_view.size()] == '=') {
+    parse(a.substr(long_view.size() + 1));
+    ++i_;
+    return true;
+  }
+  return false;
+}
+
+Output::~Output() {
+  if (file_ && file_ != stdout) std::fclose(file_);
+  if (!temp_.empty()) ::unlink(temp_.c_str());
+}
+
+bool Output::open(const std::string& path, bool overwrite, const char* force_option, std::string& error) {
+  if (path.empty() || path == "-") {
+    file_ = stdout;
+    return true;
+  }
+  path_ = path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      error = path + " is a directory; give a file name for the output.";
+      return false;
+    }
+    if (!overwrite) {
+      error = path + " already exists; pass " + force_option + " to overwrite it or choose another name with -o.";
+      return false;
+    }
+  }
+  temp_ = path + ".tmp-XXXXXX";
+  int fd = ::mkstemp(temp_.data());
+  if (fd < 0) {
+    int e = errno;
+    temp_.clear();
+    error = "cannot create " + path + " (" + std::strerror(e) + "); check that its directory exists and is writable.";
+    return false;
+  }
+  // mkstemp creates mode 0600; a report is an ordinary file, so give it the mode a plain create would.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  file_ = ::fdopen(fd, "w");
+  if (!file_) {
+    ::close(fd);
+    error = "cannot write " + path + " (out of memory).";
+    return false;
+  }
+  return true;
+}
+
+bool Output::commit(std::string& error) {
+  if (!file_) return false;
+  if (file_ == stdout) {
+    if (std::fflush(stdout) != 0) {
+      error = std::string("cannot write the output (") + std::strerror(errno) + ").";
+      return false;
+    }
+    return true;
+  }
+  const bool write_failed = std::ferror(file_) != 0;
+  const int close_result = std::fclose(file_);
+  const int e = errno;
+  file_ = nullptr;
+  if (write_failed || close_result != 0) {
+    error = "cannot write " + path_ + " (" + std::strerror(write_failed ? EIO : e) + "); check the free space.";
+    return false;
+  }
+  if (::rename(temp_.c_str(), path_.c_str()) != 0) {
+    error = "cannot create " + path_ + " (" + std::strerror(errno) + ").";
+    return false;
+  }
+  temp_.clear();
+  return true;
+}
+
+bool open_trace(reader::TraceReader& reader, const std::string& path, const char* command) {
+  if (reader.open(path)) return true;
+  std::fprintf(stderr, "cutrace %s: %s\n", command, reader.error().c_str());
+  return false;
+}
+
+LossCounts loss_counts(const reader::TraceReader& reader) {
+  LossCounts loss;
+  loss.known = reader.status().complete();
+  for (const auto& t : reader.threads()) {
+    loss.dropped += t.records_dropped;
+    loss.malformed += t.records_malformed;
+  }
+  // The recorder's own totals also count what it could not attribute to a thread (a damaged span of
+  // a ring), so they win over the per-thread sums when present.
+  auto total = [&](const char* key, uint64_t& out) {
+    if (const std::string* v = reader.summary_value(key)) out = std::strtoull(v->c_str(), nullptr, 10);
+  };
+  total("dropped", loss.dropped);
+  total("malformed", loss.malformed);
+  total("lost_no_slot", loss.lost_no_slot);
+  return loss;
+}
+
+bool warn_status(const reader::TraceReader& reader, const char* command) {
+  const reader::Status& s = reader.status();
+  if (s.complete() && !s.trailing_bytes) return false;
+  std::string text = reader.path() + ": " + s.describe();
+  if (!s.complete()) text += "; drop counts are unknown because the trace has no end summary";
+  std::fprintf(stderr, "cutrace %s: warning: %s.\n", command, text.c_str());
+  return true;
+}
+
+std::string loss_sentence(const LossCounts& loss) {
+  std::string out;
+  auto add = [&](uint64_t n, const char* what) {
+    if (!n) return;
+    if (!out.empty()) out += ", ";
+    out += reader::thousands(n) + what;
+  };
+  add(loss.dropped, loss.dropped == 1 ? " record dropped (ring full)" : " records dropped (ring full)");
+  add(loss.malformed, loss.malformed == 1 ? " record malformed" : " records malformed");
+  add(loss.lost_no_slot, loss.lost_no_slot == 1 ? " record lost (no free ring)" : " records lost (no free ring)");
+  return out;
+}
+
+}  // namespace cutrace::report

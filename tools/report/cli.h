@@ -1,0 +1,82 @@
+// What the trace-reading subcommands share: nsys-style option matching, output files that are never
+// overwritten by accident, and the warnings that keep an incomplete or lossy trace from passing silently.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "reader/trace_reader.h"
+
+namespace cutrace::report {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // the trace or the output could not be used
+inline constexpr int kExitUsage = 2;
+
+// Walks argv of a subcommand. Options come as `-s VALUE`, `--long VALUE` or `--long=VALUE`; `--` ends them.
+class ArgCursor {
+ public:
+  ArgCursor(int argc, char** argv) : argc_(argc), argv_(argv) {}
+  bool done() const { return i_ >= argc_; }
+  std::string_view current() const { return argv_[i_]; }
+  void advance() { ++i_; }
+
+  // True when the current argument is this option; its value is then in `value` and the cursor has moved
+  // past it. A missing value sets `missing` (and returns true) so the caller can name the option.
+  bool value_option(const char* short_name, const char* long_name, std::string& value, bool& missing);
+  // Boolean options spelled like nsys and `cutrace profile`: `--force-overwrite true|false` (any case),
+  // `--force-overwrite=true`, or the bare flag meaning true. `bad` is set for any other value.
+  bool bool_option(const char* short_name, const char* long_name, bool& value, bool& bad);
+
+ private:
+  int argc_;
+  char** argv_;
+  int i_ = 1;
+};
+
+// Where a report goes: stdout for "" or "-", else a new file. Writes go to a temporary file beside the
+// target that is renamed over it by commit(), so a failed or interrupted run never leaves half a file
+// under the real name.
+class Output {
+ public:
+  Output() = default;
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+  ~Output();
+
+  // Returns false with `error` set to one sentence; an existing file is refused unless `overwrite`.
+  // `force_option` is how the command spells overwriting ("-f true"), for that sentence.
+  bool open(const std::string& path, bool overwrite, const char* force_option, std::string& error);
+  FILE* file() const { return file_; }
+  bool is_stdout() const { return path_.empty(); }
+  const std::string& path() const { return path_; }
+  // Flushes and, for a file, moves it into place. Returns false with `error` set when writing failed.
+  bool commit(std::string& error);
+
+ private:
+  FILE* file_ = nullptr;
+  std::string path_, temp_;
+};
+
+// Opens a trace for a subcommand, printing the reader's one-sentence error on failure.
+bool open_trace(reader::TraceReader& reader, const std::string& path, const char* command);
+
+// Drop, malformed and no-slot counts of a trace read to its end; `known` is false without a kEnd chunk.
+struct LossCounts {
+  bool known = false;
+  uint64_t dropped = 0;
+  uint64_t malformed = 0;
+  uint64_t lost_no_slot = 0;
+  uint64_t total() const { return dropped + malformed + lost_no_slot; }
+};
+LossCounts loss_counts(const reader::TraceReader& reader);
+
+// After a trace was read: a warning on stderr when it is not complete. Returns true when one was printed.
+bool warn_status(const reader::TraceReader& reader, const char* command);
+
+// "1,234 records dropped (ring full), 2 malformed, 5 lost (no free ring)", naming only nonzero counts;
+// empty when nothing was lost.
+std::string loss_sentence(const LossCounts& loss);
+
+}  // namespace cutrace::report

@@ -1,0 +1,167 @@
+// `cutrace info`: what a trace holds and whether it is whole.
+#include <algorithm>
+#include <ctime>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "reader/decode.h"
+#include "report/cli.h"
+#include "report/commands.h"
+#include "report/table.h"
+
+namespace cutrace::report {
+namespace {
+
+using reader::thousands;
+
+void print_help() {
+  std::printf(
+      "usage: cutrace info FILE.cutrace\n"
+      "\n"
+      "Prints the processes and threads of a trace, its event and loss counts, the options and versions\n"
+      "it was recorded with, and whether it is complete.\n");
+}
+
+std::string size_text(uint64_t bytes) {
+  char buf[64];
+  if (bytes < 1024) std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+  else if (bytes < (1ull << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024);
+  else if (bytes < (1ull << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1 << 20));
+  else std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / (1ull << 30));
+  return buf;
+}
+
+std::string utc_time(uint64_t realtime_ns) {
+  if (!realtime_ns) return "unknown";
+  std::time_t secs = std::time_t(realtime_ns / 1000000000ull);
+  std::tm tm {};
+  if (!gmtime_r(&secs, &tm)) return "unknown";
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+// A plain aligned table: like the stats column format, without the title line.
+void print_rows(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                const std::vector<bool>& right) {
+  std::vector<size_t> w(header.size());
+  for (size_t c = 0; c < header.size(); ++c) w[c] = header[c].size();
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], r[c].size());
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string s = " ";
+    for (size_t c = 0; c < r.size(); ++c) {
+      const std::string pad(w[c] - r[c].size(), ' ');
+      s += ' ';
+      s += right[c] ? pad + r[c] : r[c] + pad;
+      s += ' ';
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    std::printf("%s\n", s.c_str());
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+}
+
+}  // namespace
+
+int info_main(int argc, char** argv) {
+  std::string trace_path;
+  bool options_done = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (!options_done && (a == "-h" || a == "--help")) {
+      print_help();
+      return kExitOk;
+    }
+    if (!options_done && a == "--") {
+      options_done = true;
+      continue;
+    }
+    if (!options_done && a.size() > 1 && a[0] == '-') {
+      std::fprintf(stderr, "cutrace info: unknown option '%s'; usage: cutrace info FILE.cutrace.\n", argv[i]);
+      return kExitUsage;
+    }
+    if (!trace_path.empty()) {
+      std::fprintf(stderr, "cutrace info: more than one trace given ('%s' and '%s'); give one trace file.\n",
+                   trace_path.c_str(), argv[i]);
+      return kExitUsage;
+    }
+    trace_path = a;
+  }
+  if (trace_path.empty()) {
+    std::fprintf(stderr, "cutrace info: no trace given; usage: cutrace info FILE.cutrace.\n");
+    return kExitUsage;
+  }
+
+  reader::TraceReader trace;
+  if (!open_trace(trace, trace_path, "info")) return kExitFailure;
+  uint64_t api_calls = 0, timed_calls = 0;
+  reader::Event ev;
+  while (trace.next(ev)) {
+    if (ev.kind != reader::EventKind::kApiCall) continue;
+    ++api_calls;
+    if (!ev.call.outside_capture()) ++timed_calls;
+  }
+  const reader::Status& status = trace.status();
+  warn_status(trace, "info");
+
+  const auto& h = trace.file_header();
+  std::printf("File:      %s (%s, format version %u)\n", trace.path().c_str(), size_text(trace.file_bytes()).c_str(),
+              h.format_version);
+  std::printf("Created:   %s\n", utc_time(h.created_realtime_ns).c_str());
+  std::printf("Status:    %s\n", status.describe().c_str());
+
+  std::printf("\nMetadata:\n");
+  if (trace.metadata().empty()) std::printf("  (none)\n");
+  size_t key_width = 0;
+  for (const auto& [k, v] : trace.metadata()) key_width = std::max(key_width, k.size());
+  for (const auto& [k, v] : trace.metadata()) std::printf("  %-*s  %s\n", int(key_width), k.c_str(), v.c_str());
+
+  std::printf("\nProcesses (%zu):\n", trace.processes().size());
+  {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& p : trace.processes()) {
+      std::string command = p.command.empty() ? (p.exe.empty() ? "(not recorded)" : p.exe) : p.command;
+      rows.push_back({std::to_string(p.pid), std::to_string(p.ppid), std::to_string(p.threads.size()), command});
+    }
+    print_rows({"PID", "PPID", "Threads", "Command"}, rows, {true, true, true, false});
+  }
+
+  std::printf("\nThreads (%zu):\n", trace.threads().size());
+  {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& t : trace.threads()) {
+      const bool stats = t.has_stats;
+      rows.push_back({std::to_string(t.pid), std::to_string(t.tid), t.name.empty() ? "-" : t.name,
+                      thousands(t.records_read), stats ? thousands(t.records_dropped) : "unknown",
+                      stats ? thousands(t.records_malformed) : "unknown"});
+    }
+    print_rows({"PID", "TID", "Name", "Records", "Dropped", "Malformed"}, rows, {true, true, false, true, true, true});
+  }
+
+  const LossCounts loss = loss_counts(trace);
+  auto counted = [&](uint64_t n) { return loss.known ? thousands(n) : std::string("unknown (no end summary)"); };
+  std::printf("\nTotals:\n");
+  std::printf("  events         %s\n", thousands(status.events).c_str());
+  std::printf("  api calls      %s (%s timed, %s kept only to name kernels)\n", thousands(api_calls).c_str(),
+              thousands(timed_calls).c_str(), thousands(api_calls - timed_calls).c_str());
+  std::printf("  dropped        %s\n", counted(loss.dropped).c_str());
+  std::printf("  malformed      %s\n", counted(loss.malformed).c_str());
+  std::printf("  lost_no_slot   %s\n", counted(loss.lost_no_slot).c_str());
+  if (status.skipped_chunks)
+    std::printf("  skipped        %s chunks of a kind this cutrace does not read\n",
+                thousands(status.skipped_chunks).c_str());
+
+  if (!trace.summary().empty()) {
+    std::printf("\nEnd summary:\n");
+    key_width = 0;
+    for (const auto& [k, v] : trace.summary()) key_width = std::max(key_width, k.size());
+    for (const auto& [k, v] : trace.summary()) std::printf("  %-*s  %s\n", int(key_width), k.c_str(), v.c_str());
+  }
+  std::fflush(stdout);
+  return kExitOk;
+}
+
+}  // namespace cutrace::report

@@ -1,0 +1,201 @@
+#include "report/perfetto.h"
+
+#include <charconv>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "reader/decode.h"
+#include "report/reports.h"
+#include "report/table.h"
+
+namespace cutrace::report {
+namespace {
+
+using reader::EventKind;
+
+template <class T>
+void append_number(std::string& out, T v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+// Nanoseconds as microseconds with three decimals, exactly (no detour through a double).
+void append_us(std::string& out, int64_t ns) {
+  const uint64_t mag = ns < 0 ? uint64_t(0) - uint64_t(ns) : uint64_t(ns);
+  if (ns < 0) out.push_back('-');
+  append_number(out, mag / 1000);
+  const unsigned frac = unsigned(mag % 1000);
+  const char digits[4] = {'.', char('0' + frac / 100), char('0' + frac / 10 % 10), char('0' + frac % 10)};
+  out.append(digits, 4);
+}
+
+class Writer {
+ public:
+  Writer(reader::TraceReader& reader, FILE* out) : reader_(reader), out_(out) {}
+
+  PerfettoCounts run() {
+    origin_ = reader_.file_header().created_monotonic_ns;
+    std::fputs("{\"traceEvents\":[", out_);
+    reader::Event ev;
+    while (reader_.next(ev)) {
+      switch (ev.kind) {
+        case EventKind::kThreadDef: thread_def(*ev.thread); break;
+        case EventKind::kString: string_event(ev); break;
+        case EventKind::kApiCall:
+          if (!ev.call.outside_capture()) call(ev.call, *ev.thread);
+          break;
+        default: break;
+      }
+    }
+    buf_ += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"cutrace\",\"trace\":";
+    append_json_string(buf_, reader_.path());
+    buf_ += ",\"status\":";
+    append_json_string(buf_, reader_.status().describe());
+    buf_ += ",\"clock\":\"CLOCK_MONOTONIC\",\"time_origin_ns\":\"" + std::to_string(origin_) + "\"}}\n";
+    flush();
+    return counts_;
+  }
+
+ private:
+  void begin_event() {
+    buf_ += first_ ? "\n" : ",\n";
+    first_ = false;
+  }
+
+  void flush() {
+    std::fwrite(buf_.data(), 1, buf_.size(), out_);
+    buf_.clear();
+  }
+
+  void name_event(const char* what, uint32_t pid, uint32_t tid, const std::string& name) {
+    begin_event();
+    buf_ += "{\"ph\":\"M\",\"name\":\"";
+    buf_ += what;
+    buf_ += "\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":";
+    append_json_string(buf_, name);
+    buf_ += "}}";
+    flush();
+  }
+
+  void process_name(const reader::Process& p) {
+    const std::string& name = p.command.empty() ? p.exe : p.command;
+    if (p.index >= process_names_.size()) process_names_.resize(p.index + 1);
+    if (name.empty() || process_names_[p.index] == name) return;
+    process_names_[p.index] = name;
+    name_event("process_name", p.pid, p.pid, name);
+  }
+
+  void thread_name(const reader::Thread& t) {
+    std::string& named = thread_names_[t.index];
+    if (t.name.empty() || named == t.name) return;
+    named = t.name;
+    name_event("thread_name", t.pid, t.tid, t.name);
+  }
+
+  void thread_def(const reader::Thread& t) {
+    const reader::Process& p = reader_.process_of(t);
+    if (p.index >= process_seen_.size()) process_seen_.resize(p.index + 1, false);
+    if (!process_seen_[p.index]) {
+      process_seen_[p.index] = true;
+      ++counts_.processes;
+      process_name(p);
+    }
+    ++counts_.threads;
+    thread_name(t);
+  }
+
+  // The reader applies a chunk's names before its events, so names are usually known at the thread
+  // definition; one that arrives in a later chunk renames the track.
+  void string_event(const reader::Event& ev) {
+    const reader::Thread& t = *ev.thread;
+    if (ev.string.kind == abi::StringKind::kThreadName) thread_name(t);
+    else if (ev.string.kind == abi::StringKind::kProcessCommand || ev.string.kind == abi::StringKind::kProcessExe)
+      process_name(reader_.process_of(t));
+  }
+
+  void call(const reader::ApiCall& c, const reader::Thread& t) {
+    ++counts_.calls;
+    const reader::ApiSpec& api = *c.api;
+    begin_event();
+    buf_ += "{\"ph\":\"X\",\"name\":";
+    append_json_string(buf_, api.name);
+    buf_ += ",\"cat\":\"";
+    buf_ += reader::domain_name(api.domain);
+    buf_ += "\",\"pid\":";
+    append_number(buf_, t.pid);
+    buf_ += ",\"tid\":";
+    append_number(buf_, t.tid);
+    buf_ += ",\"ts\":";
+    append_us(buf_, int64_t(c.begin_ns - origin_));
+    buf_ += ",\"dur\":";
+    append_us(buf_, int64_t(c.duration_ns()));
+    buf_ += ",\"args\":{";
+    bool first_arg = true;
+    auto key = [&](const std::string& k) {
+      if (!first_arg) buf_ += ',';
+      first_arg = false;
+      append_json_string(buf_, k);
+      buf_ += ':';
+    };
+    for (uint32_t i = 0; i < c.arg_count; ++i) {
+      // Slots beyond what the api table describes come from a newer writer: shown raw, by position.
+      const bool described = i < api.args.size();
+      key(described ? api.args[i].name : "arg" + std::to_string(i));
+      auto v = reader::decode_arg(reader_, t, described ? api.args[i].format : abi::ArgFormat::kUnsigned, c.args[i]);
+      switch (v.type) {
+        case reader::ArgValue::Type::kUnsigned: append_number(buf_, v.u); break;
+        case reader::ArgValue::Type::kSigned: append_number(buf_, v.s); break;
+        case reader::ArgValue::Type::kText: append_json_string(buf_, v.text); break;
+      }
+    }
+    switch (api.result_kind) {
+      case format::ResultKind::kVoid: break;
+      case format::ResultKind::kPointer:
+        key("result");
+        append_json_string(buf_, reader::hex(c.result));
+        break;
+      case format::ResultKind::kUnsigned:
+        key("result");
+        buf_ += std::to_string(c.result);
+        break;
+      case format::ResultKind::kErrorCode: {
+        key("result");
+        append_number(buf_, int64_t(c.result));
+        std::string_view name = reader::result_name(api, c.result);
+        if (!name.empty()) {
+          key("result_name");
+          append_json_string(buf_, name);
+        }
+        break;
+      }
+    }
+    if (c.depth) {
+      key("depth");
+      buf_ += std::to_string(c.depth);
+    }
+    if (c.correlation) {
+      key("correlation");
+      buf_ += std::to_string(c.correlation);
+    }
+    buf_ += "}}";
+    if (buf_.size() >= 1 << 16) flush();
+  }
+
+  reader::TraceReader& reader_;
+  FILE* out_;
+  uint64_t origin_ = 0;
+  std::string buf_;
+  bool first_ = true;
+  std::vector<bool> process_seen_;
+  std::vector<std::string> process_names_;  // last name written per process
+  std::unordered_map<uint32_t, std::string> thread_names_;
+  PerfettoCounts counts_;
+};
+
+}  // namespace
+
+PerfettoCounts write_perfetto(reader::TraceReader& reader, FILE* out) { return Writer(reader, out).run(); }
+
+}  // namespace cutrace::report

@@ -1,0 +1,25 @@
+// Chrome trace-event JSON, the format ui.perfetto.dev and chrome://tracing open.
+//
+// One track per process (pid) and thread (tid), named by process_name/thread_name metadata events; each
+// timed call is a complete event ("ph":"X") with its decoded arguments. Times are microseconds with
+// three decimals (nanosecond precision) since the trace file was created, so the numbers stay small
+// enough for a double to hold every nanosecond; otherData.time_origin_ns gives that origin on
+// CLOCK_MONOTONIC. Events are written as they are read: memory does not grow with the trace.
+#pragma once
+
+#include <cstdio>
+
+#include "reader/trace_reader.h"
+
+namespace cutrace::report {
+
+struct PerfettoCounts {
+  uint64_t calls = 0;      // complete events written
+  uint64_t processes = 0;  // process tracks
+  uint64_t threads = 0;    // thread tracks
+};
+
+// Reads `reader` to its end and writes the JSON document to `out`.
+PerfettoCounts write_perfetto(reader::TraceReader& reader, FILE* out);
+
+}  // namespace cutrace::report
