@@ -1,0 +1,251 @@
+// Device management, versions, error state and the profiler control calls.
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "runtime.h"
+#include "simcuda.h"
+
+using namespace simcuda;
+
+namespace simcuda::rt {
+namespace {
+
+// The flags given to cudaSetDeviceFlags, by device.
+std::atomic<unsigned> g_device_flags[kMaxDeviceCount];
+
+constexpr int kLeastStreamPriority = 0;
+constexpr int kGreatestStreamPriority = -5;
+
+// A Hopper-class part: what programs commonly query is plausible and self-consistent.
+cudaDeviceProp properties_of(int device) {
+  cudaDeviceProp p;
+  std::memset(&p, 0, sizeof p);
+  std::snprintf(p.name, sizeof p.name, "Simulated CUDA Device %d", device);
+  std::snprintf(p.uuid.bytes, sizeof p.uuid.bytes, "simcuda-dev%04d", device);
+  p.totalGlobalMem = config().device_memory_bytes;
+  p.sharedMemPerBlock = 48 << 10;
+  p.regsPerBlock = 65536;
+  p.warpSize = 32;
+  p.memPitch = 2147483647;
+  p.maxThreadsPerBlock = 1024;
+  p.maxThreadsDim[0] = 1024;
+  p.maxThreadsDim[1] = 1024;
+  p.maxThreadsDim[2] = 64;
+  p.maxGridSize[0] = 2147483647;
+  p.maxGridSize[1] = 65535;
+  p.maxGridSize[2] = 65535;
+  p.totalConstMem = 64 << 10;
+  p.major = 9;
+  p.minor = 0;
+  p.textureAlignment = 512;
+  p.texturePitchAlignment = 32;
+  p.multiProcessorCount = 132;
+  p.canMapHostMemory = 1;
+  p.surfaceAlignment = 512;
+  p.concurrentKernels = 1;
+  p.ECCEnabled = 1;
+  p.pciBusID = 0x10 + device;
+  p.asyncEngineCount = 3;
+  p.unifiedAddressing = 1;
+  p.memoryBusWidth = 5120;
+  p.l2CacheSize = 50 << 20;
+  p.persistingL2CacheMaxSize = 30 << 20;
+  p.maxThreadsPerMultiProcessor = 2048;
+  p.streamPrioritiesSupported = 1;
+  p.globalL1CacheSupported = 1;
+  p.localL1CacheSupported = 1;
+  p.sharedMemPerMultiprocessor = 228 << 10;
+  p.regsPerMultiprocessor = 65536;
+  p.managedMemory = 1;
+  p.multiGpuBoardGroupID = device;
+  p.concurrentManagedAccess = 1;
+  p.computePreemptionSupported = 1;
+  p.cooperativeLaunch = 1;
+  p.sharedMemPerBlockOptin = 227 << 10;
+  p.maxBlocksPerMultiProcessor = 32;
+  p.accessPolicyMaxWindowSize = 134213632;
+  p.reservedSharedMemPerBlock = 1 << 10;
+  p.hostRegisterSupported = 1;
+  p.memoryPoolsSupported = 1;
+  p.ipcEventSupported = 1;
+  p.clusterLaunch = 1;
+  p.deviceNumaId = -1;
+  p.hostNumaId = -1;
+  p.gpuPciDeviceID = 0x233010de;
+  return p;
+}
+
+// Attributes mirror the properties; any other attribute the enum defines reads as 0 (unsupported).
+int attribute_of(cudaDeviceAttr attr, const cudaDeviceProp& p) {
+  switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: return p.maxThreadsPerBlock;
+    case cudaDevAttrMaxBlockDimX: return p.maxThreadsDim[0];
+    case cudaDevAttrMaxBlockDimY: return p.maxThreadsDim[1];
+    case cudaDevAttrMaxBlockDimZ: return p.maxThreadsDim[2];
+    case cudaDevAttrMaxGridDimX: return p.maxGridSize[0];
+    case cudaDevAttrMaxGridDimY: return p.maxGridSize[1];
+    case cudaDevAttrMaxGridDimZ: return p.maxGridSize[2];
+    case cudaDevAttrMaxSharedMemoryPerBlock: return int(p.sharedMemPerBlock);
+    case cudaDevAttrTotalConstantMemory: return int(p.totalConstMem);
+    case cudaDevAttrWarpSize: return p.warpSize;
+    case cudaDevAttrMaxPitch: return int(p.memPitch);
+    case cudaDevAttrMaxRegistersPerBlock: return p.regsPerBlock;
+    case cudaDevAttrClockRate: return 1755000;
+    case cudaDevAttrTextureAlignment: return int(p.textureAlignment);
+    case cudaDevAttrGpuOverlap: return 1;
+    case cudaDevAttrMultiProcessorCount: return p.multiProcessorCount;
+    case cudaDevAttrCanMapHostMemory: return p.canMapHostMemory;
+    case cudaDevAttrSurfaceAlignment: return int(p.surfaceAlignment);
+    case cudaDevAttrConcurrentKernels: return p.concurrentKernels;
+    case cudaDevAttrEccEnabled: return p.ECCEnabled;
+    case cudaDevAttrPciBusId: return p.pciBusID;
+    case cudaDevAttrMemoryClockRate: return 2619000;
+    case cudaDevAttrGlobalMemoryBusWidth: return p.memoryBusWidth;
+    case cudaDevAttrL2CacheSize: return p.l2CacheSize;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: return p.maxThreadsPerMultiProcessor;
+    case cudaDevAttrAsyncEngineCount: return p.asyncEngineCount;
+    case cudaDevAttrUnifiedAddressing: return p.unifiedAddressing;
+    case cudaDevAttrTexturePitchAlignment: return int(p.texturePitchAlignment);
+    case cudaDevAttrComputeCapabilityMajor: return p.major;
+    case cudaDevAttrComputeCapabilityMinor: return p.minor;
+    case cudaDevAttrStreamPrioritiesSupported: return p.streamPrioritiesSupported;
+    case cudaDevAttrGlobalL1CacheSupported: return p.globalL1CacheSupported;
+    case cudaDevAttrLocalL1CacheSupported: return p.localL1CacheSupported;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: return int(p.sharedMemPerMultiprocessor);
+    case cudaDevAttrMaxRegistersPerMultiprocessor: return p.regsPerMultiprocessor;
+    case cudaDevAttrManagedMemory: return p.managedMemory;
+    case cudaDevAttrMultiGpuBoardGroupID: return p.multiGpuBoardGroupID;
+    case cudaDevAttrConcurrentManagedAccess: return p.concurrentManagedAccess;
+    case cudaDevAttrComputePreemptionSupported: return p.computePreemptionSupported;
+    case cudaDevAttrCooperativeLaunch: return p.cooperativeLaunch;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: return int(p.sharedMemPerBlockOptin);
+    case cudaDevAttrHostRegisterSupported: return p.hostRegisterSupported;
+    case cudaDevAttrMaxBlocksPerMultiprocessor: return p.maxBlocksPerMultiProcessor;
+    case cudaDevAttrMaxPersistingL2CacheSize: return p.persistingL2CacheMaxSize;
+    case cudaDevAttrMaxAccessPolicyWindowSize: return p.accessPolicyMaxWindowSize;
+    case cudaDevAttrReservedSharedMemoryPerBlock: return int(p.reservedSharedMemPerBlock);
+    case cudaDevAttrMemoryPoolsSupported: return p.memoryPoolsSupported;
+    case cudaDevAttrIpcEventSupport: return p.ipcEventSupported;
+    case cudaDevAttrClusterLaunch: return p.clusterLaunch;
+    case cudaDevAttrNumaId: return p.deviceNumaId;
+    case cudaDevAttrHostNumaId: return p.hostNumaId;
+    case cudaDevAttrGpuPciDeviceId: return int(p.gpuPciDeviceID);
+    default: return 0;
+  }
+}
+
+}  // namespace
+}  // namespace simcuda::rt
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return rt::record(cudaErrorInvalidValue);
+  *count = config().device_count;
+  return rt::record(*count == 0 ? cudaErrorNoDevice : cudaSuccess);
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDevice(int* device) {
+  if (device == nullptr) return rt::record(cudaErrorInvalidValue);
+  return rt::record(rt::current_device(device));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaSetDevice(int device) {
+  if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+  rt::set_thread_device(device);
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaInitDevice(int device, unsigned int deviceFlags,
+                                                    unsigned int flags) {
+  if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+  if ((flags & ~unsigned(cudaInitDeviceFlagsAreValid)) != 0) {
+    return rt::record(cudaErrorInvalidValue);
+  }
+  if ((flags & cudaInitDeviceFlagsAreValid) != 0) {
+    if ((deviceFlags & ~unsigned(cudaDeviceMask)) != 0) return rt::record(cudaErrorInvalidValue);
+    rt::g_device_flags[device].store(deviceFlags, std::memory_order_relaxed);
+  }
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int flags) {
+  int device;
+  if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+  unsigned schedule = flags & cudaDeviceScheduleMask;
+  if ((flags & ~unsigned(cudaDeviceMask)) != 0 ||
+      (schedule != cudaDeviceScheduleAuto && schedule != cudaDeviceScheduleSpin &&
+       schedule != cudaDeviceScheduleYield && schedule != cudaDeviceScheduleBlockingSync)) {
+    return rt::record(cudaErrorInvalidValue);
+  }
+  rt::g_device_flags[device].store(flags, std::memory_order_relaxed);
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int* flags) {
+  if (flags == nullptr) return rt::record(cudaErrorInvalidValue);
+  int device;
+  if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+  // The real runtime always reports host mapping as enabled.
+  *flags = rt::g_device_flags[device].load(std::memory_order_relaxed) | cudaDeviceMapHost;
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (prop == nullptr) return rt::record(cudaErrorInvalidValue);
+  if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+  *prop = rt::properties_of(device);
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr,
+                                                            int device) {
+  if (value == nullptr || int(attr) < 1 || int(attr) >= int(cudaDevAttrMax)) {
+    return rt::record(cudaErrorInvalidValue);
+  }
+  if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+  *value = rt::attribute_of(attr, rt::properties_of(device));
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetStreamPriorityRange(int* leastPriority,
+                                                                      int* greatestPriority) {
+  if (leastPriority != nullptr) *leastPriority = rt::kLeastStreamPriority;
+  if (greatestPriority != nullptr) *greatestPriority = rt::kGreatestStreamPriority;
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* runtimeVersion) {
+  if (runtimeVersion == nullptr) return rt::record(cudaErrorInvalidValue);
+  *runtimeVersion = kRuntimeVersion;
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion) {
+  if (driverVersion == nullptr) return rt::record(cudaErrorInvalidValue);
+  *driverVersion = config().driver_version;
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceSynchronize() {
+  int device;
+  if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+  timeline().synchronize_device(device);
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceReset() {
+  int device;
+  if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+  timeline().reset_device(device);
+  memory().release_device(device);
+  rt::g_device_flags[device].store(0, std::memory_order_relaxed);
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetLastError() { return rt::take_last_error(true); }
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaPeekAtLastError() { return rt::take_last_error(false); }
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaProfilerStart() { return cudaSuccess; }
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaProfilerStop() { return cudaSuccess; }

@@ -1,0 +1,529 @@
+// Allocation, copies, memsets and module symbols.
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "runtime.h"
+#include "simcuda.h"
+
+using namespace simcuda;
+using rt::DefaultStream;
+
+namespace simcuda::rt {
+namespace {
+
+constexpr DefaultStream kLegacy = DefaultStream::kLegacy;
+constexpr DefaultStream kPerThread = DefaultStream::kPerThread;
+
+// A copy's two sides once its direction is known.
+struct CopyPlan {
+  bool src_pageable = false;
+  bool dst_pageable = false;
+  bool device_to_device = false;
+};
+
+bool valid_kind(cudaMemcpyKind kind) {
+  return kind == cudaMemcpyHostToHost || kind == cudaMemcpyHostToDevice ||
+         kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice ||
+         kind == cudaMemcpyDefault;
+}
+
+// Checks one side of a copy that touches `extent` bytes from ptr. A device side must lie inside one
+// allocation; a host side is pageable unless it is pinned, registered or managed memory.
+cudaError_t check_side(const void* ptr, size_t extent, bool device_side, bool* pageable) {
+  std::optional<Allocation> a = memory().find(ptr);
+  if (device_side) {
+    if (!a || !a->contains(ptr, extent)) return cudaErrorInvalidValue;
+    *pageable = false;
+  } else {
+    *pageable = !a.has_value();
+  }
+  return cudaSuccess;
+}
+
+// Works out the direction of a copy (cudaMemcpyDefault from the pointers, as unified addressing
+// does) and validates both sides.
+cudaError_t plan_copy(void* dst, const void* src, size_t dst_extent, size_t src_extent,
+                      cudaMemcpyKind kind, CopyPlan* plan) {
+  if (!valid_kind(kind)) return cudaErrorInvalidMemcpyDirection;
+  if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
+  bool dst_device, src_device;
+  if (kind == cudaMemcpyDefault) {
+    std::optional<Allocation> d = memory().find(dst);
+    std::optional<Allocation> s = memory().find(src);
+    dst_device = d && !is_pinned_host(d->kind);
+    src_device = s && !is_pinned_host(s->kind);
+  } else {
+    dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  }
+  if (cudaError_t e = check_side(dst, dst_extent, dst_device, &plan->dst_pageable); e) return e;
+  if (cudaError_t e = check_side(src, src_extent, src_device, &plan->src_pageable); e) return e;
+  plan->device_to_device = dst_device && src_device;
+  return cudaSuccess;
+}
+
+// A rectangle of `height` rows of `width` bytes, rows `pitch` bytes apart.
+struct Rect {
+  size_t width;
+  size_t height;
+  size_t dst_pitch;
+  size_t src_pitch;
+  size_t dst_extent() const { return height == 0 ? 0 : dst_pitch * (height - 1) + width; }
+  size_t src_extent() const { return height == 0 ? 0 : src_pitch * (height - 1) + width; }
+};
+
+void copy_rect(void* dst, const void* src, const Rect& r) {
+  if (r.dst_pitch == r.width && r.src_pitch == r.width) {
+    // Overlapping device-to-device copies are undefined in CUDA; here they at least stay memory safe.
+    std::memmove(dst, src, r.width * r.height);
+    return;
+  }
+  for (size_t row = 0; row < r.height; ++row) {
+    std::memcpy(static_cast<char*>(dst) + row * r.dst_pitch,
+                static_cast<const char*>(src) + row * r.src_pitch, r.width);
+  }
+}
+
+// Every copy entry point ends here. `synchronous` is the cudaMemcpy family, which waits for the
+// copy except device to device; async copies wait only when the destination is pageable memory,
+// and stage a pageable source so that the caller may reuse it as soon as the call returns.
+cudaError_t copy(void* dst, const void* src, const Rect& r, cudaMemcpyKind kind,
+                 cudaStream_t stream, DefaultStream flavour, bool synchronous) {
+  if (r.width > r.dst_pitch || r.width > r.src_pitch) return cudaErrorInvalidPitchValue;
+  if (r.width == 0 || r.height == 0) {
+    return valid_kind(kind) ? cudaSuccess : cudaErrorInvalidMemcpyDirection;
+  }
+  CopyPlan plan;
+  if (cudaError_t e = plan_copy(dst, src, r.dst_extent(), r.src_extent(), kind, &plan); e) return e;
+  StreamId sid;
+  if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  bool wait = synchronous ? !plan.device_to_device : plan.dst_pageable;
+  Work work;
+  work.kind = OpKind::kMemcpy;
+  work.duration_ns = copy_duration_ns(uint64_t(r.width) * r.height, config().copy_gbps);
+  if (plan.src_pageable && !wait) {
+    Rect packed = r;
+    packed.src_pitch = r.width;
+    auto staged = std::make_shared<std::vector<char>>(r.width * r.height);
+    copy_rect(staged->data(), src, Rect{r.width, r.height, r.width, r.src_pitch});
+    work.effect = [dst, staged, packed] { copy_rect(dst, staged->data(), packed); };
+  } else {
+    work.effect = [dst, src, r] { copy_rect(dst, src, r); };
+  }
+  OpTimes times;
+  if (Status s = timeline().submit(sid, std::move(work), &times); s != Status::kOk) {
+    return from_status(s);
+  }
+  if (wait) timeline().wait(times.key);
+  return cudaSuccess;
+}
+
+cudaError_t copy_1d(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                    cudaStream_t stream, DefaultStream flavour, bool synchronous) {
+  return copy(dst, src, Rect{count, 1, count, count}, kind, stream, flavour, synchronous);
+}
+
+// cudaMemset waits only when it sets pinned host memory, the cudaMemsetAsync family never.
+cudaError_t set(void* ptr, int value, size_t pitch, size_t width, size_t height,
+                cudaStream_t stream, DefaultStream flavour, bool synchronous) {
+  if (width > pitch) return cudaErrorInvalidPitchValue;
+  if (width == 0 || height == 0) return cudaSuccess;
+  size_t extent = pitch * (height - 1) + width;
+  std::optional<Allocation> a = memory().find(ptr);
+  if (!a || !a->contains(ptr, extent)) return cudaErrorInvalidValue;
+  StreamId sid;
+  if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  Work work;
+  work.kind = OpKind::kMemset;
+  work.duration_ns = copy_duration_ns(uint64_t(width) * height, config().copy_gbps);
+  work.effect = [ptr, value, pitch, width, height] {
+    for (size_t row = 0; row < height; ++row) {
+      std::memset(static_cast<char*>(ptr) + row * pitch, value, width);
+    }
+  };
+  OpTimes times;
+  if (Status s = timeline().submit(sid, std::move(work), &times); s != Status::kOk) {
+    return from_status(s);
+  }
+  if (synchronous && is_pinned_host(a->kind)) timeline().wait(times.key);
+  return cudaSuccess;
+}
+
+cudaError_t allocate(MemoryKind kind, void** ptr, size_t size, unsigned flags) {
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  int device;
+  if (cudaError_t e = current_device(&device); e) return e;
+  return from_status(memory().allocate(kind, device, size, flags, ptr));
+}
+
+// Freeing waits for the device first, as the real cudaFree does, so that no queued operation can
+// still touch the memory.
+cudaError_t free_device_memory(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  std::optional<Allocation> a = memory().find(ptr);
+  if (!a || a->base != reinterpret_cast<uintptr_t>(ptr)) return cudaErrorInvalidValue;
+  timeline().synchronize_device(a->device);
+  return from_status(memory().release(ptr, {MemoryKind::kDevice, MemoryKind::kManaged}));
+}
+
+cudaError_t malloc_async(void** ptr, size_t size, cudaStream_t stream, DefaultStream flavour) {
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  StreamId sid;
+  if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  StreamInfo info;
+  if (Status s = timeline().stream_info(sid, &info); s != Status::kOk) return from_status(s);
+  return from_status(memory().allocate(MemoryKind::kDevice, info.device, size, 0, ptr));
+}
+
+cudaError_t free_async(void* ptr, cudaStream_t stream, DefaultStream flavour) {
+  if (ptr == nullptr) return cudaSuccess;
+  StreamId sid;
+  if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (Status s = memory().mark_free_pending(ptr); s != Status::kOk) return from_status(s);
+  Work work{OpKind::kFree, 0, [ptr] { memory().release_pending(ptr); }};
+  if (Status s = timeline().submit(sid, std::move(work)); s != Status::kOk) {
+    memory().cancel_free_pending(ptr);
+    return from_status(s);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t symbol_range(const void* symbol, size_t count, size_t offset, char** out) {
+  std::optional<Symbol> s = kernels().find_symbol(symbol);
+  if (!s) return cudaErrorInvalidSymbol;
+  if (offset > s->size || count > s->size - offset) return cudaErrorInvalidValue;
+  *out = static_cast<char*>(s->device_ptr) + offset;
+  return cudaSuccess;
+}
+
+cudaError_t copy_to_symbol(const void* symbol, const void* src, size_t count, size_t offset,
+                           cudaMemcpyKind kind, cudaStream_t stream, DefaultStream flavour,
+                           bool synchronous) {
+  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice &&
+      kind != cudaMemcpyDefault) {
+    return cudaErrorInvalidMemcpyDirection;
+  }
+  char* dst;
+  if (cudaError_t e = symbol_range(symbol, count, offset, &dst); e) return e;
+  return copy_1d(dst, src, count, kind, stream, flavour, synchronous);
+}
+
+cudaError_t copy_from_symbol(void* dst, const void* symbol, size_t count, size_t offset,
+                             cudaMemcpyKind kind, cudaStream_t stream, DefaultStream flavour,
+                             bool synchronous) {
+  if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice &&
+      kind != cudaMemcpyDefault) {
+    return cudaErrorInvalidMemcpyDirection;
+  }
+  char* src;
+  if (cudaError_t e = symbol_range(symbol, count, offset, &src); e) return e;
+  return copy_1d(dst, src, count, kind, stream, flavour, synchronous);
+}
+
+}  // namespace
+}  // namespace simcuda::rt
+
+using rt::kLegacy;
+using rt::kPerThread;
+
+// ---- allocation ----
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
+  return rt::record(rt::allocate(MemoryKind::kDevice, devPtr, size, 0));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFree(void* devPtr) {
+  return rt::record(rt::free_device_memory(devPtr));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void** devPtr, size_t size,
+                                                       unsigned int flags) {
+  if (size == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)) {
+    return rt::record(cudaErrorInvalidValue);
+  }
+  return rt::record(rt::allocate(MemoryKind::kManaged, devPtr, size, flags));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
+  return rt::record(rt::allocate(MemoryKind::kPinnedHost, ptr, size, 0));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
+  constexpr unsigned kValid = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+  if ((flags & ~kValid) != 0) return rt::record(cudaErrorInvalidValue);
+  return rt::record(rt::allocate(MemoryKind::kPinnedHost, pHost, size, flags));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  std::optional<Allocation> a = memory().find(ptr);
+  if (!a || a->kind != MemoryKind::kPinnedHost || a->base != reinterpret_cast<uintptr_t>(ptr)) {
+    return rt::record(cudaErrorInvalidValue);
+  }
+  // Pinned memory may be the source or target of work on any device.
+  timeline().synchronize_all();
+  return rt::record(rt::from_status(memory().release(ptr, {MemoryKind::kPinnedHost})));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  constexpr unsigned kValid = cudaHostRegisterPortable | cudaHostRegisterMapped |
+                              cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
+  if ((flags & ~kValid) != 0) return rt::record(cudaErrorInvalidValue);
+  int device;
+  if (cudaError_t e = rt::current_device(&device); e) return rt::record(e);
+  return rt::record(rt::from_status(memory().register_host(ptr, size, flags, device)));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostUnregister(void* ptr) {
+  return rt::record(rt::from_status(memory().unregister_host(ptr)));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** pDevice, void* pHost,
+                                                              unsigned int flags) {
+  if (pDevice == nullptr || flags != 0) return rt::record(cudaErrorInvalidValue);
+  std::optional<Allocation> a = memory().find(pHost);
+  if (!a || !is_pinned_host(a->kind)) return rt::record(cudaErrorInvalidValue);
+  // Unified addressing: the device sees host memory at the host address.
+  *pDevice = pHost;
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostGetFlags(unsigned int* pFlags, void* pHost) {
+  if (pFlags == nullptr) return rt::record(cudaErrorInvalidValue);
+  std::optional<Allocation> a = memory().find(pHost);
+  if (!a || a->kind != MemoryKind::kPinnedHost) return rt::record(cudaErrorInvalidValue);
+  *pFlags = a->flags;
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total) {
+  if (free == nullptr || total == nullptr) return rt::record(cudaErrorInvalidValue);
+  int device;
+  if (cudaError_t e = rt::current_device(&device); e) return rt::record(e);
+  *total = config().device_memory_bytes;
+  *free = *total - memory().used(device);
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttributes* attributes,
+                                                              const void* ptr) {
+  if (attributes == nullptr) return rt::record(cudaErrorInvalidValue);
+  std::memset(attributes, 0, sizeof *attributes);
+  std::optional<Allocation> a = memory().find(ptr);
+  if (!a) {
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->device = cudaInvalidDeviceId;
+    return cudaSuccess;
+  }
+  attributes->device = a->device;
+  attributes->devicePointer = const_cast<void*>(ptr);
+  switch (a->kind) {
+    case MemoryKind::kDevice:
+      attributes->type = cudaMemoryTypeDevice;
+      break;
+    case MemoryKind::kManaged:
+      attributes->type = cudaMemoryTypeManaged;
+      attributes->hostPointer = const_cast<void*>(ptr);
+      break;
+    case MemoryKind::kPinnedHost:
+    case MemoryKind::kRegisteredHost:
+      attributes->type = cudaMemoryTypeHost;
+      attributes->hostPointer = const_cast<void*>(ptr);
+      break;
+  }
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size,
+                                                     cudaStream_t hStream) {
+  return rt::record(rt::malloc_async(devPtr, size, hStream, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void** devPtr, size_t size,
+                                                          cudaStream_t hStream) {
+  return rt::record(rt::malloc_async(devPtr, size, hStream, kPerThread));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
+  return rt::record(rt::free_async(devPtr, hStream, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) {
+  return rt::record(rt::free_async(devPtr, hStream, kPerThread));
+}
+
+// ---- copies ----
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count,
+                                                cudaMemcpyKind kind) {
+  return rt::record(rt::copy_1d(dst, src, count, kind, nullptr, kLegacy, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy_ptds(void* dst, const void* src, size_t count,
+                                                     cudaMemcpyKind kind) {
+  return rt::record(rt::copy_1d(dst, src, count, kind, nullptr, kPerThread, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count,
+                                                     cudaMemcpyKind kind, cudaStream_t stream) {
+  return rt::record(rt::copy_1d(dst, src, count, kind, stream, kLegacy, false));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count,
+                                                          cudaMemcpyKind kind,
+                                                          cudaStream_t stream) {
+  return rt::record(rt::copy_1d(dst, src, count, kind, stream, kPerThread, false));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy2D(void* dst, size_t dpitch, const void* src,
+                                                  size_t spitch, size_t width, size_t height,
+                                                  cudaMemcpyKind kind) {
+  return rt::record(
+      rt::copy(dst, src, {width, height, dpitch, spitch}, kind, nullptr, kLegacy, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src,
+                                                       size_t spitch, size_t width, size_t height,
+                                                       cudaMemcpyKind kind) {
+  return rt::record(
+      rt::copy(dst, src, {width, height, dpitch, spitch}, kind, nullptr, kPerThread, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src,
+                                                       size_t spitch, size_t width, size_t height,
+                                                       cudaMemcpyKind kind, cudaStream_t stream) {
+  return rt::record(
+      rt::copy(dst, src, {width, height, dpitch, spitch}, kind, stream, kLegacy, false));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch,
+                                                            const void* src, size_t spitch,
+                                                            size_t width, size_t height,
+                                                            cudaMemcpyKind kind,
+                                                            cudaStream_t stream) {
+  return rt::record(
+      rt::copy(dst, src, {width, height, dpitch, spitch}, kind, stream, kPerThread, false));
+}
+
+// ---- memset ----
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
+  return rt::record(rt::set(devPtr, value, count, count, 1, nullptr, kLegacy, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset_ptds(void* devPtr, int value, size_t count) {
+  return rt::record(rt::set(devPtr, value, count, count, 1, nullptr, kPerThread, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count,
+                                                     cudaStream_t stream) {
+  return rt::record(rt::set(devPtr, value, count, count, 1, stream, kLegacy, false));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count,
+                                                          cudaStream_t stream) {
+  return rt::record(rt::set(devPtr, value, count, count, 1, stream, kPerThread, false));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset2D(void* devPtr, size_t pitch, int value,
+                                                  size_t width, size_t height) {
+  return rt::record(rt::set(devPtr, value, pitch, width, height, nullptr, kLegacy, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset2D_ptds(void* devPtr, size_t pitch, int value,
+                                                       size_t width, size_t height) {
+  return rt::record(rt::set(devPtr, value, pitch, width, height, nullptr, kPerThread, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset2DAsync(void* devPtr, size_t pitch, int value,
+                                                       size_t width, size_t height,
+                                                       cudaStream_t stream) {
+  return rt::record(rt::set(devPtr, value, pitch, width, height, stream, kLegacy, false));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset2DAsync_ptsz(void* devPtr, size_t pitch, int value,
+                                                            size_t width, size_t height,
+                                                            cudaStream_t stream) {
+  return rt::record(rt::set(devPtr, value, pitch, width, height, stream, kPerThread, false));
+}
+
+// ---- module variables ----
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetSymbolAddress(void** devPtr, const void* symbol) {
+  if (devPtr == nullptr) return rt::record(cudaErrorInvalidValue);
+  std::optional<Symbol> s = kernels().find_symbol(symbol);
+  if (!s) return rt::record(cudaErrorInvalidSymbol);
+  *devPtr = s->device_ptr;
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetSymbolSize(size_t* size, const void* symbol) {
+  if (size == nullptr) return rt::record(cudaErrorInvalidValue);
+  std::optional<Symbol> s = kernels().find_symbol(symbol);
+  if (!s) return rt::record(cudaErrorInvalidSymbol);
+  *size = s->size;
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbol(const void* symbol, const void* src,
+                                                        size_t count, size_t offset,
+                                                        cudaMemcpyKind kind) {
+  return rt::record(
+      rt::copy_to_symbol(symbol, src, count, offset, kind, nullptr, kLegacy, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbol_ptds(const void* symbol, const void* src,
+                                                             size_t count, size_t offset,
+                                                             cudaMemcpyKind kind) {
+  return rt::record(
+      rt::copy_to_symbol(symbol, src, count, offset, kind, nullptr, kPerThread, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void* dst, const void* symbol,
+                                                          size_t count, size_t offset,
+                                                          cudaMemcpyKind kind) {
+  return rt::record(
+      rt::copy_from_symbol(dst, symbol, count, offset, kind, nullptr, kLegacy, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol,
+                                                               size_t count, size_t offset,
+                                                               cudaMemcpyKind kind) {
+  return rt::record(
+      rt::copy_from_symbol(dst, symbol, count, offset, kind, nullptr, kPerThread, true));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync(const void* symbol, const void* src,
+                                                             size_t count, size_t offset,
+                                                             cudaMemcpyKind kind,
+                                                             cudaStream_t stream) {
+  return rt::record(
+      rt::copy_to_symbol(symbol, src, count, offset, kind, stream, kLegacy, false));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync_ptsz(const void* symbol,
+                                                                  const void* src, size_t count,
+                                                                  size_t offset,
+                                                                  cudaMemcpyKind kind,
+                                                                  cudaStream_t stream) {
+  return rt::record(
+      rt::copy_to_symbol(symbol, src, count, offset, kind, stream, kPerThread, false));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync(void* dst, const void* symbol,
+                                                               size_t count, size_t offset,
+                                                               cudaMemcpyKind kind,
+                                                               cudaStream_t stream) {
+  return rt::record(
+      rt::copy_from_symbol(dst, symbol, count, offset, kind, stream, kLegacy, false));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol,
+                                                                    size_t count, size_t offset,
+                                                                    cudaMemcpyKind kind,
+                                                                    cudaStream_t stream) {
+  return rt::record(
+      rt::copy_from_symbol(dst, symbol, count, offset, kind, stream, kPerThread, false));
+}

@@ -1,0 +1,63 @@
+// What the runtime API translation units share: the per-thread runtime state, handle encoding and
+// error bookkeeping over the simulated device in core/.
+#pragma once
+
+// The runtime's own build defines this so that cuda_runtime_api.h declares every _ptsz and _ptds
+// export beside its plain name; every definition here is then checked against the real prototype.
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda_profiler_api.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/config.h"
+#include "core/kernels.h"
+#include "core/memory.h"
+#include "core/timeline.h"
+#include "nvcc_abi.h"
+
+#define SIMCUDA_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace simcuda::rt {
+
+// What stream 0 means to the entry point called: the legacy default stream, or the calling thread's
+// per-thread default stream (the _ptsz and _ptds exports, used by code built with
+// --default-stream per-thread).
+enum class DefaultStream : uint8_t { kLegacy, kPerThread };
+
+// Records a failure as the calling thread's last error (cudaGetLastError) and returns it.
+// cudaErrorNotReady is a status, not an error, and is not recorded, as in the real runtime.
+cudaError_t record(cudaError_t e);
+// cudaGetLastError (reset) and cudaPeekAtLastError.
+cudaError_t take_last_error(bool reset);
+
+// The calling thread's current device; cudaErrorNoDevice when the process has none.
+cudaError_t current_device(int* device);
+void set_thread_device(int device);
+cudaError_t check_device(int device);
+
+// Resolves a stream argument to the device's stream, creating the per-thread stream on first use.
+// cudaErrorInvalidResourceHandle for a destroyed or unknown stream.
+cudaError_t resolve_stream(cudaStream_t stream, DefaultStream flavour, StreamId* out);
+cudaStream_t stream_handle(StreamId id);
+cudaEvent_t event_handle(EventId id);
+bool decode_event(cudaEvent_t event, EventId* out);
+
+// The usual translation of a device status; handles are streams, events or functions as the caller
+// says.
+cudaError_t from_status(Status s, cudaError_t invalid_handle = cudaErrorInvalidResourceHandle);
+
+// Launch configurations pushed by <<<...>>> and popped by the generated stub.
+struct CallConfiguration {
+  dim3 grid;
+  dim3 block;
+  size_t shared_mem;
+  cudaStream_t stream;
+};
+void push_call_configuration(const CallConfiguration& c);
+bool pop_call_configuration(CallConfiguration* out);
+
+cudaError_t launch(const void* function_or_handle, dim3 grid, dim3 block, size_t shared_mem,
+                   cudaStream_t stream, DefaultStream flavour);
+
+}  // namespace simcuda::rt

@@ -1,0 +1,300 @@
+// Streams, events and host functions.
+#include <algorithm>
+
+#include "runtime.h"
+
+using namespace simcuda;
+using rt::DefaultStream;
+
+namespace simcuda::rt {
+namespace {
+
+constexpr DefaultStream kLegacy = DefaultStream::kLegacy;
+constexpr DefaultStream kPerThread = DefaultStream::kPerThread;
+
+// Priorities the device supports: 0 (least) to -5 (greatest); others are clamped, as documented.
+constexpr int kLeastPriority = 0;
+constexpr int kGreatestPriority = -5;
+
+cudaError_t create_stream(cudaStream_t* stream, unsigned flags, int priority) {
+  if (stream == nullptr) return cudaErrorInvalidValue;
+  int device;
+  if (cudaError_t e = current_device(&device); e) return e;
+  priority = std::clamp(priority, kGreatestPriority, kLeastPriority);
+  StreamId id;
+  if (Status s = timeline().create_stream(device, flags, priority, false, &id); s != Status::kOk) {
+    return from_status(s);
+  }
+  *stream = stream_handle(id);
+  return cudaSuccess;
+}
+
+cudaError_t stream_info(cudaStream_t stream, DefaultStream flavour, StreamInfo* info,
+                        StreamId* id = nullptr) {
+  StreamId sid;
+  if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (id != nullptr) *id = sid;
+  return from_status(timeline().stream_info(sid, info));
+}
+
+cudaError_t synchronize_stream(cudaStream_t stream, DefaultStream flavour) {
+  StreamId sid;
+  if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  return from_status(timeline().synchronize_stream(sid));
+}
+
+cudaError_t query_stream(cudaStream_t stream, DefaultStream flavour) {
+  StreamId sid;
+  if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  return from_status(timeline().query_stream(sid));
+}
+
+cudaError_t create_event(cudaEvent_t* event, unsigned flags) {
+  constexpr unsigned kValid = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+  if (event == nullptr || (flags & ~kValid) != 0 ||
+      ((flags & cudaEventInterprocess) != 0 && (flags & cudaEventDisableTiming) == 0)) {
+    return cudaErrorInvalidValue;
+  }
+  int device;
+  if (cudaError_t e = current_device(&device); e) return e;
+  EventId id;
+  if (Status s = timeline().create_event(device, flags, &id); s != Status::kOk) {
+    return from_status(s);
+  }
+  *event = event_handle(id);
+  return cudaSuccess;
+}
+
+cudaError_t event_id(cudaEvent_t event, EventId* id) {
+  return decode_event(event, id) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags,
+                       DefaultStream flavour) {
+  if ((flags & ~unsigned(cudaEventWaitExternal)) != 0) return cudaErrorInvalidValue;
+  StreamId sid;
+  EventId eid;
+  if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (cudaError_t e = event_id(event, &eid); e) return e;
+  return from_status(timeline().stream_wait_event(sid, eid));
+}
+
+cudaError_t record_event(cudaEvent_t event, cudaStream_t stream, unsigned flags,
+                         DefaultStream flavour) {
+  if ((flags & ~unsigned(cudaEventRecordExternal)) != 0) return cudaErrorInvalidValue;
+  StreamId sid;
+  EventId eid;
+  if (cudaError_t e = event_id(event, &eid); e) return e;
+  if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  return from_status(timeline().record_event(eid, sid));
+}
+
+// Host functions run on the device thread once the stream reaches them; later work in the stream
+// is not complete before they return.
+cudaError_t add_host_work(cudaStream_t stream, DefaultStream flavour, std::function<void()> fn) {
+  StreamId sid;
+  if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  return from_status(timeline().submit(sid, Work{OpKind::kHostFunc, 0, std::move(fn)}));
+}
+
+cudaError_t launch_host_func(cudaStream_t stream, cudaHostFn_t fn, void* user_data,
+                             DefaultStream flavour) {
+  if (fn == nullptr) return cudaErrorInvalidValue;
+  return add_host_work(stream, flavour, [fn, user_data] { fn(user_data); });
+}
+
+cudaError_t add_callback(cudaStream_t stream, cudaStreamCallback_t callback, void* user_data,
+                         unsigned flags, DefaultStream flavour) {
+  if (callback == nullptr || flags != 0) return cudaErrorInvalidValue;
+  return add_host_work(stream, flavour, [stream, callback, user_data] {
+    callback(stream, cudaSuccess, user_data);
+  });
+}
+
+}  // namespace
+}  // namespace simcuda::rt
+
+using rt::kLegacy;
+using rt::kPerThread;
+
+// ---- streams ----
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) {
+  return rt::record(rt::create_stream(pStream, cudaStreamDefault, 0));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream,
+                                                               unsigned int flags) {
+  return rt::record(rt::create_stream(pStream, flags, 0));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamCreateWithPriority(cudaStream_t* pStream,
+                                                                  unsigned int flags,
+                                                                  int priority) {
+  return rt::record(rt::create_stream(pStream, flags, priority));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
+  StreamId id;
+  // The default streams are not the application's to destroy.
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
+    return rt::record(cudaErrorInvalidResourceHandle);
+  }
+  if (cudaError_t e = rt::resolve_stream(stream, kLegacy, &id); e) return rt::record(e);
+  return rt::record(rt::from_status(timeline().destroy_stream(id)));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
+  return rt::record(rt::synchronize_stream(stream, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream) {
+  return rt::record(rt::synchronize_stream(stream, kPerThread));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
+  return rt::record(rt::query_stream(stream, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamQuery_ptsz(cudaStream_t stream) {
+  return rt::record(rt::query_stream(stream, kPerThread));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                                         unsigned int flags) {
+  return rt::record(rt::wait_event(stream, event, flags, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamWaitEvent_ptsz(cudaStream_t stream,
+                                                              cudaEvent_t event,
+                                                              unsigned int flags) {
+  return rt::record(rt::wait_event(stream, event, flags, kPerThread));
+}
+
+#define SIMCUDA_STREAM_GETTER(name, type, flavour, expr)                              \
+  SIMCUDA_EXPORT cudaError_t CUDARTAPI name(cudaStream_t hStream, type* out) {        \
+    if (out == nullptr) return rt::record(cudaErrorInvalidValue);                     \
+    StreamInfo info;                                                                  \
+    StreamId id;                                                                      \
+    if (cudaError_t e = rt::stream_info(hStream, flavour, &info, &id); e) {           \
+      return rt::record(e);                                                           \
+    }                                                                                 \
+    *out = static_cast<type>(expr);                                                   \
+    return cudaSuccess;                                                               \
+  }
+
+SIMCUDA_STREAM_GETTER(cudaStreamGetFlags, unsigned int, kLegacy, info.flags)
+SIMCUDA_STREAM_GETTER(cudaStreamGetFlags_ptsz, unsigned int, kPerThread, info.flags)
+SIMCUDA_STREAM_GETTER(cudaStreamGetPriority, int, kLegacy, info.priority)
+SIMCUDA_STREAM_GETTER(cudaStreamGetPriority_ptsz, int, kPerThread, info.priority)
+SIMCUDA_STREAM_GETTER(cudaStreamGetDevice, int, kLegacy, info.device)
+SIMCUDA_STREAM_GETTER(cudaStreamGetDevice_ptsz, int, kPerThread, info.device)
+SIMCUDA_STREAM_GETTER(cudaStreamGetId, unsigned long long, kLegacy, id)
+SIMCUDA_STREAM_GETTER(cudaStreamGetId_ptsz, unsigned long long, kPerThread, id)
+
+#undef SIMCUDA_STREAM_GETTER
+
+// Nothing is ever captured into a graph here, but libraries ask before most stream work.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
+                                                           cudaStreamCaptureStatus* pCaptureStatus) {
+  if (pCaptureStatus == nullptr) return rt::record(cudaErrorInvalidValue);
+  StreamInfo info;
+  if (cudaError_t e = rt::stream_info(stream, kLegacy, &info); e) return rt::record(e);
+  *pCaptureStatus = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing_ptsz(
+    cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus) {
+  if (pCaptureStatus == nullptr) return rt::record(cudaErrorInvalidValue);
+  StreamInfo info;
+  if (cudaError_t e = rt::stream_info(stream, kPerThread, &info); e) return rt::record(e);
+  *pCaptureStatus = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream,
+                                                           cudaStreamCallback_t callback,
+                                                           void* userData, unsigned int flags) {
+  return rt::record(rt::add_callback(stream, callback, userData, flags, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback_ptsz(cudaStream_t stream,
+                                                                cudaStreamCallback_t callback,
+                                                                void* userData,
+                                                                unsigned int flags) {
+  return rt::record(rt::add_callback(stream, callback, userData, flags, kPerThread));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
+                                                        void* userData) {
+  return rt::record(rt::launch_host_func(stream, fn, userData, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn,
+                                                             void* userData) {
+  return rt::record(rt::launch_host_func(stream, fn, userData, kPerThread));
+}
+
+// ---- events ----
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event,
+                                                              unsigned int flags) {
+  return rt::record(rt::create_event(event, flags));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
+  return rt::record(rt::create_event(event, cudaEventDefault));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
+  EventId id;
+  if (cudaError_t e = rt::event_id(event, &id); e) return rt::record(e);
+  return rt::record(rt::from_status(timeline().destroy_event(id)));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  return rt::record(rt::record_event(event, stream, 0, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
+  return rt::record(rt::record_event(event, stream, 0, kPerThread));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t event,
+                                                              cudaStream_t stream,
+                                                              unsigned int flags) {
+  return rt::record(rt::record_event(event, stream, flags, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventRecordWithFlags_ptsz(cudaEvent_t event,
+                                                                   cudaStream_t stream,
+                                                                   unsigned int flags) {
+  return rt::record(rt::record_event(event, stream, flags, kPerThread));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
+  EventId id;
+  if (cudaError_t e = rt::event_id(event, &id); e) return rt::record(e);
+  return rt::record(rt::from_status(timeline().query_event(id)));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
+  EventId id;
+  if (cudaError_t e = rt::event_id(event, &id); e) return rt::record(e);
+  return rt::record(rt::from_status(timeline().synchronize_event(id)));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventElapsedTime(float* ms, cudaEvent_t start,
+                                                          cudaEvent_t end) {
+  if (ms == nullptr) return rt::record(cudaErrorInvalidValue);
+  EventId a, b;
+  if (cudaError_t e = rt::event_id(start, &a); e) return rt::record(e);
+  if (cudaError_t e = rt::event_id(end, &b); e) return rt::record(e);
+  int64_t ns;
+  if (Status s = timeline().elapsed_ns(a, b, &ns); s != Status::kOk) {
+    return rt::record(rt::from_status(s));
+  }
+  *ms = float(double(ns) / 1e6);
+  return cudaSuccess;
+}

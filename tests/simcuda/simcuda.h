@@ -1,0 +1,112 @@
+// The simulated CUDA device: its knobs and the timing guarantees tests may rely on.
+//
+// build/simcuda/lib/libcudart.so.13 is a replacement for the real CUDA runtime, compiled against the
+// real headers and exporting the real version node, so any program built with `nvcc -cudart shared`
+// (or linked against libcudart.so.13) runs on it with LD_LIBRARY_PATH=build/simcuda/lib. It needs no
+// GPU and no driver. The device state (memory, streams, events, the device timeline, registered
+// kernels) lives in libsimcuda-core.so beside it, so that simulated driver, CUPTI and library sonames
+// added later share one device with the runtime, as the real stack does.
+//
+// Knobs (environment variables, read once per process, when the library is first used):
+//
+//   SIMCUDA_DEVICE_COUNT       devices reported by cudaGetDeviceCount, 0..64 (default 1). With 0,
+//                              device calls fail with cudaErrorNoDevice.
+//   SIMCUDA_KERNEL_NS          device time of one kernel launch in ns (default 20000).
+//   SIMCUDA_COPY_GBPS          copy and memset bandwidth in GB/s = bytes per ns (default 10).
+//   SIMCUDA_DEVICE_MEMORY_MIB  memory of each device in MiB (default 16384).
+//   SIMCUDA_DRIVER_VERSION     what cudaDriverGetVersion reports (default 13000).
+//
+// A malformed value is ignored with one warning on stderr.
+//
+// Timing model. Device time is CLOCK_MONOTONIC in ns. Every operation queued on a stream gets, when it
+// is issued, a start and an end time that never change afterwards:
+//
+//   start = max(time of the issuing call,
+//               end of the previous operation in the same stream,
+//               end of the last legacy-stream operation        (blocking streams, per-thread streams),
+//               end of the last blocking-stream operation      (the legacy stream),
+//               time of the event awaited                      (cudaStreamWaitEvent))
+//   end   = start + duration
+//
+//   duration of a kernel        = 1000 * N ns if its (mangled) name contains "sleep_us_N" (N decimal),
+//                                 else SIMCUDA_KERNEL_NS (kernels never execute device code)
+//   duration of a copy, memset  = ceil(bytes / SIMCUDA_COPY_GBPS) ns (2D: width * height bytes)
+//   duration of an event record, a stream wait, a host function = 0
+//
+// so operations in one stream never overlap and run in issue order, and operations in streams that do
+// not wait for each other may overlap (there is no engine contention). A device thread performs each
+// operation's effect (copying bytes, setting bytes, calling a host function) no earlier than its end
+// time, in end-time order, and only then marks it complete. Guarantees:
+//
+//   - cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize and synchronous copies return
+//     no earlier than the end time of every operation they wait for, with its effect done.
+//   - cudaStreamQuery and cudaEventQuery return cudaErrorNotReady before that end time.
+//   - An event's time is the start of its record operation, and cudaEventElapsedTime returns exactly
+//     (end event time - start event time) / 1e6 ms. Two events recorded around operations in a stream
+//     are therefore at least the sum of those durations apart, and exactly that sum apart when the
+//     stream was never idle in between (e.g. the work was issued behind a long "sleep_us_" kernel).
+//   - Kernel launches, async copies and memsets return without waiting for the device, except the
+//     cases the CUDA documentation calls synchronous (below).
+//
+// Host-synchronous cases, as on real CUDA: cudaMemcpy, cudaMemcpy2D and the symbol copies wait for
+// the copy unless it is device to device; cudaMemcpyAsync to pageable host memory waits for the copy
+// (a pageable source is staged when the call is made, so the caller may reuse it at once);
+// cudaMemset waits only when it sets pinned host memory; cudaFree waits for all work of the
+// allocation's device and cudaFreeHost for all work of all devices. cudaDeviceReset waits for
+// nothing: the device's queued work keeps its place in time but loses its effects, and its streams
+// (other than the default ones), events and allocations are destroyed.
+//
+// Streams: 0 and cudaStreamLegacy are the legacy default stream of the current device, and
+// cudaStreamPerThread (or 0 passed to a _ptsz/_ptds export) the calling thread's per-thread default
+// stream, created on first use, blocking, and destroyed with its thread. Host functions
+// (cudaLaunchHostFunc, cudaStreamAddCallback) run on the device thread and, as on real CUDA, must not
+// call CUDA: a synchronising call from one never returns.
+//
+// Memory: device memory is host memory; every allocation is tracked (device, managed, pinned host,
+// registered host). cudaMemGetInfo reports free = total - sum of live device and managed allocation
+// sizes, each rounded up to 256 bytes. Device pointers are 256-byte aligned. Copies and memsets
+// check that the device side lies inside one allocation (cudaErrorInvalidValue otherwise).
+//
+// Errors are the real runtime's codes, names and descriptions; failures are recorded as the calling
+// thread's last error (cudaGetLastError, cudaPeekAtLastError), cudaErrorNotReady is not. Functions
+// the simulator does not implement are not exported at all (`nm -D libcudart.so.13` lists those it
+// does), so a program that needs one fails to load or to bind it instead of misbehaving.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace simcuda {
+
+inline constexpr int kDefaultDeviceCount = 1;
+inline constexpr int kMaxDeviceCount = 64;
+inline constexpr uint64_t kDefaultKernelNs = 20000;
+inline constexpr double kDefaultCopyGBps = 10.0;
+inline constexpr uint64_t kDefaultDeviceMemoryMiB = 16384;
+inline constexpr int kDefaultDriverVersion = 13000;
+inline constexpr int kRuntimeVersion = 13000;
+inline constexpr uint64_t kAllocationGranularity = 256;
+inline constexpr const char kSleepMarker[] = "sleep_us_";
+
+// The device time of a kernel with this name when the default is default_ns: the per-launch rule
+// shared by the simulator and the tests that predict its timings.
+inline uint64_t kernel_duration_ns(const char* name, uint64_t default_ns) {
+  if (name == nullptr) return default_ns;
+  const char* marker = std::strstr(name, kSleepMarker);
+  if (marker == nullptr) return default_ns;
+  const char* digits = marker + sizeof(kSleepMarker) - 1;
+  if (*digits < '0' || *digits > '9') return default_ns;
+  uint64_t us = 0;
+  for (; *digits >= '0' && *digits <= '9'; ++digits) us = us * 10 + uint64_t(*digits - '0');
+  return us * 1000;
+}
+
+// The device time of a copy or memset of `bytes` at `gbps` GB/s.
+inline uint64_t copy_duration_ns(uint64_t bytes, double gbps) {
+  double ns = double(bytes) / gbps;
+  uint64_t whole = uint64_t(ns);
+  return double(whole) < ns ? whole + 1 : whole;
+}
+
+}  // namespace simcuda

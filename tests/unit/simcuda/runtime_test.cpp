@@ -1,0 +1,569 @@
+// The simulated runtime through the CUDA runtime API: the guarantees simcuda.h promises and the
+// error codes the real runtime returns.
+
+// Declares the _ptsz and _ptds exports beside the plain names, as the runtime's own build does.
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda_runtime.h>  // with the typed C++ overloads
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "core/config.h"
+#include "core/sync.h"
+#include "sim_kernels.h"
+#include "simcuda.h"
+
+namespace simcuda {
+namespace {
+
+constexpr uint64_t kMs = 1000000;
+
+using test::register_kernel;
+
+// Kernels every test may launch: the default duration, 30 ms, and one nobody waits for.
+const void* default_kernel() {
+  static const void* k = register_kernel(0, "_Z13plain_kernelPf");
+  return k;
+}
+const void* kernel_30ms() {
+  static const void* k = register_kernel(1, "_Z19wait_sleep_us_30000v");
+  return k;
+}
+const void* kernel_forever() {
+  static const void* k = register_kernel(2, "_Z23blocker_sleep_us_600000000v");
+  return k;
+}
+
+cudaError_t launch(const void* kernel, cudaStream_t stream = nullptr) {
+  return cudaLaunchKernel(kernel, dim3(1), dim3(32), nullptr, 0, stream);
+}
+
+TEST(Runtime, ReportsVersionsAndTheDevice) {
+  int v = 0;
+  ASSERT_EQ(cudaRuntimeGetVersion(&v), cudaSuccess);
+  EXPECT_EQ(v, 13000);
+  ASSERT_EQ(cudaDriverGetVersion(&v), cudaSuccess);
+  EXPECT_EQ(v, config().driver_version);
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  EXPECT_EQ(count, config().device_count);
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  EXPECT_STREQ(prop.name, "Simulated CUDA Device 0");
+  EXPECT_EQ(prop.totalGlobalMem, config().device_memory_bytes);
+  int sms = 0, major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  EXPECT_EQ(sms, prop.multiProcessorCount);
+  EXPECT_EQ(major, prop.major);
+  EXPECT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrMax, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetDeviceProperties(&prop, count), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice);
+}
+
+TEST(Runtime, InvalidDeviceIsRejectedAndTheLastErrorIsPerThread) {
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaSetDevice(99), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaSetDevice(-1), cudaErrorInvalidDevice);
+  int device = -1;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(device, 0);
+  // Successful calls leave the last error alone; peeking does not clear it, getting does.
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidDevice);
+  cudaError_t other_thread = cudaErrorUnknown;
+  std::thread([&] { other_thread = cudaPeekAtLastError(); }).join();
+  EXPECT_EQ(other_thread, cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(Runtime, ErrorNamesAndDescriptionsAreTheRealOnes) {
+  EXPECT_STREQ(cudaGetErrorName(cudaSuccess), "cudaSuccess");
+  EXPECT_STREQ(cudaGetErrorString(cudaSuccess), "no error");
+  EXPECT_STREQ(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue");
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorInvalidValue), "invalid argument");
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorInvalidDevice), "invalid device ordinal");
+  EXPECT_STREQ(cudaGetErrorName(cudaErrorInsufficientDriver), "cudaErrorInsufficientDriver");
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorNotReady), "device not ready");
+  EXPECT_STREQ(cudaGetErrorName(static_cast<cudaError_t>(10)), "unrecognized error code");
+}
+
+TEST(Runtime, FreeingUnknownMemoryIsAnInvalidValue) {
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kAllocationGranularity, 0u);
+  EXPECT_EQ(cudaFree(static_cast<char*>(p) + 8), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFreeHost(p), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(reinterpret_cast<void*>(0x1234)), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(nullptr), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(nullptr, 16), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaMalloc(&p, 0), cudaSuccess);
+  EXPECT_EQ(p, nullptr);
+  cudaGetLastError();
+}
+
+TEST(Runtime, MemoryAccountingFollowsAllocations) {
+  size_t free0 = 0, total = 0, free1 = 0, free2 = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+  EXPECT_EQ(total, config().device_memory_bytes);
+  void* small = nullptr;
+  void* large = nullptr;
+  void* managed = nullptr;
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaMalloc(&small, 1000), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&large, size_t(1) << 30), cudaSuccess);  // reserved, never touched
+  ASSERT_EQ(cudaMallocManaged(&managed, 300), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(&pinned, 4096), cudaSuccess);  // host memory: not counted
+  ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
+  EXPECT_EQ(free0 - free1, 1024 + (size_t(1) << 30) + 512);
+  void* too_much = nullptr;
+  EXPECT_EQ(cudaMalloc(&too_much, free1 + 1), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaFree(large), cudaSuccess);
+  EXPECT_EQ(cudaFree(small), cudaSuccess);
+  EXPECT_EQ(cudaFree(managed), cudaSuccess);
+  EXPECT_EQ(cudaFree(pinned), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  ASSERT_EQ(cudaMemGetInfo(&free2, &total), cudaSuccess);
+  EXPECT_EQ(free2, free0);
+  cudaGetLastError();
+}
+
+TEST(Runtime, PointerAttributesAndHostRegistration) {
+  void* d = nullptr;
+  void* h = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 64), cudaSuccess);
+  ASSERT_EQ(cudaHostAlloc(&h, 64, cudaHostAllocMapped), cudaSuccess);
+  cudaPointerAttributes a;
+  ASSERT_EQ(cudaPointerGetAttributes(&a, static_cast<char*>(d) + 10), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(a.device, 0);
+  EXPECT_EQ(a.hostPointer, nullptr);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, h), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeHost);
+  unsigned flags = 0;
+  ASSERT_EQ(cudaHostGetFlags(&flags, h), cudaSuccess);
+  EXPECT_EQ(flags, unsigned(cudaHostAllocMapped));
+  void* mapped = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(&mapped, h, 0), cudaSuccess);
+  EXPECT_EQ(mapped, h);
+
+  std::vector<char> buffer(8192);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, buffer.data()), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeUnregistered);
+  ASSERT_EQ(cudaHostRegister(buffer.data(), buffer.size(), 0), cudaSuccess);
+  EXPECT_EQ(cudaHostRegister(buffer.data() + 100, 10, 0), cudaErrorHostMemoryAlreadyRegistered);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, buffer.data() + 4000), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeHost);
+  EXPECT_EQ(cudaHostUnregister(buffer.data()), cudaSuccess);
+  EXPECT_EQ(cudaHostUnregister(buffer.data()), cudaErrorHostMemoryNotRegistered);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(h), cudaSuccess);
+  cudaGetLastError();
+}
+
+TEST(Runtime, CopiesAndMemsetsMoveTheBytes) {
+  constexpr size_t kBytes = 1 << 16;
+  std::vector<unsigned char> in(kBytes), out(kBytes, 0);
+  std::iota(in.begin(), in.end(), 0);
+  unsigned char* a = nullptr;
+  unsigned char* b = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, kBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, kBytes), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(a, in.data(), kBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(b, a, kBytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(out.data(), b, kBytes, cudaMemcpyDefault), cudaSuccess);
+  EXPECT_EQ(out, in);
+
+  ASSERT_EQ(cudaMemset(b + 100, 0xab, 50), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(out.data(), b, kBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t i = 0; i < kBytes; ++i) {
+    ASSERT_EQ(out[i], i >= 100 && i < 150 ? 0xab : in[i]) << "byte " << i;
+  }
+
+  // A 2D copy of 8 rows of 16 bytes with pitches 64 (device) and 16 (host).
+  std::vector<unsigned char> rows(8 * 16, 0);
+  ASSERT_EQ(cudaMemcpy2D(rows.data(), 16, a, 64, 16, 8, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t r = 0; r < 8; ++r) {
+    for (size_t c = 0; c < 16; ++c) ASSERT_EQ(rows[r * 16 + c], in[r * 64 + c]);
+  }
+  EXPECT_EQ(cudaMemcpy2D(rows.data(), 8, a, 64, 16, 8, cudaMemcpyDeviceToHost),
+            cudaErrorInvalidPitchValue);
+
+  EXPECT_EQ(cudaMemcpy(a, in.data(), kBytes + 1, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(out.data(), in.data(), 16, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(out.data(), in.data(), 16, static_cast<cudaMemcpyKind>(9)),
+            cudaErrorInvalidMemcpyDirection);
+  EXPECT_EQ(cudaMemset(in.data(), 0, 16), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(a), cudaSuccess);
+  EXPECT_EQ(cudaFree(b), cudaSuccess);
+  cudaGetLastError();
+}
+
+TEST(Runtime, AsyncCopiesStagePageableSourcesAndWaitForPageableTargets) {
+  constexpr size_t kBytes = 1 << 20;
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<char> in(kBytes, 'x'), out(kBytes, 0);
+  char* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, kBytes), cudaSuccess);
+  // Behind a 30 ms kernel the copy has certainly not run when the call returns.
+  ASSERT_EQ(launch(kernel_30ms(), s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d, in.data(), kBytes, cudaMemcpyHostToDevice, s), cudaSuccess);
+  std::fill(in.begin(), in.end(), 'y');  // allowed at once: the pageable source was staged
+  ASSERT_EQ(cudaMemcpyAsync(out.data(), d, kBytes, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  // Copying to pageable memory returned only once done, so no synchronisation is needed.
+  EXPECT_EQ(out, std::vector<char>(kBytes, 'x'));
+  EXPECT_EQ(cudaStreamQuery(s), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST(Runtime, SynchronisationWaitsForTheDeviceTime) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+
+  uint64_t t0 = now_ns();
+  ASSERT_EQ(launch(kernel_30ms(), s), cudaSuccess);
+  cudaError_t q = cudaStreamQuery(s);
+  EXPECT_TRUE(q == cudaErrorNotReady || now_ns() >= t0 + 30 * kMs);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << "not ready is not an error";
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_GE(now_ns(), t0 + 30 * kMs);
+  EXPECT_EQ(cudaStreamQuery(s), cudaSuccess);
+
+  t0 = now_ns();
+  ASSERT_EQ(launch(kernel_30ms(), s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e, s), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(e), cudaSuccess);
+  EXPECT_GE(now_ns(), t0 + 30 * kMs);
+
+  t0 = now_ns();
+  ASSERT_EQ(launch(kernel_30ms(), s), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_GE(now_ns(), t0 + 30 * kMs);
+
+  // A synchronous copy of 8 MiB occupies bytes / SIMCUDA_COPY_GBPS of device time.
+  constexpr size_t kBytes = 8 << 20;
+  void* d = nullptr;
+  std::vector<char> host(kBytes, 1);
+  ASSERT_EQ(cudaMalloc(&d, kBytes), cudaSuccess);
+  t0 = now_ns();
+  ASSERT_EQ(cudaMemcpy(d, host.data(), kBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_GE(now_ns(), t0 + copy_duration_ns(kBytes, config().copy_gbps));
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST(Runtime, KernelsOccupyExactlyTheirDuration) {
+  ASSERT_EQ(kernel_duration_ns("_Z13plain_kernelPf", config().kernel_ns), config().kernel_ns);
+  ASSERT_EQ(kernel_duration_ns("_Z19wait_sleep_us_30000v", 7), 30 * kMs);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&stop), cudaSuccess);
+  constexpr int kLaunches = 10;
+
+  // Issued behind a 30 ms kernel, the events and kernels are queued back to back on the device.
+  uint64_t t0 = now_ns();
+  ASSERT_EQ(launch(kernel_30ms(), s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(start, s), cudaSuccess);
+  for (int i = 0; i < kLaunches; ++i) ASSERT_EQ(launch(default_kernel(), s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(stop, s), cudaSuccess);
+  bool issued_while_busy = now_ns() < t0 + 30 * kMs;
+  float ms = 0;
+  cudaError_t early = cudaEventElapsedTime(&ms, start, stop);
+  EXPECT_TRUE(early == cudaErrorNotReady || !issued_while_busy);
+  ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaSuccess);
+  double expected_ms = double(kLaunches * config().kernel_ns) / 1e6;
+  if (issued_while_busy) {
+    EXPECT_FLOAT_EQ(ms, float(expected_ms));
+  } else {
+    EXPECT_GE(ms, float(expected_ms) * (1 - 1e-6f));
+  }
+  EXPECT_EQ(cudaEventDestroy(start), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(stop), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST(Runtime, LaunchPathsAndLaunchErrors) {
+  const void* k = default_kernel();
+  cudaKernel_t handle = nullptr;
+  ASSERT_EQ(__cudaGetKernel(&handle, k), cudaSuccess);
+  ASSERT_NE(handle, nullptr);
+  cudaKernel_t public_handle = nullptr;
+  ASSERT_EQ(cudaGetKernel(&public_handle, k), cudaSuccess);
+  EXPECT_EQ(public_handle, handle);
+  const char* name = nullptr;
+  ASSERT_EQ(cudaFuncGetName(&name, k), cudaSuccess);
+  EXPECT_STREQ(name, "_Z13plain_kernelPf");
+  cudaFuncAttributes attr;
+  EXPECT_EQ(cudaFuncGetAttributes(&attr, k), cudaSuccess);
+
+  // The <<<...>>> sequence nvcc emits.
+  EXPECT_EQ(__cudaPushCallConfiguration(dim3(4), dim3(128), 0, nullptr), 0u);
+  dim3 grid, block;
+  size_t smem = 1;
+  cudaStream_t stream = cudaStreamPerThread;
+  ASSERT_EQ(__cudaPopCallConfiguration(&grid, &block, &smem, &stream), cudaSuccess);
+  EXPECT_EQ(grid.x, 4u);
+  EXPECT_EQ(block.x, 128u);
+  EXPECT_EQ(smem, 0u);
+  EXPECT_EQ(stream, nullptr);
+  EXPECT_EQ(__cudaLaunchKernel(handle, grid, block, nullptr, smem, stream), cudaSuccess);
+  EXPECT_EQ(__cudaLaunchKernel_ptsz(handle, grid, block, nullptr, smem, stream), cudaSuccess);
+  EXPECT_EQ(__cudaPopCallConfiguration(&grid, &block, &smem, &stream),
+            cudaErrorMissingConfiguration);
+
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(2);
+  config.blockDim = dim3(64);
+  EXPECT_EQ(cudaLaunchKernelExC(&config, k, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaLaunchKernelExC_ptsz(&config, handle, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaLaunchKernel_ptsz(k, dim3(1), dim3(1), nullptr, 0, nullptr), cudaSuccess);
+
+  static char not_a_kernel;
+  EXPECT_EQ(cudaLaunchKernel(&not_a_kernel, dim3(1), dim3(1), nullptr, 0, nullptr),
+            cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(__cudaGetKernel(&handle, &not_a_kernel), cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(cudaLaunchKernel(k, dim3(0), dim3(1), nullptr, 0, nullptr),
+            cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaLaunchKernel(k, dim3(1), dim3(1025), nullptr, 0, nullptr),
+            cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaLaunchKernel(k, dim3(1), dim3(1, 1, 65), nullptr, 0, nullptr),
+            cudaErrorInvalidConfiguration);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  EXPECT_EQ(launch(k, s), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(launch(k, reinterpret_cast<cudaStream_t>(0x1000)), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+TEST(Runtime, StreamsAndEventsRejectDestroyedHandles) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, -100), cudaSuccess);
+  int priority = 0, least = 0, greatest = 0;
+  unsigned flags = 0;
+  ASSERT_EQ(cudaDeviceGetStreamPriorityRange(&least, &greatest), cudaSuccess);
+  ASSERT_EQ(cudaStreamGetPriority(s, &priority), cudaSuccess);
+  EXPECT_EQ(priority, greatest);
+  ASSERT_EQ(cudaStreamGetFlags(s, &flags), cudaSuccess);
+  EXPECT_EQ(flags, unsigned(cudaStreamNonBlocking));
+  EXPECT_EQ(cudaStreamCreateWithFlags(&s, 0x8), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaStreamQuery(s), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaStreamDestroy(nullptr), cudaErrorInvalidResourceHandle);
+
+  cudaEvent_t e = nullptr;
+  EXPECT_EQ(cudaEventCreateWithFlags(&e, cudaEventInterprocess), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(e), cudaSuccess);  // never recorded
+  ASSERT_EQ(cudaEventDestroy(e), cudaSuccess);
+  EXPECT_EQ(cudaEventRecord(e, nullptr), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaEventQuery(e), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaStreamWaitEvent(nullptr, e, 0), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+}
+
+TEST(Runtime, PerThreadDefaultStreamsBelongToTheirThread) {
+  unsigned long long mine = 0, mine_ptsz = 0, legacy = 0, legacy_by_name = 0, theirs = 0;
+  ASSERT_EQ(cudaStreamGetId(cudaStreamPerThread, &mine), cudaSuccess);
+  ASSERT_EQ(cudaStreamGetId_ptsz(nullptr, &mine_ptsz), cudaSuccess);
+  ASSERT_EQ(cudaStreamGetId(nullptr, &legacy), cudaSuccess);
+  ASSERT_EQ(cudaStreamGetId_ptsz(cudaStreamLegacy, &legacy_by_name), cudaSuccess);
+  std::thread([&] { cudaStreamGetId(cudaStreamPerThread, &theirs); }).join();
+  EXPECT_EQ(mine, mine_ptsz);
+  EXPECT_EQ(legacy, legacy_by_name);
+  EXPECT_NE(mine, legacy);
+  EXPECT_NE(theirs, 0u);
+  EXPECT_NE(theirs, mine);
+
+  char* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 64), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync_ptsz(d, 5, 64, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
+  char out[64];
+  ASSERT_EQ(cudaMemcpy_ptds(out, d, 64, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(out[63], 5);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+}
+
+struct HostFuncLog {
+  std::vector<int> order;
+  char* buffer;
+};
+
+TEST(Runtime, HostFunctionsRunInStreamOrder) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  char* d = nullptr;
+  ASSERT_EQ(cudaMallocHost(&d, 16), cudaSuccess);
+  HostFuncLog log{{}, d};
+  ASSERT_EQ(cudaMemsetAsync(d, 9, 16, s), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(
+                s, [](void* p) { static_cast<HostFuncLog*>(p)->order.push_back(
+                                     static_cast<HostFuncLog*>(p)->buffer[0]); },
+                &log),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamAddCallback(
+                s,
+                [](cudaStream_t, cudaError_t status, void* p) {
+                  static_cast<HostFuncLog*>(p)->order.push_back(100 + int(status));
+                },
+                &log, 0),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(log.order, (std::vector<int>{9, 100}));
+  EXPECT_EQ(cudaFreeHost(d), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST(Runtime, StreamOrderedAllocation) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  size_t free0 = 0, free1 = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&p, 4096, s), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(p, 1, 4096, s), cudaSuccess);
+  ASSERT_EQ(cudaFreeAsync(p, s), cudaSuccess);
+  EXPECT_EQ(cudaFreeAsync(p, s), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
+  EXPECT_EQ(free1, free0);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  cudaGetLastError();
+}
+
+TEST(Runtime, ModuleVariablesAndSymbols) {
+  static int host_shadow[4] = {1, 2, 3, 4};
+  static int* managed_pointer = nullptr;
+  void** module = __cudaRegisterFatBinary(host_shadow);
+  __cudaRegisterVar(module, reinterpret_cast<char*>(host_shadow), nullptr, "table", 0,
+                    sizeof host_shadow, 0, 0);
+  __cudaRegisterManagedVar(module, reinterpret_cast<void**>(&managed_pointer), nullptr, "counter",
+                           0, sizeof(int), 0, 0);
+  __cudaRegisterFatBinaryEnd(module);
+  ASSERT_EQ(__cudaInitModule(module), 1);
+  ASSERT_NE(managed_pointer, nullptr);
+  *managed_pointer = 42;  // managed memory is usable from the host
+
+  size_t size = 0;
+  ASSERT_EQ(cudaGetSymbolSize(&size, host_shadow), cudaSuccess);
+  EXPECT_EQ(size, sizeof host_shadow);
+  int values[4] = {};
+  ASSERT_EQ(cudaMemcpyFromSymbol(values, host_shadow, sizeof values), cudaSuccess);
+  EXPECT_EQ(values[3], 4);  // initialised from the host shadow
+  int seven = 7;
+  ASSERT_EQ(cudaMemcpyToSymbol(host_shadow, &seven, sizeof seven, 2 * sizeof(int)), cudaSuccess);
+  void* device = nullptr;
+  ASSERT_EQ(cudaGetSymbolAddress(&device, host_shadow), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(values, device, sizeof values, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(values[2], 7);
+  EXPECT_EQ(cudaMemcpyToSymbol(host_shadow, &seven, sizeof seven, sizeof host_shadow),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(device), cudaErrorInvalidValue);  // not the application's to free
+
+  __cudaUnregisterFatBinary(module);
+  EXPECT_EQ(cudaGetSymbolAddress(&device, host_shadow), cudaErrorInvalidSymbol);
+  cudaGetLastError();
+}
+
+TEST(Runtime, ManyThreadsUseTheRuntimeAtOnce) {
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 100;
+  constexpr size_t kBytes = 4096;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<unsigned char> in(kBytes, static_cast<unsigned char>(t + 1)), out(kBytes);
+      for (int r = 0; r < kRounds; ++r) {
+        cudaStream_t s = nullptr;
+        void* d = nullptr;
+        cudaEvent_t e = nullptr;
+        bool ok = cudaStreamCreate(&s) == cudaSuccess && cudaMalloc(&d, kBytes) == cudaSuccess &&
+                  cudaEventCreate(&e) == cudaSuccess &&
+                  cudaMemcpyAsync(d, in.data(), kBytes, cudaMemcpyHostToDevice, s) == cudaSuccess &&
+                  launch(default_kernel(), s) == cudaSuccess &&
+                  cudaEventRecord(e, s) == cudaSuccess &&
+                  cudaStreamWaitEvent(cudaStreamPerThread, e, 0) == cudaSuccess &&
+                  cudaMemcpyAsync(out.data(), d, kBytes, cudaMemcpyDeviceToHost,
+                                  cudaStreamPerThread) == cudaSuccess &&
+                  cudaStreamSynchronize(cudaStreamPerThread) == cudaSuccess && out == in &&
+                  cudaEventDestroy(e) == cudaSuccess && cudaFree(d) == cudaSuccess &&
+                  cudaStreamDestroy(s) == cudaSuccess;
+        if (!ok) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(Runtime, AForkedChildKeepsUsingTheDevice) {
+  char* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d, 3, 256), cudaSuccess);
+  ASSERT_EQ(launch(kernel_30ms()), cudaSuccess);  // the device thread is busy across the fork
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(30);  // a hang fails the test instead of blocking it
+    char out[256] = {};
+    bool ok = cudaMemsetAsync(d + 128, 4, 128, nullptr) == cudaSuccess &&
+              cudaMemcpy(out, d, 256, cudaMemcpyDeviceToHost) == cudaSuccess && out[0] == 3 &&
+              out[255] == 4 && cudaDeviceSynchronize() == cudaSuccess && cudaFree(d) == cudaSuccess;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  char out[256] = {};
+  ASSERT_EQ(cudaMemcpy(out, d, 256, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(out[255], 3) << "the child's writes stay in the child";
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+}
+
+TEST(Runtime, DeviceResetDestroysEverythingAndDropsPendingWork) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 1 << 20), cudaSuccess);
+  // Launches and async memsets return at once (or this would wait ten minutes).
+  ASSERT_EQ(launch(kernel_forever(), s), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(d, 1, 1 << 20, s), cudaSuccess);
+  ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+  // Nothing waits for the dropped work (the test would time out otherwise).
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaFree(d), cudaErrorInvalidValue);
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  EXPECT_EQ(free, total);
+  // The per-thread stream comes back on first use.
+  ASSERT_EQ(launch(default_kernel(), cudaStreamPerThread), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
+  cudaGetLastError();
+}
+
+}  // namespace
+}  // namespace simcuda
