@@ -2,8 +2,10 @@
 // that need synthetic traces. Not thread-safe: one writer per file, used from one thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,13 +13,15 @@
 #include "cutrace/api_table.h"
 #include "cutrace/format.h"
 
+struct ZSTD_CCtx_s;
+
 namespace cutrace::trace {
 
 using KeyValues = std::vector<std::pair<std::string, std::string>>;
 
 class TraceWriter {
  public:
-  TraceWriter() = default;
+  TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
   ~TraceWriter();
@@ -42,18 +46,44 @@ class TraceWriter {
   void close();
 
   void set_events_chunk_bytes(uint32_t bytes) { events_chunk_bytes_ = bytes; }
+  // finish() also fsyncs the file, for a writer whose output must survive a power loss once it is
+  // renamed into place. Off by default: tests and benchmarks write many throwaway files.
+  void set_sync_on_finish(bool sync) { sync_on_finish_ = sync; }
+  // Compresses and writes chunks on `threads` background threads, so that flush_events() returns at
+  // once instead of compressing megabytes on the caller's thread (it blocks only while `threads` + 2
+  // chunks are already in flight). Chunks still reach the file whole and in sequence order. 0, the
+  // default, compresses in the calling thread. Takes effect at the next open().
+  void set_compression_threads(unsigned threads) { compression_threads_ = threads; }
+  // False once any write has failed, also one done in the background; error() then says why.
+  bool good();
+  // Raw bytes of events gathered but not yet handed on as a chunk.
+  size_t pending_event_bytes() const { return events_.size(); }
+  bool is_open() const { return file_ != nullptr; }
   const std::string& error() const { return error_; }
-  uint64_t bytes_written() const { return bytes_written_; }
+  // With background compression these count what has reached the file so far and the chunks handed
+  // on (written or in flight), respectively; after finish() or close() both are final.
+  uint64_t bytes_written() const { return bytes_written_.load(std::memory_order_relaxed); }
   uint64_t chunks_written() const { return sequence_; }
 
  private:
+  struct Pipeline;
   bool write_chunk(format::ChunkType type, const std::vector<uint8_t>& payload);
+  bool submit(format::ChunkType type, std::vector<uint8_t>&& payload);
+  void reserve_events(uint64_t block_bytes);
+  void stop_pipeline();
+  bool fail(const std::string& what);
+  bool fail_errno(const char* action);
   FILE* file_ = nullptr;
   std::string path_, error_;
   int level_ = 3;
-  uint64_t sequence_ = 0, bytes_written_ = 0;
+  uint64_t sequence_ = 0;
+  std::atomic<uint64_t> bytes_written_{0};
   uint32_t events_chunk_bytes_ = 4u << 20;
   std::vector<uint8_t> events_, compressed_;
+  ZSTD_CCtx_s* cctx_ = nullptr;
+  bool sync_on_finish_ = false;
+  unsigned compression_threads_ = 0;
+  std::unique_ptr<Pipeline> pipeline_;
 };
 
 // Appends one key/value pair in the format's encoding.

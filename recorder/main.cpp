@@ -1,0 +1,271 @@
+// cutrace-recorder: drains a session's rings into a .cutrace file. Started by `cutrace profile`:
+//
+//   cutrace-recorder --session /cutrace-... --output trace.cutrace [--ready-fd N] [--meta key=value]...
+//                    [--force] [--compression-level N] [--compression-threads N]
+//
+// Writes "ready\n" to the ready fd once the file is set up (nothing if it cannot start), records until
+// the session asks for shutdown (or SIGTERM, or the launcher dies), then renames <output>.part to
+// <output> and writes the one-line summary to the ready fd.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "cutrace/api_table.h"
+#include "recorder/recorder.h"
+#include "recorder/trace_writer.h"
+#include "session/session.h"
+
+namespace {
+
+volatile sig_atomic_t g_terminate = 0;
+
+void on_sigterm(int) { g_terminate = 1; }
+
+constexpr const char* kUsage =
+    "usage: cutrace-recorder --session NAME --output FILE [--ready-fd N] [--meta KEY=VALUE]... [--force]\n"
+    "\n"
+    "Records the CUDA calls pushed into the shared-memory session NAME into FILE (written as FILE.part\n"
+    "until complete). Normally started by `cutrace profile`, not by hand.\n"
+    "\n"
+    "  --session NAME     the session's shared-memory object, e.g. /cutrace-1000-...\n"
+    "  --output FILE      the trace to write\n"
+    "  --ready-fd N       write \"ready\" here once recording, and the summary line at the end\n"
+    "  --meta KEY=VALUE   add a metadata pair to the trace (repeatable)\n"
+    "  --force            the caller allowed overwriting FILE (recorded in the metadata)\n"
+    "  --compression-level N    zstd level of the chunks (default 1: fast enough to keep up with\n"
+    "                           tens of millions of calls per second on a few threads)\n"
+    "  --compression-threads N  threads compressing chunks beside the draining one (default: half the\n"
+    "                           CPUs, at most 4)\n";
+
+// zstd level 1 compresses this data about twice as fast as level 3 for 13% more bytes; the recorder
+// must keep up with the program in real time, the tools can recompress later.
+constexpr int kDefaultCompressionLevel = 1;
+
+unsigned default_compression_threads() {
+  const unsigned cpus = std::thread::hardware_concurrency();
+  return std::clamp(cpus / 2, 1u, 4u);
+}
+
+struct Args {
+  std::string session, output;
+  int ready_fd = -1;
+  bool force = false;
+  int compression_level = kDefaultCompressionLevel;
+  unsigned compression_threads = default_compression_threads();
+  cutrace::trace::KeyValues meta;
+};
+
+int fail(const std::string& sentence) {
+  std::fprintf(stderr, "cutrace-recorder: %s\n", sentence.c_str());
+  return 1;
+}
+
+// Returns -1 to go on, or the exit status.
+int parse_args(int argc, char** argv, Args* args) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    std::string_view value;
+    bool inline_value = false;
+    if (arg.starts_with("--") && arg.find('=') != std::string_view::npos && !arg.starts_with("--meta=")) {
+      value = arg.substr(arg.find('=') + 1);
+      arg = arg.substr(0, arg.find('='));
+      inline_value = true;
+    } else if (arg.starts_with("--meta=")) {
+      value = arg.substr(7);
+      arg = "--meta";
+      inline_value = true;
+    }
+    auto take = [&](std::string_view name) -> bool {
+      if (inline_value) return true;
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "cutrace-recorder: %.*s needs a value; see --help.\n", int(name.size()), name.data());
+        return false;
+      }
+      value = argv[++i];
+      return true;
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--force") {
+      args->force = true;
+    } else if (arg == "--session") {
+      if (!take(arg)) return 2;
+      args->session = value;
+    } else if (arg == "--output") {
+      if (!take(arg)) return 2;
+      args->output = value;
+    } else if (arg == "--ready-fd") {
+      if (!take(arg)) return 2;
+      char* end = nullptr;
+      const std::string text(value);
+      long fd = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end || fd < 0 || fd > 1 << 20 || fcntl(int(fd), F_GETFD) < 0) {
+        std::fprintf(stderr, "cutrace-recorder: --ready-fd %s is not an open file descriptor.\n", text.c_str());
+        return 2;
+      }
+      args->ready_fd = int(fd);
+    } else if (arg == "--compression-level" || arg == "--compression-threads") {
+      if (!take(arg)) return 2;
+      const std::string text(value);
+      char* end = nullptr;
+      const long n = std::strtol(text.c_str(), &end, 10);
+      const bool level = arg == "--compression-level";
+      if (text.empty() || *end || (level ? n < 1 || n > 19 : n < 0 || n > 64)) {
+        std::fprintf(stderr, "cutrace-recorder: %.*s must be a number from %d to %d, got '%s'.\n", int(arg.size()),
+                     arg.data(), level ? 1 : 0, level ? 19 : 64, text.c_str());
+        return 2;
+      }
+      if (level)
+        args->compression_level = int(n);
+      else
+        args->compression_threads = unsigned(n);
+    } else if (arg == "--meta") {
+      if (!take(arg)) return 2;
+      const size_t eq = value.find('=');
+      if (eq == std::string_view::npos || eq == 0) {
+        std::fprintf(stderr, "cutrace-recorder: --meta expects KEY=VALUE, got '%.*s'.\n", int(value.size()),
+                     value.data());
+        return 2;
+      }
+      args->meta.emplace_back(std::string(value.substr(0, eq)), std::string(value.substr(eq + 1)));
+    } else {
+      std::fprintf(stderr, "cutrace-recorder: unknown option '%s'; see --help.\n", argv[i]);
+      return 2;
+    }
+  }
+  if (args->session.empty() || args->output.empty()) {
+    std::fputs("cutrace-recorder: --session and --output are required; see --help.\n", stderr);
+    return 2;
+  }
+  return -1;
+}
+
+bool write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += size_t(n);
+  }
+  return true;
+}
+
+void set_meta(cutrace::trace::KeyValues& kv, const std::string& key, const std::string& value) {
+  for (auto& [k, v] : kv)
+    if (k == key) {
+      v = value;
+      return;
+    }
+  kv.emplace_back(key, value);
+}
+
+std::string parent_directory(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Ctrl+C reaches the whole process group; the launcher forwards it to the program, whose exit then
+  // ends the session. Dying here instead would lose the trace.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  // The launcher may close the ready fd early; a failed write must not kill the recorder.
+  signal(SIGPIPE, SIG_IGN);
+  struct sigaction term {};
+  term.sa_handler = on_sigterm;
+  sigemptyset(&term.sa_mask);
+  sigaction(SIGTERM, &term, nullptr);  // no SA_RESTART: an idle nanosleep ends at once
+  const pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+
+  Args args;
+  if (int status = parse_args(argc, argv, &args); status >= 0) return status;
+
+  cutrace::session::Session session;
+  std::string error;
+  if (!session.open(args.session, &error)) return fail(error + ".");
+  auto* header = session.header();
+  const uint32_t launcher_pid = header->launcher_pid;
+  // A launcher that died before the prctl above would never be noticed otherwise.
+  if (launcher_pid != 0 && ::kill(pid_t(launcher_pid), 0) != 0 && errno == ESRCH)
+    return fail("the process that created the session (pid " + std::to_string(launcher_pid) +
+                ") has exited, so there is nothing to record.");
+  header->recorder_pid.store(uint32_t(getpid()), std::memory_order_release);
+
+  const std::string part = args.output + ".part";
+  cutrace::trace::TraceWriter writer;
+  writer.set_sync_on_finish(true);
+  writer.set_compression_threads(args.compression_threads);
+  if (!writer.open(part, args.compression_level)) return fail(writer.error() + ".");
+
+  cutrace::recorder::Recorder recorder;
+  if (!recorder.attach(header, session.bytes(), &writer, &error)) {
+    ::unlink(part.c_str());
+    return fail(error + ".");
+  }
+
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  cutrace::trace::KeyValues meta = {
+      {"host", host},
+      {"cutrace.version", CUTRACE_VERSION_STRING},
+      {"recorder.pid", std::to_string(getpid())},
+      {"launcher.pid", std::to_string(launcher_pid)},
+      {"output", args.output},
+      {"output.force", args.force ? "true" : "false"},
+      {"recorder.compression_level", std::to_string(args.compression_level)},
+      {"recorder.compression_threads", std::to_string(args.compression_threads)},
+  };
+  for (auto& [key, value] : recorder.metadata()) set_meta(meta, key, value);
+  for (auto& [key, value] : args.meta) set_meta(meta, key, value);
+  if (!writer.write_metadata(meta) || !writer.write_api_table(cutrace::kApiTable, cutrace::kApiTableSize)) {
+    ::unlink(part.c_str());
+    return fail(writer.error() + ".");
+  }
+
+  if (args.ready_fd >= 0 && !write_all(args.ready_fd, "ready\n")) {
+    // Whoever was waiting for us is gone: record nothing, leave nothing behind.
+    writer.close();
+    ::unlink(part.c_str());
+    return fail(std::string("cannot report readiness on the ready fd: ") + std::strerror(errno) + ".");
+  }
+
+  // PR_SET_PDEATHSIG only covers a parent that dies after the prctl; getppid() covers the rest.
+  recorder.run([&] {
+    return g_terminate || header->shutdown_requested.load(std::memory_order_acquire) != 0 || getppid() != parent;
+  });
+  if (!writer.good()) return fail(writer.error() + "; the partial trace is in " + part + ".");
+
+  recorder.final_drain();
+  if (!writer.finish(recorder.summary(), recorder.thread_stats()))
+    return fail(writer.error() + "; the partial trace is in " + part + ".");
+  if (::rename(part.c_str(), args.output.c_str()) != 0)
+    return fail("cannot rename " + part + " to " + args.output + ": " + std::strerror(errno) + ".");
+  // Makes the rename itself durable, not only the file's contents.
+  if (int dir = ::open(parent_directory(args.output).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
+    fsync(dir);
+    ::close(dir);
+  }
+
+  if (args.ready_fd >= 0) {
+    write_all(args.ready_fd, recorder.summary_line(writer.bytes_written()));
+    ::close(args.ready_fd);
+  }
+  return 0;
+}

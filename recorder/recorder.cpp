@@ -1,0 +1,378 @@
+#include "recorder/recorder.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace cutrace::recorder {
+
+namespace {
+
+// The identity fields are plain (non-atomic) members written by another process; read them with
+// relaxed atomic loads so a producer scribbling on them concurrently is not a data race here.
+template <class T>
+T load_field(const T& field) {
+  return __atomic_load_n(&field, __ATOMIC_RELAXED);
+}
+template <class T>
+void store_field(T& field, T value) {
+  __atomic_store_n(&field, value, __ATOMIC_RELAXED);
+}
+
+uint64_t saturating_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+
+}  // namespace
+
+Recorder::Recorder(RecorderOptions options) : options_(options), monitor_(options.use_pidfd) {
+  // A block must hold the largest record, and a block plus its header must fit in one chunk.
+  options_.batch_bytes = std::clamp<uint32_t>(options_.batch_bytes, codec::kMaxEncodedBytes,
+                                              format::kMaxChunkRawBytes - sizeof(format::BlockHeader));
+  options_.scratch_bytes = std::max<uint32_t>(options_.scratch_bytes, abi::kMaxRecordBytes);
+  options_.drain_bytes_per_visit = std::max<uint64_t>(options_.drain_bytes_per_visit, abi::kMaxRecordBytes);
+  options_.idle_sleep_min_ns = std::max<uint64_t>(options_.idle_sleep_min_ns, 1);
+  options_.idle_sleep_max_ns = std::max(options_.idle_sleep_max_ns, options_.idle_sleep_min_ns);
+}
+
+bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace::TraceWriter* writer,
+                      std::string* error) {
+  if (!abi::session_layout_valid(session, mapped_bytes)) {
+    *error = "the session's shared memory has an invalid layout (a different cutrace version?)";
+    return false;
+  }
+  // Copied once: a producer can overwrite the header later, but slot addresses never move again.
+  session_ = session;
+  base_ = reinterpret_cast<uint8_t*>(session);
+  slot_count_ = session->slot_count;
+  ring_bytes_ = session->ring_bytes;
+  slot_stride_ = sizeof(abi::RingHeader) + uint64_t(ring_bytes_);
+  clock_kind_ = abi::ClockKind(session->clock_kind);
+  writer_ = writer;
+  if (!clock_.init(clock_kind_, options_.recalibration_interval_ns, error)) return false;
+
+  slots_.assign(slot_count_, SlotTrack{});
+  threads_.clear();
+  scratch_ = std::make_unique<uint8_t[]>(options_.scratch_bytes);
+  batch_ = std::make_unique<uint8_t[]>(options_.batch_bytes);
+  batch_used_ = batch_records_ = 0;
+  start_realtime_ns_ = realtime_ns();
+  start_monotonic_ns_ = monotonic_ns();
+  last_flush_ns_ = start_monotonic_ns_;
+  next_process_check_ns_ = 0;
+  finished_ = false;
+  return true;
+}
+
+trace::KeyValues Recorder::metadata() const {
+  trace::KeyValues kv = {
+      {"session.clock", clock_kind_ == abi::ClockKind::kTsc ? "tsc" : "monotonic"},
+      {"session.ring_bytes", std::to_string(ring_bytes_)},
+      {"session.slot_count", std::to_string(slot_count_)},
+      {"session.on_full", "drop"},
+      {"start.realtime_ns", std::to_string(start_realtime_ns_)},
+      {"start.monotonic_ns", std::to_string(start_monotonic_ns_)},
+      {"recorder.process_check", monitor_.using_pidfd() ? "pidfd" : "proc"},
+  };
+  if (clock_.is_tsc()) {
+    char hz[32], err[32];
+    std::snprintf(hz, sizeof hz, "%.0f", clock_.tsc_hz());
+    std::snprintf(err, sizeof err, "%.0f", clock_.error_bound_ns(1e9));
+    kv.emplace_back("clock.tsc_hz", hz);
+    kv.emplace_back("clock.calibration_baseline_ns", std::to_string(clock_.baseline_ns()));
+    // Worst case for a record one second away from the latest calibration pair.
+    kv.emplace_back("clock.error_bound_ns", err);
+  }
+  return kv;
+}
+
+uint64_t Recorder::poll() {
+  const uint64_t now = monotonic_ns();
+  periodic(now);
+  uint64_t consumed = 0;
+  for (uint32_t i = 0; i < slot_count_; ++i) consumed += visit_slot(i, false, now);
+  return consumed;
+}
+
+uint64_t Recorder::drain_slot(uint32_t slot, uint64_t max_bytes) {
+  if (slot >= slot_count_) return 0;
+  abi::RingHeader* ring = slot_at(slot);
+  const auto state = abi::SlotState(ring->state.load(std::memory_order_acquire));
+  if (state != abi::SlotState::kActive && state != abi::SlotState::kRetired) return 0;
+  ensure_tracked(slot, ring, monotonic_ns());
+  return drain(slots_[slot], ring, max_bytes).bytes;
+}
+
+void Recorder::run(const std::function<bool()>& should_stop) {
+  uint64_t sleep_ns = 0;
+  while (!should_stop() && writer_->good()) {
+    if (poll() != 0) {
+      // Data is flowing: go straight back for more.
+      sleep_ns = 0;
+      continue;
+    }
+    sleep_ns = sleep_ns ? std::min(sleep_ns * 2, options_.idle_sleep_max_ns) : options_.idle_sleep_min_ns;
+    const timespec ts{time_t(sleep_ns / 1000000000ull), long(sleep_ns % 1000000000ull)};
+    nanosleep(&ts, nullptr);  // EINTR (SIGTERM) just ends the nap early
+  }
+}
+
+void Recorder::final_drain() {
+  const uint64_t now = monotonic_ns();
+  monitor_.refresh(now);
+  if (clock_.is_tsc()) clock_.recalibrate();
+  for (uint32_t i = 0; i < slot_count_; ++i) visit_slot(i, true, now);
+  for (uint32_t i = 0; i < slot_count_; ++i)
+    if (slots_[i].tracked) capture_counters(slots_[i], slot_at(i));
+  final_lost_no_slot_ = session_->lost_no_slot.load(std::memory_order_relaxed);
+  finished_ = true;
+}
+
+void Recorder::periodic(uint64_t now_ns) {
+  if (now_ns >= next_process_check_ns_) {
+    monitor_.refresh(now_ns);
+    next_process_check_ns_ = now_ns + options_.process_check_interval_ns;
+  }
+  clock_.maybe_recalibrate(now_ns);
+  if (now_ns - last_flush_ns_ >= options_.flush_interval_ns) {
+    if (writer_->pending_event_bytes()) writer_->flush_events();
+    last_flush_ns_ = now_ns;
+  }
+}
+
+uint64_t Recorder::visit_slot(uint32_t i, bool final, uint64_t now_ns) {
+  abi::RingHeader* ring = slot_at(i);
+  SlotTrack& track = slots_[i];
+  // Acquire pairs with the producer's release of kActive (identity written) and kRetired (last push).
+  const uint32_t state = ring->state.load(std::memory_order_acquire);
+  if (state != uint32_t(abi::SlotState::kClaiming)) track.claiming_since_ns = 0;
+  switch (abi::SlotState(state)) {
+    case abi::SlotState::kFree:
+      if (track.tracked) {
+        // Only the recorder frees a claimed slot; a producer that did so itself gave up its ring, so
+        // keep what it reported and forget the claim.
+        capture_counters(track, ring);
+        track = SlotTrack{};
+      }
+      return 0;
+    case abi::SlotState::kClaiming:
+      if (!final) check_claiming(track, ring, now_ns);
+      return 0;
+    case abi::SlotState::kActive: {
+      ensure_tracked(i, ring, now_ns);
+      // The process check ran before this pass, so a dead owner has pushed its last record.
+      if (monitor_.dead(track.process)) {
+        const uint64_t bytes = drain_to_head(track, ring);
+        free_slot(track, ring);
+        return bytes;
+      }
+      if (final) return drain_to_head(track, ring);
+      return drain(track, ring, options_.drain_bytes_per_visit).bytes;
+    }
+    case abi::SlotState::kRetired: {
+      ensure_tracked(i, ring, now_ns);
+      const uint64_t bytes = drain_to_head(track, ring);
+      free_slot(track, ring);
+      return bytes;
+    }
+  }
+  return 0;  // an unknown state value: nothing a producer of this ABI writes, leave the slot alone
+}
+
+void Recorder::ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns) {
+  SlotTrack& track = slots_[i];
+  const uint64_t serial = load_field(ring->claim_serial);
+  if (track.tracked && track.claim_serial == serial) return;
+  if (track.tracked) {
+    // A new claim the recorder did not free the slot for: close the old thread where it stands.
+    capture_counters(track, ring);
+  }
+  format::ThreadDef def{};
+  def.thread_index = uint32_t(threads_.size());
+  def.pid = load_field(ring->pid);
+  def.tid = load_field(ring->tid);
+  def.ppid = load_field(ring->ppid);
+  def.process_start_ticks = load_field(ring->process_start_ticks);
+  def.claim_serial = serial;
+  def.first_seen_ns = now_ns;
+  format::ThreadStats stats{};
+  stats.thread_index = def.thread_index;
+  threads_.push_back(stats);
+  track.tracked = true;
+  track.claim_serial = serial;
+  track.thread_index = def.thread_index;
+  track.process = monitor_.track(def.pid, def.process_start_ticks, now_ns);
+  writer_->add_thread_def(def);
+}
+
+ring::DrainStats Recorder::drain(const SlotTrack& track, abi::RingHeader* ring, uint64_t max_bytes) {
+  batch_thread_ = track.thread_index;
+  batch_used_ = batch_records_ = 0;
+  codec_.start_block();
+  const ring::DrainStats stats =
+      ring::drain(ring, ring_bytes_, scratch_.get(), options_.scratch_bytes, max_bytes,
+                  [this](const uint8_t* record, uint32_t bytes) { convert(record, bytes); });
+  submit_batch();
+  threads_[track.thread_index].records_malformed += stats.malformed;
+  return stats;
+}
+
+uint64_t Recorder::drain_to_head(const SlotTrack& track, abi::RingHeader* ring) {
+  // One drain of a whole ring's worth reaches the head it loaded; the extra rounds pick up what a
+  // still-running producer pushed meanwhile, without chasing it forever.
+  uint64_t total = 0;
+  for (int round = 0; round < 4; ++round) {
+    const ring::DrainStats stats = drain(track, ring, ring_bytes_);
+    total += stats.bytes;
+    if (stats.bytes == 0 && stats.malformed == 0) break;
+  }
+  return total;
+}
+
+void Recorder::convert(const uint8_t* record, uint32_t bytes) {
+  if (batch_used_ + codec::kMaxEncodedBytes > options_.batch_bytes) submit_batch();
+  // Times become absolute ns in a copy; the codec then writes the compact file encoding.
+  uint8_t converted[abi::kMaxRecordBytes];
+  abi::RecordHeader header;
+  std::memcpy(&header, record, sizeof header);
+  switch (abi::RecordKind(header.kind)) {
+    case abi::RecordKind::kApiCall: {
+      uint64_t begin, end;
+      std::memcpy(&begin, record + offsetof(abi::ApiCallRecord, begin), sizeof begin);
+      std::memcpy(&end, record + offsetof(abi::ApiCallRecord, end), sizeof end);
+      if (end < begin) {
+        ++threads_[batch_thread_].records_malformed;
+        return;
+      }
+      const uint64_t begin_ns = clock_.to_ns(begin), end_ns = clock_.to_ns(end);
+      std::memcpy(converted, record, bytes);
+      std::memcpy(converted + offsetof(abi::ApiCallRecord, begin), &begin_ns, sizeof begin_ns);
+      std::memcpy(converted + offsetof(abi::ApiCallRecord, end), &end_ns, sizeof end_ns);
+      break;
+    }
+    case abi::RecordKind::kThreadStart: {
+      uint64_t time;
+      std::memcpy(&time, record + offsetof(abi::ThreadStartRecord, time), sizeof time);
+      time = clock_.to_ns(time);
+      std::memcpy(converted, record, bytes);
+      std::memcpy(converted + offsetof(abi::ThreadStartRecord, time), &time, sizeof time);
+      break;
+    }
+    case abi::RecordKind::kString:
+      std::memcpy(converted, record, bytes);
+      break;
+    default:
+      // ring::record_well_formed admits only the kinds above; anything else is not ours to write.
+      ++threads_[batch_thread_].records_malformed;
+      return;
+  }
+  uint8_t* out = batch_.get() + batch_used_;
+  batch_used_ += uint32_t(codec::encode(codec_, converted, bytes, out) - out);
+  ++batch_records_;
+}
+
+void Recorder::submit_batch() {
+  if (batch_records_) {
+    writer_->add_records(batch_thread_, batch_.get(), batch_used_, batch_records_);
+    threads_[batch_thread_].records_written += batch_records_;
+  }
+  batch_used_ = batch_records_ = 0;
+  codec_.start_block();
+}
+
+void Recorder::capture_counters(const SlotTrack& track, abi::RingHeader* ring) {
+  // The producer's count is cumulative for its claim, so the latest value replaces earlier ones.
+  threads_[track.thread_index].records_dropped = ring->dropped_records.load(std::memory_order_relaxed);
+}
+
+void Recorder::free_slot(SlotTrack& track, abi::RingHeader* ring) {
+  capture_counters(track, ring);
+  ring->head.store(0, std::memory_order_relaxed);
+  ring->tail.store(0, std::memory_order_relaxed);
+  ring->dropped_records.store(0, std::memory_order_relaxed);
+  ring->pushed_records.store(0, std::memory_order_relaxed);
+  // Cleared so that a claimer dying before it writes its identity leaves a recognisably dead slot.
+  store_field(ring->pid, 0u);
+  store_field(ring->process_start_ticks, uint64_t(0));
+  // Release: the resets above are visible to the next claimer, which acquires kFree in its CAS.
+  ring->state.store(uint32_t(abi::SlotState::kFree), std::memory_order_release);
+  track = SlotTrack{};
+}
+
+void Recorder::check_claiming(SlotTrack& track, abi::RingHeader* ring, uint64_t now_ns) {
+  // A claim takes microseconds; only a slot stuck in kClaiming for a long time is looked at.
+  if (track.claiming_since_ns == 0) {
+    track.claiming_since_ns = now_ns;
+    return;
+  }
+  if (now_ns - track.claiming_since_ns < options_.claiming_timeout_ns) return;
+  track.claiming_since_ns = now_ns;
+  const uint32_t pid = load_field(ring->pid);
+  const uint64_t start_ticks = load_field(ring->process_start_ticks);
+  ProcStat st;
+  const bool alive = pid_plausible(pid) && read_proc_stat(pid, &st) && st.state != 'Z' && st.state != 'X' &&
+                     (start_ticks == 0 || st.start_ticks == start_ticks);
+  if (alive) return;
+  // CAS, not a store: if the claimer finished after all, its kActive must stand.
+  uint32_t expected = uint32_t(abi::SlotState::kClaiming);
+  if (ring->state.compare_exchange_strong(expected, uint32_t(abi::SlotState::kFree), std::memory_order_acq_rel))
+    track.claiming_since_ns = 0;
+}
+
+Totals Recorder::totals() const {
+  Totals t;
+  t.processes = monitor_.count();
+  t.threads = threads_.size();
+  for (const format::ThreadStats& thread : threads_) {
+    t.events += thread.records_written;
+    t.dropped = saturating_add(t.dropped, thread.records_dropped);
+    t.malformed += thread.records_malformed;
+  }
+  t.lost_no_slot =
+      finished_ || !session_ ? final_lost_no_slot_ : session_->lost_no_slot.load(std::memory_order_relaxed);
+  return t;
+}
+
+std::vector<format::ThreadStats> Recorder::thread_stats() const {
+  return threads_;
+}
+
+trace::KeyValues Recorder::summary() const {
+  const Totals t = totals();
+  trace::KeyValues kv = {
+      {"events", std::to_string(t.events)},
+      {"processes", std::to_string(t.processes)},
+      {"threads", std::to_string(t.threads)},
+      {"dropped", std::to_string(t.dropped)},
+      {"malformed", std::to_string(t.malformed)},
+      {"lost_no_slot", std::to_string(t.lost_no_slot)},
+      {"end.realtime_ns", std::to_string(realtime_ns())},
+      {"end.monotonic_ns", std::to_string(monotonic_ns())},
+  };
+  if (clock_.is_tsc()) {
+    char hz[32];
+    std::snprintf(hz, sizeof hz, "%.0f", clock_.tsc_hz());
+    kv.emplace_back("clock.tsc_hz", hz);
+    kv.emplace_back("clock.calibration_baseline_ns", std::to_string(clock_.baseline_ns()));
+  }
+  std::string runtimes;
+  for (const std::string& path : monitor_.cuda_runtime_libraries()) {
+    if (!runtimes.empty()) runtimes += ';';
+    runtimes += path;
+  }
+  if (!runtimes.empty()) kv.emplace_back("cuda.runtime_library", runtimes);
+  return kv;
+}
+
+std::string Recorder::summary_line(uint64_t file_bytes) const {
+  const Totals t = totals();
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "summary events=%llu processes=%llu threads=%llu dropped=%llu malformed=%llu lost=%llu bytes=%llu\n",
+                (unsigned long long)t.events, (unsigned long long)t.processes, (unsigned long long)t.threads,
+                (unsigned long long)t.dropped, (unsigned long long)t.malformed, (unsigned long long)t.lost_no_slot,
+                (unsigned long long)file_bytes);
+  return line;
+}
+
+}  // namespace cutrace::recorder

@@ -1,0 +1,148 @@
+// The recorder's core: drains every ring of a session, converts records to the file encoding and hands
+// them to a TraceWriter, and runs the slot life cycle (reclaiming retired rings and those of dead
+// processes). `cutrace-recorder` is a thin main over it; tests and benchmarks use it in-process:
+//
+//   trace::TraceWriter writer;  writer.open(path);
+//   recorder::Recorder rec;     rec.attach(session.header(), session.bytes(), &writer, &error);
+//   rec.poll();                 // one pass over all slots: drains whatever the producers pushed
+//   rec.final_drain();
+//   writer.finish(rec.summary(), rec.thread_stats());
+//
+// Nothing read from shared memory is trusted: the layout is copied once at attach, every ring is read
+// through ring::drain (which validates every record) and slot identity fields are only ever used as
+// numbers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cutrace/abi.h"
+#include "cutrace/format.h"
+#include "cutrace/record_codec.h"
+#include "cutrace/ring.h"
+#include "recorder/clock.h"
+#include "recorder/process_monitor.h"
+#include "recorder/trace_writer.h"
+
+namespace cutrace::recorder {
+
+struct RecorderOptions {
+  // Raw bytes of one kRecords block; each block restarts the begin-time delta coding.
+  uint32_t batch_bytes = 256u << 10;
+  // Ring bytes drained from one slot per pass, so one busy thread cannot starve the others.
+  uint64_t drain_bytes_per_visit = 1u << 20;
+  // Copy buffer between shared memory and validation; at least abi::kMaxRecordBytes.
+  uint32_t scratch_bytes = 256u << 10;
+  uint64_t process_check_interval_ns = 10'000'000;
+  // A slot stuck in kClaiming this long is checked for a dead claimer.
+  uint64_t claiming_timeout_ns = 1'000'000'000;
+  // Pending events are written as a chunk at least this often, so a recorder killed mid-run loses at
+  // most this much of the trace.
+  uint64_t flush_interval_ns = 1'000'000'000;
+  uint64_t recalibration_interval_ns = 500'000'000;
+  // Idle backoff of run(): the first sleep after an empty pass, doubling up to the maximum. The
+  // maximum bounds how long a ring fills unobserved: at 20 M records/s (56-byte records, about
+  // 1.1 GB/s) the default 4 MiB ring lasts 3.7 ms, so 1 ms leaves a margin of more than 3.
+  uint64_t idle_sleep_min_ns = 50'000;
+  uint64_t idle_sleep_max_ns = 1'000'000;
+  bool use_pidfd = true;
+};
+
+struct Totals {
+  uint64_t events = 0;     // records written to the file
+  uint64_t processes = 0;  // distinct process instances seen
+  uint64_t threads = 0;    // rings claimed (thread definitions written)
+  uint64_t dropped = 0;    // records the producers could not store (ring full)
+  uint64_t malformed = 0;  // records or spans rejected by validation
+  uint64_t lost_no_slot = 0;
+};
+
+class Recorder {
+ public:
+  explicit Recorder(RecorderOptions options = {});
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // Copies the session's layout (validated against `mapped_bytes`) and starts the clock calibration
+  // (about 10 ms for a TSC session). `writer` must be open and outlive the recorder.
+  bool attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace::TraceWriter* writer, std::string* error);
+
+  // Metadata the recorder itself knows: clock kind and calibration, ring geometry.
+  trace::KeyValues metadata() const;
+
+  // One pass over every slot: drains active and retired rings, frees retired ones and those of dead
+  // processes, and runs the periodic work (process checks, clock pairs, timed chunk flushes). Returns
+  // the ring bytes consumed, 0 when there was nothing to do.
+  uint64_t poll();
+  // Drains up to `max_bytes` of one slot that is kActive or kRetired (registering its thread on first
+  // sight) without freeing it. Returns the ring bytes consumed.
+  uint64_t drain_slot(uint32_t slot, uint64_t max_bytes);
+  // Calls poll() until `should_stop` returns true, sleeping with exponential backoff while idle.
+  void run(const std::function<bool()>& should_stop);
+  // The last pass at shutdown: drains every ring in any state up to its head (also kActive ones of
+  // live processes: a program may exit without retiring its threads) and captures the producers'
+  // drop counters.
+  void final_drain();
+
+  Totals totals() const;
+  std::vector<format::ThreadStats> thread_stats() const;
+  // The kEnd key/values: totals, end times, final clock calibration, CUDA runtime seen.
+  trace::KeyValues summary() const;
+
+  uint32_t slot_count() const { return slot_count_; }
+  const TimestampConverter& clock() const { return clock_; }
+  // The line the launcher reads from the ready fd at the end:
+  // "summary events=N processes=N threads=N dropped=N malformed=N lost=N bytes=N\n".
+  std::string summary_line(uint64_t file_bytes) const;
+
+ private:
+  struct SlotTrack {
+    bool tracked = false;
+    uint64_t claim_serial = 0;
+    uint32_t thread_index = 0;
+    uint32_t process = 0;
+    uint64_t claiming_since_ns = 0;
+  };
+
+  abi::RingHeader* slot_at(uint32_t i) const {
+    return reinterpret_cast<abi::RingHeader*>(base_ + sizeof(abi::SessionHeader) + uint64_t(i) * slot_stride_);
+  }
+  uint64_t visit_slot(uint32_t i, bool final, uint64_t now_ns);
+  void ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns);
+  ring::DrainStats drain(const SlotTrack& track, abi::RingHeader* ring, uint64_t max_bytes);
+  uint64_t drain_to_head(const SlotTrack& track, abi::RingHeader* ring);
+  void convert(const uint8_t* record, uint32_t bytes);
+  void submit_batch();
+  void capture_counters(const SlotTrack& track, abi::RingHeader* ring);
+  void free_slot(SlotTrack& track, abi::RingHeader* ring);
+  void check_claiming(SlotTrack& track, abi::RingHeader* ring, uint64_t now_ns);
+  void periodic(uint64_t now_ns);
+
+  RecorderOptions options_;
+  abi::SessionHeader* session_ = nullptr;
+  uint8_t* base_ = nullptr;
+  uint64_t slot_stride_ = 0;
+  uint32_t slot_count_ = 0, ring_bytes_ = 0;
+  abi::ClockKind clock_kind_ = abi::ClockKind::kMonotonicNs;
+  trace::TraceWriter* writer_ = nullptr;
+
+  TimestampConverter clock_;
+  ProcessMonitor monitor_;
+  std::vector<SlotTrack> slots_;
+  std::vector<format::ThreadStats> threads_;  // indexed by thread_index
+
+  std::unique_ptr<uint8_t[]> scratch_, batch_;
+  uint32_t batch_used_ = 0, batch_records_ = 0;
+  codec::BlockState codec_;  // one block's delta state; restarted with every batch
+  uint32_t batch_thread_ = 0;
+
+  uint64_t next_process_check_ns_ = 0, last_flush_ns_ = 0;
+  uint64_t start_realtime_ns_ = 0, start_monotonic_ns_ = 0;
+  bool finished_ = false;
+  uint64_t final_lost_no_slot_ = 0;
+};
+
+}  // namespace cutrace::recorder

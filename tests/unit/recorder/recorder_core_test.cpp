@@ -1,0 +1,482 @@
+// The recorder core in-process: a real session, the test acting as producer, the output parsed back.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "recorder/recorder.h"
+#include "session/session.h"
+#include "test_support.h"
+
+namespace cutrace {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TestRing;
+
+uint64_t mono_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
+}
+
+// Fast options for tests: check processes on every pass.
+recorder::RecorderOptions test_options() {
+  recorder::RecorderOptions o;
+  o.process_check_interval_ns = 0;
+  return o;
+}
+
+class RecorderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("cutrace-recorder-test-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    path_ = (dir_ / "t.cutrace").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void start(uint32_t slots = 4, uint32_t ring_bytes = abi::kMinRingBytes,
+             abi::ClockKind clock = abi::ClockKind::kMonotonicNs,
+             recorder::RecorderOptions options = test_options()) {
+    session::Options so;
+    so.slot_count = slots;
+    so.ring_bytes = ring_bytes;
+    so.clock = clock;
+    std::string error;
+    ASSERT_TRUE(session_.create(so, &error)) << error;
+    ASSERT_TRUE(writer_.open(path_)) << writer_.error();
+    rec_ = std::make_unique<recorder::Recorder>(options);
+    ASSERT_TRUE(rec_->attach(session_.header(), session_.bytes(), &writer_, &error)) << error;
+  }
+
+  // Final drain, kEnd, parse.
+  void finish() {
+    rec_->final_drain();
+    ASSERT_TRUE(writer_.finish(rec_->summary(), rec_->thread_stats())) << writer_.error();
+    ASSERT_TRUE(test::parse_file(path_, &file_));
+    ASSERT_EQ(file_.stop_reason, "");
+    ASSERT_FALSE(file_.chunks.empty());
+    ASSERT_EQ(file_.chunks.back().header.type, uint16_t(format::ChunkType::kEnd));
+    ASSERT_TRUE(test::parse_end(file_.chunks.back(), &end_));
+    events_ = test::decode_events(file_.chunks);
+    ASSERT_EQ(events_.error, "");
+  }
+
+  std::vector<const test::Decoded*> calls_of(uint32_t thread) const {
+    std::vector<const test::Decoded*> out;
+    for (const auto& r : events_.records)
+      if (r.thread == thread && r.kind == abi::RecordKind::kApiCall) out.push_back(&r);
+    return out;
+  }
+
+  abi::SlotState state(uint32_t slot) const {
+    return abi::SlotState(session_.slot(slot)->state.load(std::memory_order_acquire));
+  }
+
+  fs::path dir_;
+  std::string path_;
+  session::Session session_;
+  trace::TraceWriter writer_;
+  std::unique_ptr<recorder::Recorder> rec_;
+  test::ParsedFile file_;
+  test::EndChunk end_;
+  test::Events events_;
+};
+
+TEST_F(RecorderTest, WritesThreadDefsDeltaCodedCallsAndDropsPads) {
+  start();
+  TestRing r = TestRing::claim_self(session_.header(), 1, 4242);
+  ASSERT_TRUE(r.valid());
+  ASSERT_TRUE(r.push_thread_start(1000, uint32_t(getpid()), 4242));
+  ASSERT_TRUE(r.push_string(abi::StringKind::kThreadName, 0, "worker-0"));
+  // An outer call recorded after the nested call it contains, so its begin goes backwards.
+  ASSERT_TRUE(r.push_call(3, 5000, 5100, 0, 1, {64}));
+  ASSERT_TRUE(r.push_call(2, 4900, 5300, uint64_t(-1), 0, {1, 2, 3}));
+  ASSERT_TRUE(r.push_call(2, 6000, 6000, 0));
+  EXPECT_GT(rec_->poll(), 0u);
+  finish();
+
+  ASSERT_EQ(events_.threads.size(), 1u);
+  const format::ThreadDef& def = events_.threads[0];
+  EXPECT_EQ(def.thread_index, 0u);
+  EXPECT_EQ(def.pid, uint32_t(getpid()));
+  EXPECT_EQ(def.tid, 4242u);
+  EXPECT_EQ(def.ppid, uint32_t(getppid()));
+  EXPECT_EQ(def.process_start_ticks, test::own_start_ticks());
+  EXPECT_EQ(def.claim_serial, r.serial);
+  EXPECT_GT(def.first_seen_ns, 0u);
+
+  ASSERT_EQ(events_.records.size(), 5u);
+  EXPECT_EQ(events_.records[0].kind, abi::RecordKind::kThreadStart);
+  EXPECT_EQ(events_.records[0].time_ns, 1000u);
+  EXPECT_EQ(events_.records[1].kind, abi::RecordKind::kString);
+  EXPECT_EQ(events_.records[1].text, "worker-0");
+  auto calls = calls_of(0);
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[0]->begin_ns, 5000u);
+  EXPECT_EQ(calls[0]->end_ns, 5100u);
+  EXPECT_EQ(calls[0]->depth, 1u);
+  EXPECT_EQ(calls[0]->args, std::vector<uint64_t>{64});
+  EXPECT_EQ(calls[1]->begin_ns, 4900u);
+  EXPECT_EQ(calls[1]->end_ns, 5300u);
+  EXPECT_EQ(calls[1]->result, uint64_t(-1));
+  EXPECT_EQ(calls[1]->args, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(calls[2]->begin_ns, 6000u);
+  EXPECT_EQ(calls[2]->end_ns, 6000u);
+
+  // The stored fields themselves: begin as a delta to the previous call, end as a duration
+  // (after the kind byte and the api id varint of the compact encoding).
+  auto stored = [](const test::Decoded* d) {
+    const uint8_t* p = d->encoded.data() + 1;
+    const uint8_t* end = d->encoded.data() + d->encoded.size();
+    uint64_t api = 0, delta = 0, duration = 0;
+    EXPECT_TRUE(codec::get_varint(p, end, api) && codec::get_varint(p, end, delta) && codec::get_varint(p, end, duration));
+    return std::pair<int64_t, uint64_t>(codec::unzigzag(delta), duration);
+  };
+  EXPECT_EQ(stored(calls[0]), (std::pair<int64_t, uint64_t>(5000, 100)));
+  EXPECT_EQ(stored(calls[1]), (std::pair<int64_t, uint64_t>(-100, 400)));
+  EXPECT_EQ(stored(calls[2]), (std::pair<int64_t, uint64_t>(1100, 0)));
+
+  const recorder::Totals t = rec_->totals();
+  EXPECT_EQ(t.events, 5u);
+  EXPECT_EQ(t.threads, 1u);
+  EXPECT_EQ(t.processes, 1u);
+  EXPECT_EQ(t.malformed, 0u);
+  ASSERT_EQ(end_.threads.size(), 1u);
+  EXPECT_EQ(end_.threads[0].records_written, 5u);
+  EXPECT_EQ(test::lookup(end_.summary, "events"), "5");
+  EXPECT_EQ(test::lookup(end_.summary, "threads"), "1");
+  EXPECT_EQ(test::lookup(end_.summary, "processes"), "1");
+  // A live thread that never retired keeps its slot: the recorder frees only retired or dead ones.
+  EXPECT_EQ(state(1), abi::SlotState::kActive);
+}
+
+TEST_F(RecorderTest, WrappingRingKeepsOrderAndWritesNoPads) {
+  start(1);
+  TestRing r = TestRing::claim_self(session_.header(), 0);
+  // 56-byte records do not divide the ring, so every wrap leaves a pad.
+  uint64_t next = 0;
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < 200; ++i, ++next) ASSERT_TRUE(r.push_call(1, next * 10, next * 10 + 5, next, 0, {next, 0}));
+    rec_->poll();
+  }
+  finish();
+  auto calls = calls_of(0);
+  ASSERT_EQ(calls.size(), next);
+  for (uint64_t i = 0; i < next; ++i) {
+    ASSERT_EQ(calls[i]->result, i);
+    ASSERT_EQ(calls[i]->begin_ns, i * 10);
+    ASSERT_EQ(calls[i]->end_ns, i * 10 + 5);
+  }
+  EXPECT_EQ(end_.threads[0].records_dropped, 0u);
+  EXPECT_EQ(end_.threads[0].records_malformed, 0u);
+}
+
+TEST_F(RecorderTest, RetiredSlotIsDrainedResetAndFreedForTheNextClaim) {
+  start(2);
+  TestRing a = TestRing::claim_self(session_.header(), 0, 111);
+  for (int i = 0; i < 10; ++i) a.push_call(1, 100 + i, 101 + i, 0);
+  a.producer.count_drop();  // the producer could not store one record
+  a.retire();
+  rec_->poll();
+  EXPECT_EQ(state(0), abi::SlotState::kFree);
+  abi::RingHeader* h = session_.slot(0);
+  EXPECT_EQ(h->head.load(), 0u);
+  EXPECT_EQ(h->tail.load(), 0u);
+  EXPECT_EQ(h->dropped_records.load(), 0u);
+  EXPECT_EQ(h->pushed_records.load(), 0u);
+  EXPECT_EQ(h->pid, 0u);
+
+  // Claimed, filled and retired between two passes: the thread is still defined and recorded.
+  TestRing b = TestRing::claim_self(session_.header(), 0, 222);
+  ASSERT_TRUE(b.valid());
+  for (int i = 0; i < 3; ++i) b.push_call(1, 200 + i, 201 + i, 0);
+  b.retire();
+  rec_->poll();
+  EXPECT_EQ(state(0), abi::SlotState::kFree);
+  finish();
+
+  ASSERT_EQ(events_.threads.size(), 2u);
+  EXPECT_EQ(events_.threads[0].tid, 111u);
+  EXPECT_EQ(events_.threads[1].tid, 222u);
+  EXPECT_EQ(events_.threads[1].thread_index, 1u);
+  EXPECT_NE(events_.threads[0].claim_serial, events_.threads[1].claim_serial);
+  EXPECT_EQ(calls_of(0).size(), 10u);
+  EXPECT_EQ(calls_of(1).size(), 3u);
+  ASSERT_EQ(end_.threads.size(), 2u);
+  EXPECT_EQ(end_.threads[0].records_written, 10u);
+  EXPECT_EQ(end_.threads[0].records_dropped, 1u);  // captured before the reset
+  EXPECT_EQ(end_.threads[1].records_dropped, 0u);
+  EXPECT_EQ(test::lookup(end_.summary, "dropped"), "1");
+  EXPECT_EQ(test::lookup(end_.summary, "processes"), "1");
+}
+
+TEST_F(RecorderTest, ImpossibleTimesAndUnknownRecordsAreCountedNotWritten) {
+  start(1);
+  TestRing r = TestRing::claim_self(session_.header(), 0);
+  r.push_call(1, 100, 200, 0);
+  r.push_call(1, 500, 400, 0);  // ends before it begins
+  uint64_t junk[2] = {0, 0};
+  abi::RecordHeader bad{uint16_t(abi::RecordKind::kNvtx), 16, 0};  // a kind this recorder does not know
+  std::memcpy(junk, &bad, sizeof bad);
+  r.push_raw(junk, sizeof junk);
+  uint8_t too_many_args[sizeof(abi::ApiCallRecord) + 8] = {};
+  abi::ApiCallRecord call{};
+  call.header = {uint16_t(abi::RecordKind::kApiCall), uint16_t(sizeof too_many_args), 1};
+  call.arg_count = 3;  // claims 3 slots, has 1
+  std::memcpy(too_many_args, &call, sizeof call);
+  r.push_raw(too_many_args, sizeof too_many_args);
+  r.push_call(1, 300, 350, 0);
+  rec_->poll();
+  finish();
+  auto calls = calls_of(0);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]->begin_ns, 100u);
+  EXPECT_EQ(calls[1]->begin_ns, 300u);
+  EXPECT_EQ(end_.threads[0].records_malformed, 3u);
+  EXPECT_EQ(end_.threads[0].records_written, 2u);
+  EXPECT_EQ(test::lookup(end_.summary, "malformed"), "3");
+}
+
+TEST_F(RecorderTest, TscTimestampsAreConvertedToMonotonicNanoseconds) {
+  start(1, abi::kMinRingBytes, abi::ClockKind::kTsc);
+  ASSERT_TRUE(rec_->clock().is_tsc());
+  EXPECT_GT(rec_->clock().tsc_hz(), 1e8);
+  EXPECT_LT(rec_->clock().tsc_hz(), 1e10);
+  TestRing r = TestRing::claim_self(session_.header(), 0);
+  struct Bracket {
+    uint64_t before, after;
+  };
+  std::vector<Bracket> brackets;
+  for (int i = 0; i < 50; ++i) {
+    const uint64_t before = mono_ns();
+    const uint64_t t0 = __rdtsc();
+    const uint64_t t1 = __rdtsc();
+    const uint64_t after = mono_ns();
+    r.push_call(1, t0, t1, 0);
+    brackets.push_back({before, after});
+    if (i % 10 == 9) rec_->poll();
+  }
+  finish();
+  auto calls = calls_of(0);
+  ASSERT_EQ(calls.size(), brackets.size());
+  // The recorder's own bound for a record up to 10 ms from its calibration pair, plus slack for a
+  // vCPU preempted between the two clock reads of a bracket.
+  const double bound = rec_->clock().error_bound_ns(10e6) + 20000;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_GE(double(calls[i]->begin_ns), double(brackets[i].before) - bound) << i;
+    EXPECT_LE(double(calls[i]->end_ns), double(brackets[i].after) + bound) << i;
+    EXPECT_LE(calls[i]->begin_ns, calls[i]->end_ns);
+  }
+  EXPECT_EQ(test::lookup(end_.summary, "clock.tsc_hz") != "<missing>", true);
+}
+
+TEST(TimestampConverter, MonotonicPassesThroughAndTscIsMonotonic) {
+  recorder::TimestampConverter mono;
+  std::string error;
+  ASSERT_TRUE(mono.init(abi::ClockKind::kMonotonicNs, 1000, &error));
+  EXPECT_EQ(mono.to_ns(123456789), 123456789u);
+
+  recorder::TimestampConverter tsc;
+  ASSERT_TRUE(tsc.init(abi::ClockKind::kTsc, 0, &error)) << error;
+  EXPECT_GE(tsc.baseline_ns(), recorder::TimestampConverter::kInitialBaselineNs);
+  const uint64_t base = __rdtsc();
+  uint64_t prev = tsc.to_ns(base - 1000000);
+  for (uint64_t d = 0; d < 2000000; d += 997) {
+    const uint64_t ns = tsc.to_ns(base - 1000000 + d);
+    ASSERT_GE(ns, prev);
+    prev = ns;
+  }
+  // After a recalibration the error bound of a near timestamp stays small.
+  tsc.recalibrate();
+  EXPECT_LT(tsc.error_bound_ns(1e6), 10000.0);
+  const uint64_t now_tsc = __rdtsc(), now = mono_ns();
+  EXPECT_LT(std::abs(double(tsc.to_ns(now_tsc)) - double(now)), 50000.0);
+}
+
+// A child process claims a slot, pushes, and dies without retiring it.
+class DeadProducerTest : public RecorderTest, public ::testing::WithParamInterface<std::tuple<bool, bool>> {};
+
+TEST_P(DeadProducerTest, EverythingADeadProcessPushedIsRecordedAndItsSlotFreed) {
+  const bool use_pidfd = std::get<0>(GetParam());
+  const bool sigkill = std::get<1>(GetParam());
+  recorder::RecorderOptions options = test_options();
+  options.use_pidfd = use_pidfd;
+  start(2, abi::kMinRingBytes, abi::ClockKind::kMonotonicNs, options);
+
+  int ready[2], hold[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(hold), 0);
+  constexpr int kRecords = 150;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(ready[0]);
+    close(hold[1]);
+    TestRing r = TestRing::claim_self(session_.header(), 1);
+    if (!r.valid()) _exit(3);
+    char c = 'x';
+    for (int i = 0; i < kRecords; ++i) {
+      if (!r.push_call(7, 1000 + i, 1001 + i, uint64_t(i), 0, {uint64_t(i)})) _exit(4);
+      // Halfway, let the parent drain while this process is alive, then go on.
+      if (i == kRecords / 2 && (write(ready[1], &c, 1) != 1 || read(hold[0], &c, 1) != 1)) _exit(5);
+    }
+    if (write(ready[1], &c, 1) != 1) _exit(5);
+    if (read(hold[0], &c, 1) < 0) _exit(6);  // waits until the parent closes its end
+    _exit(0);
+  }
+  close(ready[1]);
+  close(hold[0]);
+  char c = 'g';
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+
+  // Alive: its records are drained but its slot stays claimed.
+  rec_->poll();
+  EXPECT_EQ(state(1), abi::SlotState::kActive);
+  EXPECT_EQ(rec_->totals().events, uint64_t(kRecords / 2 + 1));
+  ASSERT_EQ(write(hold[1], &c, 1), 1);
+  ASSERT_EQ(read(ready[0], &c, 1), 1);  // the rest is pushed; only the dead-process drain can get it
+
+  int status = 0;
+  if (sigkill) {
+    ASSERT_EQ(kill(child, SIGKILL), 0);
+    // Wait for death without reaping: the recorder must see a zombie as dead too.
+    siginfo_t info{};
+    ASSERT_EQ(waitid(P_PID, id_t(child), &info, WEXITED | WNOWAIT), 0);
+  } else {
+    close(hold[1]);
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  rec_->poll();
+  EXPECT_EQ(state(1), abi::SlotState::kFree);
+  EXPECT_EQ(rec_->totals().events, uint64_t(kRecords)) << "drained before the slot was freed";
+  if (sigkill) {
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status));
+    close(hold[1]);
+  }
+  close(ready[0]);
+  finish();
+
+  ASSERT_EQ(events_.threads.size(), 1u);
+  EXPECT_EQ(events_.threads[0].pid, uint32_t(child));
+  auto calls = calls_of(0);
+  ASSERT_EQ(calls.size(), size_t(kRecords));
+  for (int i = 0; i < kRecords; ++i) EXPECT_EQ(calls[i]->result, uint64_t(i));
+  EXPECT_EQ(test::lookup(end_.summary, "events"), std::to_string(kRecords));
+}
+
+INSTANTIATE_TEST_SUITE_P(Liveness, DeadProducerTest,
+                         ::testing::Combine(::testing::Values(true, false), ::testing::Values(false, true)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "Pidfd" : "Proc") +
+                                  (std::get<1>(info.param) ? "Sigkill" : "Exit");
+                         });
+
+TEST_F(RecorderTest, ReusedPidIsTreatedAsDead) {
+  start(1);
+  // This process is alive, but with a different start time the slot belongs to an earlier one.
+  TestRing r = TestRing::claim(session_.header(), 0, uint32_t(getpid()), 1, test::own_start_ticks() + 12345);
+  r.push_call(1, 10, 20, 0);
+  rec_->poll();
+  EXPECT_EQ(state(0), abi::SlotState::kFree);
+  finish();
+  EXPECT_EQ(calls_of(0).size(), 1u);
+}
+
+TEST_F(RecorderTest, ImplausiblePidIsTreatedAsDead) {
+  start(1);
+  TestRing r = TestRing::claim(session_.header(), 0, 0xfffffff0u, 1, 1);
+  r.push_call(1, 10, 20, 0);
+  rec_->poll();
+  EXPECT_EQ(state(0), abi::SlotState::kFree);
+  finish();
+  ASSERT_EQ(events_.threads.size(), 1u);
+  EXPECT_EQ(events_.threads[0].pid, 0xfffffff0u);  // recorded as it was, never used
+  EXPECT_EQ(calls_of(0).size(), 1u);
+}
+
+TEST_F(RecorderTest, SlotStuckInClaimingIsFreedOnlyWhenItsClaimerIsDead) {
+  recorder::RecorderOptions options = test_options();
+  options.claiming_timeout_ns = 0;
+  start(2, abi::kMinRingBytes, abi::ClockKind::kMonotonicNs, options);
+  abi::RingHeader* dead = session_.slot(0);
+  abi::RingHeader* live = session_.slot(1);
+  dead->state.store(uint32_t(abi::SlotState::kClaiming));  // claimer died before writing its pid
+  live->pid = uint32_t(getpid());
+  live->state.store(uint32_t(abi::SlotState::kClaiming));
+  rec_->poll();  // first sight starts the timeout
+  EXPECT_EQ(state(0), abi::SlotState::kClaiming);
+  rec_->poll();
+  EXPECT_EQ(state(0), abi::SlotState::kFree);
+  EXPECT_EQ(state(1), abi::SlotState::kClaiming);
+  finish();
+  EXPECT_EQ(events_.threads.size(), 0u);
+}
+
+TEST_F(RecorderTest, FinalDrainTakesActiveRingsOfLiveProcessesAndLostCount) {
+  start(3);
+  TestRing a = TestRing::claim_self(session_.header(), 0, 1);
+  TestRing b = TestRing::claim_self(session_.header(), 2, 2);
+  for (int i = 0; i < 5; ++i) a.push_call(1, i, i + 1, 0);
+  for (int i = 0; i < 7; ++i) b.push_call(1, i, i + 1, 0);
+  b.producer.count_drop();
+  b.producer.count_drop();
+  session_.header()->lost_no_slot.store(9);
+  finish();  // no poll: everything comes from the final drain
+  EXPECT_EQ(events_.threads.size(), 2u);
+  EXPECT_EQ(test::lookup(end_.summary, "events"), "12");
+  EXPECT_EQ(test::lookup(end_.summary, "dropped"), "2");
+  EXPECT_EQ(test::lookup(end_.summary, "lost_no_slot"), "9");
+  EXPECT_EQ(rec_->summary_line(1234),
+            "summary events=12 processes=1 threads=2 dropped=2 malformed=0 lost=9 bytes=1234\n");
+}
+
+TEST_F(RecorderTest, EventsAreFlushedOnTimeSoAKilledRecorderLosesLittle) {
+  recorder::RecorderOptions options = test_options();
+  options.flush_interval_ns = 0;
+  start(1, abi::kMinRingBytes, abi::ClockKind::kMonotonicNs, options);
+  TestRing r = TestRing::claim_self(session_.header(), 0);
+  r.push_call(1, 1, 2, 0);
+  rec_->poll();  // drains into the pending chunk
+  EXPECT_GT(writer_.pending_event_bytes(), 0u);
+  const uint64_t chunks = writer_.chunks_written();
+  rec_->poll();  // the interval has passed: the pending chunk is written
+  EXPECT_EQ(writer_.pending_event_bytes(), 0u);
+  EXPECT_EQ(writer_.chunks_written(), chunks + 1);
+}
+
+TEST_F(RecorderTest, TinyRingWithFastProducerAccountsForEveryRecord) {
+  start(1, abi::kMinRingBytes);
+  constexpr uint64_t kIssued = 300000;
+  TestRing r = TestRing::claim_self(session_.header(), 0);
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    for (uint64_t i = 0; i < kIssued; ++i) r.push_call(1, i, i + 1, i, 0, {i});
+    r.retire();
+    done.store(true, std::memory_order_release);
+  });
+  rec_->run([&] { return done.load(std::memory_order_acquire) && state(0) == abi::SlotState::kFree; });
+  producer.join();
+  finish();
+  const uint64_t written = end_.threads.at(0).records_written;
+  const uint64_t dropped = end_.threads.at(0).records_dropped;
+  EXPECT_EQ(written + dropped, kIssued);
+  EXPECT_GT(written, 0u);
+  // What was written is in order, with gaps only where records were dropped.
+  auto calls = calls_of(0);
+  ASSERT_EQ(calls.size(), written);
+  for (size_t i = 1; i < calls.size(); ++i) ASSERT_GT(calls[i]->result, calls[i - 1]->result);
+}
+
+}  // namespace
+}  // namespace cutrace
