@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "cutrace/abi.h"
+#include "cutrace/record_codec.h"
 
 namespace cutrace::format {
 
@@ -98,13 +99,10 @@ struct ThreadDef {
 };
 static_assert(sizeof(ThreadDef) == 40);
 
-// Record encoding inside a kRecords block. Records keep the ring layouts of abi.h with two changes
-// that make repetitive call patterns compress well:
-//   ApiCallRecord.begin = begin_ns - (begin_ns of the previous ApiCallRecord of the block, or 0 for
-//                         the first), as a two's complement 64-bit value (nested calls go backwards);
-//   ApiCallRecord.end   = end_ns - begin_ns (the duration).
-//   ThreadStartRecord.time is absolute nanoseconds.
-// The recorder drops kPad records and anything malformed before writing.
+// Record encoding inside a kRecords block: the compact encoding of include/cutrace/record_codec.h,
+// one record after another, record_count of them, each block decoded from a fresh codec::BlockState.
+// Decoded records have the ring layouts of abi.h with times in absolute CLOCK_MONOTONIC ns. The
+// recorder drops kPad records and anything malformed before writing.
 
 struct ThreadStats {
   uint32_t thread_index;

@@ -507,14 +507,21 @@ bool TraceReader::validate_events() {
   const uint8_t* p = raw_.data();
   const size_t n = raw_size_;
   std::unordered_set<uint32_t> defined_here;
+  // Decoded records are at most kMaxRecordBytes each and every encoded one takes at least 2 bytes,
+  // so this bound is never hit by a well-formed chunk; it stops a hostile one from exhausting memory.
+  const size_t max_decoded = size_t(format::kMaxChunkRawBytes) * 8;
+  decoded_.clear();
   size_t pos = 0;
+  uint8_t record[abi::kMaxRecordBytes];
   while (pos < n) {
     if (n - pos < sizeof(BlockHeader)) return chunk_error_ = "a block header is cut off", false;
     auto bh = load<BlockHeader>(p + pos);
     pos += sizeof bh;
     if (bh.bytes > n - pos) return chunk_error_ = "a block runs past the end of the payload", false;
-    if (bh.bytes % abi::kRecordAlign) return chunk_error_ = "a block size is not a multiple of 8", false;
+    const uint32_t encoded_bytes = bh.bytes;
     const bool known_thread = thread_pos_.count(bh.thread_index) || defined_here.count(bh.thread_index);
+    const size_t out_header = decoded_.size();
+    decoded_.resize(out_header + sizeof bh);
     switch (BlockType(bh.type)) {
       case BlockType::kThreadDef: {
         if (bh.bytes < sizeof(format::ThreadDef)) return chunk_error_ = "a thread definition is too short", false;
@@ -524,17 +531,23 @@ bool TraceReader::validate_events() {
         if (known_thread)
           return chunk_error_ = "thread " + std::to_string(def.thread_index) + " is defined twice", false;
         defined_here.insert(def.thread_index);
+        decoded_.insert(decoded_.end(), p + pos, p + pos + bh.bytes);
         break;
       }
       case BlockType::kRecords: {
         if (!known_thread)
           return chunk_error_ = "records of thread " + std::to_string(bh.thread_index) + " precede its definition",
                  false;
-        size_t r = pos, end = pos + bh.bytes;
+        const uint8_t* r = p + pos;
+        const uint8_t* end = r + bh.bytes;
         uint32_t count = 0;
+        codec_state_.start_block();
         while (r < end) {
-          if (const char* why = check_record(p + r, end - r)) return chunk_error_ = why, false;
-          r += load<abi::RecordHeader>(p + r).size;
+          const uint32_t size = codec::decode(codec_state_, r, end, record);
+          if (size == 0) return chunk_error_ = "a record of thread " + std::to_string(bh.thread_index) + " cannot be decoded", false;
+          if (const char* why = check_record(record, size)) return chunk_error_ = why, false;
+          if (decoded_.size() + size > max_decoded) return chunk_error_ = "the chunk decodes to an implausible size", false;
+          decoded_.insert(decoded_.end(), record, record + size);
           ++count;
         }
         if (count != bh.record_count)
@@ -544,10 +557,17 @@ bool TraceReader::validate_events() {
         break;
       }
       default:
-        break;  // a block type from a later writer: its size is known, so it is skipped
+        // A block type from a later writer: its size is known, so it is skipped.
+        decoded_.resize(out_header);
+        pos += encoded_bytes;
+        continue;
     }
-    pos += bh.bytes;
+    bh.bytes = uint32_t(decoded_.size() - out_header - sizeof bh);
+    std::memcpy(decoded_.data() + out_header, &bh, sizeof bh);
+    pos += encoded_bytes;
   }
+  raw_.swap(decoded_);
+  raw_size_ = raw_.size();
   return true;
 }
 
@@ -632,10 +652,8 @@ bool TraceReader::deliver_event(Event& ev) {
           ev.kind = EventKind::kApiCall;
           c.api_id = h.aux;
           c.api = &api(h.aux);
-          // Two's complement delta: nested calls start before the call recorded just before them.
-          c.begin_ns = prev_begin_ + rec.begin;
-          prev_begin_ = c.begin_ns;
-          c.end_ns = c.begin_ns + rec.end;
+          c.begin_ns = rec.begin;
+          c.end_ns = rec.end;
           c.result = rec.result;
           c.depth = rec.depth;
           c.flags = rec.flags;
@@ -677,7 +695,6 @@ bool TraceReader::deliver_event(Event& ev) {
     }
     if (BlockType(bh.type) == BlockType::kRecords) {
       block_thread_ = mutable_thread(bh.thread_index);
-      prev_begin_ = 0;
       rec_pos_ = payload;
     } else {
       rec_pos_ = block_pos_;

@@ -34,6 +34,7 @@
 
 #include "cutrace/abi.h"
 #include "cutrace/format.h"
+#include "cutrace/record_codec.h"
 
 namespace cutrace::reader {
 
@@ -245,7 +246,11 @@ class TraceReader {
   format::FileHeader header_{};
   Status status_;
   ZSTD_DCtx* dctx_ = nullptr;
-  std::vector<uint8_t> stored_, raw_;
+  // raw_ holds the chunk's payload; for an events chunk, validate_events() replaces every kRecords
+  // block by its decoded records (ring layout, absolute times) so the rest of the reader walks
+  // fixed-layout records.
+  std::vector<uint8_t> stored_, raw_, decoded_;
+  codec::BlockState codec_state_;
   size_t raw_size_ = 0;
   std::string chunk_error_;
 
@@ -255,7 +260,6 @@ class TraceReader {
   bool ended_ = false;  // the kEnd chunk was read
   size_t block_pos_ = 0, block_end_ = 0, rec_pos_ = 0;
   Thread* block_thread_ = nullptr;
-  uint64_t prev_begin_ = 0;
 
   std::vector<std::pair<std::string, std::string>> metadata_, summary_;
   std::unordered_map<uint32_t, ApiSpec> apis_;  // node-based: references stay valid

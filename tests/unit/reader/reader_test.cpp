@@ -520,7 +520,7 @@ std::vector<uint8_t> def_bytes(const format::ThreadDef& d) {
 TEST(Reader, RecordsBeforeTheirThreadDefinitionAreCorrupt) {
   Records r;
   r.call(kCudaMalloc, 10, 20, 0, {1, 2});
-  auto events = block(format::BlockType::kRecords, 5, r.bytes(), r.count());
+  auto events = block(format::BlockType::kRecords, 5, r.encoded(), r.count());
   std::string path = temp_path("orphan.cutrace");
   write_file(path, frame_chunks({{format::ChunkType::kEvents, events}}));
   ReadResult res = read_all(path);
@@ -533,7 +533,7 @@ TEST(Reader, ThreadDefinedTwiceIsCorruptAndAThreadDefinedInTheSameChunkIsFine) {
   Records r;
   r.call(kCudaMalloc, 10, 20, 0, {1, 2});
   auto events = block(format::BlockType::kThreadDef, 5, def_bytes(thread_def(5, 10, 11)), 0);
-  auto recs = block(format::BlockType::kRecords, 5, r.bytes(), r.count());
+  auto recs = block(format::BlockType::kRecords, 5, r.encoded(), r.count());
   events.insert(events.end(), recs.begin(), recs.end());
   std::string ok = temp_path("ok.cutrace");
   write_file(ok, frame_chunks({{format::ChunkType::kEvents, events}}));
@@ -556,7 +556,7 @@ TEST(Reader, CallsOfIdsMissingFromTheApiTableGetPlaceholderNames) {
   Records r;
   r.call(500, 10, 25, 0, {1, 2, 3});
   auto events = block(format::BlockType::kThreadDef, 0, def_bytes(thread_def(0, 10, 10)), 0);
-  auto recs = block(format::BlockType::kRecords, 0, r.bytes(), r.count());
+  auto recs = block(format::BlockType::kRecords, 0, r.encoded(), r.count());
   events.insert(events.end(), recs.begin(), recs.end());
   std::string path = temp_path("unknown-api.cutrace");
   write_file(path, frame_chunks({{format::ChunkType::kEvents, events}}));
@@ -613,7 +613,7 @@ TEST(Reader, StreamsLargeTracesChunkByChunk) {
   std::string path = temp_path("large.cutrace");
   trace::TraceWriter w;
   ASSERT_TRUE(w.open(path, 1));
-  w.set_events_chunk_bytes(64 << 10);
+  w.set_events_chunk_bytes(16 << 10);
   ASSERT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
   w.add_thread_def(thread_def(0, 1, 1));
   constexpr int kBlocks = 100, kPerBlock = 1000;

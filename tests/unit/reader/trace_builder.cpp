@@ -1,5 +1,7 @@
 #include "trace_builder.h"
 
+#include "cutrace/record_codec.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -77,17 +79,36 @@ Records& Records::call(uint32_t api, uint64_t begin_ns, uint64_t end_ns, uint64_
   r.header.kind = uint16_t(abi::RecordKind::kApiCall);
   r.header.size = uint16_t(sizeof r + 8 * args.size());
   r.header.aux = api;
-  r.begin = begin_ns - prev_begin_;  // wraps for nested calls, as the format says
-  r.end = end_ns - begin_ns;
+  r.begin = begin_ns;
+  r.end = end_ns;
   r.result = result;
   r.depth = depth;
   r.arg_count = uint8_t(args.size());
   r.flags = flags;
-  prev_begin_ = begin_ns;
   append(bytes_, r);
   for (uint64_t a : args) append(bytes_, a);
   ++count_;
   return *this;
+}
+
+void Records::add_to(trace::TraceWriter& w, uint32_t thread_index) const {
+  const std::vector<uint8_t> block = encoded();
+  w.add_records(thread_index, block.data(), uint32_t(block.size()), count_);
+}
+
+std::vector<uint8_t> Records::encoded() const {
+  std::vector<uint8_t> encoded(count_ * size_t(codec::kMaxEncodedBytes));
+  codec::BlockState state;
+  state.start_block();
+  uint8_t* out = encoded.data();
+  for (size_t pos = 0; pos < bytes_.size();) {
+    abi::RecordHeader h;
+    std::memcpy(&h, bytes_.data() + pos, sizeof h);
+    out = codec::encode(state, bytes_.data() + pos, h.size, out);
+    pos += h.size;
+  }
+  encoded.resize(size_t(out - encoded.data()));
+  return encoded;
 }
 
 Records& Records::string(abi::StringKind kind, uint64_t key, std::string_view text) {

@@ -30,7 +30,7 @@ enum TestApi : uint32_t {
 };
 extern const ApiInfo kTestApis[kTestApiCount];
 
-// One kRecords block in file encoding, built from absolute times.
+// One kRecords block: records in ring layout with absolute times, encoded for the file by add_to.
 class Records {
  public:
   Records& call(uint32_t api, uint64_t begin_ns, uint64_t end_ns, uint64_t result, std::initializer_list<uint64_t> args,
@@ -40,16 +40,15 @@ class Records {
   // A record of a kind the reader has no decoder for (an NVTX record of a later version, say).
   Records& raw(abi::RecordKind kind, uint32_t aux, uint32_t payload_bytes);
 
-  void add_to(trace::TraceWriter& w, uint32_t thread_index) const {
-    w.add_records(thread_index, bytes_.data(), uint32_t(bytes_.size()), count_);
-  }
+  void add_to(trace::TraceWriter& w, uint32_t thread_index) const;
+  // The records in ring layout, and in the file's compact encoding (one block).
   const std::vector<uint8_t>& bytes() const { return bytes_; }
+  std::vector<uint8_t> encoded() const;
   uint32_t count() const { return count_; }
 
  private:
   std::vector<uint8_t> bytes_;
   uint32_t count_ = 0;
-  uint64_t prev_begin_ = 0;
 };
 
 format::ThreadDef thread_def(uint32_t index, uint32_t pid, uint32_t tid, uint32_t ppid = 1, uint64_t start_ticks = 1000,
