@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages needed to build and test cutrace. The CUDA toolkit is not a Debian
+# package: it is expected at /usr/local/cuda already. Safe to run again; run as root (or with sudo
+# available). Usage: scripts/install-deps.sh [--list]
+set -euo pipefail
+
+# The one list of build and test dependencies. Add a package here, with the reason, when the build
+# or the tests start to need it.
+packages=(
+  cmake               # the build (3.25 on Debian 12; the project needs 3.25)
+  ninja-build         # a faster generator than make; optional for the build, used when present
+  g++                 # C++20 compiler
+  make                # CMake's default generator when ninja is not used
+  pkg-config          # finds libzstd
+  binutils            # nm: the wrapper generator reads the exports of the CUDA libraries
+  libzstd-dev         # trace file compression
+  libgtest-dev        # unit tests (GoogleTest)
+  libbenchmark-dev    # benchmarks (Google Benchmark)
+  python3             # the wrapper generator and build-time code generators (3.11: tomllib)
+  python3-pip         # installs the pinned Python test packages below
+)
+
+# Python packages for the tests, pinned. Installed for the `python3` first on PATH, which is the one
+# CMake finds and the tests run.
+python_packages=(
+  pytest==8.3.5       # end-to-end tests of `cutrace profile` on the simulated device
+  zstandard==0.25.0   # runs the Python reader of docs/trace-format.md against real traces
+)
+
+if [[ "${1:-}" == "--list" ]]; then
+  printf '%s\n' "${packages[@]}" "${python_packages[@]}"
+  exit 0
+fi
+if [[ $# -gt 0 ]]; then
+  echo "usage: $0 [--list]" >&2
+  exit 2
+fi
+
+run_as_root=()
+if [[ $(id -u) -ne 0 ]]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install-deps.sh: installing packages needs root; run it as root or install sudo." >&2
+    exit 1
+  fi
+  run_as_root=(sudo)
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${run_as_root[@]}" apt-get update
+"${run_as_root[@]}" apt-get install -y --no-install-recommends "${packages[@]}"
+
+# Debian's own python3 refuses pip installs into the system (PEP 668) unless told otherwise; a python3
+# from pyenv or a virtual environment takes them as usual.
+pip_flags=(--quiet --disable-pip-version-check)
+if python3 -m pip install --help 2>/dev/null | grep -q -- --break-system-packages; then
+  pip_flags+=(--break-system-packages)
+fi
+python3 -m pip install "${pip_flags[@]}" "${python_packages[@]}"
+
+if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "install-deps.sh: warning: no CUDA toolkit at /usr/local/cuda; install CUDA 13 there before building." >&2
+fi

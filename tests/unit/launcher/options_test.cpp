@@ -1,0 +1,290 @@
+#include "launcher/options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace cutrace::launcher {
+namespace {
+
+struct Parsed {
+  bool ok;
+  ProfileOptions options;
+  UsageError error;
+};
+
+Parsed parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "profile");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  Parsed p;
+  p.ok = parse_options(int(argv.size()), argv.data(), &p.options, &p.error);
+  return p;
+}
+
+void expect_refused(std::vector<std::string> args, const std::string& message) {
+  Parsed p = parse(args);
+  EXPECT_FALSE(p.ok) << message;
+  EXPECT_EQ(p.error.message, message);
+  EXPECT_EQ(p.error.exit_code, kExitUsage) << message;
+}
+
+TEST(LauncherOptions, DefaultsFollowNsys) {
+  Parsed p = parse({"./app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.output_pattern, "");
+  EXPECT_FALSE(p.options.force_overwrite);
+  EXPECT_TRUE(p.options.show_output);
+  EXPECT_FALSE(p.options.stats);
+  EXPECT_TRUE(p.options.trace_cuda);
+  EXPECT_EQ(p.options.ring_bytes, abi::kDefaultRingBytes);
+  EXPECT_EQ(p.options.ring_slots, abi::kDefaultSlotCount);
+  EXPECT_EQ(p.options.command, std::vector<std::string>{"./app"});
+  EXPECT_TRUE(p.options.given.empty());
+}
+
+TEST(LauncherOptions, OutputSpellings) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"-o", "run1", "app"}, {"--output", "run1", "app"}, {"--output=run1", "app"}, {"-orun1", "app"}}) {
+    Parsed p = parse(args);
+    ASSERT_TRUE(p.ok) << args[0] << ": " << p.error.message;
+    EXPECT_EQ(p.options.output_pattern, "run1") << args[0];
+    EXPECT_EQ(p.options.command, std::vector<std::string>{"app"}) << args[0];
+  }
+}
+
+TEST(LauncherOptions, OutputNeedsAValue) {
+  expect_refused({"-o"}, "cutrace profile: option '-o' needs a file name.");
+  expect_refused({"--output=", "app"}, "cutrace profile: option '--output' needs a file name.");
+}
+
+TEST(LauncherOptions, BooleanSpellings) {
+  struct Case {
+    std::vector<std::string> args;
+    bool expected;
+  };
+  for (const Case& c : std::vector<Case>{{{"-f", "true", "app"}, true},
+                                         {{"-f", "false", "app"}, false},
+                                         {{"-f", "TRUE", "app"}, true},
+                                         {{"--force-overwrite=true", "app"}, true},
+                                         {{"--force-overwrite=false", "app"}, false},
+                                         {{"--force-overwrite", "true", "app"}, true},
+                                         {{"-ftrue", "app"}, true},
+                                         // Alone, a boolean means true and the next word is the command.
+                                         {{"-f", "app"}, true},
+                                         {{"--force-overwrite", "app"}, true}}) {
+    Parsed p = parse(c.args);
+    ASSERT_TRUE(p.ok) << c.args[0] << ": " << p.error.message;
+    EXPECT_EQ(p.options.force_overwrite, c.expected) << c.args[0] << " " << c.args[1];
+    EXPECT_EQ(p.options.command, std::vector<std::string>{"app"}) << c.args[0] << " " << c.args[1];
+  }
+}
+
+TEST(LauncherOptions, BooleanValueMustBeTrueOrFalse) {
+  expect_refused({"--force-overwrite=yes", "app"},
+                 "cutrace profile: option '--force-overwrite' takes true or false, not 'yes'.");
+  expect_refused({"--stats=1", "app"}, "cutrace profile: option '--stats' takes true or false, not '1'.");
+}
+
+TEST(LauncherOptions, ShowOutputStatsAndStopOnExit) {
+  Parsed p = parse({"-w", "false", "--stats", "true", "-x", "true", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_FALSE(p.options.show_output);
+  EXPECT_TRUE(p.options.stats);
+  p = parse({"--show-output=false", "--stats=false", "--stop-on-exit=true", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_FALSE(p.options.show_output);
+  EXPECT_FALSE(p.options.stats);
+}
+
+TEST(LauncherOptions, StopOnExitFalseIsRefused) {
+  expect_refused({"-x", "false", "app"},
+                 "cutrace profile: -x false is not supported; cutrace always stops recording when the program exits.");
+  expect_refused(
+      {"--stop-on-exit=false", "app"},
+      "cutrace profile: --stop-on-exit false is not supported; cutrace always stops recording when the program exits.");
+}
+
+TEST(LauncherOptions, TraceCudaAndNone) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"-t", "cuda", "app"}, {"--trace=cuda", "app"}, {"--trace", "CUDA", "app"}}) {
+    Parsed p = parse(args);
+    ASSERT_TRUE(p.ok) << p.error.message;
+    EXPECT_TRUE(p.options.trace_cuda);
+  }
+  Parsed p = parse({"-t", "none", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_FALSE(p.options.trace_cuda);
+}
+
+TEST(LauncherOptions, TraceValuesNotYetSupportedAreNamed) {
+  expect_refused({"-t", "nvtx", "app"}, "cutrace profile: -t nvtx is not supported yet by cutrace; use -t cuda.");
+  expect_refused({"-t", "cuda,nvtx,osrt", "app"},
+                 "cutrace profile: -t nvtx is not supported yet by cutrace; use -t cuda.");
+  expect_refused({"--trace=cuda,cublas", "app"},
+                 "cutrace profile: --trace cublas is not supported yet by cutrace; use --trace cuda.");
+  expect_refused({"-t", "cudnn", "app"}, "cutrace profile: -t cudnn is not supported yet by cutrace; use -t cuda.");
+  expect_refused({"-t", "frobnicate", "app"},
+                 "cutrace profile: unknown -t value 'frobnicate'; cutrace traces cuda (-t cuda).");
+  expect_refused({"-t", "cuda,none", "app"},
+                 "cutrace profile: -t none cannot be combined with other values; use -t cuda or -t none.");
+  expect_refused({"-t", ",", "app"}, "cutrace profile: option '-t' needs a value such as cuda.");
+}
+
+TEST(LauncherOptions, RingGeometry) {
+  Parsed p = parse({"--ring-size", "1M", "--ring-slots=8", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.ring_bytes, 1u << 20);
+  EXPECT_EQ(p.options.ring_slots, 8u);
+  p = parse({"--ring-size=65536", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.ring_bytes, 65536u);
+
+  const std::string size_error =
+      "cutrace profile: --ring-size needs a power of two between 16384 and 2147483648 bytes (suffixes K, M, G "
+      "allowed).";
+  expect_refused({"--ring-size", "100000", "app"}, size_error);  // not a power of two
+  expect_refused({"--ring-size", "8K", "app"}, size_error);      // below the smallest ring
+  expect_refused({"--ring-size", "4G", "app"}, size_error);      // beyond 32 bits
+  expect_refused({"--ring-size", "lots", "app"}, size_error);
+  expect_refused({"--ring-slots", "0", "app"}, "cutrace profile: --ring-slots needs a whole number of at least 1.");
+}
+
+TEST(LauncherOptions, ByteCounts) {
+  uint64_t v = 0;
+  EXPECT_TRUE(parse_byte_count("4194304", &v));
+  EXPECT_EQ(v, 4194304u);
+  EXPECT_TRUE(parse_byte_count("512K", &v));
+  EXPECT_EQ(v, 512u << 10);
+  EXPECT_TRUE(parse_byte_count("4MiB", &v));
+  EXPECT_EQ(v, 4u << 20);
+  EXPECT_TRUE(parse_byte_count("2G", &v));
+  EXPECT_EQ(v, uint64_t(2) << 30);
+  EXPECT_FALSE(parse_byte_count("", &v));
+  EXPECT_FALSE(parse_byte_count("-1", &v));
+  EXPECT_FALSE(parse_byte_count("4X", &v));
+  EXPECT_FALSE(parse_byte_count("99999999999999999999", &v));
+  EXPECT_FALSE(parse_byte_count("99999999999999G", &v));
+}
+
+TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
+  // Every option the brief of `nsys profile` lists that cutrace lacks, in each spelling, with a value
+  // that asks for something.
+  const std::vector<std::vector<std::string>> cases = {
+      {"-s", "cpu"},
+      {"--sample=process-tree"},
+      {"-b", "dwarf"},
+      {"--backtrace", "fp"},
+      {"-c", "cudaProfilerApi"},
+      {"--capture-range=nvtx"},
+      {"--capture-range-end", "stop"},
+      {"-p", "range@dom"},
+      {"--nvtx-capture=x"},
+      {"--cudabacktrace=all"},
+      {"--osrt-threshold", "1000"},
+      {"--python-backtrace=cuda"},
+      {"--cuda-memory-usage", "true"},
+      {"-y", "5"},
+      {"--delay=5"},
+      {"-d", "10"},
+      {"--duration=10"},
+      {"--kill", "none"},
+      {"--export", "sqlite"},
+      {"--trace-fork-before-exec=true"},
+      {"-n", "false"},
+      {"--inherit-environment=false"},
+      {"--stop-on-range-end", "true"},
+      {"--env-var", "A=1"},
+      {"-e", "A=1"},
+      {"--session-new", "s"},
+      {"--session", "s"},
+      {"--cudabacktrace-threshold=5"},
+  };
+  for (auto args : cases) {
+    std::string spelled = args[0].substr(0, args[0].find('='));
+    args.push_back("app");
+    expect_refused(args, "cutrace profile: option '" + spelled + "' is not supported yet.");
+  }
+}
+
+TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
+  // `-s none`, `-b none`, ... ask for what cutrace does anyway; published scripts keep working.
+  Parsed p = parse({"-s",
+                    "none",
+                    "--backtrace=none",
+                    "-c",
+                    "none",
+                    "--cudabacktrace",
+                    "none",
+                    "--cuda-memory-usage=false",
+                    "-y",
+                    "0",
+                    "--export",
+                    "none",
+                    "-n",
+                    "true",
+                    "--cpuctxsw=none",
+                    "-t",
+                    "cuda",
+                    "app",
+                    "-s",
+                    "cpu"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.command, (std::vector<std::string>{"app", "-s", "cpu"}));
+}
+
+TEST(LauncherOptions, UnknownOptions) {
+  expect_refused({"--foo", "app"}, "cutrace profile: unknown option '--foo'; run `cutrace profile --help`.");
+  expect_refused({"--foo=bar", "app"}, "cutrace profile: unknown option '--foo'; run `cutrace profile --help`.");
+  expect_refused({"-z", "app"}, "cutrace profile: unknown option '-z'; run `cutrace profile --help`.");
+  expect_refused({"-hx", "app"}, "cutrace profile: unknown option '-hx'; run `cutrace profile --help`.");
+}
+
+TEST(LauncherOptions, CommandStartsAtFirstOperandOrAfterDoubleDash) {
+  Parsed p = parse({"-o", "x", "ls", "-l", "--", "-o"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.command, (std::vector<std::string>{"ls", "-l", "--", "-o"}));
+  p = parse({"-f", "true", "--", "-weird-name", "--output", "y"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.command, (std::vector<std::string>{"-weird-name", "--output", "y"}));
+  EXPECT_EQ(p.options.output_pattern, "");
+  p = parse({"-", "arg"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.command, (std::vector<std::string>{"-", "arg"}));
+}
+
+TEST(LauncherOptions, NoCommand) {
+  const std::string message =
+      "cutrace profile: no command given; usage: cutrace profile [options] [--] <command> [args...].";
+  expect_refused({}, message);
+  expect_refused({"-o", "x"}, message);
+  expect_refused({"-o", "x", "--"}, message);
+}
+
+TEST(LauncherOptions, HelpNeedsNoCommand) {
+  for (auto flag : {"-h", "--help"}) {
+    Parsed p = parse({flag});
+    ASSERT_TRUE(p.ok) << p.error.message;
+    EXPECT_TRUE(p.options.help);
+  }
+  EXPECT_NE(std::string(help_text()).find("--force-overwrite"), std::string::npos);
+  EXPECT_NE(std::string(help_text()).find("/dev/null"), std::string::npos);
+}
+
+TEST(LauncherOptions, GivenWordsAreKeptVerbatimForTheTrace) {
+  Parsed p = parse({"-o", "x%p", "--force-overwrite=true", "-w", "false", "-s", "none", "--stats", "app", "arg"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.given,
+            (std::vector<std::string>{"-o", "x%p", "--force-overwrite=true", "-w", "false", "-s", "none", "--stats"}));
+}
+
+TEST(LauncherOptions, LastOccurrenceWins) {
+  Parsed p = parse({"-o", "a", "--output=b", "-f", "true", "-f", "false", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.output_pattern, "b");
+  EXPECT_FALSE(p.options.force_overwrite);
+}
+
+}  // namespace
+}  // namespace cutrace::launcher

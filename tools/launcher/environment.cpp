@@ -1,0 +1,84 @@
+#include "launcher/environment.h"
+
+#include <cctype>
+#include <cstring>
+#include <string_view>
+
+#include "cutrace/abi.h"
+
+namespace cutrace::launcher {
+
+std::string prepend_ld_preload(const std::string& preload, const char* existing) {
+  if (!existing || !*existing) return preload;
+  return preload + ":" + existing;
+}
+
+std::vector<std::string> program_environment(char* const* environ_entries, const std::string& preload,
+                                             const std::string& session_name) {
+  const std::string preload_key = "LD_PRELOAD=";
+  const std::string session_key = std::string(abi::kSessionEnvVar) + "=";
+  // With duplicate LD_PRELOAD entries the loader uses the last one, so that is the value kept (in the
+  // first one's place; the others would only confuse programs that read the environment).
+  const char* user_preload = nullptr;
+  for (char* const* e = environ_entries; e && *e; ++e)
+    if (std::string_view(*e).starts_with(preload_key)) user_preload = *e + preload_key.size();
+
+  std::vector<std::string> env;
+  bool have_preload = false, have_session = false;
+  for (char* const* e = environ_entries; e && *e; ++e) {
+    std::string_view entry(*e);
+    if (entry.starts_with(preload_key)) {
+      if (have_preload) continue;
+      env.push_back(preload_key + prepend_ld_preload(preload, user_preload));
+      have_preload = true;
+    } else if (entry.starts_with(session_key)) {
+      if (have_session) continue;
+      env.push_back(session_key + session_name);
+      have_session = true;
+    } else {
+      env.emplace_back(entry);
+    }
+  }
+  if (!have_preload) env.push_back(preload_key + preload);
+  if (!have_session) env.push_back(session_key + session_name);
+  return env;
+}
+
+std::vector<std::string> recorder_environment(char* const* environ_entries) {
+  const std::string session_key = std::string(abi::kSessionEnvVar) + "=";
+  std::vector<std::string> env;
+  for (char* const* e = environ_entries; e && *e; ++e)
+    if (!std::string_view(*e).starts_with(session_key)) env.emplace_back(*e);
+  return env;
+}
+
+std::string shell_quote(const std::string& word) {
+  if (word.empty()) return "''";
+  bool plain = true;
+  for (unsigned char c : word) {
+    if (!(std::isalnum(c) || std::strchr("@%+=:,./-_", c))) {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) return word;
+  std::string quoted = "'";
+  for (char c : word) {
+    if (c == '\'')
+      quoted += "'\\''";
+    else
+      quoted += c;
+  }
+  return quoted + "'";
+}
+
+std::string shell_join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) {
+    if (!out.empty()) out += ' ';
+    out += shell_quote(w);
+  }
+  return out;
+}
+
+}  // namespace cutrace::launcher

@@ -1,0 +1,457 @@
+#include "launcher/options.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+#include <string_view>
+
+namespace cutrace::launcher {
+namespace {
+
+enum class Arity { kValue, kBool, kNone };
+enum class Id { kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kStats, kRingSize, kRingSlots, kHelp };
+
+struct Supported {
+  char short_name;  // 0: long spelling only
+  const char* long_name;
+  Arity arity;
+  Id id;
+};
+
+constexpr Supported kSupported[] = {
+    {'o', "output", Arity::kValue, Id::kOutput},
+    {'f', "force-overwrite", Arity::kBool, Id::kForce},
+    {'w', "show-output", Arity::kBool, Id::kShowOutput},
+    {'x', "stop-on-exit", Arity::kBool, Id::kStopOnExit},
+    {'t', "trace", Arity::kValue, Id::kTrace},
+    {0, "stats", Arity::kBool, Id::kStats},
+    {0, "ring-size", Arity::kValue, Id::kRingSize},
+    {0, "ring-slots", Arity::kValue, Id::kRingSlots},
+    {'h', "help", Arity::kNone, Id::kHelp},
+};
+
+// nsys options cutrace does not implement. Where `off` is set, that value asks nsys for nothing, which
+// is what cutrace does anyway, so published scripts that spell it out (`-s none`, `-b none`) keep
+// working; any other value, or an option without `off`, is refused.
+struct Unsupported {
+  char short_name;
+  const char* long_name;
+  const char* off;
+};
+
+constexpr Unsupported kUnsupported[] = {
+    {'s', "sample", "none"},
+    {'b', "backtrace", "none"},
+    {'c', "capture-range", "none"},
+    {0, "capture-range-end", nullptr},
+    {'p', "nvtx-capture", nullptr},
+    {0, "nvtx-domain-include", nullptr},
+    {0, "nvtx-domain-exclude", nullptr},
+    {0, "cudabacktrace", "none"},
+    {0, "cudabacktrace-threshold", nullptr},
+    {0, "osrt-threshold", nullptr},
+    {0, "osrt-backtrace-threshold", nullptr},
+    {0, "osrt-backtrace-depth", nullptr},
+    {0, "osrt-backtrace-stack-size", nullptr},
+    {0, "python-backtrace", "none"},
+    {0, "python-sampling", "false"},
+    {0, "python-sampling-frequency", nullptr},
+    {0, "python-functions-trace", nullptr},
+    {0, "pytorch", "none"},
+    {0, "dask", "none"},
+    {0, "cuda-memory-usage", "false"},
+    {0, "cuda-um-cpu-page-faults", "false"},
+    {0, "cuda-um-gpu-page-faults", "false"},
+    {0, "cuda-graph-trace", nullptr},
+    {0, "cuda-event-trace", "false"},
+    {0, "cuda-flush-interval", nullptr},
+    {0, "cuda-trace-scope", nullptr},
+    {'y', "delay", "0"},
+    {'d', "duration", "0"},
+    {0, "duration-frames", nullptr},
+    {0, "kill", nullptr},
+    {0, "export", "none"},
+    {0, "trace-fork-before-exec", "false"},
+    {'n', "inherit-environment", "true"},
+    {0, "stop-on-range-end", nullptr},
+    {'e', "env-var", nullptr},
+    {0, "session", nullptr},
+    {0, "session-new", nullptr},
+    {0, "command-file", nullptr},
+    {0, "cpuctxsw", "none"},
+    {0, "cpu-core-events", "none"},
+    {0, "sampling-frequency", nullptr},
+    {0, "sampling-period", nullptr},
+    {0, "sampling-trigger", nullptr},
+    {0, "samples-per-backtrace", nullptr},
+    {0, "event-sample", "none"},
+    {0, "event-sampling-interval", nullptr},
+    {0, "event-sampling-frequency", nullptr},
+    {0, "os-events", nullptr},
+    {0, "ftrace", nullptr},
+    {0, "ftrace-keep-user-config", nullptr},
+    {0, "gpu-metrics-devices", "none"},
+    {0, "gpu-metrics-device", "none"},
+    {0, "gpu-metrics-frequency", nullptr},
+    {0, "gpu-metrics-set", nullptr},
+    {0, "gpuctxsw", "false"},
+    {0, "gpu-video-device", "none"},
+    {0, "nic-metrics", "false"},
+    {0, "ib-switch-metrics-device", nullptr},
+    {0, "ib-switch-congestion-device", nullptr},
+    {0, "ib-net-info-devices", nullptr},
+    {0, "soc-metrics", "false"},
+    {0, "accelerator-trace", "none"},
+    {0, "mpi-impl", nullptr},
+    {0, "hotkey-capture", nullptr},
+    {0, "flush-on-cudaprofilerstop", nullptr},
+    {0, "opengl-gpu-workload", nullptr},
+    {0, "vulkan-gpu-workload", nullptr},
+    {0, "vsync", nullptr},
+    {0, "isr", nullptr},
+    {0, "process-scope", nullptr},
+    {0, "resolve-symbols", nullptr},
+    {0, "debug-symbols", nullptr},
+    {0, "run-as", nullptr},
+    {0, "start-frame-index", nullptr},
+    {0, "wait", nullptr},
+    {0, "xhv-trace", nullptr},
+    {0, "enable", nullptr},
+    {0, "clock-frequency-changes", nullptr},
+};
+
+// -t values nsys knows. Only "cuda" and "none" are implemented; the rest are refused by name.
+// clang-format off
+constexpr const char* kKnownTraceValues[] = {
+    "nvtx", "osrt", "cublas", "cublas-verbose", "cudnn", "cusolver", "cusolver-verbose", "cusparse",
+    "cusparse-verbose", "mpi", "nccl", "ucx", "oshmem", "openacc", "openmp", "opengl", "opengl-annotations",
+    "vulkan", "vulkan-annotations", "nvvideo", "python-gil", "gds", "syscall", "dx11", "dx12", "dx12-annotations",
+    "wddm", "tegra-accelerators", "nvmedia",
+};
+// clang-format on
+
+constexpr std::string_view kPrefix = "cutrace profile: ";
+
+bool equals_ignoring_case(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+
+bool is_bool_word(std::string_view word) {
+  return equals_ignoring_case(word, "true") || equals_ignoring_case(word, "false");
+}
+
+// Every message is one sentence: the prefix, the cause and what to do, and a full stop.
+UsageError usage(const std::string& message) { return UsageError{kExitUsage, std::string(kPrefix) + message + "."}; }
+
+// One option word split into its parts: `--name=value`, `--name`, `-X`, `-Xvalue`.
+struct Word {
+  std::string spelled;  // "-o" or "--output": how the user named the option, for messages
+  char short_name = 0;
+  std::string long_name;
+  bool has_attached = false;
+  std::string attached;
+};
+
+Word split_word(std::string_view arg) {
+  Word w;
+  if (arg.substr(0, 2) == "--") {
+    std::string_view body = arg.substr(2);
+    size_t eq = body.find('=');
+    w.long_name = std::string(body.substr(0, eq));
+    if (eq != std::string_view::npos) {
+      w.has_attached = true;
+      w.attached = std::string(body.substr(eq + 1));
+    }
+    w.spelled = "--" + w.long_name;
+  } else {
+    w.short_name = arg[1];
+    w.spelled = std::string(arg.substr(0, 2));
+    if (arg.size() > 2) {
+      w.has_attached = true;
+      w.attached = std::string(arg.substr(2));
+    }
+  }
+  return w;
+}
+
+const Supported* find_supported(const Word& w) {
+  for (const auto& s : kSupported) {
+    if (w.short_name ? s.short_name == w.short_name : w.long_name == s.long_name) return &s;
+  }
+  return nullptr;
+}
+
+const Unsupported* find_unsupported(const Word& w) {
+  for (const auto& u : kUnsupported) {
+    if (w.short_name ? u.short_name == w.short_name : w.long_name == u.long_name) return &u;
+  }
+  return nullptr;
+}
+
+bool parse_trace_list(const std::string& spelled, const std::string& list, ProfileOptions* options, UsageError* error) {
+  bool cuda = false, none = false;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string value = list.substr(start, comma - start);
+    start = comma + 1;
+    if (value.empty()) continue;
+    if (equals_ignoring_case(value, "cuda")) {
+      cuda = true;
+      continue;
+    }
+    if (equals_ignoring_case(value, "none")) {
+      none = true;
+      continue;
+    }
+    for (const char* known : kKnownTraceValues) {
+      if (equals_ignoring_case(value, known)) {
+        *error = usage(spelled + " " + value + " is not supported yet by cutrace; use " + spelled + " cuda");
+        return false;
+      }
+    }
+    *error = usage("unknown " + spelled + " value '" + value + "'; cutrace traces cuda (" + spelled + " cuda)");
+    return false;
+  }
+  if (!cuda && !none) {
+    *error = usage("option '" + spelled + "' needs a value such as cuda");
+    return false;
+  }
+  if (cuda && none) {
+    *error =
+        usage(spelled + " none cannot be combined with other values; use " + spelled + " cuda or " + spelled + " none");
+    return false;
+  }
+  options->trace_cuda = cuda;
+  return true;
+}
+
+bool parse_u32(const std::string& text, uint64_t min, uint64_t max, uint32_t* out) {
+  uint64_t value = 0;
+  if (!parse_byte_count(text, &value) || value < min || value > max) return false;
+  *out = uint32_t(value);
+  return true;
+}
+
+}  // namespace
+
+bool parse_byte_count(const std::string& text, uint64_t* bytes) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (errno == ERANGE) return false;
+  std::string_view suffix(end);
+  unsigned shift = 0;
+  if (suffix.empty() || suffix == "B")
+    shift = 0;
+  else if (suffix == "K" || suffix == "KiB")
+    shift = 10;
+  else if (suffix == "M" || suffix == "MiB")
+    shift = 20;
+  else if (suffix == "G" || suffix == "GiB")
+    shift = 30;
+  else
+    return false;
+  if (shift && value > (std::numeric_limits<uint64_t>::max() >> shift)) return false;
+  *bytes = uint64_t(value) << shift;
+  return true;
+}
+
+bool parse_options(int argc, const char* const* argv, ProfileOptions* options, UsageError* error) {
+  *options = ProfileOptions{};
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    // A lone "-" is an operand (like a file named "-"), not an option.
+    if (arg.size() < 2 || arg[0] != '-') break;
+
+    Word w = split_word(arg);
+    options->given.emplace_back(arg);
+
+    // Takes the option's value: attached (`--x=v`, `-ov`) or the next word.
+    auto take_value = [&](std::string* value) {
+      if (w.has_attached) {
+        *value = w.attached;
+        return !value->empty();
+      }
+      if (i + 1 >= argc || argv[i + 1][0] == '\0') return false;
+      *value = argv[++i];
+      options->given.emplace_back(*value);
+      return true;
+    };
+    // A boolean takes an attached true/false, or a following true/false word; alone it means true.
+    // Only those two words are consumed, so `-f ./app` runs ./app with overwriting on.
+    auto take_bool = [&](bool* value) {
+      std::string word;
+      if (w.has_attached) {
+        word = w.attached;
+      } else if (i + 1 < argc && is_bool_word(argv[i + 1])) {
+        word = argv[++i];
+        options->given.emplace_back(word);
+      } else {
+        *value = true;
+        return true;
+      }
+      if (!is_bool_word(word)) {
+        *error = usage("option '" + w.spelled + "' takes true or false, not '" + word + "'");
+        return false;
+      }
+      *value = equals_ignoring_case(word, "true");
+      return true;
+    };
+
+    if (const Supported* s = find_supported(w)) {
+      // `-fw` or `-hx` style bundles are not nsys syntax; only value options take attached text.
+      if (w.short_name && w.has_attached && s->arity == Arity::kNone) {
+        *error = usage("unknown option '" + std::string(arg) + "'; run `cutrace profile --help`");
+        return false;
+      }
+      std::string value;
+      switch (s->id) {
+        case Id::kHelp:
+          if (w.has_attached) {
+            *error = usage("option '" + w.spelled + "' takes no value");
+            return false;
+          }
+          options->help = true;
+          return true;
+        case Id::kForce:
+          if (!take_bool(&options->force_overwrite)) return false;
+          break;
+        case Id::kShowOutput:
+          if (!take_bool(&options->show_output)) return false;
+          break;
+        case Id::kStats:
+          if (!take_bool(&options->stats)) return false;
+          break;
+        case Id::kStopOnExit: {
+          bool stop = true;
+          if (!take_bool(&stop)) return false;
+          if (!stop) {
+            *error =
+                usage(w.spelled + " false is not supported; cutrace always stops recording when the program exits");
+            return false;
+          }
+          break;
+        }
+        case Id::kOutput:
+          if (!take_value(&value)) {
+            *error = usage("option '" + w.spelled + "' needs a file name");
+            return false;
+          }
+          options->output_pattern = value;
+          break;
+        case Id::kTrace:
+          if (!take_value(&value)) {
+            *error = usage("option '" + w.spelled + "' needs a value such as cuda");
+            return false;
+          }
+          if (!parse_trace_list(w.spelled, value, options, error)) return false;
+          break;
+        case Id::kRingSize:
+          if (!take_value(&value) || !parse_u32(value, abi::kMinRingBytes, uint64_t(1) << 31, &options->ring_bytes) ||
+              !abi::is_power_of_two(options->ring_bytes)) {
+            *error = usage("--ring-size needs a power of two between " + std::to_string(abi::kMinRingBytes) +
+                           " and 2147483648 bytes (suffixes K, M, G allowed)");
+            return false;
+          }
+          break;
+        case Id::kRingSlots:
+          if (!take_value(&value) || !parse_u32(value, 1, std::numeric_limits<uint32_t>::max(), &options->ring_slots)) {
+            *error = usage("--ring-slots needs a whole number of at least 1");
+            return false;
+          }
+          break;
+      }
+      continue;
+    }
+
+    if (const Unsupported* u = find_unsupported(w)) {
+      std::string value;
+      bool accepted = false;
+      if (u->off) {
+        if (w.has_attached) {
+          accepted = equals_ignoring_case(w.attached, u->off);
+        } else if (i + 1 < argc && equals_ignoring_case(argv[i + 1], u->off)) {
+          options->given.emplace_back(argv[++i]);
+          accepted = true;
+        }
+      }
+      if (!accepted) {
+        *error = usage("option '" + w.spelled + "' is not supported yet");
+        return false;
+      }
+      continue;
+    }
+
+    *error =
+        usage("unknown option '" + (w.short_name ? std::string(arg) : w.spelled) + "'; run `cutrace profile --help`");
+    return false;
+  }
+
+  for (; i < argc; ++i) options->command.emplace_back(argv[i]);
+  if (options->command.empty()) {
+    *error = usage("no command given; usage: cutrace profile [options] [--] <command> [args...]");
+    return false;
+  }
+  return true;
+}
+
+const char* help_text() {
+  return R"(usage: cutrace profile [options] [--] <command> [args...]
+
+Runs <command> with its CUDA runtime and driver calls recorded into a .cutrace file, then exits with
+the command's exit code (128+N if signal N killed it). Options follow `nsys profile`.
+
+options:
+  -o, --output NAME           trace file; ".cutrace" is appended unless NAME ends with it; missing
+                              directories are created. Default: the first free reportN.cutrace in the
+                              current directory. NAME may contain
+                                %q{VAR}  the value of environment variable VAR (which must be set)
+                                %h       the host name
+                                %p       the process id of <command>
+                                %%       a literal %
+                              e.g. -o /out/job%q{SLURM_JOB_ID}/rank%q{SLURM_PROCID}
+  -f, --force-overwrite true|false
+                              overwrite an existing trace file (default false)
+  -w, --show-output true|false
+                              false sends the command's stdout and stderr to /dev/null (default true)
+  -t, --trace cuda|none       what to record (default cuda); none runs the command with recording off
+  -x, --stop-on-exit true     stop when the command exits (the only mode cutrace has)
+      --stats true|false      print the cuda_api_sum table after the run (default false)
+      --ring-size BYTES       per-thread ring size, a power of two (default 4M; suffixes K, M, G)
+      --ring-slots N          rings in the session, one per recording thread (default 256)
+  -h, --help                  print this help
+
+A boolean option given alone (-f) means true. Other nsys options are refused by name, except those
+given the value that turns them off (-s none, -b none, -c none, --cudabacktrace none, ...), which
+match what cutrace does.
+
+Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cutrace with kill are passed on to the command;
+a terminal's Ctrl+C or Ctrl+\ already reaches the command directly. The trace is finished after the
+command exits, also when a signal ended it.
+
+environment:
+  CUTRACE_PRELOAD_LIB         path of libcutrace-preload.so (default: found next to cutrace)
+  CUTRACE_RECORDER            path of cutrace-recorder (default: found next to cutrace)
+  CUTRACE_RECORDER_START_TIMEOUT
+                              seconds the recorder may take to start (default 10)
+  CUTRACE_RECORDER_STOP_TIMEOUT
+                              seconds the recorder may take to finish the trace after the command
+                              exits before it is stopped with SIGTERM (default 120)
+  CUTRACE_CLOCK               monotonic or tsc: the clock of the trace (default: tsc when the kernel
+                              uses it as its clocksource)
+)";
+}
+
+}  // namespace cutrace::launcher

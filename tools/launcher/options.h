@@ -1,0 +1,48 @@
+// Command-line options of `cutrace profile`, spelled as `nsys profile` spells them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cutrace/abi.h"
+
+namespace cutrace::launcher {
+
+// Exit codes shared by every refusal, so scripts can tell a usage mistake from a failed setup.
+inline constexpr int kExitSetupFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitNotExecutable = 126;
+inline constexpr int kExitCommandNotFound = 127;
+
+struct ProfileOptions {
+  std::string output_pattern;  // as given to -o, before %-expansion; empty: the first free reportN
+  bool force_overwrite = false;
+  bool show_output = true;
+  bool stats = false;
+  bool trace_cuda = true;  // false for `-t none`: the program runs under the session with capture off
+  uint32_t ring_bytes = abi::kDefaultRingBytes;
+  uint32_t ring_slots = abi::kDefaultSlotCount;
+  bool help = false;
+  std::vector<std::string> given;    // the option words exactly as typed, stored in the trace
+  std::vector<std::string> command;  // the program and its arguments
+};
+
+// A refusal of the command line: one sentence, already prefixed with "cutrace profile: ".
+struct UsageError {
+  int exit_code = kExitUsage;
+  std::string message;
+};
+
+// Parses argv (argv[0] is the subcommand name). Returns false and fills `error` on the first problem.
+// With -h/--help it returns true with options->help set and no command required.
+bool parse_options(int argc, const char* const* argv, ProfileOptions* options, UsageError* error);
+
+// The text printed by `cutrace profile --help`.
+const char* help_text();
+
+// Parses "4194304", "4M", "4MiB", "512K" (binary multiples). Returns false on anything else or on
+// overflow of 64 bits.
+bool parse_byte_count(const std::string& text, uint64_t* bytes);
+
+}  // namespace cutrace::launcher

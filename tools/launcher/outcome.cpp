@@ -1,0 +1,38 @@
+#include "launcher/outcome.h"
+
+#include <cstdio>
+#include <iterator>
+
+namespace cutrace::launcher {
+namespace {
+
+std::string count(uint64_t n, const char* singular, const char* plural) {
+  return std::to_string(n) + " " + (n == 1 ? singular : plural);
+}
+
+}  // namespace
+
+std::string human_size(uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = double(bytes) / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
+  return text;
+}
+
+std::string summary_line(const RecorderSummary& s, const std::string& path, uint64_t file_bytes) {
+  std::string line = "cutrace: " + count(s.events, "event", "events") + ", " +
+                     count(s.processes, "process", "processes") + ", " + count(s.threads, "thread", "threads") + ", " +
+                     std::to_string(s.dropped) + " dropped";
+  if (s.malformed) line += ", " + std::to_string(s.malformed) + " malformed";
+  if (s.lost) line += ", " + std::to_string(s.lost) + " lost (all rings taken; raise --ring-slots)";
+  return line + " -> " + path + " (" + human_size(file_bytes) + ")";
+}
+
+}  // namespace cutrace::launcher

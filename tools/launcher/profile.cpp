@@ -1,0 +1,265 @@
+#include "launcher/profile.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "launcher/environment.h"
+#include "launcher/locate.h"
+#include "launcher/options.h"
+#include "launcher/outcome.h"
+#include "launcher/output_path.h"
+#include "launcher/process.h"
+#include "launcher/recorder_process.h"
+#include "report/commands.h"
+#include "session/session.h"
+
+namespace cutrace::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kDefaultStartTimeout{10'000};
+// Finishing means draining every ring and compressing it; a large trace on a slow disk can take a
+// while, and a recorder that is stopped early still finishes cleanly on SIGTERM.
+constexpr milliseconds kDefaultStopTimeout{120'000};
+constexpr milliseconds kMaxKillGrace{10'000};
+
+int fail(const UsageError& error) {
+  std::fprintf(stderr, "%s\n", error.message.c_str());
+  return error.exit_code;
+}
+
+int fail(int exit_code, const std::string& message) {
+  return fail(UsageError{exit_code, "cutrace profile: " + message + "."});
+}
+
+void warn(const std::string& message) { std::fprintf(stderr, "cutrace: warning: %s.\n", message.c_str()); }
+
+bool timeout_from_env(const char* name, milliseconds fallback, milliseconds* out, UsageError* error) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) {
+    *out = fallback;
+    return true;
+  }
+  char* end = nullptr;
+  double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(seconds) || seconds <= 0 || seconds > 86400 * 365) {
+    *error = UsageError{kExitUsage, std::string("cutrace profile: ") + name +
+                                        " must be a number of seconds greater than 0, not '" + text + "'."};
+    return false;
+  }
+  *out = milliseconds(std::max<int64_t>(1, int64_t(seconds * 1000)));
+  return true;
+}
+
+std::string host_name() {
+  char host[HOST_NAME_MAX + 1] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "";
+  return host;
+}
+
+std::string seconds_text(milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", double(duration.count()) / 1000);
+  return text;
+}
+
+bool file_size(const std::string& path, uint64_t* bytes) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return false;
+  *bytes = uint64_t(st.st_size);
+  return true;
+}
+
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+
+ private:
+  int fd_;
+};
+
+// Says what became of the trace once the recorder is gone. Returns true when a trace file exists.
+bool report_trace(const RecorderFinish& finish, const OutputTarget& output, milliseconds stop_timeout) {
+  const bool clean = WIFEXITED(finish.wait_status) && WEXITSTATUS(finish.wait_status) == 0;
+  if (finish.timed_out) {
+    warn("the recorder had not finished " + seconds_text(stop_timeout) +
+         " s after the program ended and was sent SIGTERM" + (finish.killed ? ", then SIGKILL" : "") +
+         "; raise CUTRACE_RECORDER_STOP_TIMEOUT if large traces need longer");
+  }
+  const std::string what = describe_wait_status(finish.wait_status);
+  uint64_t bytes = 0;
+  const std::string part = output.part();
+  if (file_size(part, &bytes)) {
+    // The recorder renames the .part away when it finishes, so one left here is the newest data of this
+    // run: chunks are self-contained, and the reader reads it up to the last complete one.
+    const std::string cause = clean ? "exited without finishing the trace" : what;
+    if (std::rename(part.c_str(), output.path.c_str()) != 0) {
+      warn("the recorder " + cause + " and " + part + " cannot be renamed (" + std::strerror(errno) +
+           "); it holds what was recorded");
+      return false;
+    }
+    warn("the recorder " + cause + "; " + output.path + " (" + human_size(bytes) + ") holds what it wrote before");
+    return true;
+  }
+  if (!file_size(output.path, &bytes)) {
+    warn("the recorder " + (clean ? std::string("exited") : what) + " and left no trace at " + output.path);
+    return false;
+  }
+  if (!clean) {
+    warn("the recorder " + what + " after finishing " + output.path + " (" + human_size(bytes) + ")");
+    return true;
+  }
+  if (!finish.summary.present) {
+    warn("the recorder reported no counts; " + output.path + " (" + human_size(bytes) + ") was written");
+    return true;
+  }
+  std::fprintf(stderr, "%s\n", summary_line(finish.summary, output.path, bytes).c_str());
+  return true;
+}
+
+int print_stats(const std::string& trace) {
+  std::fflush(stderr);
+  std::string args[] = {"stats", "--report", "cuda_api_sum", trace};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return report::stats_main(int(argv.size() - 1), argv.data());
+}
+
+int run(const ProfileOptions& options) {
+  StdFdPlaceholders std_fds;
+  UsageError error;
+
+  // Everything that can be checked without starting anything is checked first.
+  std::string program_path;
+  if (!find_command(options.command[0], std::getenv("PATH"), &program_path, &error)) return fail(error);
+  const std::string exe_dir = executable_dir();
+  std::string preload_path, recorder_path;
+  if (!find_preload(exe_dir, &preload_path, &error)) return fail(error);
+  if (!find_recorder(exe_dir, &recorder_path, &error)) return fail(error);
+  if (!options.output_pattern.empty()) {
+    std::string unused;
+    if (!expand_output_pattern(options.output_pattern, getpid(), &unused, &error)) return fail(error);
+  }
+  milliseconds start_timeout, stop_timeout;
+  if (!timeout_from_env("CUTRACE_RECORDER_START_TIMEOUT", kDefaultStartTimeout, &start_timeout, &error) ||
+      !timeout_from_env("CUTRACE_RECORDER_STOP_TIMEOUT", kDefaultStopTimeout, &stop_timeout, &error))
+    return fail(error);
+
+  // Installed before anything needs cleaning up, so a signal can no longer end the launcher with
+  // shared memory left behind.
+  SignalForwarding signals;
+
+  session::Options session_options;
+  session_options.slot_count = options.ring_slots;
+  session_options.ring_bytes = options.ring_bytes;
+  session_options.clock = session::choose_clock();
+  session_options.capture_enabled = options.trace_cuda;
+  session::Session session;  // its destructor removes the shared memory on every way out
+  std::string why;
+  if (!session.create(session_options, &why))
+    return fail(kExitSetupFailed, why + "; check that /dev/shm is mounted, writable and has room");
+  const std::vector<std::string> program_env = program_environment(environ, preload_path, session.name());
+
+  const int dev_null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (dev_null < 0) return fail(kExitSetupFailed, std::string("cannot open /dev/null: ") + std::strerror(errno));
+  FdCloser close_dev_null(dev_null);
+
+  // The program is forked first and held before exec: %p in -o needs its pid, and it must not run a
+  // single instruction before the recorder is ready. Until released it is only a copy of the launcher;
+  // every failure below kills it unseen.
+  Child program;
+  SpawnOptions program_spawn;
+  program_spawn.path = program_path;
+  program_spawn.argv = options.command;
+  program_spawn.env = &program_env;
+  program_spawn.hold = true;
+  program_spawn.shell_fallback = true;
+  program_spawn.forward_signals = true;
+  if (!options.show_output) program_spawn.fd_map = {{dev_null, 1}, {dev_null, 2}};
+  // A signal that came while there was no program yet ends the launch the way it would have ended the
+  // program.
+  if (int sig = SignalForwarding::take_untargeted_signal()) return 128 + sig;
+  if (!program.spawn(program_spawn, &why)) return fail(kExitSetupFailed, why);
+  // From here until the program is reaped every signal has a target; one that finds none after that
+  // asks the recorder to hurry (see RecorderProcess::finish).
+  if (int sig = SignalForwarding::take_untargeted_signal()) program.signal(sig);
+
+  OutputTarget output;
+  if (!prepare_output(options.output_pattern, options.force_overwrite, program.pid(), &output, &error))
+    return fail(error);
+
+  std::vector<std::string> recorder_args = {
+      "--session",  session.name(),
+      "--output",   output.path,
+      "--ready-fd", std::to_string(RecorderProcess::kReadyFd),
+      "--meta",     "command=" + shell_join(options.command),
+      "--meta",     "options=" + shell_join(options.given),
+      "--meta",     "host=" + host_name(),
+  };
+  std::error_code cwd_error;
+  const auto cwd = std::filesystem::current_path(cwd_error);
+  if (!cwd_error) recorder_args.insert(recorder_args.end(), {"--meta", "cwd=" + cwd.string()});
+  if (options.force_overwrite) recorder_args.push_back("--force");
+
+  const std::vector<std::string> recorder_env = recorder_environment(environ);
+  RecorderProcess recorder;
+  if (!recorder.start(recorder_path, recorder_args, recorder_env, dev_null, std_fds.was_closed(2), start_timeout,
+                      &error)) {
+    unlink(output.part().c_str());
+    discard_created_dirs(output);
+    return fail(error);
+  }
+  // An old trace under the same name would otherwise survive a run whose recorder dies before it
+  // finishes, and pass for this run's.
+  if (options.force_overwrite) unlink(output.path.c_str());
+
+  program.release();
+  if (int exec_errno = program.exec_result()) {
+    fail(exec_errno == ENOENT ? kExitCommandNotFound : kExitNotExecutable,
+         "cannot run " + program_path + " (" + std::strerror(exec_errno) + ")");
+  }
+  const int program_status = program.wait();
+
+  session.header()->shutdown_requested.store(1, std::memory_order_release);
+  const RecorderFinish finish = recorder.finish(stop_timeout, std::min(stop_timeout, kMaxKillGrace));
+  session.unlink();
+
+  const bool have_trace = report_trace(finish, output, stop_timeout);
+  if (options.stats && have_trace) print_stats(output.path);
+  return exit_code_of(program_status);
+}
+
+}  // namespace
+
+int profile_main(int argc, char** argv) {
+  ProfileOptions options;
+  UsageError error;
+  if (!parse_options(argc, argv, &options, &error)) return fail(error);
+  if (options.help) {
+    std::fputs(help_text(), stdout);
+    return 0;
+  }
+  return run(options);
+}
+
+}  // namespace cutrace::launcher
