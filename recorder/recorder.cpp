@@ -106,12 +106,18 @@ uint64_t Recorder::drain_slot(uint32_t slot, uint64_t max_bytes) {
 void Recorder::run(const std::function<bool()>& should_stop) {
   uint64_t sleep_ns = 0;
   while (!should_stop() && writer_->good()) {
-    if (poll() != 0) {
-      // Data is flowing: go straight back for more.
+    const uint64_t consumed = poll();
+    if (consumed >= options_.busy_pass_bytes) {
+      // A ring is filling fast: go straight back for more.
       sleep_ns = 0;
       continue;
     }
-    sleep_ns = sleep_ns ? std::min(sleep_ns * 2, options_.idle_sleep_max_ns) : options_.idle_sleep_min_ns;
+    // A trickle, or nothing: let records gather and read them in larger batches. Reading a ring's
+    // head line and fresh data lines while the producer writes them makes every one of its stores
+    // wait for the cache line to come back, which costs the traced program far more than a pause
+    // costs the recorder.
+    sleep_ns = consumed ? options_.idle_sleep_min_ns
+                        : (sleep_ns ? std::min(sleep_ns * 2, options_.idle_sleep_max_ns) : options_.idle_sleep_min_ns);
     const timespec ts{time_t(sleep_ns / 1000000000ull), long(sleep_ns % 1000000000ull)};
     nanosleep(&ts, nullptr);  // EINTR (SIGTERM) just ends the nap early
   }

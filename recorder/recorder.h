@@ -47,6 +47,9 @@ struct RecorderOptions {
   // maximum bounds how long a ring fills unobserved: at 20 M records/s (56-byte records, about
   // 1.1 GB/s) the default 4 MiB ring lasts 3.7 ms, so 1 ms leaves a margin of more than 3.
   uint64_t idle_sleep_min_ns = 50'000;
+  // A pass that consumed at least this much is followed by another at once; smaller ones by a pause
+  // of idle_sleep_min_ns, so that a steady producer is read in batches.
+  uint64_t busy_pass_bytes = 256u << 10;
   uint64_t idle_sleep_max_ns = 1'000'000;
   bool use_pidfd = true;
 };

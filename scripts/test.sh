@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds cutrace and runs the whole test suite; with --sanitizers also the ASan/UBSan and TSan builds
+# of the tests. Usage: scripts/test.sh [--sanitizers] [build-dir]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sanitizers=0
+if [[ "${1:-}" == "--sanitizers" ]]; then sanitizers=1; shift; fi
+build=${1:-build}
+jobs=$(nproc)
+
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$build" -j"$jobs"
+ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600
+
+if (( sanitizers )); then
+  # The end-to-end tests preload the shim into programs that are not built with a sanitizer runtime,
+  # which a sanitized shim cannot be; the sanitizer builds run every in-process test.
+  for kind in address,undefined thread; do
+    dir="$build-${kind%%,*}"
+    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCUTRACE_SANITIZE="$kind" -DCUTRACE_BUILD_BENCHMARKS=OFF
+    cmake --build "$dir" -j"$jobs"
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1 \
+      ctest --test-dir "$dir" --output-on-failure -j"$jobs" --timeout 900 -LE e2e
+  done
+fi
