@@ -1,0 +1,91 @@
+"""Shared helpers for end-to-end tests: run programs under `cutrace profile` on the simulated CUDA
+device and read the resulting traces back through the public tools (`cutrace stats/export/info`)."""
+import csv
+import io
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+BUILD = Path(os.environ.get("CUTRACE_BUILD_DIR", Path(__file__).resolve().parents[3] / "build"))
+CUTRACE = BUILD / "bin" / "cutrace"
+APPS = BUILD / "tests" / "bin"
+SIM_LIB = BUILD / "simcuda" / "lib"
+REAL_CUDA_LIB = Path(os.environ.get("CUDA_LIB_DIR", "/usr/local/cuda/lib64"))
+
+
+def app(name):
+    path = APPS / name
+    if not path.exists():
+        pytest.fail(f"test program {path} is missing: build the project first")
+    return str(path)
+
+
+def sim_env(**extra):
+    """The environment a program needs to run on the simulated device."""
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = str(SIM_LIB) + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env.pop("LD_PRELOAD", None)
+    env.pop("CUTRACE_SESSION", None)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def profile(tmp_path, command, env=None, options=(), name="trace", timeout=120, check=True, **popen):
+    """Runs `cutrace profile -o <tmp>/<name> <options> -- <command>`; returns (CompletedProcess, trace path)."""
+    out = tmp_path / name
+    args = [str(CUTRACE), "profile", "-o", str(out), *options, "--", *command]
+    proc = subprocess.run(args, env=env or sim_env(), capture_output=True, text=True, timeout=timeout, **popen)
+    trace = Path(str(out) + ".cutrace")
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cutrace profile exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc, trace
+
+
+def run_tool(*args, check=True):
+    proc = subprocess.run([str(CUTRACE), *map(str, args)], capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cutrace {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr}")
+    return proc
+
+
+def api_sum(trace):
+    """cuda_api_sum as {name: row} with numeric columns converted."""
+    proc = run_tool("stats", "--report", "cuda_api_sum", "--format", "csv", trace)
+    lines = [l for l in proc.stdout.splitlines() if l and not l.startswith("#")]
+    rows = {}
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        rows[row["Name"]] = {k: (float(v) if k != "Name" else v) for k, v in row.items()}
+    return rows
+
+
+def calls(trace, tmp_path):
+    """Every recorded call as the Perfetto export shows it: list of dicts with name, pid, tid, ts, dur, args."""
+    out = tmp_path / (Path(trace).stem + ".json")
+    run_tool("export", "--type", "perfetto", "-o", out, "--force-overwrite", "true", trace)
+    with open(out) as f:
+        doc = json.load(f)
+    return [e for e in doc["traceEvents"] if e.get("ph") == "X"], doc
+
+
+def counts(events):
+    result = {}
+    for e in events:
+        result[e["name"]] = result.get(e["name"], 0) + 1
+    return result
+
+
+def info(trace):
+    return run_tool("info", trace).stdout
+
+
+def info_totals(text):
+    """The numeric "name value" lines of `cutrace info` (totals), e.g. {"dropped": 0, "lost_no_slot": 0}."""
+    totals = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].replace(",", "").isdigit():
+            totals.setdefault(parts[0], int(parts[1].replace(",", "")))
+    return totals

@@ -1,0 +1,142 @@
+"""A real nvcc-built program profiled on the simulated device: exact call counts, kernel names,
+argument values, ordering and durations within the bounds the simulated device guarantees; the
+program's output and exit code unchanged; bad input refused before anything starts."""
+import json
+import os
+import subprocess
+
+from conftest import CUTRACE, api_sum, app, calls, counts, info, profile, run_tool, sim_env
+
+KERNEL_NS = 2_000_000  # each simulated kernel occupies the device for 2 ms
+ELEMENTS = 65536
+AXPY = "void ns::axpy<float>(int, float, float const*, float*)"
+SQUARE = "square_kernel(float*, float const*, int)"
+
+
+def app_calls(stdout):
+    """The program's own count of each call it made ("calls <function> <n>" lines)."""
+    result = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "calls":
+            result[parts[1]] = int(parts[2])
+    return result
+
+
+def test_vector_add_records_every_call_with_names_arguments_and_times(tmp_path):
+    iterations = 3
+    proc, trace = profile(tmp_path, [app("sim_vector_add"), str(iterations), str(ELEMENTS)],
+                          env=sim_env(SIMCUDA_KERNEL_NS=KERNEL_NS))
+    expected = app_calls(proc.stdout)
+    assert expected["cudaMalloc"] == 3 * iterations
+    # nvcc's generated registration code, which the program cannot count itself.
+    expected.update({"__cudaRegisterFatBinary": 1, "__cudaRegisterFatBinaryEnd": 1, "__cudaRegisterFunction": 2,
+                     "__cudaUnregisterFatBinary": 1})
+
+    events, doc = calls(trace, tmp_path)
+    assert counts(events) == expected
+
+    table = api_sum(trace)
+    for name, n in expected.items():
+        assert table[name]["Num Calls"] == n, name
+    assert abs(sum(row["Time (%)"] for row in table.values()) - 100.0) < 0.5
+
+    events.sort(key=lambda e: e["ts"])
+    bytes_ = 4 * ELEMENTS
+    launches = [e["args"]["kernel"] for e in events if e["name"] == "__cudaLaunchKernel"]
+    assert launches == [AXPY, SQUARE] * iterations
+    for e in events:
+        if e["name"] == "__cudaLaunchKernel":
+            assert e["args"]["gridDim"] == f"({ELEMENTS // 256},1,1)" and e["args"]["blockDim"] == "(256,1,1)"
+            assert e["args"]["result_name"] == "cudaSuccess"
+    assert [e["args"]["size"] for e in events if e["name"] == "cudaMalloc"] == [bytes_] * 3 * iterations
+    copies = [(e["args"]["kind"], e["args"]["count"]) for e in events if e["name"] == "cudaMemcpy"]
+    assert copies == [("cudaMemcpyHostToDevice", bytes_), ("cudaMemcpyHostToDevice", bytes_),
+                      ("cudaMemcpyDeviceToHost", bytes_)] * iterations
+
+    # The program's order of calls, per iteration.
+    order = [e["name"] for e in events if e["name"] in
+             ("cudaMalloc", "cudaMemcpy", "__cudaLaunchKernel", "cudaGetLastError", "cudaFree", "cudaDeviceSynchronize")]
+    per_iteration = ["cudaMalloc"] * 3 + ["cudaMemcpy"] * 2 + ["__cudaLaunchKernel"] * 2 + \
+        ["cudaGetLastError", "cudaMemcpy"] + ["cudaFree"] * 3 + ["cudaDeviceSynchronize"]
+    assert order == per_iteration * iterations
+
+    # The copy back waits for both kernels queued before it on the legacy stream (simcuda.h), so it
+    # lasts at least two kernel times; launches are asynchronous and return long before that.
+    back = [e for e in events if e["name"] == "cudaMemcpy" and e["args"]["kind"] == "cudaMemcpyDeviceToHost"]
+    for e in back:
+        assert e["dur"] * 1000 >= 2 * KERNEL_NS
+        assert e["dur"] * 1000 < 2 * KERNEL_NS + 500_000_000
+    launch_durations = sorted(e["dur"] * 1000 for e in events if e["name"] == "__cudaLaunchKernel")
+    assert launch_durations[len(launch_durations) // 2] < KERNEL_NS
+
+    # One process track with one thread, named after the program.
+    meta = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
+    assert {e["args"]["name"] for e in meta if e["name"] == "thread_name"} == {"sim_vector_add"}
+    assert len({e["pid"] for e in events}) == 1
+
+    text = info(trace)
+    assert "complete" in text
+    assert "dropped        0" in text
+
+
+def test_program_output_and_exit_code_are_unchanged(tmp_path):
+    command = [app("sim_output"), "5"]
+    plain = subprocess.run(command, env=sim_env(), capture_output=True, text=True, timeout=60)
+    traced, trace = profile(tmp_path, command, check=False)
+    assert plain.returncode == 5
+    assert traced.returncode == 5
+    assert traced.stdout == plain.stdout
+    # cutrace adds exactly one line to stderr, after everything the program wrote: its summary.
+    extra = traced.stderr[len(plain.stderr):]
+    assert traced.stderr.startswith(plain.stderr)
+    assert extra.startswith("cutrace: ") and extra.count("\n") == 1, traced.stderr
+    assert trace.exists()
+    table = api_sum(trace)
+    assert table["cudaSetDevice"]["Num Calls"] >= 1
+
+
+def test_a_program_killed_by_a_signal_gives_128_plus_the_signal(tmp_path):
+    proc, trace = profile(tmp_path, ["/bin/sh", "-c", "kill -TERM $$"], check=False)
+    assert proc.returncode == 128 + 15
+    assert trace.exists()
+
+
+def test_stats_formats_and_perfetto_export_are_well_formed(tmp_path):
+    _, trace = profile(tmp_path, [app("sim_vector_add"), "1", "1024"])
+    column = run_tool("stats", trace).stdout
+    for heading in ("Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
+                    "StdDev (ns)", "Name"):
+        assert heading in column
+    rows = json.loads(run_tool("stats", "--format", "json", trace).stdout)
+    assert rows
+    out = tmp_path / "trace.json"
+    run_tool("export", "--type", "perfetto", "-o", out, trace)
+    # An existing export is not overwritten without being asked to.
+    again = run_tool("export", "--type", "perfetto", "-o", out, trace, check=False)
+    assert again.returncode != 0 and "exists" in again.stderr
+
+
+def test_bad_input_is_refused_before_anything_starts(tmp_path):
+    env = sim_env()
+    missing = subprocess.run([str(CUTRACE), "profile", "-o", str(tmp_path / "x"), "--", "no-such-program-xyz"],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 127
+    assert "no-such-program-xyz" in missing.stderr and missing.stderr.count("\n") == 1
+    assert not (tmp_path / "x.cutrace").exists()
+
+    existing = tmp_path / "keep.cutrace"
+    existing.write_bytes(b"earlier results")
+    refused = subprocess.run([str(CUTRACE), "profile", "-o", str(tmp_path / "keep"), "--", "/bin/true"],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "-f true" in refused.stderr
+    assert existing.read_bytes() == b"earlier results"
+
+    unknown = subprocess.run([str(CUTRACE), "profile", "--no-such-option", "/bin/true"], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and "--no-such-option" in unknown.stderr
+
+    garbage = tmp_path / "garbage.cutrace"
+    garbage.write_bytes(os.urandom(4096))
+    bad = run_tool("stats", garbage, check=False)
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1

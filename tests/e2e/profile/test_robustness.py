@@ -1,0 +1,102 @@
+"""Nothing is lost silently: a program killed with SIGKILL keeps every call it had completed, a
+recorder killed mid-run leaves the program undisturbed and a readable trace, and a ring too small for
+its producer accounts for every call as recorded or dropped."""
+import os
+import signal
+import subprocess
+import time
+
+from conftest import CUTRACE, api_sum, app, info, info_totals, run_tool, sim_env
+
+
+def children(pid):
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(p) for p in f.read().split()]
+        except FileNotFoundError:
+            pass
+    return found
+
+
+def comm(pid):
+    """The process name, as the kernel keeps it (at most 15 characters)."""
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read().strip()
+
+
+def progress(path):
+    """The program's last published progress: {"completed": n, "<function>": n, ...}."""
+    try:
+        with open(path) as f:
+            return {k: int(v) for k, v in (line.split() for line in f if line.strip())}
+    except FileNotFoundError:
+        return {}
+
+
+def wait_for(predicate, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting")
+
+
+def start(tmp_path, command, options=()):
+    out = tmp_path / "trace"
+    launcher = subprocess.Popen([str(CUTRACE), "profile", "-o", str(out), *options, "--", *command],
+                                env=sim_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return launcher, tmp_path / "trace.cutrace"
+
+
+def test_sigkilled_program_keeps_every_call_it_completed(tmp_path):
+    progress_file = tmp_path / "progress"
+    launcher, trace = start(tmp_path, [app("sim_progress"), str(progress_file), "0", "50"])
+    wait_for(lambda: progress(progress_file).get("completed", 0) >= 3000)
+    program = wait_for(lambda: [p for p in children(launcher.pid) if comm(p) == "sim_progress"])[0]
+    os.kill(program, signal.SIGKILL)
+    _, stderr = launcher.communicate(timeout=120)
+    assert launcher.returncode == 128 + signal.SIGKILL, stderr
+    done = progress(progress_file)  # what the program had published before it died
+    table = api_sum(trace)
+    for function in ("cudaMalloc", "cudaGetDevice", "cudaMemsetAsync", "cudaStreamSynchronize"):
+        assert table[function]["Num Calls"] >= done[function], function
+    assert "complete" in info(trace)
+
+
+def test_killed_recorder_leaves_the_program_running_and_a_salvageable_trace(tmp_path):
+    progress_file = tmp_path / "progress"
+    iterations = 300000
+    launcher, trace = start(tmp_path, [app("sim_progress"), str(progress_file), str(iterations), "100"])
+    recorder = wait_for(lambda: [p for p in children(launcher.pid) if comm(p).startswith("cutrace-record")])[0]
+    # Let the recorder write a few chunks first (it flushes at least once a second).
+    wait_for(lambda: progress(progress_file).get("completed", 0) >= 2000)
+    time.sleep(1.2)
+    os.kill(recorder, signal.SIGKILL)
+    stdout, stderr = launcher.communicate(timeout=300)
+    assert launcher.returncode == 0, stderr
+    assert f"iterations {iterations}" in stdout
+    assert "recorder" in stderr
+    assert trace.exists()
+    text = info(trace)
+    assert "incomplete" in text
+    stats = run_tool("stats", "--format", "csv", trace, check=False)
+    assert stats.returncode == 0
+    assert "cudaGetDevice" in stats.stdout
+
+
+def test_tiny_ring_accounts_for_every_call_as_recorded_or_dropped(tmp_path):
+    calls = 300000
+    out = tmp_path / "tiny"
+    proc = subprocess.run([str(CUTRACE), "profile", "--ring-size", "16384", "-o", str(out), "--",
+                           app("cheap_calls"), str(calls)], env=sim_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    trace = tmp_path / "tiny.cutrace"
+    recorded = api_sum(trace)["cudaGetDevice"]["Num Calls"]
+    dropped = info_totals(info(trace))["dropped"]
+    assert dropped > 0, "a 16 KiB ring under a tight loop should overflow"
+    assert recorded + dropped == calls
+    assert f"{dropped:,} dropped" in proc.stderr or f"{dropped} dropped" in proc.stderr
