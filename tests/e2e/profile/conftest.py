@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import os
+import struct
 import subprocess
 from pathlib import Path
 
@@ -31,6 +32,36 @@ def sim_env(**extra):
     env.pop("CUTRACE_SESSION", None)
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def orphaned_sessions():
+    """This user's cutrace shared-memory objects whose launcher has exited: what a run left behind.
+    (Sessions of runs still going on, from tests running beside this one, are not counted.)"""
+    prefix = f"cutrace-{os.getuid()}-"
+    orphans = set()
+    for name in os.listdir("/dev/shm"):
+        if not name.startswith(prefix):
+            continue
+        try:
+            with open(f"/dev/shm/{name}", "rb") as f:
+                header = f.read(64)
+        except OSError:
+            continue  # removed meanwhile
+        launcher_pid = struct.unpack_from("<I", header, 56)[0] if len(header) == 64 else 0
+        try:
+            os.kill(launcher_pid, 0)
+        except ProcessLookupError:
+            orphans.add(name)
+        except PermissionError:
+            pass
+    return orphans
+
+
+@pytest.fixture(autouse=True)
+def no_session_outlives_its_run():
+    before = orphaned_sessions()
+    yield
+    assert orphaned_sessions() - before == set(), "a session's shared memory was left behind"
 
 
 def profile(tmp_path, command, env=None, options=(), name="trace", timeout=120, check=True, **popen):

@@ -1,0 +1,70 @@
+// Session objects are private to the user, carry unguessable names, and vanish with their owner.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <set>
+#include <string>
+
+#include "session/session.h"
+
+namespace cutrace {
+namespace {
+
+std::string shm_path(const std::string& name) { return "/dev/shm" + name; }
+
+TEST(Session, ObjectIsPrivateToTheUserAndRemovedWithItsOwner) {
+  std::string name;
+  {
+    session::Session s;
+    std::string error;
+    session::Options o;
+    o.slot_count = 2;
+    o.ring_bytes = abi::kMinRingBytes;
+    ASSERT_TRUE(s.create(o, &error)) << error;
+    name = s.name();
+    struct stat st;
+    ASSERT_EQ(stat(shm_path(name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_EQ(st.st_uid, getuid());
+    EXPECT_EQ(uint64_t(st.st_size), abi::session_bytes(2, abi::kMinRingBytes));
+    EXPECT_TRUE(abi::session_layout_valid(s.header(), s.bytes()));
+
+    session::Session other;
+    ASSERT_TRUE(other.open(name, &error)) << error;
+    EXPECT_EQ(other.header()->slot_count, 2u);
+  }
+  struct stat st;
+  EXPECT_NE(stat(shm_path(name).c_str(), &st), 0) << name << " outlived its session";
+}
+
+TEST(Session, NamesCarry128RandomBits) {
+  std::set<std::string> names;
+  for (int i = 0; i < 20; ++i) {
+    session::Session s;
+    std::string error;
+    session::Options o;
+    o.slot_count = 1;
+    o.ring_bytes = abi::kMinRingBytes;
+    ASSERT_TRUE(s.create(o, &error)) << error;
+    const std::string suffix = s.name().substr(s.name().rfind('-') + 1);
+    EXPECT_EQ(suffix.size(), 32u);
+    EXPECT_EQ(suffix.find_first_not_of("0123456789abcdef"), std::string::npos);
+    names.insert(s.name());
+  }
+  EXPECT_EQ(names.size(), 20u);
+}
+
+TEST(Session, BadGeometryAndForeignObjectsAreRefusedWithASentence) {
+  session::Session s;
+  std::string error;
+  session::Options o;
+  o.ring_bytes = 5000;  // not a power of two
+  EXPECT_FALSE(s.create(o, &error));
+  EXPECT_NE(error.find("power of two"), std::string::npos);
+  EXPECT_FALSE(s.open("/cutrace-does-not-exist", &error));
+  EXPECT_NE(error.find("cannot open session"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cutrace
