@@ -41,6 +41,7 @@ struct Paths {
   std::string preload = path_from("CUTRACE_BENCH_PRELOAD", CUTRACE_BENCH_PRELOAD);
   std::string recorder = path_from("CUTRACE_BENCH_RECORDER", CUTRACE_BENCH_RECORDER);
   std::string simlib = path_from("CUTRACE_BENCH_SIMLIB", CUTRACE_BENCH_SIMLIB);
+  std::string cutrace = path_from("CUTRACE_BENCH_CUTRACE", CUTRACE_BENCH_CUTRACE);
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -60,7 +61,8 @@ std::vector<std::string> base_environment(const Paths& paths) {
   return env;
 }
 
-pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int stdout_fd) {
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int stdout_fd,
+            int stderr_fd = -1) {
   std::vector<char*> a, e;
   for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
   a.push_back(nullptr);
@@ -69,6 +71,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (stdout_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO);
+  if (stderr_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stderr_fd, STDERR_FILENO);
   pid_t pid;
   int rc = posix_spawn(&pid, a[0], &actions, nullptr, a.data(), e.data());
   posix_spawn_file_actions_destroy(&actions);
@@ -162,6 +165,20 @@ double two_timestamps_ns(bool tsc) {
   return 2.0 * (double(b.tv_sec - a.tv_sec) * 1e9 + double(b.tv_nsec - a.tv_nsec)) / kReads;
 }
 
+double elapsed_ms(const Paths& paths, const std::vector<std::string>& argv) {
+  timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  std::vector<std::string> env = base_environment(paths);
+  pid_t pid = spawn(argv, env, devnull, devnull);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(devnull);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) die(argv[0] + " failed");
+  return double(b.tv_sec - a.tv_sec) * 1e3 + double(b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -192,6 +209,14 @@ int main(int argc, char** argv) {
     on.push_back(traced.ns_per_call);
     last_summary = traced.summary;
   }
+  // What `cutrace profile` adds to a program's run time: start-up and finishing of an empty trace.
+  std::vector<double> plain_ms, profiled_ms;
+  const std::string startup_trace = "/tmp/bench_startup_" + std::to_string(getpid());
+  for (int r = 0; r < 20; ++r) {
+    plain_ms.push_back(elapsed_ms(paths, {"/bin/true"}));
+    profiled_ms.push_back(elapsed_ms(paths, {paths.cutrace, "profile", "-f", "true", "-o", startup_trace, "--", "/bin/true"}));
+  }
+  unlink((startup_trace + ".cutrace").c_str());
   const double b = median(baseline), f = median(off), n = median(on);
   const bool tsc = cutrace::session::choose_clock() == cutrace::abi::ClockKind::kTsc;
   std::printf("%s x %ld calls, %d rounds, median ns per call (clock: %s)\n", api.c_str(), calls, rounds,
@@ -201,5 +226,7 @@ int main(int argc, char** argv) {
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, capture on", n, n - b);
   std::printf("  %-28s %8.2f ns   (the floor under capture-on overhead on this machine)\n", "two timestamps", two_timestamps_ns(tsc));
   std::printf("  last capture-on recorder: %s", last_summary.c_str());
+  std::printf("cutrace profile -- true: %.2f ms, true alone: %.2f ms, added %.2f ms (median of 20)\n",
+              median(profiled_ms), median(plain_ms), median(profiled_ms) - median(plain_ms));
   return 0;
 }

@@ -11,7 +11,7 @@
 //  * One pair is taken at start, a second at least kInitialBaselineNs later, then one every
 //    `recalibration_interval_ns`. The rate (ns per tick) is estimated over the longest baseline, first
 //    pair to latest, so its error shrinks as the run goes on: |dr/r| <= (e_first + e_latest) / B for
-//    a baseline of B ticks (6e-6 after the initial 10 ms, 4e-7 after 200 ms, 1e-9 after a minute).
+//    a baseline of B ticks (3e-5 after the initial 2 ms, 4e-7 after 200 ms, 1e-9 after a minute).
 //  * A timestamp t is converted relative to the most recent pair: ns = ns_L + (t - tsc_L) * rate.
 //    Its error is bounded by e_L + |t - tsc_L| * |dr/r| + |t - tsc_L| * s, where s is the difference
 //    between the NTP slew currently applied to CLOCK_MONOTONIC and its average over the baseline.
@@ -41,16 +41,24 @@ class TimestampConverter {
     uint64_t half_width_ticks = 0;  // the pair's uncertainty in ticks
   };
 
-  static constexpr uint64_t kInitialBaselineNs = 10'000'000;
+  // Short, because the launcher waits for it before starting the program; the early pairs follow
+  // quickly instead (see maybe_recalibrate).
+  static constexpr uint64_t kInitialBaselineNs = 2'000'000;
   static constexpr int kPairTries = 16;
 
   // For kTsc, takes the first two calibration pairs (blocks for kInitialBaselineNs). Fails only when
   // the session asks for TSC timestamps on a machine without a TSC.
   bool init(abi::ClockKind kind, uint64_t recalibration_interval_ns, std::string* error);
 
-  // Takes a new pair when the last one is older than the recalibration interval.
+  // Takes a new pair when the last one is older than the recalibration interval, or than the
+  // baseline while the baseline is still shorter: pairs at 2, 4, 8, ... ms keep every timestamp
+  // within one baseline of its pair, so the rate error times the distance stays near the pair error
+  // from the first milliseconds on.
   void maybe_recalibrate(uint64_t now_ns) {
-    if (tsc_ && now_ns - latest_.ns >= interval_ns_) recalibrate();
+    if (!tsc_) return;
+    uint64_t interval = baseline_ns() < interval_ns_ ? baseline_ns() : interval_ns_;
+    if (interval < kInitialBaselineNs) interval = kInitialBaselineNs;
+    if (now_ns - latest_.ns >= interval) recalibrate();
   }
   void recalibrate();
 

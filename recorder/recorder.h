@@ -70,7 +70,7 @@ class Recorder {
   Recorder& operator=(const Recorder&) = delete;
 
   // Copies the session's layout (validated against `mapped_bytes`) and starts the clock calibration
-  // (about 10 ms for a TSC session). `writer` must be open and outlive the recorder.
+  // (about 2 ms for a TSC session). `writer` must be open and outlive the recorder.
   bool attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace::TraceWriter* writer, std::string* error);
 
   // Metadata the recorder itself knows: clock kind and calibration, ring geometry.

@@ -149,7 +149,9 @@ DrainStats drain(abi::RingHeader* header, uint32_t ring_bytes, uint8_t* scratch,
       std::memcpy(&h, scratch + pos, sizeof h);
       if (h.kind == uint16_t(abi::RecordKind::kPad)) {
         // A pad always runs exactly to the end of the ring.
-        if (h.size != contiguous - pos || h.size % abi::kRecordAlign || h.size < sizeof h) { corrupt = true; break; }
+        // It is published together with the record after it, so it never reaches past head.
+        if (h.size != contiguous - pos || h.size % abi::kRecordAlign || h.size < sizeof h ||
+            tail + pos + h.size > head) { corrupt = true; break; }
         pos += h.size;  // may exceed span when span was cut by scratch size; handled below
         break;
       }

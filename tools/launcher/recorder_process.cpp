@@ -198,7 +198,8 @@ RecorderFinish RecorderProcess::finish(milliseconds stop_timeout, milliseconds k
       read_some(left + milliseconds(1));
     } else {
       // The pipe closes when the recorder exits; the moment after, only reaping is left.
-      std::this_thread::sleep_for(std::min(left + milliseconds(1), milliseconds(5)));
+      // Short naps: this wait is on the path of every run's exit.
+      std::this_thread::sleep_for(std::min<std::chrono::microseconds>(left + milliseconds(1), std::chrono::microseconds(200)));
     }
   }
   close_pipe();
