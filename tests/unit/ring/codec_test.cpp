@@ -103,8 +103,8 @@ TEST(RecordCodec, GarbageNeverOverrunsInputOrOutput) {
     for (auto& b : input) b = uint8_t(rng() % 3 == 0 ? rng() % 3 : rng());
     if (!input.empty() && rng() % 2) input[0] = uint8_t(abi::RecordKind::kApiCall);
     // Exactly-sized heap copy so ASan catches a read past the end.
-    std::unique_ptr<uint8_t[]> copy(new uint8_t[input.size() + 1]);
-    std::memcpy(copy.get(), input.data(), input.size());
+    std::unique_ptr<uint8_t[]> copy(new uint8_t[input.size()]);
+    if (!input.empty()) std::memcpy(copy.get(), input.data(), input.size());
     const uint8_t* p = copy.get();
     const uint8_t* end = copy.get() + input.size();
     uint8_t record[abi::kMaxRecordBytes];
