@@ -99,7 +99,7 @@ void BM_RecorderDrainAndCompress(benchmark::State& state) {
   state.counters["file_bytes_per_record"] = records ? double(st.st_size) / double(records) : 0;
   state.counters["records"] = double(records);
 }
-BENCHMARK(BM_RecorderDrainAndCompress)->Arg(1)->Arg(3)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_RecorderDrainAndCompress)->Arg(-1)->Arg(1)->Arg(3)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 }  // namespace
 
