@@ -178,6 +178,11 @@ int run(const ProfileOptions& options) {
   std::string why;
   if (!session.create(session_options, &why))
     return fail(kExitSetupFailed, why + "; check that /dev/shm is mounted, writable and has room");
+  if (session.header()->slot_count < session_options.slot_count)
+    std::fprintf(stderr,
+                 "cutrace: /dev/shm has room for %u rings of the %u asked for; threads beyond that are counted as "
+                 "lost (pass --ring-size to trade ring size for count).\n",
+                 session.header()->slot_count, session_options.slot_count);
   const std::vector<std::string> program_env = program_environment(environ, preload_path, session.name());
 
   const int dev_null = open("/dev/null", O_RDWR | O_CLOEXEC);

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -76,7 +77,23 @@ bool Session::create(const Options& options, std::string* error) {
   int n = std::snprintf(name, sizeof name, "/cutrace-%u-", unsigned(getuid()));
   for (unsigned char b : random) n += std::snprintf(name + n, sizeof name - n, "%02x", b);
 
-  const uint64_t bytes = abi::session_bytes(options.slot_count, options.ring_bytes);
+  uint32_t slot_count = options.slot_count;
+  struct statvfs shm;
+  if (statvfs("/dev/shm", &shm) == 0) {
+    const uint64_t free_bytes = uint64_t(shm.f_bavail) * shm.f_frsize;
+    const uint64_t slot_bytes = sizeof(abi::RingHeader) + uint64_t(options.ring_bytes);
+    if (abi::session_bytes(slot_count, options.ring_bytes) > free_bytes) {
+      const uint64_t fit = free_bytes > sizeof(abi::SessionHeader) ? (free_bytes - sizeof(abi::SessionHeader)) / slot_bytes : 0;
+      if (!options.fit_to_free_space || fit < kMinFittedSlots) {
+        *error = "/dev/shm has " + std::to_string(free_bytes >> 20) + " MiB free, too little for " +
+                 std::to_string(options.fit_to_free_space ? kMinFittedSlots : slot_count) + " rings of " +
+                 std::to_string(options.ring_bytes >> 10) + " KiB; free some space there or pass a smaller --ring-size";
+        return false;
+      }
+      slot_count = uint32_t(fit);
+    }
+  }
+  const uint64_t bytes = abi::session_bytes(slot_count, options.ring_bytes);
   // O_EXCL: a name that already exists is never reused; 0600: only this user's processes may attach.
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -105,7 +122,7 @@ bool Session::create(const Options& options, std::string* error) {
   h->total_bytes = bytes;
   h->slots_offset = sizeof(abi::SessionHeader);
   h->slot_stride = sizeof(abi::RingHeader) + options.ring_bytes;
-  h->slot_count = options.slot_count;
+  h->slot_count = slot_count;
   h->ring_bytes = options.ring_bytes;
   h->clock_kind = uint32_t(options.clock);
   h->on_full = uint32_t(abi::OnFull::kDrop);

@@ -15,7 +15,13 @@ struct Options {
   uint32_t ring_bytes = abi::kDefaultRingBytes;
   abi::ClockKind clock = abi::ClockKind::kMonotonicNs;
   bool capture_enabled = true;
+  // Rings are touched lazily, but a write to a page /dev/shm has no room for kills the writer with
+  // SIGBUS: the traced program. So a session never reserves more than /dev/shm has free; with this
+  // set, the slot count is lowered to fit (down to kMinFittedSlots) instead of failing.
+  bool fit_to_free_space = true;
 };
+
+inline constexpr uint32_t kMinFittedSlots = 4;
 
 // TSC when the kernel itself uses it as clocksource (so it is invariant and synchronised across CPUs),
 // unless CUTRACE_CLOCK=monotonic asks otherwise; CLOCK_MONOTONIC otherwise.
@@ -32,7 +38,7 @@ class Session {
   ~Session();
 
   // Creates a new object with mode 0600 under an unguessable name (128 random bits). Returns false and
-  // sets `error` to one sentence on failure.
+  // sets `error` to one sentence on failure. header()->slot_count tells how many slots it got.
   bool create(const Options& options, std::string* error);
   // Maps an existing object and validates its layout against its real size.
   bool open(const std::string& name, std::string* error);

@@ -1,6 +1,7 @@
 // Session objects are private to the user, carry unguessable names, and vanish with their owner.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <set>
@@ -64,6 +65,39 @@ TEST(Session, BadGeometryAndForeignObjectsAreRefusedWithASentence) {
   EXPECT_NE(error.find("power of two"), std::string::npos);
   EXPECT_FALSE(s.open("/cutrace-does-not-exist", &error));
   EXPECT_NE(error.find("cannot open session"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cutrace
+
+namespace cutrace {
+namespace {
+
+// A session larger than /dev/shm's free space would let a busy program die of SIGBUS on a page the
+// filesystem cannot supply; it is fitted or refused instead.
+TEST(Session, NeverReservesMoreThanDevShmHasFree) {
+  struct statvfs shm;
+  ASSERT_EQ(statvfs("/dev/shm", &shm), 0);
+  const uint64_t free_bytes = uint64_t(shm.f_bavail) * shm.f_frsize;
+  const uint32_t ring = 1u << 20;
+  const uint64_t too_many = free_bytes / ring + 100;
+  ASSERT_LT(too_many, uint64_t(UINT32_MAX));
+
+  session::Options o;
+  o.ring_bytes = ring;
+  o.slot_count = uint32_t(too_many);
+  std::string error;
+  {
+    session::Session fitted;
+    ASSERT_TRUE(fitted.create(o, &error)) << error;
+    EXPECT_LT(fitted.header()->slot_count, o.slot_count);
+    EXPECT_LE(fitted.bytes(), free_bytes);
+    EXPECT_TRUE(abi::session_layout_valid(fitted.header(), fitted.bytes()));
+  }
+  o.fit_to_free_space = false;
+  session::Session refused;
+  EXPECT_FALSE(refused.create(o, &error));
+  EXPECT_NE(error.find("/dev/shm has"), std::string::npos) << error;
 }
 
 }  // namespace
