@@ -140,3 +140,16 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path):
     garbage.write_bytes(os.urandom(4096))
     bad = run_tool("stats", garbage, check=False)
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1
+
+
+def test_installed_cutrace_finds_its_shim_and_recorder(tmp_path):
+    prefix = tmp_path / "prefix"
+    cmake = os.environ.get("CMAKE_COMMAND", "cmake")
+    subprocess.run([cmake, "--install", str(CUTRACE.parent.parent), "--prefix", str(prefix)], check=True,
+                   capture_output=True, timeout=120)
+    installed = prefix / "bin" / "cutrace"
+    out = tmp_path / "installed"
+    proc = subprocess.run([str(installed), "profile", "-o", str(out), "--", app("sim_vector_add"), "1", "1024"],
+                          env=sim_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert api_sum(str(out) + ".cutrace")["cudaMalloc"]["Num Calls"] == 3
