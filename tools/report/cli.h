@@ -29,10 +29,19 @@ class ArgCursor {
   // `--force-overwrite=true`, or the bare flag meaning true. `bad` is set for any other value.
   bool bool_option(const char* short_name, const char* long_name, bool& value, bool& bad);
 
+  // What every subcommand's loop does with an argument its own options did not take: `--` ends the
+  // options, anything else starting with '-' is refused, and the one positional argument is the
+  // trace. Returns kNextArgument to go on, or an exit code after one sentence on stderr naming
+  // `command` and ending with `hint` (how to get help).
+  static constexpr int kNextArgument = -1;
+  int take_common(const char* command, const std::string& hint, std::string& trace_path);
+  bool options_done() const { return options_done_; }
+
  private:
   int argc_;
   char** argv_;
   int i_ = 1;
+  bool options_done_ = false;
 };
 
 // Where a report goes: stdout for "" or "-", else a new file. Writes go to a temporary file beside the

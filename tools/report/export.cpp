@@ -37,21 +37,16 @@ std::string default_output(const std::string& trace_path) {
 
 int export_main(int argc, char** argv) {
   std::string type, output_arg, trace_path;
-  bool overwrite = false, options_done = false;
+  bool overwrite = false;
   ArgCursor args(argc, argv);
   while (!args.done()) {
     std::string_view a = args.current();
     bool missing = false, bad = false;
-    if (!options_done && (a == "-h" || a == "--help")) {
+    if (!args.options_done() && (a == "-h" || a == "--help")) {
       print_help();
       return kExitOk;
     }
-    if (!options_done && a == "--") {
-      options_done = true;
-      args.advance();
-      continue;
-    }
-    if (!options_done &&
+    if (!args.options_done() &&
         (args.value_option("-t", "--type", type, missing) || args.value_option("-o", "--output", output_arg, missing))) {
       if (missing) {
         std::fprintf(stderr, "cutrace export: %s needs a value; see `cutrace export --help`.\n", std::string(a).c_str());
@@ -59,24 +54,15 @@ int export_main(int argc, char** argv) {
       }
       continue;
     }
-    if (!options_done && args.bool_option("-f", "--force-overwrite", overwrite, bad)) {
+    if (!args.options_done() && args.bool_option("-f", "--force-overwrite", overwrite, bad)) {
       if (bad) {
         std::fprintf(stderr, "cutrace export: --force-overwrite takes true or false.\n");
         return kExitUsage;
       }
       continue;
     }
-    if (!options_done && a.size() > 1 && a[0] == '-') {
-      std::fprintf(stderr, "cutrace export: unknown option '%s'; see `cutrace export --help`.\n", std::string(a).c_str());
-      return kExitUsage;
-    }
-    if (!trace_path.empty()) {
-      std::fprintf(stderr, "cutrace export: more than one trace given ('%s' and '%s'); give one trace file.\n",
-                   trace_path.c_str(), std::string(a).c_str());
-      return kExitUsage;
-    }
-    trace_path = a;
-    args.advance();
+    if (const int exit_code = args.take_common("export", "see `cutrace export --help`", trace_path); exit_code != ArgCursor::kNextArgument)
+      return exit_code;
   }
   if (type.empty()) {
     std::fprintf(stderr, "cutrace export: no export type given; add --type perfetto.\n");

@@ -68,27 +68,16 @@ void print_rows(const std::vector<std::string>& header, const std::vector<std::v
 
 int info_main(int argc, char** argv) {
   std::string trace_path;
-  bool options_done = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (!options_done && (a == "-h" || a == "--help")) {
+  ArgCursor args(argc, argv);
+  while (!args.done()) {
+    const std::string_view a = args.current();
+    if (!args.options_done() && (a == "-h" || a == "--help")) {
       print_help();
       return kExitOk;
     }
-    if (!options_done && a == "--") {
-      options_done = true;
-      continue;
-    }
-    if (!options_done && a.size() > 1 && a[0] == '-') {
-      std::fprintf(stderr, "cutrace info: unknown option '%s'; usage: cutrace info FILE.cutrace.\n", argv[i]);
-      return kExitUsage;
-    }
-    if (!trace_path.empty()) {
-      std::fprintf(stderr, "cutrace info: more than one trace given ('%s' and '%s'); give one trace file.\n",
-                   trace_path.c_str(), argv[i]);
-      return kExitUsage;
-    }
-    trace_path = a;
+    if (const int exit_code = args.take_common("info", "usage: cutrace info FILE.cutrace", trace_path);
+        exit_code != ArgCursor::kNextArgument)
+      return exit_code;
   }
   if (trace_path.empty()) {
     std::fprintf(stderr, "cutrace info: no trace given; usage: cutrace info FILE.cutrace.\n");

@@ -40,21 +40,16 @@ std::string report_names() {
 
 int stats_main(int argc, char** argv) {
   std::string reports_arg = kDefaultReport, format_arg = "column", output_arg, trace_path;
-  bool overwrite = false, options_done = false;
+  bool overwrite = false;
   ArgCursor args(argc, argv);
   while (!args.done()) {
     std::string_view a = args.current();
     bool missing = false, bad = false;
-    if (!options_done && (a == "-h" || a == "--help")) {
+    if (!args.options_done() && (a == "-h" || a == "--help")) {
       print_help();
       return kExitOk;
     }
-    if (!options_done && a == "--") {
-      options_done = true;
-      args.advance();
-      continue;
-    }
-    if (!options_done && (args.value_option("-r", "--report", reports_arg, missing) ||
+    if (!args.options_done() && (args.value_option("-r", "--report", reports_arg, missing) ||
                           args.value_option("-f", "--format", format_arg, missing) ||
                           args.value_option("-o", "--output", output_arg, missing))) {
       if (missing) {
@@ -63,24 +58,15 @@ int stats_main(int argc, char** argv) {
       }
       continue;
     }
-    if (!options_done && args.bool_option(nullptr, "--force-overwrite", overwrite, bad)) {
+    if (!args.options_done() && args.bool_option(nullptr, "--force-overwrite", overwrite, bad)) {
       if (bad) {
         std::fprintf(stderr, "cutrace stats: --force-overwrite takes true or false.\n");
         return kExitUsage;
       }
       continue;
     }
-    if (!options_done && a.size() > 1 && a[0] == '-') {
-      std::fprintf(stderr, "cutrace stats: unknown option '%s'; see `cutrace stats --help`.\n", std::string(a).c_str());
-      return kExitUsage;
-    }
-    if (!trace_path.empty()) {
-      std::fprintf(stderr, "cutrace stats: more than one trace given ('%s' and '%s'); give one trace file.\n",
-                   trace_path.c_str(), std::string(a).c_str());
-      return kExitUsage;
-    }
-    trace_path = a;
-    args.advance();
+    if (const int exit_code = args.take_common("stats", "see `cutrace stats --help`", trace_path); exit_code != ArgCursor::kNextArgument)
+      return exit_code;
   }
   if (trace_path.empty()) {
     std::fprintf(stderr, "cutrace stats: no trace given; usage: cutrace stats [options] FILE.cutrace.\n");
