@@ -7,6 +7,7 @@
 // the session asks for shutdown (or SIGTERM, or the launcher dies), then renames <output>.part to
 // <output> and writes the one-line summary to the ready fd.
 #include <fcntl.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -177,6 +178,19 @@ std::string parent_directory(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
+// Any process of the user can shrink the session object under the recorder's mapping (ftruncate),
+// and the next read of a page beyond the new end raises SIGBUS. Reads of the session happen only in
+// the recorder's drain loop on this thread, so the handler jumps back there and the recorder finishes
+// the trace with what it had read; a SIGBUS anywhere else is a real crash.
+sigjmp_buf g_session_fault;
+volatile sig_atomic_t g_session_guarded = 0;
+
+void on_sigbus(int signo) {
+  if (g_session_guarded) siglongjmp(g_session_fault, 1);
+  signal(signo, SIG_DFL);
+  raise(signo);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -247,13 +261,27 @@ int main(int argc, char** argv) {
     return fail(std::string("cannot report readiness on the ready fd: ") + std::strerror(errno) + ".");
   }
 
-  // PR_SET_PDEATHSIG only covers a parent that dies after the prctl; getppid() covers the rest.
-  recorder.run([&] {
-    return g_terminate || header->shutdown_requested.load(std::memory_order_acquire) != 0 || getppid() != parent;
-  });
+  struct sigaction bus {};
+  bus.sa_handler = on_sigbus;
+  sigemptyset(&bus.sa_mask);
+  sigaction(SIGBUS, &bus, nullptr);
+  if (sigsetjmp(g_session_fault, 1) == 0) {
+    g_session_guarded = 1;
+    // PR_SET_PDEATHSIG only covers a parent that dies after the prctl; getppid() covers the rest.
+    recorder.run([&] {
+      return g_terminate || header->shutdown_requested.load(std::memory_order_acquire) != 0 || getppid() != parent;
+    });
+    if (writer.good()) recorder.final_drain();
+    g_session_guarded = 0;
+  } else {
+    g_session_guarded = 0;
+    recorder.abandon_session();
+    std::fprintf(stderr,
+                 "cutrace-recorder: the session's shared memory was shrunk by another process; the trace ends "
+                 "with what was read before.\n");
+  }
   if (!writer.good()) return fail(writer.error() + "; the partial trace is in " + part + ".");
 
-  recorder.final_drain();
   if (!writer.finish(recorder.summary(), recorder.thread_stats()))
     return fail(writer.error() + "; the partial trace is in " + part + ".");
   if (::rename(part.c_str(), args.output.c_str()) != 0)

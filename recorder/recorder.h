@@ -89,6 +89,9 @@ class Recorder {
   // live processes: a program may exit without retiring its threads) and captures the producers'
   // drop counters.
   void final_drain();
+  // After the session's memory became unreadable (another process shrank the object): from now on
+  // nothing is read from it; summary() and thread_stats() report what was drained before.
+  void abandon_session() { finished_ = true; }
 
   Totals totals() const;
   std::vector<format::ThreadStats> thread_stats() const;

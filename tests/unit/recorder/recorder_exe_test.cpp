@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -315,6 +316,44 @@ TEST_F(RecorderExeTest, BadArgumentsAreUsageErrors) {
   EXPECT_EQ(wait_exit(child_.pid), 2);
   child_.pid = -1;
   EXPECT_NE(read_all(child_.stderr_fd).find("--session and --output are required"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cutrace
+
+namespace cutrace {
+namespace {
+
+// A process of the same user can shrink the session object under the recorder (ftruncate); the
+// recorder's next read of a vanished page raises SIGBUS. It must finish a valid trace with what it
+// had read instead of dying.
+TEST_F(RecorderExeTest, SessionShrunkByAnotherProcessEndsTheTraceCleanly) {
+  create_session(2, 64 << 10);
+  start_recorder();
+  TestRing r = TestRing::claim_self(session_.header(), 0, 77);
+  push_waiting(r, 0, 500);
+  // Wait until the recorder has drained them, so they are in its hands before the memory goes.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (r.header->tail.load(std::memory_order_acquire) != r.producer.head && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  const int fd = shm_open(session_.name().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 0), 0);
+  close(fd);
+  // From here on neither side may touch the mapping.
+  EXPECT_EQ(wait_exit(child_.pid), 0);
+  child_.pid = -1;
+  EXPECT_NE(read_all(child_.stderr_fd).find("shrunk by another process"), std::string::npos);
+  ASSERT_TRUE(fs::exists(output_));
+  test::ParsedFile f;
+  ASSERT_TRUE(test::parse_file(output_, &f));
+  EXPECT_EQ(f.stop_reason, "");
+  EXPECT_EQ(f.chunks.back().header.type, uint16_t(format::ChunkType::kEnd));
+  test::Events ev = test::decode_events(f.chunks);
+  ASSERT_EQ(ev.error, "");
+  uint64_t calls = 0;
+  for (const auto& d : ev.records) calls += d.kind == abi::RecordKind::kApiCall;
+  EXPECT_EQ(calls, 500u);
 }
 
 }  // namespace
