@@ -153,3 +153,16 @@ def test_installed_cutrace_finds_its_shim_and_recorder(tmp_path):
                           env=sim_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert api_sum(str(out) + ".cutrace")["cudaMalloc"]["Num Calls"] == 3
+
+
+def test_trace_none_records_no_timed_calls_but_keeps_kernel_names(tmp_path):
+    proc, trace = profile(tmp_path, [app("sim_vector_add"), "2", "1024"], options=["-t", "none"])
+    assert "verified 2" in proc.stdout
+    table = api_sum(trace)
+    assert "cudaMalloc" not in table and "__cudaLaunchKernel" not in table
+    events, _ = calls(trace, tmp_path)
+    assert events == []
+    # Registration is still recorded, flagged as outside capture, so that a capture range starting
+    # later can name kernels: fat binary register/end/unregister, two functions, two kernel handles.
+    api_line = [l for l in info(trace).splitlines() if l.strip().startswith("api calls")][0]
+    assert api_line.split()[2:] == ["7", "(0", "timed,", "7", "kept", "only", "to", "name", "kernels)"], api_line
