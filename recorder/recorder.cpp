@@ -237,8 +237,8 @@ uint64_t Recorder::drain_to_head(const SlotTrack& track, abi::RingHeader* ring) 
 
 void Recorder::convert(const uint8_t* record, uint32_t bytes) {
   if (batch_used_ + codec::kMaxEncodedBytes > options_.batch_bytes) submit_batch();
-  // Times become absolute ns in a copy; the codec then writes the compact file encoding.
-  uint8_t converted[abi::kMaxRecordBytes];
+  uint8_t* out = batch_.get() + batch_used_;
+  uint8_t* encoded_end = nullptr;
   abi::RecordHeader header;
   std::memcpy(&header, record, sizeof header);
   switch (abi::RecordKind(header.kind)) {
@@ -250,30 +250,29 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
         ++threads_[batch_thread_].records_malformed;
         return;
       }
-      const uint64_t begin_ns = clock_.to_ns(begin), end_ns = clock_.to_ns(end);
-      std::memcpy(converted, record, bytes);
-      std::memcpy(converted + offsetof(abi::ApiCallRecord, begin), &begin_ns, sizeof begin_ns);
-      std::memcpy(converted + offsetof(abi::ApiCallRecord, end), &end_ns, sizeof end_ns);
+      encoded_end = codec::encode_call(codec_, record, clock_.to_ns(begin), clock_.to_ns(end), out);
       break;
     }
     case abi::RecordKind::kThreadStart: {
+      // Rare: one per thread, so a copy with the converted time is fine.
+      uint8_t converted[sizeof(abi::ThreadStartRecord)];
+      std::memcpy(converted, record, sizeof converted);
       uint64_t time;
       std::memcpy(&time, record + offsetof(abi::ThreadStartRecord, time), sizeof time);
       time = clock_.to_ns(time);
-      std::memcpy(converted, record, bytes);
       std::memcpy(converted + offsetof(abi::ThreadStartRecord, time), &time, sizeof time);
+      encoded_end = codec::encode(codec_, converted, sizeof converted, out);
       break;
     }
     case abi::RecordKind::kString:
-      std::memcpy(converted, record, bytes);
+      encoded_end = codec::encode(codec_, record, bytes, out);
       break;
     default:
       // ring::record_well_formed admits only the kinds above; anything else is not ours to write.
       ++threads_[batch_thread_].records_malformed;
       return;
   }
-  uint8_t* out = batch_.get() + batch_used_;
-  batch_used_ += uint32_t(codec::encode(codec_, converted, bytes, out) - out);
+  batch_used_ += uint32_t(encoded_end - out);
   ++batch_records_;
 }
 

@@ -84,29 +84,22 @@ class BlockState {
   uint64_t prev_begin_ = 0;
 };
 
-// Encodes one well-formed ring record (ring::record_well_formed; times already absolute ns) at `out`,
-// which has room for kMaxEncodedBytes. Returns the end of the encoding.
-inline uint8_t* encode(BlockState& state, const uint8_t* record, uint32_t bytes, uint8_t* out) {
-  abi::RecordHeader h;
-  std::memcpy(&h, record, sizeof h);
-  *out++ = uint8_t(h.kind);
-  if (h.kind != uint16_t(abi::RecordKind::kApiCall)) {
-    out = put_varint(out, bytes);
-    std::memcpy(out, record, bytes);
-    return out + bytes;
-  }
+// Encodes one well-formed kApiCall ring record with the given absolute times, which replace the
+// record's own `begin` and `end` (the recorder converts ring ticks here without copying the record).
+inline uint8_t* encode_call(BlockState& state, const uint8_t* record, uint64_t begin, uint64_t end, uint8_t* out) {
   abi::ApiCallRecord r;
   std::memcpy(&r, record, sizeof r);
-  out = put_varint(out, h.aux);
-  out = put_varint(out, zigzag(int64_t(r.begin - state.prev_begin())));
-  state.prev_begin() = r.begin;
-  out = put_varint(out, r.end - r.begin);
+  *out++ = uint8_t(abi::RecordKind::kApiCall);
+  out = put_varint(out, r.header.aux);
+  out = put_varint(out, zigzag(int64_t(begin - state.prev_begin())));
+  state.prev_begin() = begin;
+  out = put_varint(out, end - begin);
   out = put_varint(out, zigzag(int64_t(r.result)));
   out = put_varint(out, r.depth);
   *out++ = r.flags;
   out = put_varint(out, r.correlation);
   *out++ = r.arg_count;
-  uint64_t* prev = state.history(h.aux);
+  uint64_t* prev = state.history(r.header.aux);
   const uint8_t* args = record + sizeof(abi::ApiCallRecord);
   for (uint32_t i = 0; i < r.arg_count; ++i) {
     uint64_t arg;
@@ -119,6 +112,23 @@ inline uint8_t* encode(BlockState& state, const uint8_t* record, uint32_t bytes,
     }
   }
   return out;
+}
+
+// Encodes one well-formed ring record (ring::record_well_formed; times already absolute ns) at `out`,
+// which has room for kMaxEncodedBytes. Returns the end of the encoding.
+inline uint8_t* encode(BlockState& state, const uint8_t* record, uint32_t bytes, uint8_t* out) {
+  abi::RecordHeader h;
+  std::memcpy(&h, record, sizeof h);
+  if (h.kind == uint16_t(abi::RecordKind::kApiCall)) {
+    uint64_t begin, end;
+    std::memcpy(&begin, record + offsetof(abi::ApiCallRecord, begin), sizeof begin);
+    std::memcpy(&end, record + offsetof(abi::ApiCallRecord, end), sizeof end);
+    return encode_call(state, record, begin, end, out);
+  }
+  *out++ = uint8_t(h.kind);
+  out = put_varint(out, bytes);
+  std::memcpy(out, record, bytes);
+  return out + bytes;
 }
 
 // Decodes one record from [p, end) into `record` (room for abi::kMaxRecordBytes) in ring layout with
