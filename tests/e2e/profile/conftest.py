@@ -112,6 +112,20 @@ def info(trace):
     return run_tool("info", trace).stdout
 
 
+def metadata(trace):
+    """The "Metadata:" section of `cutrace info`: {key: value}."""
+    result, inside = {}, False
+    for line in info(trace).splitlines():
+        if line == "Metadata:":
+            inside = True
+        elif inside and not line.strip():
+            break
+        elif inside:
+            key, _, value = line.strip().partition(" ")
+            result[key] = value.strip()
+    return result
+
+
 def info_totals(text):
     """The numeric "name value" lines of `cutrace info` (totals), e.g. {"dropped": 0, "lost_no_slot": 0}."""
     totals = {}
