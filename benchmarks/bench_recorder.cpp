@@ -4,8 +4,11 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <string>
 #include <sys/stat.h>
 
@@ -111,6 +114,77 @@ BENCHMARK(BM_RecorderDrainAndCompress)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0);
+
+// What the recorder sustains against a producer on another core, as cutrace-recorder runs it: run()'s
+// loop on one thread, compression on it or on a thread of its own, a producer pushing the launch/copy/launch/sync pattern
+// for one second, either as fast as it can (rate 0: everything beyond the recorder's capacity is
+// dropped, so records_per_s is that capacity) or paced at `rate` million records per second (dropped
+// says whether the recorder kept up). The time runs until the last record is compressed and written.
+// On a 2-core machine a compression thread makes three busy threads on two cores.
+void BM_RecorderBusyProducer(benchmark::State& state) {
+  const double rate = double(state.range(0)) * 1e6;
+  const unsigned compression_threads = unsigned(state.range(1));
+  for (auto _ : state) {
+    session::Session s;
+    session::Options o;
+    o.slot_count = 1;
+    o.ring_bytes = abi::kDefaultRingBytes;
+    o.clock = abi::ClockKind::kMonotonicNs;
+    std::string error;
+    if (!s.create(o, &error)) throw std::runtime_error(error);
+    const std::string path = "/tmp/bench_recorder_busy_" + std::to_string(getpid()) + ".cutrace";
+    trace::TraceWriter writer;
+    writer.set_compression_threads(compression_threads);
+    if (!writer.open(path, 1)) throw std::runtime_error(writer.error());
+    recorder::Recorder rec;
+    if (!rec.attach(s.header(), s.bytes(), &writer, &error)) throw std::runtime_error(error);
+    abi::RingHeader* ring = s.slot(0);
+    ring->pid = uint32_t(getpid());
+    ring->tid = uint32_t(gettid());
+    ring->ppid = uint32_t(getppid());
+    ring->claim_serial = 1;
+    ring->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
+    PatternProducer producer;
+    producer.producer.attach(ring, o.ring_bytes);
+
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    std::atomic<bool> stop{false};
+    std::thread drainer([&] { rec.run([&] { return stop.load(std::memory_order_relaxed); }); });
+    const auto deadline = start + std::chrono::seconds(1);
+    uint64_t attempts = 0;
+    for (auto now = start; now < deadline; now = Clock::now()) {
+      // Pushes in groups of 64 between clock reads, so the clock costs little next to the pushes.
+      const uint64_t due = rate > 0 ? uint64_t(std::chrono::duration<double>(now - start).count() * rate) : attempts + 64;
+      while (attempts < due) {
+        producer.push_one();
+        ++attempts;
+        if ((attempts & 63) == 0) break;
+      }
+    }
+    stop.store(true, std::memory_order_relaxed);
+    drainer.join();
+    rec.final_drain();
+    if (!writer.finish(rec.summary(), rec.thread_stats())) throw std::runtime_error(writer.error());
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    state.SetIterationTime(seconds);
+    const recorder::Totals totals = rec.totals();
+    struct stat st{};
+    stat(path.c_str(), &st);
+    unlink(path.c_str());
+    state.counters["attempted"] = double(attempts);
+    state.counters["stored"] = double(totals.events);
+    state.counters["dropped"] = double(totals.dropped);
+    state.counters["records_per_s"] = double(totals.events) / seconds;
+    state.counters["file_bytes_per_record"] = totals.events ? double(st.st_size) / double(totals.events) : 0;
+  }
+}
+BENCHMARK(BM_RecorderBusyProducer)
+    ->ArgNames({"million_records_per_s", "compression_threads"})
+    ->ArgsProduct({{0, 10, 20}, {0, 1}})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
