@@ -26,9 +26,10 @@ uint64_t saturating_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX 
 }  // namespace
 
 Recorder::Recorder(RecorderOptions options) : options_(options), monitor_(options.use_pidfd) {
-  // A block must hold the largest record, and a block plus its header must fit in one chunk.
-  options_.batch_bytes = std::clamp<uint32_t>(options_.batch_bytes, codec::kMaxEncodedBytes,
-                                              format::kMaxChunkRawBytes - sizeof(format::BlockHeader));
+  // A block must hold the largest record, and a block (two streams) plus its header must fit in one chunk.
+  options_.batch_bytes = std::clamp<uint32_t>(
+      options_.batch_bytes, codec::kMaxEncodedBytes,
+      (format::kMaxChunkRawBytes - sizeof(format::BlockHeader) - codec::kBlockPrefixBytes) / 2);
   options_.scratch_bytes = std::max<uint32_t>(options_.scratch_bytes, abi::kMaxRecordBytes);
   options_.drain_bytes_per_visit = std::max<uint64_t>(options_.drain_bytes_per_visit, abi::kMaxRecordBytes);
   options_.idle_sleep_min_ns = std::max<uint64_t>(options_.idle_sleep_min_ns, 1);
@@ -54,8 +55,10 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
   slots_.assign(slot_count_, SlotTrack{});
   threads_.clear();
   scratch_ = std::make_unique<uint8_t[]>(options_.scratch_bytes);
-  batch_ = std::make_unique<uint8_t[]>(options_.batch_bytes);
-  batch_used_ = batch_records_ = 0;
+  batch_structure_ = std::make_unique<uint8_t[]>(options_.batch_bytes);
+  batch_times_ = std::make_unique<uint8_t[]>(options_.batch_bytes);
+  batch_cursors_ = {batch_structure_.get(), batch_times_.get()};
+  batch_records_ = 0;
   start_realtime_ns_ = realtime_ns();
   start_monotonic_ns_ = monotonic_ns();
   last_flush_ns_ = start_monotonic_ns_;
@@ -213,7 +216,8 @@ void Recorder::ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns
 
 ring::DrainStats Recorder::drain(const SlotTrack& track, abi::RingHeader* ring, uint64_t max_bytes) {
   batch_thread_ = track.thread_index;
-  batch_used_ = batch_records_ = 0;
+  batch_cursors_ = {batch_structure_.get(), batch_times_.get()};
+  batch_records_ = 0;
   codec_.start_block();
   const ring::DrainStats stats =
       ring::drain(ring, ring_bytes_, scratch_.get(), options_.scratch_bytes, max_bytes,
@@ -236,9 +240,9 @@ uint64_t Recorder::drain_to_head(const SlotTrack& track, abi::RingHeader* ring) 
 }
 
 void Recorder::convert(const uint8_t* record, uint32_t bytes) {
-  if (batch_used_ + codec::kMaxEncodedBytes > options_.batch_bytes) submit_batch();
-  uint8_t* out = batch_.get() + batch_used_;
-  uint8_t* encoded_end = nullptr;
+  if (batch_cursors_.structure + codec::kMaxEncodedBytes > batch_structure_.get() + options_.batch_bytes ||
+      batch_cursors_.times + codec::kMaxEncodedTimeBytes > batch_times_.get() + options_.batch_bytes)
+    submit_batch();
   abi::RecordHeader header;
   std::memcpy(&header, record, sizeof header);
   switch (abi::RecordKind(header.kind)) {
@@ -250,7 +254,7 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
         ++threads_[batch_thread_].records_malformed;
         return;
       }
-      encoded_end = codec::encode_call(codec_, record, clock_.to_ns(begin), clock_.to_ns(end), out);
+      codec::encode_call(codec_, record, clock_.to_ns(begin), clock_.to_ns(end), batch_cursors_);
       break;
     }
     case abi::RecordKind::kThreadStart: {
@@ -261,27 +265,29 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       std::memcpy(&time, record + offsetof(abi::ThreadStartRecord, time), sizeof time);
       time = clock_.to_ns(time);
       std::memcpy(converted + offsetof(abi::ThreadStartRecord, time), &time, sizeof time);
-      encoded_end = codec::encode(codec_, converted, sizeof converted, out);
+      codec::encode(codec_, converted, sizeof converted, batch_cursors_);
       break;
     }
     case abi::RecordKind::kString:
-      encoded_end = codec::encode(codec_, record, bytes, out);
+      codec::encode(codec_, record, bytes, batch_cursors_);
       break;
     default:
       // ring::record_well_formed admits only the kinds above; anything else is not ours to write.
       ++threads_[batch_thread_].records_malformed;
       return;
   }
-  batch_used_ += uint32_t(encoded_end - out);
   ++batch_records_;
 }
 
 void Recorder::submit_batch() {
   if (batch_records_) {
-    writer_->add_records(batch_thread_, batch_.get(), batch_used_, batch_records_);
+    writer_->add_records(batch_thread_, batch_structure_.get(),
+                         uint32_t(batch_cursors_.structure - batch_structure_.get()), batch_times_.get(),
+                         uint32_t(batch_cursors_.times - batch_times_.get()), batch_records_);
     threads_[batch_thread_].records_written += batch_records_;
   }
-  batch_used_ = batch_records_ = 0;
+  batch_cursors_ = {batch_structure_.get(), batch_times_.get()};
+  batch_records_ = 0;
   codec_.start_block();
 }
 

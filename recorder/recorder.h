@@ -30,7 +30,8 @@
 namespace cutrace::recorder {
 
 struct RecorderOptions {
-  // Raw bytes of one kRecords block; each block restarts the begin-time delta coding.
+  // Room for each of a kRecords block's two streams (record_codec.h); each block restarts the delta
+  // coding, so larger blocks compress better.
   uint32_t batch_bytes = 256u << 10;
   // Ring bytes drained from one slot per pass, so one busy thread cannot starve the others.
   uint64_t drain_bytes_per_visit = 1u << 20;
@@ -140,8 +141,9 @@ class Recorder {
   std::vector<SlotTrack> slots_;
   std::vector<format::ThreadStats> threads_;  // indexed by thread_index
 
-  std::unique_ptr<uint8_t[]> scratch_, batch_;
-  uint32_t batch_used_ = 0, batch_records_ = 0;
+  std::unique_ptr<uint8_t[]> scratch_, batch_structure_, batch_times_;
+  codec::StreamCursors batch_cursors_{};
+  uint32_t batch_records_ = 0;
   codec::BlockState codec_;  // one block's delta state; restarted with every batch
   uint32_t batch_thread_ = 0;
 

@@ -1,5 +1,7 @@
 #include "recorder/trace_writer.h"
 
+#include "cutrace/record_codec.h"
+
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -298,21 +300,38 @@ void TraceWriter::add_thread_def(const format::ThreadDef& def) {
   if (events_.size() >= events_chunk_bytes_) flush_events();
 }
 
-void TraceWriter::add_records(uint32_t thread_index, const uint8_t* records, uint32_t bytes, uint32_t record_count) {
-  if (!file_ || bytes == 0) return;
-  const uint64_t block_bytes = sizeof(format::BlockHeader) + uint64_t(bytes);
+void TraceWriter::add_records(uint32_t thread_index, const uint8_t* structure, uint32_t structure_bytes,
+                              const uint8_t* times, uint32_t times_bytes, uint32_t record_count) {
+  if (!file_ || record_count == 0) return;
+  const uint64_t body_bytes = uint64_t(codec::kBlockPrefixBytes) + structure_bytes + times_bytes;
+  const uint64_t block_bytes = sizeof(format::BlockHeader) + body_bytes;
   if (block_bytes > format::kMaxChunkRawBytes) {
     // Splitting would break the per-block delta coding, so a caller must batch below the chunk limit.
-    fail("a batch of " + std::to_string(bytes) + " record bytes exceeds the chunk limit of " +
+    fail("a batch of " + std::to_string(body_bytes) + " record bytes exceeds the chunk limit of " +
          std::to_string(format::kMaxChunkRawBytes) + " bytes; pass smaller batches");
     return;
   }
   reserve_events(block_bytes);
   if (!file_) return;
-  const format::BlockHeader block{uint32_t(format::BlockType::kRecords), bytes, thread_index, record_count};
+  const format::BlockHeader block{uint32_t(format::BlockType::kRecords), uint32_t(body_bytes), thread_index,
+                                  record_count};
   append_pod(events_, block);
-  append_bytes(events_, records, bytes);
+  append_pod(events_, structure_bytes);
+  append_bytes(events_, structure, structure_bytes);
+  append_bytes(events_, times, times_bytes);
   if (events_.size() >= events_chunk_bytes_) flush_events();
+}
+
+void TraceWriter::add_records(uint32_t thread_index, const std::vector<uint8_t>& body, uint32_t record_count) {
+  uint32_t structure_bytes = 0;
+  if (body.size() >= codec::kBlockPrefixBytes) std::memcpy(&structure_bytes, body.data(), sizeof structure_bytes);
+  if (body.size() < codec::kBlockPrefixBytes || structure_bytes > body.size() - codec::kBlockPrefixBytes) {
+    fail("a block body handed to the writer has a damaged prefix");
+    return;
+  }
+  const uint8_t* structure = body.data() + codec::kBlockPrefixBytes;
+  add_records(thread_index, structure, structure_bytes, structure + structure_bytes,
+              uint32_t(body.size() - codec::kBlockPrefixBytes - structure_bytes), record_count);
 }
 
 void TraceWriter::reserve_events(uint64_t block_bytes) {

@@ -36,8 +36,12 @@ class TraceWriter {
   // Events are gathered into the current kEvents chunk, which is compressed and written by
   // flush_events() or automatically once it holds `events_chunk_bytes` raw bytes.
   void add_thread_def(const format::ThreadDef& def);
-  // `records` are already in file encoding (format.h): no pads, delta-encoded ApiCallRecord times.
-  void add_records(uint32_t thread_index, const uint8_t* records, uint32_t bytes, uint32_t record_count);
+  // A kRecords block of `record_count` records in the file encoding (codec::encode): its two
+  // streams, which the writer joins behind the block's prefix.
+  void add_records(uint32_t thread_index, const uint8_t* structure, uint32_t structure_bytes, const uint8_t* times,
+                   uint32_t times_bytes, uint32_t record_count);
+  // The same from a whole block body (codec::BlockBuilder::body()).
+  void add_records(uint32_t thread_index, const std::vector<uint8_t>& body, uint32_t record_count);
   bool flush_events();
 
   // Flushes pending events, writes the kEnd chunk and closes the file.

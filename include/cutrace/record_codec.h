@@ -1,18 +1,35 @@
 // The compact encoding of records inside a kRecords block of the trace file (format.h).
 //
 // Ring records are fixed-width for the producer's sake; in the file most of their bytes are constant
-// or repeat the previous call. Encoding each field as a varint, times as deltas and arguments as the
-// difference to the same argument of the previous call of the same function shrinks a typical call
-// from 40-100 bytes to 12-20 before zstd sees it, which is what lets the recorder compress tens of
-// millions of records per second and the file hold a repetitive pattern in a few bytes per call.
+// or repeat the previous call of the same function. A call is encoded as what cannot be predicted
+// (its function, start and duration) plus only the fields that differ from that function's previous
+// call in the block, announced by bits of the leading tag byte.
 //
-// Encoding of one record (all varints are LEB128, "zigzag" maps signed to unsigned):
-//   u8 kind (abi::RecordKind)
-//   kApiCall:  varint api_id, zigzag (begin - previous kApiCall begin of the block, 0 for the first),
-//              varint (end - begin), zigzag int64(result), varint depth, u8 flags, varint correlation,
-//              u8 arg_count, then per argument: zigzag (arg - the same argument of the previous call
-//              of this api_id in the block, 0 if none; api ids >= kArgHistoryApis are never deltas)
-//   other kinds: varint n, then the n bytes of the ring record (abi.h layout, times absolute ns)
+// A block holds two streams, one after the other: the structure (tags, function ids, changed
+// fields, whole non-call records) and the times (start deltas and durations). The structure of a
+// loop repeats exactly and zstd turns it into long matches; the times are what is left to
+// entropy-code. Interleaved, neither is true, and zstd spends 5-8 times longer on the same calls
+// and writes a larger file; separated, a launch/copy/sync loop costs zstd a few ns per call.
+//
+// Block body: u32 structure_bytes, the structure stream, then the times stream to the end.
+// Varints are LEB128, "zigzag" maps signed to unsigned.
+//   api call, structure: u8 tag = 0x80 | changes (kChange* bits below; bit 6 is reserved, 0),
+//              varint api_id, then, each only when its bit is set, in this order:
+//                kChangeResult       zigzag int64(result)
+//                kChangeDepth        varint depth
+//                kChangeFlags        u8 flags
+//                kChangeCorrelation  zigzag (correlation - predicted), predicted = previous call's
+//                                    correlation + 1, or 0 when that was 0
+//                kChangeArgCount     u8 arg_count
+//                kChangeArgs         varint mask of the arguments that changed (bit i: argument i),
+//                                    then per set bit, lowest first: zigzag (arg - previous)
+//              A clear bit means: as in the previous call of this api_id in the block (result, depth,
+//              flags, arg_count and every argument start at 0 for a function's first call; api ids
+//              >= kHistoryApis have no history and always compare against 0).
+//   api call, times: zigzag (begin - previous call's begin in the block, 0 for the first),
+//              varint (end - begin)
+//   other kinds, structure only: u8 kind (abi::RecordKind, < 0x80, never kApiCall or kPad), varint n,
+//              then the n bytes of the ring record (abi.h layout, times absolute ns)
 // Each block starts from a fresh state, so every block decodes on its own.
 #pragma once
 
@@ -20,14 +37,18 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "cutrace/abi.h"
 
 namespace cutrace::codec {
 
-inline constexpr uint32_t kArgHistoryApis = 4096;
-// Upper bound of one encoded record: what a writer must have room for.
+inline constexpr uint32_t kHistoryApis = 4096;
+// Upper bounds of one encoded record in each stream: what a writer must have room for.
 inline constexpr uint32_t kMaxEncodedBytes = 2 * abi::kMaxRecordBytes + 64;
+inline constexpr uint32_t kMaxEncodedTimeBytes = 20;
+// The u32 that gives the structure stream's length at the start of a block body.
+inline constexpr uint32_t kBlockPrefixBytes = 4;
 
 inline uint64_t zigzag(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
 inline int64_t unzigzag(uint64_t v) { return int64_t(v >> 1) ^ -int64_t(v & 1); }
@@ -53,91 +74,197 @@ inline bool get_varint(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
   return false;
 }
 
-// The per-block memory of both sides: the previous begin time and, per api id, the previous call's
-// arguments. Entries carry the block generation so starting a block costs nothing.
+inline constexpr uint8_t kCallTag = 0x80;
+inline constexpr uint8_t kChangeResult = 1u << 0;
+inline constexpr uint8_t kChangeDepth = 1u << 1;
+inline constexpr uint8_t kChangeFlags = 1u << 2;
+inline constexpr uint8_t kChangeCorrelation = 1u << 3;
+inline constexpr uint8_t kChangeArgCount = 1u << 4;
+inline constexpr uint8_t kChangeArgs = 1u << 5;
+inline constexpr uint8_t kChangeReserved = 1u << 6;
+
+// The previous call of one api id in the current block.
+struct CallHistory {
+  uint64_t generation = 0;
+  uint64_t result = 0;
+  uint16_t depth = 0;
+  uint8_t flags = 0;
+  uint8_t arg_count = 0;
+  std::array<uint64_t, abi::kMaxApiArgs> args{};
+};
+
+// The per-block memory of both sides: the previous call's begin time and correlation and, per api
+// id, its previous call. Entries carry the block generation, so starting a block costs nothing.
 class BlockState {
  public:
-  BlockState() : history_(new Entry[kArgHistoryApis]()) {}
+  BlockState() : history_(new CallHistory[kHistoryApis]()) {}
   void start_block() {
     ++generation_;
     prev_begin_ = 0;
+    prev_correlation_ = 0;
   }
   uint64_t& prev_begin() { return prev_begin_; }
-  // The previous arguments of api_id, or nullptr when it keeps none.
-  uint64_t* history(uint32_t api_id) {
-    if (api_id >= kArgHistoryApis) return nullptr;
-    Entry& e = history_[api_id];
-    if (e.generation != generation_) {
-      e.generation = generation_;
-      e.args.fill(0);
+  uint32_t& prev_correlation() { return prev_correlation_; }
+  // The previous call of api_id; for ids without history a zeroed entry that is not kept.
+  CallHistory& history(uint32_t api_id) {
+    CallHistory* e = &scratch_;
+    if (api_id < kHistoryApis) e = &history_[api_id];
+    if (e->generation != generation_ || e == &scratch_) {
+      *e = CallHistory{};
+      e->generation = generation_;
     }
-    return e.args.data();
+    return *e;
   }
 
  private:
-  struct Entry {
-    uint64_t generation = 0;
-    std::array<uint64_t, abi::kMaxApiArgs> args{};
-  };
-  std::unique_ptr<Entry[]> history_;
-  uint64_t generation_ = 0;
+  std::unique_ptr<CallHistory[]> history_;
+  CallHistory scratch_;
+  uint64_t generation_ = 1;
   uint64_t prev_begin_ = 0;
+  uint32_t prev_correlation_ = 0;
+};
+
+inline uint32_t predicted_correlation(uint32_t previous) { return previous ? previous + 1 : 0; }
+
+// Where the next record of a block is written: one cursor per stream.
+struct StreamCursors {
+  uint8_t* structure;
+  uint8_t* times;
+};
+
+// The two streams of one block body being read.
+struct BlockInput {
+  const uint8_t* structure = nullptr;
+  const uint8_t* structure_end = nullptr;
+  const uint8_t* times = nullptr;
+  const uint8_t* times_end = nullptr;
+
+  // Splits a block body; false when its prefix is cut off or names more bytes than there are.
+  bool open(const uint8_t* body, uint32_t bytes) {
+    uint32_t structure_bytes;
+    if (bytes < kBlockPrefixBytes) return false;
+    std::memcpy(&structure_bytes, body, sizeof structure_bytes);
+    if (structure_bytes > bytes - kBlockPrefixBytes) return false;
+    structure = body + kBlockPrefixBytes;
+    structure_end = times = structure + structure_bytes;
+    times_end = body + bytes;
+    return true;
+  }
+  // Both streams consumed exactly: a block whose streams disagree with its record count is corrupt.
+  bool done() const { return structure == structure_end && times == times_end; }
 };
 
 // Encodes one well-formed kApiCall ring record with the given absolute times, which replace the
 // record's own `begin` and `end` (the recorder converts ring ticks here without copying the record).
-inline uint8_t* encode_call(BlockState& state, const uint8_t* record, uint64_t begin, uint64_t end, uint8_t* out) {
+inline void encode_call(BlockState& state, const uint8_t* record, uint64_t begin, uint64_t end, StreamCursors& to) {
   abi::ApiCallRecord r;
   std::memcpy(&r, record, sizeof r);
-  *out++ = uint8_t(abi::RecordKind::kApiCall);
-  out = put_varint(out, r.header.aux);
-  out = put_varint(out, zigzag(int64_t(begin - state.prev_begin())));
+  CallHistory& prev = state.history(r.header.aux);
+  to.times = put_varint(to.times, zigzag(int64_t(begin - state.prev_begin())));
+  to.times = put_varint(to.times, end - begin);
   state.prev_begin() = begin;
-  out = put_varint(out, end - begin);
-  out = put_varint(out, zigzag(int64_t(r.result)));
-  out = put_varint(out, r.depth);
-  *out++ = r.flags;
-  out = put_varint(out, r.correlation);
-  *out++ = r.arg_count;
-  uint64_t* prev = state.history(r.header.aux);
+  uint8_t* out = to.structure;
+  uint8_t* tag = out++;
+  uint8_t changes = 0;
+  out = put_varint(out, r.header.aux);
+  if (r.result != prev.result) {
+    changes |= kChangeResult;
+    out = put_varint(out, zigzag(int64_t(r.result)));
+    prev.result = r.result;
+  }
+  if (r.depth != prev.depth) {
+    changes |= kChangeDepth;
+    out = put_varint(out, r.depth);
+    prev.depth = r.depth;
+  }
+  if (r.flags != prev.flags) {
+    changes |= kChangeFlags;
+    *out++ = r.flags;
+    prev.flags = r.flags;
+  }
+  if (r.correlation != predicted_correlation(state.prev_correlation())) {
+    changes |= kChangeCorrelation;
+    out = put_varint(out, zigzag(int64_t(r.correlation) - int64_t(predicted_correlation(state.prev_correlation()))));
+  }
+  state.prev_correlation() = r.correlation;
+  if (r.arg_count != prev.arg_count) {
+    changes |= kChangeArgCount;
+    *out++ = r.arg_count;
+    prev.arg_count = r.arg_count;
+  }
+  // Arguments are read in place, one 8-byte load each: a variable-length copy would cost more (rep
+  // movs) than the comparisons.
   const uint8_t* args = record + sizeof(abi::ApiCallRecord);
-  for (uint32_t i = 0; i < r.arg_count; ++i) {
-    uint64_t arg;
-    std::memcpy(&arg, args + 8 * i, 8);
-    if (prev) {
-      out = put_varint(out, zigzag(int64_t(arg - prev[i])));
-      prev[i] = arg;
-    } else {
-      out = put_varint(out, zigzag(int64_t(arg)));
+  auto arg = [args](uint32_t i) {
+    uint64_t v;
+    std::memcpy(&v, args + 8 * i, 8);
+    return v;
+  };
+  uint32_t mask = 0;
+  // Unrolled by a jump on the count: a loop whose trip count changes from call to call costs a
+  // mispredicted exit branch on most calls.
+  switch (r.arg_count) {
+#define CUTRACE_ARG_CHANGED(i) \
+  case i + 1:                  \
+    mask |= uint32_t(arg(i) != prev.args[i]) << i;
+    CUTRACE_ARG_CHANGED(11) [[fallthrough]];
+    CUTRACE_ARG_CHANGED(10) [[fallthrough]];
+    CUTRACE_ARG_CHANGED(9) [[fallthrough]];
+    CUTRACE_ARG_CHANGED(8) [[fallthrough]];
+    CUTRACE_ARG_CHANGED(7) [[fallthrough]];
+    CUTRACE_ARG_CHANGED(6) [[fallthrough]];
+    CUTRACE_ARG_CHANGED(5) [[fallthrough]];
+    CUTRACE_ARG_CHANGED(4) [[fallthrough]];
+    CUTRACE_ARG_CHANGED(3) [[fallthrough]];
+    CUTRACE_ARG_CHANGED(2) [[fallthrough]];
+    CUTRACE_ARG_CHANGED(1) [[fallthrough]];
+    CUTRACE_ARG_CHANGED(0) [[fallthrough]];
+#undef CUTRACE_ARG_CHANGED
+    default:
+      break;
+  }
+  if (mask) {
+    changes |= kChangeArgs;
+    out = put_varint(out, mask);
+    for (uint32_t i = 0; i < r.arg_count; ++i) {
+      if (!(mask >> i & 1)) continue;
+      const uint64_t value = arg(i);
+      out = put_varint(out, zigzag(int64_t(value - prev.args[i])));
+      prev.args[i] = value;
     }
   }
-  return out;
+  *tag = uint8_t(kCallTag | changes);
+  to.structure = out;
 }
 
 // Encodes one well-formed ring record (ring::record_well_formed; times already absolute ns) at `out`,
 // which has room for kMaxEncodedBytes. Returns the end of the encoding.
-inline uint8_t* encode(BlockState& state, const uint8_t* record, uint32_t bytes, uint8_t* out) {
+inline void encode(BlockState& state, const uint8_t* record, uint32_t bytes, StreamCursors& to) {
   abi::RecordHeader h;
   std::memcpy(&h, record, sizeof h);
   if (h.kind == uint16_t(abi::RecordKind::kApiCall)) {
     uint64_t begin, end;
     std::memcpy(&begin, record + offsetof(abi::ApiCallRecord, begin), sizeof begin);
     std::memcpy(&end, record + offsetof(abi::ApiCallRecord, end), sizeof end);
-    return encode_call(state, record, begin, end, out);
+    encode_call(state, record, begin, end, to);
+    return;
   }
-  *out++ = uint8_t(h.kind);
-  out = put_varint(out, bytes);
-  std::memcpy(out, record, bytes);
-  return out + bytes;
+  *to.structure++ = uint8_t(h.kind);
+  to.structure = put_varint(to.structure, bytes);
+  std::memcpy(to.structure, record, bytes);
+  to.structure += bytes;
 }
 
-// Decodes one record from [p, end) into `record` (room for abi::kMaxRecordBytes) in ring layout with
-// absolute times. Returns the record's size, or 0 when the input is malformed; advances p.
-inline uint32_t decode(BlockState& state, const uint8_t*& p, const uint8_t* end, uint8_t* record) {
+// Decodes the next record of a block into `record` (room for abi::kMaxRecordBytes) in ring layout
+// with absolute times. Returns the record's size, or 0 when the input is malformed.
+inline uint32_t decode(BlockState& state, BlockInput& in, uint8_t* record) {
+  const uint8_t*& p = in.structure;
+  const uint8_t* const end = in.structure_end;
   if (p == end) return 0;
-  const uint8_t kind = *p++;
+  const uint8_t tag = *p++;
   uint64_t v;
-  if (kind != uint8_t(abi::RecordKind::kApiCall)) {
+  if (!(tag & kCallTag)) {
+    if (tag == uint8_t(abi::RecordKind::kApiCall) || tag == uint8_t(abi::RecordKind::kPad)) return 0;
     if (!get_varint(p, end, v) || v < sizeof(abi::RecordHeader) || v > abi::kMaxRecordBytes || v % abi::kRecordAlign ||
         uint64_t(end - p) < v)
       return 0;
@@ -145,39 +272,95 @@ inline uint32_t decode(BlockState& state, const uint8_t*& p, const uint8_t* end,
     p += v;
     abi::RecordHeader h;
     std::memcpy(&h, record, sizeof h);
-    if (h.kind != kind || h.size != v) return 0;
+    if (h.kind != tag || h.size != v) return 0;
     return uint32_t(v);
   }
-  abi::ApiCallRecord r{};
-  r.header.kind = kind;
-  uint64_t api, delta, duration, result, depth, correlation;
-  if (!get_varint(p, end, api) || api > UINT32_MAX || !get_varint(p, end, delta) || !get_varint(p, end, duration) ||
-      !get_varint(p, end, result) || !get_varint(p, end, depth) || depth > UINT16_MAX || p == end)
+  if (tag & kChangeReserved) return 0;
+  uint64_t api, delta, duration;
+  if (!get_varint(p, end, api) || api > UINT32_MAX || !get_varint(in.times, in.times_end, delta) ||
+      !get_varint(in.times, in.times_end, duration))
     return 0;
-  r.flags = *p++;
-  if (!get_varint(p, end, correlation) || correlation > UINT32_MAX || p == end) return 0;
-  r.arg_count = *p++;
-  if (r.arg_count > abi::kMaxApiArgs) return 0;
+  CallHistory& prev = state.history(uint32_t(api));
+  if (tag & kChangeResult) {
+    if (!get_varint(p, end, v)) return 0;
+    prev.result = uint64_t(unzigzag(v));
+  }
+  if (tag & kChangeDepth) {
+    if (!get_varint(p, end, v) || v > UINT16_MAX) return 0;
+    prev.depth = uint16_t(v);
+  }
+  if (tag & kChangeFlags) {
+    if (p == end) return 0;
+    prev.flags = *p++;
+  }
+  uint32_t correlation = predicted_correlation(state.prev_correlation());
+  if (tag & kChangeCorrelation) {
+    if (!get_varint(p, end, v)) return 0;
+    const int64_t value = int64_t(correlation) + unzigzag(v);
+    if (value < 0 || value > int64_t(UINT32_MAX)) return 0;
+    correlation = uint32_t(value);
+  }
+  state.prev_correlation() = correlation;
+  if (tag & kChangeArgCount) {
+    if (p == end || *p > abi::kMaxApiArgs) return 0;
+    prev.arg_count = *p++;
+  }
+  if (tag & kChangeArgs) {
+    if (!get_varint(p, end, v) || v == 0 || v >> prev.arg_count) return 0;
+    const uint32_t mask = uint32_t(v);
+    for (uint32_t i = 0; i < prev.arg_count; ++i) {
+      if (!(mask >> i & 1)) continue;
+      if (!get_varint(p, end, v)) return 0;
+      prev.args[i] += uint64_t(unzigzag(v));
+    }
+  }
+  abi::ApiCallRecord r{};
+  r.header.kind = uint16_t(abi::RecordKind::kApiCall);
   r.header.aux = uint32_t(api);
-  r.header.size = uint16_t(sizeof(abi::ApiCallRecord) + 8 * r.arg_count);
+  r.header.size = uint16_t(sizeof(abi::ApiCallRecord) + 8 * prev.arg_count);
   r.begin = state.prev_begin() + uint64_t(unzigzag(delta));
   state.prev_begin() = r.begin;
   r.end = r.begin + duration;
-  r.result = uint64_t(unzigzag(result));
-  r.depth = uint16_t(depth);
-  r.correlation = uint32_t(correlation);
+  r.result = prev.result;
+  r.depth = prev.depth;
+  r.flags = prev.flags;
+  r.arg_count = prev.arg_count;
+  r.correlation = correlation;
   std::memcpy(record, &r, sizeof r);
-  uint64_t* prev = state.history(r.header.aux);
-  for (uint32_t i = 0; i < r.arg_count; ++i) {
-    if (!get_varint(p, end, v)) return 0;
-    uint64_t arg = uint64_t(unzigzag(v));
-    if (prev) {
-      arg += prev[i];
-      prev[i] = arg;
-    }
-    std::memcpy(record + sizeof r + 8 * i, &arg, 8);
-  }
+  std::memcpy(record + sizeof r, prev.args.data(), 8u * prev.arg_count);
   return r.header.size;
 }
+
+// Builds one block body in memory: for writers of synthetic traces (tests, tools) that have no
+// reason to manage the two streams themselves.
+class BlockBuilder {
+ public:
+  BlockBuilder() { state_.start_block(); }
+  void add(const uint8_t* record, uint32_t bytes) {
+    const size_t s = structure_.size(), t = times_.size();
+    structure_.resize(s + kMaxEncodedBytes);
+    times_.resize(t + kMaxEncodedTimeBytes);
+    StreamCursors to{structure_.data() + s, times_.data() + t};
+    encode(state_, record, bytes, to);
+    structure_.resize(size_t(to.structure - structure_.data()));
+    times_.resize(size_t(to.times - times_.data()));
+    ++count_;
+  }
+  uint32_t count() const { return count_; }
+  // The body: prefix, structure, times.
+  std::vector<uint8_t> body() const {
+    std::vector<uint8_t> out(kBlockPrefixBytes);
+    const uint32_t structure_bytes = uint32_t(structure_.size());
+    std::memcpy(out.data(), &structure_bytes, sizeof structure_bytes);
+    out.insert(out.end(), structure_.begin(), structure_.end());
+    out.insert(out.end(), times_.begin(), times_.end());
+    return out;
+  }
+
+ private:
+  BlockState state_;
+  std::vector<uint8_t> structure_, times_;
+  uint32_t count_ = 0;
+};
 
 }  // namespace cutrace::codec

@@ -190,6 +190,13 @@ bool TraceReader::open(const std::string& path) {
              "); upgrade cutrace to read it.";
     return false;
   }
+  if (header_.format_version >= 1 && header_.format_version < format::kFormatVersion) {
+    // Version 1 encoded calls differently; cutrace 0.1 development builds were its only writer.
+    error_ = path + ": written in trace format version " + std::to_string(header_.format_version) +
+             " by an earlier development build of cutrace, which this cutrace (format version " +
+             std::to_string(format::kFormatVersion) + ") does not read; record the trace again.";
+    return false;
+  }
   if (header_.format_version == 0 || header_.header_bytes < sizeof(format::FileHeader) ||
       header_.header_bytes > file_bytes_) {
     error_ = path + ": the file header is damaged (format version " + std::to_string(header_.format_version) +
@@ -538,12 +545,13 @@ bool TraceReader::validate_events() {
         if (!known_thread)
           return chunk_error_ = "records of thread " + std::to_string(bh.thread_index) + " precede its definition",
                  false;
-        const uint8_t* r = p + pos;
-        const uint8_t* end = r + bh.bytes;
+        codec::BlockInput in;
+        if (!in.open(p + pos, bh.bytes))
+          return chunk_error_ = "a block of thread " + std::to_string(bh.thread_index) + " has a damaged prefix", false;
         uint32_t count = 0;
         codec_state_.start_block();
-        while (r < end) {
-          const uint32_t size = codec::decode(codec_state_, r, end, record);
+        while (!in.done()) {
+          const uint32_t size = codec::decode(codec_state_, in, record);
           if (size == 0) return chunk_error_ = "a record of thread " + std::to_string(bh.thread_index) + " cannot be decoded", false;
           if (const char* why = check_record(record, size)) return chunk_error_ = why, false;
           if (decoded_.size() + size > max_decoded) return chunk_error_ = "the chunk decodes to an implausible size", false;

@@ -448,6 +448,15 @@ TEST(Reader, RefusesWhatIsNotAReadableTrace) {
   EXPECT_NE(t4.error().find("newer"), std::string::npos) << t4.error();
   EXPECT_NE(t4.error().find("upgrade cutrace"), std::string::npos) << t4.error();
 
+  fh.format_version = format::kFormatVersion - 1;
+  std::memcpy(file.data(), &fh, sizeof fh);
+  std::string older = temp_path("older.cutrace");
+  write_file(older, file);
+  TraceReader t5;
+  EXPECT_FALSE(t5.open(older));
+  EXPECT_NE(t5.error().find("earlier development build"), std::string::npos) << t5.error();
+  EXPECT_NE(t5.error().find("record the trace again"), std::string::npos) << t5.error();
+
   TraceReader dir;
   EXPECT_FALSE(dir.open(::testing::TempDir()));
   EXPECT_NE(dir.error().find("not a regular file"), std::string::npos) << dir.error();
@@ -613,7 +622,7 @@ TEST(Reader, StreamsLargeTracesChunkByChunk) {
   std::string path = temp_path("large.cutrace");
   trace::TraceWriter w;
   ASSERT_TRUE(w.open(path, 1));
-  w.set_events_chunk_bytes(16 << 10);
+  w.set_events_chunk_bytes(4 << 10);
   ASSERT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
   w.add_thread_def(thread_def(0, 1, 1));
   constexpr int kBlocks = 100, kPerBlock = 1000;

@@ -92,23 +92,18 @@ Records& Records::call(uint32_t api, uint64_t begin_ns, uint64_t end_ns, uint64_
 }
 
 void Records::add_to(trace::TraceWriter& w, uint32_t thread_index) const {
-  const std::vector<uint8_t> block = encoded();
-  w.add_records(thread_index, block.data(), uint32_t(block.size()), count_);
+  w.add_records(thread_index, encoded(), count_);
 }
 
 std::vector<uint8_t> Records::encoded() const {
-  std::vector<uint8_t> encoded(count_ * size_t(codec::kMaxEncodedBytes));
-  codec::BlockState state;
-  state.start_block();
-  uint8_t* out = encoded.data();
+  codec::BlockBuilder block;
   for (size_t pos = 0; pos < bytes_.size();) {
     abi::RecordHeader h;
     std::memcpy(&h, bytes_.data() + pos, sizeof h);
-    out = codec::encode(state, bytes_.data() + pos, h.size, out);
+    block.add(bytes_.data() + pos, h.size);
     pos += h.size;
   }
-  encoded.resize(size_t(out - encoded.data()));
-  return encoded;
+  return block.body();
 }
 
 Records& Records::string(abi::StringKind kind, uint64_t key, std::string_view text) {

@@ -132,13 +132,14 @@ TEST_F(RecorderTest, WritesThreadDefsDeltaCodedCallsAndDropsPads) {
   EXPECT_EQ(calls[2]->begin_ns, 6000u);
   EXPECT_EQ(calls[2]->end_ns, 6000u);
 
-  // The stored fields themselves: begin as a delta to the previous call, end as a duration
-  // (after the kind byte and the api id varint of the compact encoding).
+  // The stored fields themselves: begin as a delta to the previous call, end as a duration, both in
+  // the block's times stream.
   auto stored = [](const test::Decoded* d) {
-    const uint8_t* p = d->encoded.data() + 1;
-    const uint8_t* end = d->encoded.data() + d->encoded.size();
-    uint64_t api = 0, delta = 0, duration = 0;
-    EXPECT_TRUE(codec::get_varint(p, end, api) && codec::get_varint(p, end, delta) && codec::get_varint(p, end, duration));
+    const uint8_t* p = d->encoded_times.data();
+    const uint8_t* end = d->encoded_times.data() + d->encoded_times.size();
+    uint64_t delta = 0, duration = 0;
+    EXPECT_TRUE(codec::get_varint(p, end, delta) && codec::get_varint(p, end, duration));
+    EXPECT_EQ(p, end);
     return std::pair<int64_t, uint64_t>(codec::unzigzag(delta), duration);
   };
   EXPECT_EQ(stored(calls[0]), (std::pair<int64_t, uint64_t>(5000, 100)));

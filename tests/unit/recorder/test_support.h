@@ -228,7 +228,8 @@ struct Decoded {
   std::vector<uint64_t> args;
   std::string text;                   // kString
   uint64_t key = 0;
-  std::vector<uint8_t> encoded;       // the record as stored in the file
+  std::vector<uint8_t> encoded;       // the record's structure bytes as stored in the file
+  std::vector<uint8_t> encoded_times; // and its times bytes
 };
 
 struct Events {
@@ -257,15 +258,16 @@ inline Events decode_events(const std::vector<Chunk>& chunks) {
         std::memcpy(&d, p.data() + pos, sizeof d);
         ev.threads.push_back(d);
       } else if (b.type == uint32_t(format::BlockType::kRecords)) {
-        const uint8_t* r = p.data() + pos;
-        const uint8_t* end = r + b.bytes;
+        codec::BlockInput in;
+        if (!in.open(p.data() + pos, b.bytes)) return ev.error = "damaged block prefix", ev;
         uint64_t count = 0;
         codec::BlockState state;
         state.start_block();
         uint8_t rec[abi::kMaxRecordBytes];
-        while (r < end) {
-          const uint8_t* start = r;
-          const uint32_t size = codec::decode(state, r, end, rec);
+        while (!in.done()) {
+          const uint8_t* start = in.structure;
+          const uint8_t* times_start = in.times;
+          const uint32_t size = codec::decode(state, in, rec);
           if (size == 0) return ev.error = "record cannot be decoded", ev;
           if (!ring::record_well_formed(rec, size)) return ev.error = "record not well formed", ev;
           abi::RecordHeader h;
@@ -274,7 +276,8 @@ inline Events decode_events(const std::vector<Chunk>& chunks) {
           d.thread = b.thread_index;
           d.kind = abi::RecordKind(h.kind);
           d.aux = h.aux;
-          d.encoded.assign(start, r);
+          d.encoded.assign(start, in.structure);
+          d.encoded_times.assign(times_start, in.times);
           if (d.kind == abi::RecordKind::kApiCall) {
             abi::ApiCallRecord a;
             std::memcpy(&a, rec, sizeof a);

@@ -52,11 +52,14 @@ std::vector<uint8_t> api_record(uint32_t api, uint64_t begin, uint64_t duration,
   a.arg_count = uint8_t(args.size());
   std::memcpy(r.data(), &a, sizeof a);
   if (!args.empty()) std::memcpy(r.data() + sizeof a, args.data(), 8 * args.size());
-  std::vector<uint8_t> encoded(codec::kMaxEncodedBytes);
-  codec::BlockState state;
-  state.start_block();
-  encoded.resize(size_t(codec::encode(state, r.data(), uint32_t(r.size()), encoded.data()) - encoded.data()));
-  return encoded;
+  return r;
+}
+
+// The block body holding `records` in the file encoding.
+std::vector<uint8_t> block_of(std::initializer_list<std::vector<uint8_t>> records) {
+  codec::BlockBuilder b;
+  for (const auto& r : records) b.add(r.data(), uint32_t(r.size()));
+  return b.body();
 }
 
 // Every test runs with compression on the calling thread and on background threads.
@@ -83,10 +86,9 @@ TEST_P(TraceWriterTest, RoundTripAtTheByteLevel) {
 
   format::ThreadDef def{7, 100, 101, 1, 555, 9, 123456};
   w.add_thread_def(def);
-  std::vector<uint8_t> records = api_record(0, 1000, 50, {4096, 0xdead0000});
-  const std::vector<uint8_t> second = api_record(1, uint64_t(-20), 5, {});
-  records.insert(records.end(), second.begin(), second.end());
-  w.add_records(7, records.data(), uint32_t(records.size()), 2);
+  const std::vector<uint8_t> records =
+      block_of({api_record(0, 1000, 50, {4096, 0xdead0000}), api_record(1, uint64_t(-20), 5, {})});
+  w.add_records(7, records, 2);
   ASSERT_TRUE(w.flush_events());
   ASSERT_TRUE(w.flush_events()) << "flushing nothing must succeed and write nothing";
 
@@ -185,13 +187,13 @@ TEST_P(TraceWriterTest, EventsChunkIsWrittenOnceItReachesItsSize) {
   w.set_compression_threads(GetParam());
   ASSERT_TRUE(w.open(path_));
   w.set_events_chunk_bytes(1000);
-  const std::vector<uint8_t> r = api_record(0, 10, 1, {1, 2, 3});
+  const std::vector<uint8_t> r = block_of({api_record(0, 10, 1, {1, 2, 3})});
   const uint32_t block = uint32_t(sizeof(format::BlockHeader) + r.size());
   // A chunk is cut at the first block that makes it reach 1000 bytes.
   const uint32_t per_chunk = (1000 + block - 1) / block;
   const uint32_t blocks = 3 * per_chunk + 1;
   uint64_t chunks_before = w.chunks_written();
-  for (uint32_t i = 0; i < blocks; ++i) w.add_records(0, r.data(), uint32_t(r.size()), 1);
+  for (uint32_t i = 0; i < blocks; ++i) w.add_records(0, r, 1);
   EXPECT_EQ(w.chunks_written() - chunks_before, 3u);
   EXPECT_EQ(w.pending_event_bytes(), block);
   ASSERT_TRUE(w.finish({}, {}));
@@ -211,10 +213,10 @@ TEST_P(TraceWriterTest, CloseWithoutFinishLeavesCompleteChunksAndNoEnd) {
   w.set_compression_threads(GetParam());
   ASSERT_TRUE(w.open(path_));
   ASSERT_TRUE(w.write_metadata({{"a", "b"}}));
-  const std::vector<uint8_t> r = api_record(0, 10, 1, {});
-  w.add_records(0, r.data(), uint32_t(r.size()), 1);
+  const std::vector<uint8_t> r = block_of({api_record(0, 10, 1, {})});
+  w.add_records(0, r, 1);
   ASSERT_TRUE(w.flush_events());
-  w.add_records(0, r.data(), uint32_t(r.size()), 1);  // pending, lost like in a crash
+  w.add_records(0, r, 1);  // pending, lost like in a crash
   w.close();
   ParsedFile f;
   ASSERT_TRUE(test::parse_file(path_, &f));
@@ -243,8 +245,8 @@ TEST_P(TraceWriterTest, FullDiskIsReportedAndStopsTheWriter) {
   EXPECT_FALSE(w.open("/dev/full"));
   EXPECT_NE(w.error().find("No space left on device"), std::string::npos) << w.error();
   EXPECT_FALSE(w.is_open());
-  const std::vector<uint8_t> r = api_record(0, 10, 1, {});
-  w.add_records(0, r.data(), uint32_t(r.size()), 1);
+  const std::vector<uint8_t> r = block_of({api_record(0, 10, 1, {})});
+  w.add_records(0, r, 1);
   EXPECT_EQ(w.pending_event_bytes(), 0u);
 }
 
@@ -254,7 +256,7 @@ TEST_P(TraceWriterTest, BatchLargerThanAChunkIsRefused) {
   ASSERT_TRUE(w.open(path_));
   const std::vector<uint8_t> r = api_record(0, 10, 1, {});
   // The size is checked before the bytes are read, so a short buffer is enough to exercise it.
-  w.add_records(0, r.data(), format::kMaxChunkRawBytes, 1);
+  w.add_records(0, r.data(), format::kMaxChunkRawBytes / 2, r.data(), format::kMaxChunkRawBytes / 2, 1);
   EXPECT_FALSE(w.is_open());
   EXPECT_NE(w.error().find("exceeds the chunk limit"), std::string::npos) << w.error();
 }
@@ -290,7 +292,8 @@ TEST_P(TraceWriterTest, WriteFailureAfterOpenIsReportedWithItsCause) {
     std::vector<uint8_t> noise(8192);
     uint64_t x = 88172645463325252ull;
     for (auto& b : noise) b = uint8_t((x ^= x << 13, x ^= x >> 7, x ^= x << 17));  // incompressible
-    w.add_records(0, noise.data(), uint32_t(noise.size()), 1);  // the writer does not look inside
+    // The writer does not look inside the streams.
+    w.add_records(0, noise.data(), uint32_t(noise.size()), noise.data(), 0, 1);
     w.flush_events();
     const bool finished = w.finish({}, {});
     const bool named =
