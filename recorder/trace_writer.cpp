@@ -3,9 +3,11 @@
 #include "cutrace/record_codec.h"
 
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -16,6 +18,9 @@
 namespace cutrace::trace {
 
 namespace {
+
+// How much less CPU preference compression threads get than the thread that drains the rings.
+constexpr int kCompressionNiceIncrement = 5;
 
 uint64_t clock_ns(clockid_t id) {
   timespec t;
@@ -134,6 +139,12 @@ struct TraceWriter::Pipeline {
   }
 
   void work() {
+    // The thread that drains the rings must win the CPU whenever it wakes: while it waits, rings
+    // fill and records are dropped, while a compression that waits only holds a chunk in memory.
+    // On Linux the nice value is per thread; failing to lower it only costs that preference.
+    errno = 0;
+    const int nice_now = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0) setpriority(PRIO_PROCESS, 0, std::min(nice_now + kCompressionNiceIncrement, 19));
     ZSTD_CCtx* cctx = ZSTD_createCCtx();
     std::string setup = cctx ? configure(cctx, level) : "cannot allocate a zstd compression context (out of memory)";
     std::unique_lock lock(mu);
