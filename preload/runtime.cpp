@@ -203,9 +203,14 @@ bool claim_ring(ThreadState& ts) {
 }  // namespace
 
 bool prepare_thread(ThreadState& ts) {
-  if (ts.in_tracer || !attach_once()) return false;
-  ts.in_tracer++;
+  if (ts.in_tracer) return false;
+  // Attaching (also again in a forked child) and claiming make system calls.
   const int saved_errno = errno;
+  if (!attach_once()) {
+    errno = saved_errno;
+    return false;
+  }
+  ts.in_tracer++;
   bool claimed = claim_ring(ts);
   if (claimed) {
     pthread_setspecific(g_thread_exit_key, reinterpret_cast<void*>(1));

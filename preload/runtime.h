@@ -106,8 +106,10 @@ inline uint64_t pack_dim3(const D& d) {
   return uint64_t(d.x) | sat(d.y) << 32 | sat(d.z) << 48;
 }
 
-// Times one call and writes its record. errno is saved right after the real call returns and restored
-// after the record is written, so the program sees exactly what the real function left there.
+// Times one call and writes its record. Nothing between the real call's return and the wrapper's
+// (rdtsc or the vDSO clock, plain stores into the ring) can change errno, so the program sees what the
+// real function left there without a save and restore; the slow paths that can (claiming a ring,
+// hooks) save and restore it themselves.
 class CallScope {
  public:
   // always_inline: the generated file holds hundreds of wrappers, enough to exhaust the compiler's
@@ -115,7 +117,6 @@ class CallScope {
   __attribute__((always_inline)) explicit CallScope(ThreadState& ts) : ts_(ts), depth_(ts.depth++) { begin_ = now(); }
   __attribute__((always_inline)) inline void finish() {
     end_ = now();
-    saved_errno_ = errno;
     --ts_.depth;
   }
   __attribute__((always_inline)) inline void emit(uint32_t api_id, uint64_t result, uint8_t flags, const uint64_t* args, uint32_t arg_count) {
@@ -136,13 +137,11 @@ class CallScope {
       if (arg_count) std::memcpy(r->args, args, 8u * arg_count);
       ts_.producer.commit(bytes);
     }
-    errno = saved_errno_;
   }
 
  private:
   ThreadState& ts_;
   uint32_t depth_;
-  int saved_errno_ = 0;
   uint64_t begin_ = 0, end_ = 0;
 };
 
