@@ -204,7 +204,7 @@ bool claim_ring(ThreadState& ts) {
 
 bool prepare_thread(ThreadState& ts) {
   if (ts.in_tracer) return false;
-  // Attaching (also again in a forked child) and claiming make system calls.
+  // Attaching (for a call made before this library's constructor ran) and claiming make system calls.
   const int saved_errno = errno;
   if (!attach_once()) {
     errno = saved_errno;

@@ -11,6 +11,8 @@
 //   "exec_child pid <pid>" and its calls, "exec_child exit 0",
 //   "system_child pid <pid>" and its calls, "system_child exit 0",
 //   the parent's second burst as "parent_after calls ..." lines.
+// The fork child makes one more cudaGetDevice before its burst, with errno set to ENOENT, and fails
+// unless errno is still ENOENT after it.
 // exit: 0 when every process succeeded, 1 otherwise. The fork child leaves with _exit(7), without
 // running exit handlers, as multiprocessing children do.
 #include <sys/wait.h>
@@ -107,7 +109,12 @@ int main(int argc, char** argv) {
   }
   if (pid == 0) {
     std::printf("fork_child pid %d\n", int(getpid()));
-    bool child_ok = burst(n, "fork_child");
+    // The child's first intercepted call claims a ring of its own, which makes system calls;
+    // errno must come through them as the program left it.
+    errno = ENOENT;
+    int device = -1;
+    const bool errno_kept = cudaGetDevice(&device) == cudaSuccess && errno == ENOENT;
+    bool child_ok = errno_kept && burst(n, "fork_child");
     std::fflush(stdout);
     _exit(child_ok ? kForkChildExit : 1);
   }
