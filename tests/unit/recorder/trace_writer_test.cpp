@@ -7,8 +7,12 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include "recorder/trace_writer.h"
 #include "test_support.h"
@@ -303,6 +307,41 @@ TEST_P(TraceWriterTest, WriteFailureAfterOpenIsReportedWithItsCause) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// The nice values of this process's other threads, from /proc/self/task/<tid>/stat (field 19).
+std::vector<int> other_threads_nice_values() {
+  std::vector<int> values;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    if (task.path().filename() == std::to_string(gettid())) continue;
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t after_name = stat.rfind(')');
+    if (after_name == std::string::npos) continue;
+    std::istringstream fields(stat.substr(after_name + 2));
+    std::string field;
+    // The text after the name starts at field 3 (state); nice is field 19.
+    for (int i = 3; i <= 19 && fields >> field; ++i)
+      if (i == 19) values.push_back(std::stoi(field));
+  }
+  return values;
+}
+
+TEST(TraceWriterPriority, CompressionThreadsYieldTheCpuToTheDrainingThread) {
+  const fs::path path = fs::temp_directory_path() / ("cutrace-writer-nice-" + std::to_string(getpid()) + ".cutrace");
+  trace::TraceWriter w;
+  w.set_compression_threads(1);
+  ASSERT_TRUE(w.open(path.string()));
+  const uint64_t before = w.bytes_written();
+  ASSERT_TRUE(w.write_metadata({{"a", "b"}}));
+  // Once that chunk reached the file, the compression thread has started its work.
+  for (int i = 0; i < 5000 && w.bytes_written() == before; ++i) usleep(1000);
+  ASSERT_GT(w.bytes_written(), before);
+  const int own = getpriority(PRIO_PROCESS, 0);
+  const std::vector<int> values = other_threads_nice_values();
+  EXPECT_EQ(std::count(values.begin(), values.end(), std::min(own + 5, 19)), 1) << "own nice " << own;
+  ASSERT_TRUE(w.finish({}, {}));
+  fs::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Compression, TraceWriterTest, ::testing::Values(0u, 2u), [](const auto& info) {
