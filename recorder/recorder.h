@@ -46,7 +46,7 @@ struct RecorderOptions {
   uint64_t recalibration_interval_ns = 500'000'000;
   // Idle backoff of run(): the first sleep after an empty pass, doubling up to the maximum. The
   // maximum bounds how long a ring fills unobserved: at 20 M records/s (56-byte records, about
-  // 1.1 GB/s) the default 4 MiB ring lasts 3.7 ms, so 1 ms leaves a margin of more than 3.
+  // 1.1 GB/s) the smallest default ring (4 MiB) lasts 3.7 ms, so 1 ms leaves a margin of more than 3.
   uint64_t idle_sleep_min_ns = 50'000;
   // A pass that consumed at least this much is followed by another at once; smaller ones by a pause
   // of idle_sleep_min_ns, so that a steady producer is read in batches.

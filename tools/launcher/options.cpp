@@ -365,6 +365,7 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
                            " and 2147483648 bytes (suffixes K, M, G allowed)");
             return false;
           }
+          options->ring_bytes_given = true;
           break;
         case Id::kRingSlots:
           if (!take_value(&value) || !parse_u32(value, 1, std::numeric_limits<uint32_t>::max(), &options->ring_slots)) {
@@ -429,7 +430,8 @@ options:
   -t, --trace cuda|none       what to record (default cuda); none runs the command with recording off
   -x, --stop-on-exit true     stop when the command exits (the only mode cutrace has)
       --stats true|false      print the cuda_api_sum table after the run (default false)
-      --ring-size BYTES       per-thread ring size, a power of two (default 4M; suffixes K, M, G)
+      --ring-size BYTES       per-thread ring size, a power of two (default 16M, halved down to
+                              4M when /dev/shm is small; suffixes K, M, G)
       --ring-slots N          rings in the session, one per recording thread (default 256)
   -h, --help                  print this help
 

@@ -22,6 +22,7 @@ struct ProfileOptions {
   bool stats = false;
   bool trace_cuda = true;  // false for `-t none`: the program runs under the session with capture off
   uint32_t ring_bytes = abi::kDefaultRingBytes;
+  bool ring_bytes_given = false;  // --ring-size was given: the session must not shrink the rings
   uint32_t ring_slots = abi::kDefaultSlotCount;
   bool help = false;
   std::vector<std::string> given;    // the option words exactly as typed, stored in the trace

@@ -172,6 +172,7 @@ int run(const ProfileOptions& options) {
   session::Options session_options;
   session_options.slot_count = options.ring_slots;
   session_options.ring_bytes = options.ring_bytes;
+  if (!options.ring_bytes_given) session_options.min_ring_bytes = abi::kSmallestDefaultRingBytes;
   session_options.clock = session::choose_clock();
   session_options.capture_enabled = options.trace_cuda;
   session::Session session;  // its destructor removes the shared memory on every way out

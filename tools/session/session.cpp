@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -78,22 +79,27 @@ bool Session::create(const Options& options, std::string* error) {
   for (unsigned char b : random) n += std::snprintf(name + n, sizeof name - n, "%02x", b);
 
   uint32_t slot_count = options.slot_count;
+  uint32_t ring_bytes = options.ring_bytes;
   struct statvfs shm;
   if (statvfs("/dev/shm", &shm) == 0) {
     const uint64_t free_bytes = uint64_t(shm.f_bavail) * shm.f_frsize;
-    const uint64_t slot_bytes = sizeof(abi::RingHeader) + uint64_t(options.ring_bytes);
-    if (abi::session_bytes(slot_count, options.ring_bytes) > free_bytes) {
+    if (options.fit_to_free_space && options.min_ring_bytes)
+      while (ring_bytes / 2 >= std::max(options.min_ring_bytes, abi::kMinRingBytes) &&
+             abi::session_bytes(slot_count, ring_bytes) > free_bytes)
+        ring_bytes /= 2;
+    const uint64_t slot_bytes = sizeof(abi::RingHeader) + uint64_t(ring_bytes);
+    if (abi::session_bytes(slot_count, ring_bytes) > free_bytes) {
       const uint64_t fit = free_bytes > sizeof(abi::SessionHeader) ? (free_bytes - sizeof(abi::SessionHeader)) / slot_bytes : 0;
       if (!options.fit_to_free_space || fit < kMinFittedSlots) {
         *error = "/dev/shm has " + std::to_string(free_bytes >> 20) + " MiB free, too little for " +
                  std::to_string(options.fit_to_free_space ? kMinFittedSlots : slot_count) + " rings of " +
-                 std::to_string(options.ring_bytes >> 10) + " KiB; free some space there or pass a smaller --ring-size";
+                 std::to_string(ring_bytes >> 10) + " KiB; free some space there or pass a smaller --ring-size";
         return false;
       }
       slot_count = uint32_t(fit);
     }
   }
-  const uint64_t bytes = abi::session_bytes(slot_count, options.ring_bytes);
+  const uint64_t bytes = abi::session_bytes(slot_count, ring_bytes);
   // O_EXCL: a name that already exists is never reused; 0600: only this user's processes may attach.
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -121,9 +127,9 @@ bool Session::create(const Options& options, std::string* error) {
   h->header_bytes = sizeof(abi::SessionHeader);
   h->total_bytes = bytes;
   h->slots_offset = sizeof(abi::SessionHeader);
-  h->slot_stride = sizeof(abi::RingHeader) + options.ring_bytes;
+  h->slot_stride = sizeof(abi::RingHeader) + ring_bytes;
   h->slot_count = slot_count;
-  h->ring_bytes = options.ring_bytes;
+  h->ring_bytes = ring_bytes;
   h->clock_kind = uint32_t(options.clock);
   h->on_full = uint32_t(abi::OnFull::kDrop);
   h->launcher_pid = uint32_t(getpid());

@@ -19,6 +19,9 @@ struct Options {
   // SIGBUS: the traced program. So a session never reserves more than /dev/shm has free; with this
   // set, the slot count is lowered to fit (down to kMinFittedSlots) instead of failing.
   bool fit_to_free_space = true;
+  // When nonzero, fitting first halves the ring size, down to this, and only then lowers the slot
+  // count (for a ring size the user did not choose).
+  uint32_t min_ring_bytes = 0;
 };
 
 inline constexpr uint32_t kMinFittedSlots = 4;

@@ -100,5 +100,30 @@ TEST(Session, NeverReservesMoreThanDevShmHasFree) {
   EXPECT_NE(error.find("/dev/shm has"), std::string::npos) << error;
 }
 
+// With a ring size the user did not choose, rings are halved before any is given up.
+TEST(Session, ShrinksRingsBeforeGivingUpSlotsWhenAllowed) {
+  struct statvfs shm;
+  ASSERT_EQ(statvfs("/dev/shm", &shm), 0);
+  const uint64_t free_bytes = uint64_t(shm.f_bavail) * shm.f_frsize;
+  const uint32_t ring = 1u << 30;
+  const uint64_t slots = free_bytes / ring + 2;  // one more than fits at this size
+  ASSERT_LT(slots, 100000u);
+
+  session::Options o;
+  o.ring_bytes = ring;
+  o.slot_count = uint32_t(slots);
+  o.min_ring_bytes = 1u << 20;
+  std::string error;
+  session::Session shrunk;
+  ASSERT_TRUE(shrunk.create(o, &error)) << error;
+  EXPECT_EQ(shrunk.header()->slot_count, o.slot_count);
+  EXPECT_LT(shrunk.header()->ring_bytes, ring);
+  EXPECT_TRUE(abi::is_power_of_two(shrunk.header()->ring_bytes));
+  EXPECT_LE(shrunk.bytes(), free_bytes);
+  // The largest halving that fits: twice the size would not have.
+  EXPECT_GT(abi::session_bytes(o.slot_count, shrunk.header()->ring_bytes * 2), free_bytes);
+  EXPECT_TRUE(abi::session_layout_valid(shrunk.header(), shrunk.bytes()));
+}
+
 }  // namespace
 }  // namespace cutrace
