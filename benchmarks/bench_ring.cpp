@@ -47,16 +47,17 @@ inline bool push_call(ring::Producer& p, uint64_t t0, uint64_t t1, uint32_t args
 
 void BM_RingPushWithConcurrentDrain(benchmark::State& state) {
   const uint32_t args = uint32_t(state.range(0));
-  auto s = make_session(abi::kDefaultRingBytes);
+  const uint32_t ring_bytes = uint32_t(state.range(1)) << 20;
+  auto s = make_session(ring_bytes);
   std::atomic<bool> stop{false};
   std::thread consumer([&] {
     std::vector<uint8_t> scratch(1 << 20);
     while (!stop.load(std::memory_order_relaxed))
-      ring::drain(s.slot(0), abi::kDefaultRingBytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
+      ring::drain(s.slot(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
                   [](const uint8_t*, uint32_t) {});
   });
   ring::Producer p;
-  p.attach(s.slot(0), abi::kDefaultRingBytes);
+  p.attach(s.slot(0), ring_bytes);
   uint64_t t = 0, stored = 0;
   for (auto _ : state) {
     stored += push_call(p, t, t + 5, args);
@@ -69,7 +70,10 @@ void BM_RingPushWithConcurrentDrain(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   state.SetBytesProcessed(state.iterations() * int64_t(sizeof(abi::ApiCallRecord) + 8 * args));
 }
-BENCHMARK(BM_RingPushWithConcurrentDrain)->Arg(0)->Arg(2)->Arg(7);
+// The smallest default ring and the default (abi.h).
+BENCHMARK(BM_RingPushWithConcurrentDrain)
+    ->ArgNames({"args", "ring_mib"})
+    ->ArgsProduct({{0, 2, 7}, {abi::kSmallestDefaultRingBytes >> 20, abi::kDefaultRingBytes >> 20}});
 
 void BM_RingPushWhenFull(benchmark::State& state) {
   auto s = make_session(abi::kMinRingBytes);
