@@ -1,9 +1,7 @@
 #include "recorder/trace_writer.h"
 
-#include "cutrace/record_codec.h"
-
-#include <time.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -14,6 +12,8 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+
+#include "cutrace/record_codec.h"
 
 namespace cutrace::trace {
 

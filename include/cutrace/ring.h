@@ -1,8 +1,13 @@
 // Single-producer single-consumer byte ring over abi::RingHeader. The producer half runs on the hot path
-// of every intercepted call (no locks, no syscalls, no allocation); the consumer half runs in the
-// recorder and trusts nothing it reads.
+// of every intercepted call (no locks, no allocation, and a system call only once per kPopulateBytes of
+// a ring's first lap); the consumer half runs in the recorder and trusts nothing it reads.
 #pragma once
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -10,16 +15,50 @@
 
 namespace cutrace::ring {
 
+// Makes [addr, addr + bytes) of a shared mapping backed by memory, so that writing there can never
+// raise SIGBUS; returns false when the filesystem has no room (the pages stay unbacked). The default
+// asks the kernel with MADV_POPULATE_WRITE; kernels before 5.14 do not know it, and there the pages
+// are left to be touched as before. Replaceable for tests.
+inline bool populate_for_write(void* addr, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t start = uintptr_t(addr) & ~(page - 1);
+  if (madvise(reinterpret_cast<void*>(start), uintptr_t(addr) + bytes - start, MADV_POPULATE_WRITE) == 0) return true;
+  return errno == EINVAL;
+#else
+  (void)addr;
+  (void)bytes;
+  return true;
+#endif
+}
+inline bool (*populate_hook)(void* addr, size_t bytes) = populate_for_write;
+
+// Ring memory is made ready this much at a time, ahead of the producer, during its first lap.
+inline constexpr uint64_t kPopulateBytes = 256u << 10;
+// After a failed populate, this many drops pass before the next try, so a full /dev/shm costs a
+// system call per this many calls rather than per call.
+inline constexpr uint64_t kPopulateRetryDrops = 1024;
+
 // Producer state kept in the producing thread (TLS), so the hot path touches the shared header only to
 // publish `head` and, rarely, to refresh its view of `tail`.
+//
+// A ring in a /dev/shm object is backed by memory only as far as it has been written; a write to a
+// page the filesystem cannot supply (another session, or anything else, filled /dev/shm) raises
+// SIGBUS in the traced program. So the producer writes only into memory it has made ready
+// (populate_hook), kPopulateBytes ahead during its first lap, and counts a record as dropped when
+// that fails. The hot path pays nothing for it: one comparison against `limit` covers both a full
+// ring and the end of the ready memory.
 struct Producer {
   abi::RingHeader* header = nullptr;
   uint8_t* data = nullptr;
   uint64_t mask = 0;         // ring_bytes - 1
   uint64_t head = 0;         // private copy of header->head
-  uint64_t cached_tail = 0;  // last tail seen; refreshed only when the ring looks full
+  uint64_t cached_tail = 0;  // last tail seen; refreshed only when `limit` is reached
+  uint64_t ready_bytes = 0;  // data bytes from the ring's start known to be backed by memory
+  uint64_t limit = 0;        // head + a record may reach this without the slow path
   uint64_t pushed = 0;
   uint64_t dropped = 0;
+  uint64_t retry_populate_at = 0;  // drop count at which a failed populate is tried again
 
   void attach(abi::RingHeader* h, uint32_t ring_bytes) {
     header = h;
@@ -29,22 +68,23 @@ struct Producer {
     cached_tail = h->tail.load(std::memory_order_acquire);
     pushed = h->pushed_records.load(std::memory_order_relaxed);
     dropped = h->dropped_records.load(std::memory_order_relaxed);
+    // Whatever a previous owner of the slot made ready is made ready again, which costs little.
+    ready_bytes = 0;
+    limit = 0;
+    retry_populate_at = 0;
   }
 
   // Returns where to write `bytes` (a multiple of 8, <= kMaxRecordBytes), or nullptr when the ring is
-  // full, in which case the drop has been counted. The caller fills the record and calls commit().
+  // full or its memory cannot be made ready, in which case the drop has been counted. The caller
+  // fills the record and calls commit().
   __attribute__((always_inline)) inline uint8_t* reserve(uint32_t bytes) {
     const uint64_t capacity = mask + 1;
     const uint64_t offset = head & mask;
     const uint64_t contiguous = capacity - offset;
     const uint64_t needed = contiguous < bytes ? contiguous + bytes : bytes;
-    if (__builtin_expect(head + needed - cached_tail > capacity, 0)) {
-      // Acquire pairs with the consumer's release of tail: the bytes it freed are no longer read.
-      cached_tail = header->tail.load(std::memory_order_acquire);
-      if (head + needed - cached_tail > capacity) {
-        count_drop();
-        return nullptr;
-      }
+    if (__builtin_expect(head + needed > limit, 0) && !make_room(needed)) {
+      count_drop();
+      return nullptr;
     }
     if (__builtin_expect(contiguous < bytes, 0)) {
       auto* pad = reinterpret_cast<abi::RecordHeader*>(data + offset);
@@ -70,6 +110,35 @@ struct Producer {
   inline void count_drop() {
     ++dropped;
     header->dropped_records.store(dropped, std::memory_order_relaxed);
+  }
+
+  // The slow path of reserve(): refreshes tail, makes more memory ready if needed, and recomputes
+  // `limit`. Returns whether `needed` bytes fit at head now. Leaves errno as it found it: it runs
+  // inside the program's calls.
+  __attribute__((noinline, cold)) bool make_room(uint64_t needed) {
+    const uint64_t capacity = mask + 1;
+    // Acquire pairs with the consumer's release of tail: the bytes it freed are no longer read.
+    cached_tail = header->tail.load(std::memory_order_acquire);
+    bool fits = head + needed - cached_tail <= capacity;
+    // Positions below capacity are first written in the first lap; a record that wraps writes its
+    // pad up to capacity.
+    const uint64_t end = head + needed > capacity ? capacity : head + needed;
+    if (fits && end > ready_bytes) {
+      if (dropped >= retry_populate_at) {
+        const int saved_errno = errno;
+        uint64_t target = (end + kPopulateBytes - 1) / kPopulateBytes * kPopulateBytes;
+        if (target > capacity) target = capacity;
+        if (populate_hook(data + ready_bytes, target - ready_bytes))
+          ready_bytes = target;
+        else
+          retry_populate_at = dropped + kPopulateRetryDrops;
+        errno = saved_errno;
+      }
+      fits = end <= ready_bytes;
+    }
+    limit = cached_tail + capacity;
+    if (ready_bytes < capacity && ready_bytes < limit) limit = ready_bytes;
+    return fits;
   }
 
   // Convenience for slow-path records built elsewhere.

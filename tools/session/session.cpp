@@ -16,6 +16,8 @@
 #include <new>
 #include <utility>
 
+#include "cutrace/ring.h"
+
 namespace cutrace::session {
 
 abi::ClockKind choose_clock() {
@@ -117,6 +119,20 @@ bool Session::create(const Options& options, std::string* error) {
   close(fd);
   if (base == MAP_FAILED) {
     *error = std::string("cannot map the session's shared memory: ") + std::strerror(errno);
+    shm_unlink(name);
+    return false;
+  }
+  // The session header and every ring header are written by producers that must never meet a page
+  // /dev/shm cannot supply (SIGBUS); back them with memory now. Producers make their rings' data
+  // ready themselves (ring::Producer).
+  bool headers_ready = ring::populate_hook(base, sizeof(abi::SessionHeader));
+  for (uint32_t i = 0; headers_ready && i < slot_count; ++i)
+    headers_ready = ring::populate_hook(static_cast<uint8_t*>(base) + sizeof(abi::SessionHeader) +
+                                            uint64_t(i) * (sizeof(abi::RingHeader) + ring_bytes),
+                                        sizeof(abi::RingHeader));
+  if (!headers_ready) {
+    *error = "/dev/shm has no room left for the session's ring headers";
+    munmap(base, bytes);
     shm_unlink(name);
     return false;
   }

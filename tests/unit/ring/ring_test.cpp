@@ -3,7 +3,11 @@
 // order, with every record that did not fit counted, and that hostile ring contents are contained.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -236,6 +240,102 @@ TEST(RingRecords, WellFormedChecksEveryKindsLayout) {
 
   std::memset(buf, 0, sizeof buf);
   EXPECT_FALSE(ring::record_well_formed(buf, 8));  // kInvalid
+}
+
+// A /dev/shm with no room left: the producer must drop and count records rather than write to memory
+// that is not ready (a SIGBUS in the traced program), leave errno alone, and resume once memory can
+// be had again.
+struct FakePopulate {
+  static inline uint8_t* data = nullptr;
+  static inline uint64_t allowed = 0;  // data bytes that can be made ready
+  static inline int calls = 0;
+  static bool populate(void* addr, size_t bytes) {
+    ++calls;
+    const uint64_t end = uint64_t(static_cast<uint8_t*>(addr) - data) + bytes;
+    if (end <= allowed) return true;
+    errno = ENOMEM;
+    return false;
+  }
+};
+
+TEST(RingMemory, ProducerDropsWhereItsMemoryCannotBeMadeReady) {
+  constexpr uint32_t kRingBytes = 1u << 20;
+  SessionFixture f(1, kRingBytes);
+  abi::RingHeader* h = f.s.slot(0);
+  uint8_t* data = abi::slot_data(h);
+  std::memset(data, 0xAB, kRingBytes);  // a canary: nothing beyond the ready memory may change
+  FakePopulate::data = data;
+  FakePopulate::allowed = ring::kPopulateBytes;
+  FakePopulate::calls = 0;
+  ring::populate_hook = FakePopulate::populate;
+  ring::Producer p;
+  p.attach(h, kRingBytes);
+
+  uint8_t rec[abi::kMaxRecordBytes];
+  const uint32_t bytes = make_call(rec, 0, 2);
+  const uint64_t fit = ring::kPopulateBytes / bytes;
+  uint64_t issued = 0, stored = 0;
+  errno = 12345;
+  for (; issued < fit + 3 * ring::kPopulateRetryDrops; ++issued) {
+    make_call(rec, issued, 2);
+    stored += p.push(rec, bytes);
+  }
+  EXPECT_EQ(errno, 12345);
+  EXPECT_EQ(stored, fit);
+  EXPECT_EQ(p.dropped, issued - fit);
+  EXPECT_EQ(h->dropped_records.load(), issued - fit);
+  EXPECT_EQ(h->pushed_records.load(), fit);
+  // One try per kPopulateRetryDrops drops, not one per call: the first success, then failures.
+  EXPECT_EQ(FakePopulate::calls, 1 + 3);
+  for (uint64_t i = ring::kPopulateBytes; i < kRingBytes; ++i) ASSERT_EQ(data[i], 0xAB) << i;
+
+  // Room again: the next retry succeeds and records flow.
+  FakePopulate::allowed = kRingBytes;
+  for (uint64_t i = 0; i < ring::kPopulateRetryDrops + 10; ++i, ++issued) {
+    make_call(rec, issued, 2);
+    stored += p.push(rec, bytes);
+  }
+  EXPECT_GT(stored, fit);
+  EXPECT_EQ(stored + p.dropped, issued);
+  ring::populate_hook = ring::populate_for_write;
+
+  // What was stored comes out intact and in order.
+  std::vector<uint8_t> scratch(1 << 16);
+  uint64_t seen = 0;
+  uint64_t expected_seq = 0;
+  ring::drain(h, kRingBytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX, [&](const uint8_t* r, uint32_t n) {
+    ApiCallRecord c;
+    std::memcpy(&c, r, sizeof c);
+    if (seen == fit) expected_seq = c.begin;  // the first record after the gap of drops
+    check_call(r, n, seen < fit ? seen : expected_seq + (seen - fit));
+    ++seen;
+  });
+  EXPECT_EQ(seen, stored);
+}
+
+// The real mechanism: the session's headers are backed at creation, and a producer backs its ring a
+// segment at a time as it writes, never the whole ring up front.
+TEST(RingMemory, RingMemoryIsBackedAheadOfTheProducerOnly) {
+  constexpr uint32_t kRingBytes = 4u << 20;
+  SessionFixture f(2, kRingBytes);
+  const long page = sysconf(_SC_PAGESIZE);
+  auto resident = [&](const void* addr) {
+    unsigned char vec = 0;
+    const uintptr_t start = uintptr_t(addr) & ~uintptr_t(page - 1);
+    EXPECT_EQ(mincore(reinterpret_cast<void*>(start), size_t(page), &vec), 0);
+    return (vec & 1) != 0;
+  };
+  EXPECT_TRUE(resident(f.s.header()));
+  EXPECT_TRUE(resident(f.s.slot(1)));
+  uint8_t* data = abi::slot_data(f.s.slot(0));
+  EXPECT_FALSE(resident(data + kRingBytes / 2));
+
+  ring::Producer p;
+  p.attach(f.s.slot(0), kRingBytes);
+  uint8_t rec[abi::kMaxRecordBytes];
+  ASSERT_TRUE(p.push(rec, make_call(rec, 1, 0)));
+  EXPECT_TRUE(resident(data + ring::kPopulateBytes - 1));
+  EXPECT_FALSE(resident(data + kRingBytes / 2));
 }
 
 }  // namespace
