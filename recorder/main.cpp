@@ -230,6 +230,7 @@ int main(int argc, char** argv) {
   if (!writer.open(part, args.compression_level)) return fail(writer.error() + ".");
 
   cutrace::recorder::Recorder recorder;
+  recorder.set_api_table(cutrace::kApiTable, cutrace::kApiTableSize);
   if (!recorder.attach(header, session.bytes(), &writer, &error)) {
     ::unlink(part.c_str());
     return fail(error + ".");
@@ -282,7 +283,10 @@ int main(int argc, char** argv) {
   }
   if (!writer.good()) return fail(writer.error() + "; the partial trace is in " + part + ".");
 
-  if (!writer.finish(recorder.summary(), recorder.thread_stats()))
+  // Flushed first, so that the names chunk directly precedes the end chunk, where readers look.
+  writer.flush_events();
+  if (!writer.write_names(cutrace::names::encode(recorder.kernel_names())) ||
+      !writer.finish(recorder.summary(), recorder.thread_stats()))
     return fail(writer.error() + "; the partial trace is in " + part + ".");
   if (::rename(part.c_str(), args.output.c_str()) != 0)
     return fail("cannot rename " + part + " to " + args.output + ": " + std::strerror(errno) + ".");

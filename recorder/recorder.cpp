@@ -10,6 +10,11 @@ namespace cutrace::recorder {
 
 namespace {
 
+// Kernel names and handles kept for the kNames chunk, at most this much: a program registers a few
+// thousand kernels, and a corrupt or hostile ring must not grow the recorder without bound (what is
+// not kept is still in the event stream).
+constexpr uint64_t kMaxKernelNameBytes = 64u << 20;
+
 // The identity fields are plain (non-atomic) members written by another process; read them with
 // relaxed atomic loads so a producer scribbling on them concurrently is not a data race here.
 template <class T>
@@ -54,6 +59,10 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
 
   slots_.assign(slot_count_, SlotTrack{});
   threads_.clear();
+  kernels_.clear();
+  kernels_index_.clear();
+  kernels_of_thread_.clear();
+  kernel_name_bytes_ = 0;
   scratch_ = std::make_unique<uint8_t[]>(options_.scratch_bytes);
   batch_structure_ = std::make_unique<uint8_t[]>(options_.batch_bytes);
   batch_times_ = std::make_unique<uint8_t[]>(options_.batch_bytes);
@@ -211,6 +220,10 @@ void Recorder::ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns
   track.claim_serial = serial;
   track.thread_index = def.thread_index;
   track.process = monitor_.track(def.pid, def.process_start_ticks, now_ns);
+  const auto [it, added] =
+      kernels_index_.emplace(std::make_pair(def.pid, def.process_start_ticks), uint32_t(kernels_.size()));
+  if (added) kernels_.push_back({def.pid, def.process_start_ticks, {}, {}});
+  kernels_of_thread_.push_back(it->second);
   writer_->add_thread_def(def);
 }
 
@@ -255,6 +268,7 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
         return;
       }
       codec::encode_call(codec_, record, clock_.to_ns(begin), clock_.to_ns(end), batch_cursors_);
+      if (!naming_args_.empty()) remember_kernel_handle(record);
       break;
     }
     case abi::RecordKind::kThreadStart: {
@@ -269,6 +283,7 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       break;
     }
     case abi::RecordKind::kString:
+      remember_kernel_name(record);
       codec::encode(codec_, record, bytes, batch_cursors_);
       break;
     default:
@@ -277,6 +292,57 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       return;
   }
   ++batch_records_;
+}
+
+void Recorder::set_api_table(const ApiInfo* table, uint32_t count) {
+  naming_args_.assign(count, {-1, -1});
+  for (uint32_t id = 0; id < count; ++id) {
+    int handle = -1, stub = -1;
+    for (uint32_t a = 0; a < table[id].arg_count && a < abi::kMaxApiArgs; ++a) {
+      if (table[id].args[a].format == abi::ArgFormat::kKernelHandle && handle < 0) handle = int(a);
+      if (table[id].args[a].format == abi::ArgFormat::kKernelStub && stub < 0) stub = int(a);
+    }
+    if (handle >= 0 && stub >= 0) naming_args_[id] = {int8_t(handle), int8_t(stub)};
+  }
+}
+
+void Recorder::remember_kernel_name(const uint8_t* record) {
+  abi::StringRecord s;
+  std::memcpy(&s, record, sizeof s);
+  if (s.header.aux != uint32_t(abi::StringKind::kKernelName) || kernel_name_bytes_ > kMaxKernelNameBytes) return;
+  std::string& name = kernels_[kernels_of_thread_[batch_thread_]].kernels[s.key];
+  if (!name.empty()) return;
+  name.assign(reinterpret_cast<const char*>(record + sizeof s), s.length);
+  kernel_name_bytes_ += s.length + 16;
+}
+
+void Recorder::remember_kernel_handle(const uint8_t* record) {
+  abi::ApiCallRecord r;
+  std::memcpy(&r, record, sizeof r);
+  if (r.header.aux >= naming_args_.size()) return;
+  const auto [handle_arg, stub_arg] = naming_args_[r.header.aux];
+  if (handle_arg < 0 || handle_arg >= r.arg_count || stub_arg >= r.arg_count) return;
+  uint64_t handle, stub;
+  std::memcpy(&handle, record + sizeof r + 8 * size_t(handle_arg), 8);
+  std::memcpy(&stub, record + sizeof r + 8 * size_t(stub_arg), 8);
+  // A failed __cudaGetKernel leaves its out-parameter at 0: nothing to learn from it.
+  if (!handle || !stub || kernel_name_bytes_ > kMaxKernelNameBytes) return;
+  if (kernels_[kernels_of_thread_[batch_thread_]].handles.emplace(handle, stub).second) kernel_name_bytes_ += 32;
+}
+
+std::vector<names::ProcessNames> Recorder::kernel_names() const {
+  std::vector<names::ProcessNames> out;
+  for (const ProcessKernels& p : kernels_) {
+    if (p.kernels.empty() && p.handles.empty()) continue;
+    names::ProcessNames& n = out.emplace_back();
+    n.pid = p.pid;
+    n.start_ticks = p.start_ticks;
+    n.kernels.assign(p.kernels.begin(), p.kernels.end());
+    std::sort(n.kernels.begin(), n.kernels.end());
+    n.handles.assign(p.handles.begin(), p.handles.end());
+    std::sort(n.handles.begin(), n.handles.end());
+  }
+  return out;
 }
 
 void Recorder::submit_batch() {

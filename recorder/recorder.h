@@ -15,12 +15,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cutrace/abi.h"
+#include "cutrace/api_table.h"
 #include "cutrace/format.h"
+#include "cutrace/names_chunk.h"
 #include "cutrace/record_codec.h"
 #include "cutrace/ring.h"
 #include "recorder/clock.h"
@@ -99,6 +104,13 @@ class Recorder {
   // The kEnd key/values: totals, end times, final clock calibration, CUDA runtime seen.
   trace::KeyValues summary() const;
 
+  // The api table the producers write ids of: calls with both a kKernelHandle and a kKernelStub
+  // argument (__cudaGetKernel) tell which kernel a handle names. Without it no handle is learned.
+  void set_api_table(const ApiInfo* table, uint32_t count);
+  // Every kernel name and handle seen so far, per process instance, for the kNames chunk; sorted so
+  // that the same run gives the same file.
+  std::vector<names::ProcessNames> kernel_names() const;
+
   uint32_t slot_count() const { return slot_count_; }
   const TimestampConverter& clock() const { return clock_; }
   // The line the launcher reads from the ready fd at the end:
@@ -140,6 +152,22 @@ class Recorder {
   ProcessMonitor monitor_;
   std::vector<SlotTrack> slots_;
   std::vector<format::ThreadStats> threads_;  // indexed by thread_index
+
+  // Kernel naming seen in the records, per process instance (pid, start ticks).
+  struct ProcessKernels {
+    uint32_t pid = 0;
+    uint64_t start_ticks = 0;
+    std::unordered_map<uint64_t, std::string> kernels;  // stub -> mangled name
+    std::unordered_map<uint64_t, uint64_t> handles;     // handle -> stub
+  };
+  void remember_kernel_name(const uint8_t* record);
+  void remember_kernel_handle(const uint8_t* record);
+  std::vector<ProcessKernels> kernels_;
+  std::map<std::pair<uint32_t, uint64_t>, uint32_t> kernels_index_;
+  std::vector<uint32_t> kernels_of_thread_;  // thread_index -> index into kernels_
+  uint64_t kernel_name_bytes_ = 0;           // bounded: ring contents are untrusted
+  // Per api id: the argument slots of a handle and a stub (-1 when the call has not both).
+  std::vector<std::pair<int8_t, int8_t>> naming_args_;
 
   std::unique_ptr<uint8_t[]> scratch_, batch_structure_, batch_times_;
   codec::StreamCursors batch_cursors_{};

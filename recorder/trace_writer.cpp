@@ -301,6 +301,10 @@ bool TraceWriter::write_api_table(const ApiInfo* table, uint32_t count) {
   return write_chunk(format::ChunkType::kApiTable, payload);
 }
 
+bool TraceWriter::write_names(const std::vector<uint8_t>& payload) {
+  return write_chunk(format::ChunkType::kNames, payload);
+}
+
 void TraceWriter::add_thread_def(const format::ThreadDef& def) {
   if (!file_) return;
   reserve_events(sizeof(format::BlockHeader) + sizeof def);

@@ -31,6 +31,8 @@ class TraceWriter {
   bool open(const std::string& path, int compression_level = 3);
 
   bool write_metadata(const KeyValues& pairs);
+  // The kNames chunk (names_chunk.h); written once, before finish().
+  bool write_names(const std::vector<uint8_t>& payload);
   bool write_api_table(const ApiInfo* table, uint32_t count);
 
   // Events are gathered into the current kEvents chunk, which is compressed and written by

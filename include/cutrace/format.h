@@ -39,6 +39,7 @@ enum class ChunkType : uint16_t {
   kApiTable = 2,  // ApiTableEntry list: names and argument meanings of every api id in the file
   kEvents = 3,    // Block list: thread definitions and records
   kEnd = 4,       // key/value summary, then ThreadStats list; marks a complete trace
+  kNames = 5,     // kernel names and handles per process (names_chunk.h), written just before kEnd
 };
 
 enum class Codec : uint16_t { kZstd = 1 };

@@ -52,6 +52,7 @@ const char* chunk_type_name(uint16_t type) {
     case ChunkType::kApiTable: return "api table";
     case ChunkType::kEvents: return "events";
     case ChunkType::kEnd: return "end";
+    case ChunkType::kNames: return "names";
   }
   return "unknown";
 }
@@ -209,7 +210,61 @@ bool TraceReader::open(const std::string& path) {
     error_ = path + ": out of memory creating the decompressor.";
     return false;
   }
+  read_names_ahead();
   return true;
+}
+
+void TraceReader::read_names_ahead() {
+  // Only chunk headers are read on the way; a damaged or cut-off file simply has no names read
+  // ahead, and the stream reports what is wrong with it when it gets there.
+  uint64_t at = header_.header_bytes;
+  std::vector<uint8_t> stored, payload;
+  while (file_bytes_ - at >= sizeof(ChunkHeader)) {
+    ChunkHeader ch;
+    if (pread_full(fd_, &ch, sizeof ch, at) < sizeof ch || ch.magic != format::kChunkMagic ||
+        ch.header_check != format::chunk_header_check(ch) || file_bytes_ - at - sizeof ch < ch.stored_bytes)
+      return;
+    if (ChunkType(ch.type) == ChunkType::kEnd) return;
+    if (ChunkType(ch.type) == ChunkType::kNames) {
+      if (ch.codec != uint16_t(format::Codec::kZstd) || ch.raw_bytes > format::kMaxChunkRawBytes) return;
+      stored.resize(ch.stored_bytes);
+      payload.resize(ch.raw_bytes);
+      if (pread_full(fd_, stored.data(), ch.stored_bytes, at + sizeof ch) < ch.stored_bytes) return;
+      // zstd verifies the frame's content checksum while decompressing.
+      const size_t n = ZSTD_decompressDCtx(dctx_, payload.data(), payload.size(), stored.data(), stored.size());
+      std::vector<names::ProcessNames> list;
+      if (ZSTD_isError(n) || n != ch.raw_bytes || !names::decode(payload.data(), n, list)) return;
+      add_kernel_names(list);
+      return;
+    }
+    at += sizeof ch + ch.stored_bytes;
+  }
+}
+
+void TraceReader::add_kernel_names(std::vector<names::ProcessNames>& list) {
+  for (names::ProcessNames& n : list) {
+    Process* known = nullptr;
+    if (auto it = processes_by_pid_.find(n.pid); it != processes_by_pid_.end())
+      for (uint32_t i : it->second)
+        if (processes_[i].start_ticks == n.start_ticks) known = &processes_[i];
+    if (known) {
+      apply_kernel_names(*known, n);
+    } else {
+      names::ProcessNames& pending = pending_names_[{n.pid, n.start_ticks}];
+      pending.kernels.insert(pending.kernels.end(), n.kernels.begin(), n.kernels.end());
+      pending.handles.insert(pending.handles.end(), n.handles.begin(), n.handles.end());
+    }
+  }
+}
+
+void TraceReader::apply_kernel_names(Process& p, const names::ProcessNames& n) {
+  for (const auto& [stub, mangled] : n.kernels) {
+    auto [it, added] = p.kernels_by_stub.try_emplace(stub);
+    if (!added) continue;
+    it->second.mangled = mangled;
+    it->second.demangled = demangle(mangled);
+  }
+  for (const auto& [handle, stub] : n.handles) p.stub_by_handle.emplace(handle, stub);
 }
 
 const std::string* TraceReader::metadata_value(std::string_view key) const {
@@ -289,6 +344,10 @@ Process& TraceReader::process_for(const format::ThreadDef& def) {
   p.ppid = def.ppid;
   p.start_ticks = def.process_start_ticks;
   same_pid.push_back(p.index);
+  if (auto pending = pending_names_.find({def.pid, def.process_start_ticks}); pending != pending_names_.end()) {
+    apply_kernel_names(p, pending->second);
+    pending_names_.erase(pending);
+  }
   return p;
 }
 
@@ -410,6 +469,13 @@ bool TraceReader::decode_payload(uint16_t type) {
       if (!parse_end()) return false;
       pending_chunk_event_ = true;
       return true;
+    case ChunkType::kNames: {
+      // Usually read ahead at open() already; what it adds now serves the rest of the stream.
+      std::vector<names::ProcessNames> list;
+      if (!names::decode(raw_.data(), raw_size_, list)) return chunk_error_ = "its tables run past its end", false;
+      add_kernel_names(list);
+      return true;
+    }
   }
   // A chunk type from a later writer: self-delimiting and checksummed, so it can be skipped safely.
   ++status_.skipped_chunks;

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -34,6 +35,7 @@
 
 #include "cutrace/abi.h"
 #include "cutrace/format.h"
+#include "cutrace/names_chunk.h"
 #include "cutrace/record_codec.h"
 
 namespace cutrace::reader {
@@ -237,6 +239,11 @@ class TraceReader {
   Process& process_for(const format::ThreadDef& def);
   const ApiSpec* find_api(uint32_t id) const;
   Thread* mutable_thread(uint32_t index);
+  // The kNames chunk, found by walking the chunk headers, so that launches are named even where the
+  // records naming their kernels come later in the file.
+  void read_names_ahead();
+  void add_kernel_names(std::vector<names::ProcessNames>& list);
+  void apply_kernel_names(Process& p, const names::ProcessNames& n);
 
   std::string path_, error_;
   int fd_ = -1;
@@ -268,6 +275,8 @@ class TraceReader {
   std::unordered_map<uint32_t, uint32_t> thread_pos_;  // file thread index -> position in threads_
   std::deque<Process> processes_;
   std::unordered_map<uint32_t, std::vector<uint32_t>> processes_by_pid_;
+  // Names for processes not defined yet, by (pid, start ticks).
+  std::map<std::pair<uint32_t, uint64_t>, names::ProcessNames> pending_names_;
 };
 
 }  // namespace cutrace::reader

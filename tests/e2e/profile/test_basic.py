@@ -3,6 +3,7 @@ argument values, ordering and durations within the bounds the simulated device g
 program's output and exit code unchanged; bad input refused before anything starts."""
 import json
 import os
+import struct
 import subprocess
 
 from conftest import CUTRACE, api_sum, app, calls, counts, info, metadata, profile, run_tool, sim_env
@@ -87,6 +88,31 @@ def test_vector_add_records_every_call_with_names_arguments_and_times(tmp_path):
     text = info(trace)
     assert "complete" in text
     assert "dropped        0" in text
+
+    # The names chunk (type 5) directly precedes the end chunk (type 4) and names both kernels and
+    # the handles __cudaGetKernel gave out (docs/trace-format.md).
+    chunks = raw_chunks(trace)
+    assert [t for t, _ in chunks[-2:]] == [5, 4]
+    names = chunks[-2][1]
+    (processes,) = struct.unpack_from("<I", names)
+    assert processes == 1
+    pid, kernels, _ticks, handles, _ = struct.unpack_from("<IIQII", names, 4)
+    assert pid == {e["pid"] for e in events}.pop()
+    assert kernels == 2 and handles == 2
+    assert b"_Z13square_kernelPfPKfi" in names and b"4axpy" in names
+
+
+def raw_chunks(trace):
+    """[(chunk type, decompressed payload)] of a trace file, in file order."""
+    import zstandard
+    data = trace.read_bytes()
+    (header_bytes,) = struct.unpack_from("<I", data, 12)
+    pos, out = header_bytes, []
+    while pos + 32 <= len(data):
+        _magic, ctype, _codec, stored, _raw = struct.unpack_from("<IHHII", data, pos)
+        out.append((ctype, zstandard.ZstdDecompressor().decompress(data[pos + 32:pos + 32 + stored])))
+        pos += 32 + stored
+    return out
 
 
 def test_program_output_and_exit_code_are_unchanged(tmp_path):

@@ -16,6 +16,7 @@ namespace cutrace::testing {
 namespace {
 
 using reader::Event;
+using reader::KernelName;
 using reader::EventKind;
 using reader::TraceReader;
 using reader::TraceState;
@@ -73,7 +74,7 @@ class SmallTraceTest : public ::testing::Test {
 
 TEST_F(SmallTraceTest, ReadsEverythingOfACompleteTrace) {
   EXPECT_EQ(full_.status.state, TraceState::kComplete);
-  EXPECT_EQ(full_.status.intact_chunks, 6u);  // metadata, api table, 3 x events, end
+  EXPECT_EQ(full_.status.intact_chunks, 7u);  // metadata, api table, 3 x events, names, end
   EXPECT_EQ(full_.events, expected_.events);
   EXPECT_EQ(full_.status.events, expected_.events);
   EXPECT_EQ(full_.status.trailing_bytes, 0u);
@@ -81,7 +82,7 @@ TEST_F(SmallTraceTest, ReadsEverythingOfACompleteTrace) {
   EXPECT_EQ(full_.kinds.front(), EventKind::kMetadata);
   EXPECT_EQ(full_.kinds[1], EventKind::kApiTable);
   EXPECT_EQ(full_.kinds.back(), EventKind::kEnd);
-  EXPECT_EQ(full_.status.describe(), "complete: " + std::to_string(expected_.events) + " events in 6 chunks");
+  EXPECT_EQ(full_.status.describe(), "complete: " + std::to_string(expected_.events) + " events in 7 chunks");
 }
 
 TEST_F(SmallTraceTest, DecodesTablesThreadsAndProcesses) {
@@ -237,7 +238,7 @@ TEST_F(SmallTraceTest, ResolvesKernelNamesPerProcess) {
 
 TEST_F(SmallTraceTest, EveryChunkBoundaryCutIsReportedAsIncomplete) {
   const auto offsets = chunk_offsets(bytes_);
-  ASSERT_EQ(offsets.size(), 6u);
+  ASSERT_EQ(offsets.size(), 7u);
   for (size_t k = 0; k < offsets.size(); ++k) {
     SCOPED_TRACE("cut before chunk " + std::to_string(k));
     std::string cut = temp_path("cut.cutrace");
@@ -559,6 +560,86 @@ TEST(Reader, ThreadDefinedTwiceIsCorruptAndAThreadDefinedInTheSameChunkIsFine) {
   EXPECT_EQ(res.status.state, TraceState::kCorrupt);
   EXPECT_NE(res.status.reason.find("defined twice"), std::string::npos) << res.status.reason;
   EXPECT_EQ(res.events, 0u);  // a chunk is delivered whole or not at all
+}
+
+// A launch on one thread can reach the file before the records of another thread that name its
+// kernel (threads are drained one after another). The names chunk, read ahead at open(), names it
+// anyway; without it the launch has no name until the naming records are read.
+void write_launch_before_its_naming(const std::string& path, bool with_names_chunk) {
+  trace::TraceWriter w;
+  ASSERT_TRUE(w.open(path, 1));
+  ASSERT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
+  w.add_thread_def(thread_def(0, 4242, 4242, 1, 1000));
+  w.add_thread_def(thread_def(1, 4242, 4243, 1, 1000));
+  Records launch;
+  launch.call(kLaunchKernel13, kT0 + 5000, kT0 + 6000, 0, {kHandleReduce, 1, 1, 0, 0});
+  launch.add_to(w, 1);
+  ASSERT_TRUE(w.flush_events());
+  Records naming;
+  naming.string(abi::StringKind::kKernelName, kStubReduce, kMangledReduce)
+      .call(kGetKernel, kT0 + 1000, kT0 + 1100, 0, {kHandleReduce, kStubReduce});
+  naming.add_to(w, 0);
+  ASSERT_TRUE(w.flush_events());
+  if (with_names_chunk) {
+    names::ProcessNames n;
+    n.pid = 4242;
+    n.start_ticks = 1000;
+    n.kernels = {{kStubReduce, kMangledReduce}};
+    n.handles = {{kHandleReduce, kStubReduce}};
+    // Another process instance with the same pid (a reused pid) must not lend it names.
+    names::ProcessNames other;
+    other.pid = 4242;
+    other.start_ticks = 999;
+    other.kernels = {{kStubAxpy, kMangledAxpy}};
+    ASSERT_TRUE(w.write_names(names::encode({n, other})));
+  }
+  ASSERT_TRUE(w.finish({}, {}));
+}
+
+TEST(Reader, LaunchesAreNamedEvenWhereTheNamingRecordsComeLater) {
+  for (bool with_names : {true, false}) {
+    const std::string path = temp_path(with_names ? "names-ahead.cutrace" : "no-names.cutrace");
+    write_launch_before_its_naming(path, with_names);
+    TraceReader t;
+    ASSERT_TRUE(t.open(path)) << t.error();
+    Event ev;
+    int launches = 0;
+    while (t.next(ev)) {
+      if (ev.kind != EventKind::kApiCall || ev.call.api_id != kLaunchKernel13) continue;
+      ++launches;
+      const KernelName* k = t.kernel_of(ev.call, *ev.thread);
+      if (with_names) {
+        ASSERT_NE(k, nullptr);
+        EXPECT_EQ(k->mangled, kMangledReduce);
+        EXPECT_EQ(k->demangled, "reduce(float const*, float*, int)");
+      } else {
+        EXPECT_EQ(k, nullptr);
+      }
+    }
+    EXPECT_EQ(launches, 1);
+    EXPECT_EQ(t.status().state, TraceState::kComplete) << t.status().reason;
+    // Once everything is read, the process knows the kernel either way, and only its own.
+    ASSERT_EQ(t.processes().size(), 1u);
+    EXPECT_EQ(t.processes()[0].kernels_by_stub.count(kStubReduce), 1u);
+    EXPECT_EQ(t.processes()[0].kernels_by_stub.count(kStubAxpy), 0u);
+  }
+}
+
+TEST(Reader, ADamagedNamesChunkIsReportedWhereTheStreamReachesIt) {
+  const std::string path = temp_path("bad-names.cutrace");
+  trace::TraceWriter w;
+  ASSERT_TRUE(w.open(path, 1));
+  std::vector<uint8_t> bad = names::encode({names::ProcessNames{4242, 1000, {{1, "x"}}, {}}});
+  bad.pop_back();  // the name's only byte
+  ASSERT_TRUE(w.write_names(bad));
+  ASSERT_TRUE(w.finish({}, {}));
+  TraceReader t;
+  ASSERT_TRUE(t.open(path)) << t.error();
+  Event ev;
+  while (t.next(ev)) {
+  }
+  EXPECT_EQ(t.status().state, TraceState::kCorrupt);
+  EXPECT_NE(t.status().reason.find("names chunk"), std::string::npos) << t.status().reason;
 }
 
 TEST(Reader, CallsOfIdsMissingFromTheApiTableGetPlaceholderNames) {

@@ -1,7 +1,5 @@
 #include "trace_builder.h"
 
-#include "cutrace/record_codec.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -12,6 +10,9 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+
+#include "cutrace/names_chunk.h"
+#include "cutrace/record_codec.h"
 
 namespace cutrace::testing {
 namespace {
@@ -233,6 +234,11 @@ SmallTrace write_small_trace(const std::string& path, bool finish) {
   st.counted_calls = st.api_calls - 3 /* outside capture */ - 1 /* nested driver */ - 1 /* cuBLAS */;
   st.event_chunks = 3;
   if (finish) {
+    // What the recorder would gather from the records above.
+    names::ProcessNames app{4242, 1000, {{kStubAxpy, kMangledAxpy}, {kStubReduce, kMangledReduce}},
+                            {{kHandleReduce, kStubReduce}}};
+    names::ProcessNames child{4300, 2000, {{kStubAxpy, "_Z8other_fnv"}}, {}};
+    EXPECT_TRUE(w.write_names(names::encode({app, child})));
     std::vector<format::ThreadStats> stats = {
         {0, 0, a.count() + a2.count(), 0, 0},
         {1, 0, b.count() + b2.count(), 3, 0},

@@ -456,6 +456,43 @@ TEST_F(RecorderTest, EventsAreFlushedOnTimeSoAKilledRecorderLosesLittle) {
   EXPECT_EQ(writer_.chunks_written(), chunks + 1);
 }
 
+// Kernel names and the handles __cudaGetKernel hands out, gathered per process instance for the
+// kNames chunk, so that readers can name a launch whose naming records come later in the file.
+TEST_F(RecorderTest, GathersKernelNamesAndHandlesPerProcess) {
+  static const ApiArgInfo kGetKernelArgs[] = {{"kernel", abi::ArgFormat::kKernelHandle},
+                                              {"entryFuncAddr", abi::ArgFormat::kKernelStub}};
+  static const ApiInfo kApis[] = {
+      {"cudaMalloc", "libcudart.so.13", abi::ApiDomain::kCudaRuntime, abi::ApiClass::kMemory,
+       format::ResultKind::kErrorCode, 0, nullptr},
+      {"__cudaGetKernel", "libcudart.so.13", abi::ApiDomain::kCudaRuntime, abi::ApiClass::kOther,
+       format::ResultKind::kErrorCode, 2, kGetKernelArgs},
+  };
+  start();
+  rec_->set_api_table(kApis, 2);
+  test::TestRing main = test::TestRing::claim(session_.header(), 0, 4242, 4242, 1000);
+  test::TestRing worker = test::TestRing::claim(session_.header(), 1, 4242, 4243, 1000);
+  test::TestRing reused_pid = test::TestRing::claim(session_.header(), 2, 4242, 4244, 2000);
+  ASSERT_TRUE(main.valid() && worker.valid() && reused_pid.valid());
+  ASSERT_TRUE(main.push_string(abi::StringKind::kKernelName, 0x401000, "_Z6reducePKfPfi"));
+  ASSERT_TRUE(main.push_string(abi::StringKind::kThreadName, 0, "main"));
+  ASSERT_TRUE(worker.push_call(1, 10, 20, 0, 0, {0x7f0000001000, 0x401000}));
+  ASSERT_TRUE(worker.push_call(1, 30, 40, 500, 0, {0, 0x402000}));  // failed: no handle to learn
+  ASSERT_TRUE(worker.push_call(0, 50, 60, 0, 0, {}));
+  ASSERT_TRUE(reused_pid.push_string(abi::StringKind::kKernelName, 0x401000, "_Z4axpyv"));
+  rec_->poll();
+
+  const std::vector<names::ProcessNames> seen = rec_->kernel_names();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].pid, 4242u);
+  EXPECT_EQ(seen[0].start_ticks, 1000u);
+  EXPECT_EQ(seen[0].kernels, (std::vector<std::pair<uint64_t, std::string>>{{0x401000, "_Z6reducePKfPfi"}}));
+  EXPECT_EQ(seen[0].handles, (std::vector<std::pair<uint64_t, uint64_t>>{{0x7f0000001000, 0x401000}}));
+  EXPECT_EQ(seen[1].start_ticks, 2000u);
+  EXPECT_EQ(seen[1].kernels, (std::vector<std::pair<uint64_t, std::string>>{{0x401000, "_Z4axpyv"}}));
+  EXPECT_TRUE(seen[1].handles.empty());
+  finish();
+}
+
 TEST_F(RecorderTest, TinyRingWithFastProducerAccountsForEveryRecord) {
   start(1, abi::kMinRingBytes);
   constexpr uint64_t kIssued = 300000;

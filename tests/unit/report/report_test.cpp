@@ -189,7 +189,7 @@ TEST_F(ReportTest, InfoShowsProcessesThreadsTotalsAndMetadata) {
   ASSERT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.err, "");
   const std::string& o = r.out;
-  EXPECT_TRUE(contains(o, "Status:    complete: " + std::to_string(expected_.events) + " events in 6 chunks")) << o;
+  EXPECT_TRUE(contains(o, "Status:    complete: " + std::to_string(expected_.events) + " events in 7 chunks")) << o;
   EXPECT_TRUE(contains(o, "\n  host                node01\n")) << o;
   EXPECT_TRUE(contains(o, "\n  session.clock       monotonic\n")) << o;
   EXPECT_TRUE(contains(o, "Processes (2):")) << o;
