@@ -17,14 +17,18 @@ namespace cutrace::ring {
 
 // Makes [addr, addr + bytes) of a shared mapping backed by memory, so that writing there can never
 // raise SIGBUS; returns false when the filesystem has no room (the pages stay unbacked). The default
-// asks the kernel with MADV_POPULATE_WRITE; kernels before 5.14 do not know it, and there the pages
-// are left to be touched as before. Replaceable for tests.
+// asks the kernel with MADV_POPULATE_WRITE. Where the kernel cannot be asked (before 5.14: EINVAL; a
+// seccomp filter: EPERM or ENOSYS) the pages are left to be touched as before rather than every
+// record dropped. Replaceable for tests.
 inline bool populate_for_write(void* addr, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
   const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   const uintptr_t start = uintptr_t(addr) & ~(page - 1);
   if (madvise(reinterpret_cast<void*>(start), uintptr_t(addr) + bytes - start, MADV_POPULATE_WRITE) == 0) return true;
-  return errno == EINVAL;
+  // EFAULT: a write would have raised SIGBUS (no room); EHWPOISON: a page with a memory error;
+  // ENOMEM, EAGAIN, EINTR: no memory for now.
+  const int e = errno;
+  return e != EFAULT && e != EHWPOISON && e != ENOMEM && e != EAGAIN && e != EINTR;
 #else
   (void)addr;
   (void)bytes;
