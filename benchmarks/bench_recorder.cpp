@@ -57,33 +57,51 @@ struct PatternProducer {
   }
 };
 
-void BM_RecorderDrainAndCompress(benchmark::State& state) {
-  session::Session s;
-  session::Options o;
-  o.slot_count = 1;
-  o.ring_bytes = abi::kDefaultRingBytes;
-  o.clock = abi::ClockKind::kMonotonicNs;
-  std::string error;
-  if (!s.create(o, &error)) throw std::runtime_error(error);
-  const std::string path = "/tmp/bench_recorder_" + std::to_string(getpid()) + ".cutrace";
+// One ring of the default size, claimed as the shim leaves it, a trace writer and a recorder attached
+// to them, writing a throwaway file.
+struct Rig {
+  session::Session session;
+  std::string path;
   trace::TraceWriter writer;
-  // Compression on the draining thread (0) or on a thread of its own (1, what cutrace-recorder does
-  // on a 2-core machine).
-  writer.set_compression_threads(unsigned(state.range(1)));
-  // The recorder's default level is 1; 3 shows what a slower, tighter setting buys.
-  if (!writer.open(path, int(state.range(0)))) throw std::runtime_error(writer.error());
   recorder::Recorder rec;
-  if (!rec.attach(s.header(), s.bytes(), &writer, &error)) throw std::runtime_error(error);
-
-  // A claimed slot, as the shim leaves it.
-  abi::RingHeader* ring = s.slot(0);
-  ring->pid = uint32_t(getpid());
-  ring->tid = uint32_t(gettid());
-  ring->ppid = uint32_t(getppid());
-  ring->claim_serial = 1;
-  ring->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
   PatternProducer producer;
-  producer.producer.attach(ring, o.ring_bytes);
+
+  Rig(const std::string& name, int level, unsigned compression_threads) {
+    session::Options o;
+    o.slot_count = 1;
+    o.ring_bytes = abi::kDefaultRingBytes;
+    o.clock = abi::ClockKind::kMonotonicNs;
+    std::string error;
+    if (!session.create(o, &error)) throw std::runtime_error(error);
+    path = "/tmp/" + name + "_" + std::to_string(getpid()) + ".cutrace";
+    writer.set_compression_threads(compression_threads);
+    if (!writer.open(path, level)) throw std::runtime_error(writer.error());
+    if (!rec.attach(session.header(), session.bytes(), &writer, &error)) throw std::runtime_error(error);
+    abi::RingHeader* ring = session.slot(0);
+    ring->pid = uint32_t(getpid());
+    ring->tid = uint32_t(gettid());
+    ring->ppid = uint32_t(getppid());
+    ring->claim_serial = 1;
+    ring->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
+    producer.producer.attach(ring, o.ring_bytes);
+  }
+  // Final drain and end chunk; returns the file's size and removes it.
+  uint64_t finish() {
+    rec.final_drain();
+    if (!writer.finish(rec.summary(), rec.thread_stats())) throw std::runtime_error(writer.error());
+    struct stat st{};
+    stat(path.c_str(), &st);
+    unlink(path.c_str());
+    return uint64_t(st.st_size);
+  }
+};
+
+void BM_RecorderDrainAndCompress(benchmark::State& state) {
+  // Compression on the draining thread (0) or on a thread of its own (1, what cutrace-recorder does
+  // on a 2-core machine). The recorder's default level is 1; 3 shows what a slower, tighter setting buys.
+  Rig rig("bench_recorder", int(state.range(0)), unsigned(state.range(1)));
+  PatternProducer& producer = rig.producer;
+  recorder::Recorder& rec = rig.rec;
 
   uint64_t records = 0;
   for (auto _ : state) {
@@ -95,14 +113,10 @@ void BM_RecorderDrainAndCompress(benchmark::State& state) {
     }
     records += filled;
   }
-  rec.final_drain();
-  writer.finish(rec.summary(), rec.thread_stats());
-  struct stat st{};
-  stat(path.c_str(), &st);
-  unlink(path.c_str());
+  const uint64_t file_bytes = rig.finish();
   // Records per second of wall time spent draining (filling the ring is excluded).
   state.SetItemsProcessed(int64_t(records));
-  state.counters["file_bytes_per_record"] = records ? double(st.st_size) / double(records) : 0;
+  state.counters["file_bytes_per_record"] = records ? double(file_bytes) / double(records) : 0;
   state.counters["records"] = double(records);
 }
 BENCHMARK(BM_RecorderDrainAndCompress)
@@ -125,27 +139,9 @@ void BM_RecorderBusyProducer(benchmark::State& state) {
   const double rate = double(state.range(0)) * 1e6;
   const unsigned compression_threads = unsigned(state.range(1));
   for (auto _ : state) {
-    session::Session s;
-    session::Options o;
-    o.slot_count = 1;
-    o.ring_bytes = abi::kDefaultRingBytes;
-    o.clock = abi::ClockKind::kMonotonicNs;
-    std::string error;
-    if (!s.create(o, &error)) throw std::runtime_error(error);
-    const std::string path = "/tmp/bench_recorder_busy_" + std::to_string(getpid()) + ".cutrace";
-    trace::TraceWriter writer;
-    writer.set_compression_threads(compression_threads);
-    if (!writer.open(path, 1)) throw std::runtime_error(writer.error());
-    recorder::Recorder rec;
-    if (!rec.attach(s.header(), s.bytes(), &writer, &error)) throw std::runtime_error(error);
-    abi::RingHeader* ring = s.slot(0);
-    ring->pid = uint32_t(getpid());
-    ring->tid = uint32_t(gettid());
-    ring->ppid = uint32_t(getppid());
-    ring->claim_serial = 1;
-    ring->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
-    PatternProducer producer;
-    producer.producer.attach(ring, o.ring_bytes);
+    Rig rig("bench_recorder_busy", 1, compression_threads);
+    PatternProducer& producer = rig.producer;
+    recorder::Recorder& rec = rig.rec;
 
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
@@ -164,19 +160,15 @@ void BM_RecorderBusyProducer(benchmark::State& state) {
     }
     stop.store(true, std::memory_order_relaxed);
     drainer.join();
-    rec.final_drain();
-    if (!writer.finish(rec.summary(), rec.thread_stats())) throw std::runtime_error(writer.error());
+    const uint64_t file_bytes = rig.finish();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     state.SetIterationTime(seconds);
     const recorder::Totals totals = rec.totals();
-    struct stat st{};
-    stat(path.c_str(), &st);
-    unlink(path.c_str());
     state.counters["attempted"] = double(attempts);
     state.counters["stored"] = double(totals.events);
     state.counters["dropped"] = double(totals.dropped);
     state.counters["records_per_s"] = double(totals.events) / seconds;
-    state.counters["file_bytes_per_record"] = totals.events ? double(st.st_size) / double(totals.events) : 0;
+    state.counters["file_bytes_per_record"] = totals.events ? double(file_bytes) / double(totals.events) : 0;
   }
 }
 BENCHMARK(BM_RecorderBusyProducer)
