@@ -184,6 +184,12 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+// A number from the recorder's summary line ("summary events=N ... dropped=N ..."), 0 when absent.
+uint64_t summary_field(const std::string& summary, const std::string& key) {
+  const size_t at = summary.find(" " + key + "=");
+  return at == std::string::npos ? 0 : std::strtoull(summary.c_str() + at + key.size() + 2, nullptr, 10);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,12 +208,15 @@ int main(int argc, char** argv) {
   const std::string trace = "/tmp/bench_overhead_" + std::to_string(getpid()) + ".cutrace";
   std::vector<double> baseline, off, on;
   std::string last_summary;
+  uint64_t events = 0, dropped = 0;
   for (int r = 0; r < rounds; ++r) {
     baseline.push_back(run_app(paths, base_environment(paths), calls, api));
     off.push_back(run_traced(paths, calls, api, false, trace).ns_per_call);
     TracedResult traced = run_traced(paths, calls, api, true, trace);
     on.push_back(traced.ns_per_call);
     last_summary = traced.summary;
+    events += summary_field(traced.summary, "events");
+    dropped += summary_field(traced.summary, "dropped");
   }
   // What `cutrace profile` adds to a program's run time: start-up and finishing of an empty trace.
   std::vector<double> plain_ms, profiled_ms;
@@ -225,6 +234,8 @@ int main(int argc, char** argv) {
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, capture off", f, f - b);
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, capture on", n, n - b);
   std::printf("  %-28s %8.2f ns   (the floor under capture-on overhead on this machine)\n", "two timestamps", two_timestamps_ns(tsc));
+  std::printf("  capture-on rounds: %llu events recorded, %llu dropped (%.3f%%)\n", (unsigned long long)events,
+              (unsigned long long)dropped, events + dropped ? 100.0 * double(dropped) / double(events + dropped) : 0.0);
   std::printf("  last capture-on recorder: %s", last_summary.c_str());
   std::printf("cutrace profile -- true: %.2f ms, true alone: %.2f ms, added %.2f ms (median of 20)\n",
               median(profiled_ms), median(plain_ms), median(profiled_ms) - median(plain_ms));
