@@ -59,6 +59,7 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
 
   slots_.assign(slot_count_, SlotTrack{});
   threads_.clear();
+  dropped_no_memory_.clear();
   kernels_.clear();
   kernels_index_.clear();
   kernels_of_thread_.clear();
@@ -216,6 +217,7 @@ void Recorder::ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns
   format::ThreadStats stats{};
   stats.thread_index = def.thread_index;
   threads_.push_back(stats);
+  dropped_no_memory_.push_back(0);
   track.tracked = true;
   track.claim_serial = serial;
   track.thread_index = def.thread_index;
@@ -360,6 +362,7 @@ void Recorder::submit_batch() {
 void Recorder::capture_counters(const SlotTrack& track, abi::RingHeader* ring) {
   // The producer's count is cumulative for its claim, so the latest value replaces earlier ones.
   threads_[track.thread_index].records_dropped = ring->dropped_records.load(std::memory_order_relaxed);
+  dropped_no_memory_[track.thread_index] = ring->dropped_no_memory.load(std::memory_order_relaxed);
 }
 
 void Recorder::free_slot(SlotTrack& track, abi::RingHeader* ring) {
@@ -367,6 +370,7 @@ void Recorder::free_slot(SlotTrack& track, abi::RingHeader* ring) {
   ring->head.store(0, std::memory_order_relaxed);
   ring->tail.store(0, std::memory_order_relaxed);
   ring->dropped_records.store(0, std::memory_order_relaxed);
+  ring->dropped_no_memory.store(0, std::memory_order_relaxed);
   ring->pushed_records.store(0, std::memory_order_relaxed);
   // Cleared so that a claimer dying before it writes its identity leaves a recognisably dead slot.
   store_field(ring->pid, 0u);
@@ -405,6 +409,9 @@ Totals Recorder::totals() const {
     t.dropped = saturating_add(t.dropped, thread.records_dropped);
     t.malformed += thread.records_malformed;
   }
+  for (uint64_t n : dropped_no_memory_) t.dropped_no_memory = saturating_add(t.dropped_no_memory, n);
+  // A producer's counters are untrusted: the part never exceeds the whole.
+  t.dropped_no_memory = std::min(t.dropped_no_memory, t.dropped);
   t.lost_no_slot =
       finished_ || !session_ ? final_lost_no_slot_ : session_->lost_no_slot.load(std::memory_order_relaxed);
   return t;
@@ -421,6 +428,7 @@ trace::KeyValues Recorder::summary() const {
       {"processes", std::to_string(t.processes)},
       {"threads", std::to_string(t.threads)},
       {"dropped", std::to_string(t.dropped)},
+      {"dropped_no_memory", std::to_string(t.dropped_no_memory)},
       {"malformed", std::to_string(t.malformed)},
       {"lost_no_slot", std::to_string(t.lost_no_slot)},
       {"end.realtime_ns", std::to_string(realtime_ns())},
@@ -445,10 +453,11 @@ std::string Recorder::summary_line(uint64_t file_bytes) const {
   const Totals t = totals();
   char line[256];
   std::snprintf(line, sizeof line,
-                "summary events=%llu processes=%llu threads=%llu dropped=%llu malformed=%llu lost=%llu bytes=%llu\n",
+                "summary events=%llu processes=%llu threads=%llu dropped=%llu dropped_no_memory=%llu malformed=%llu "
+                "lost=%llu bytes=%llu\n",
                 (unsigned long long)t.events, (unsigned long long)t.processes, (unsigned long long)t.threads,
-                (unsigned long long)t.dropped, (unsigned long long)t.malformed, (unsigned long long)t.lost_no_slot,
-                (unsigned long long)file_bytes);
+                (unsigned long long)t.dropped, (unsigned long long)t.dropped_no_memory, (unsigned long long)t.malformed,
+                (unsigned long long)t.lost_no_slot, (unsigned long long)file_bytes);
   return line;
 }
 

@@ -64,7 +64,8 @@ struct Totals {
   uint64_t events = 0;     // records written to the file
   uint64_t processes = 0;  // distinct process instances seen
   uint64_t threads = 0;    // rings claimed (thread definitions written)
-  uint64_t dropped = 0;    // records the producers could not store (ring full)
+  uint64_t dropped = 0;    // records the producers could not store (ring full, or no memory for it)
+  uint64_t dropped_no_memory = 0;  // of `dropped`, those for want of /dev/shm space
   uint64_t malformed = 0;  // records or spans rejected by validation
   uint64_t lost_no_slot = 0;
 };
@@ -114,7 +115,7 @@ class Recorder {
   uint32_t slot_count() const { return slot_count_; }
   const TimestampConverter& clock() const { return clock_; }
   // The line the launcher reads from the ready fd at the end:
-  // "summary events=N processes=N threads=N dropped=N malformed=N lost=N bytes=N\n".
+  // "summary events=N processes=N threads=N dropped=N dropped_no_memory=N malformed=N lost=N bytes=N\n".
   std::string summary_line(uint64_t file_bytes) const;
 
  private:
@@ -152,6 +153,7 @@ class Recorder {
   ProcessMonitor monitor_;
   std::vector<SlotTrack> slots_;
   std::vector<format::ThreadStats> threads_;  // indexed by thread_index
+  std::vector<uint64_t> dropped_no_memory_;   // indexed by thread_index
 
   // Kernel naming seen in the records, per process instance (pid, start ticks).
   struct ProcessKernels {

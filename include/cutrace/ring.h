@@ -62,6 +62,7 @@ struct Producer {
   uint64_t limit = 0;        // head + a record may reach this without the slow path
   uint64_t pushed = 0;
   uint64_t dropped = 0;
+  uint64_t dropped_no_memory = 0;  // of `dropped`, for want of ready memory
   uint64_t retry_populate_at = 0;  // drop count at which a failed populate is tried again
 
   void attach(abi::RingHeader* h, uint32_t ring_bytes) {
@@ -72,6 +73,7 @@ struct Producer {
     cached_tail = h->tail.load(std::memory_order_acquire);
     pushed = h->pushed_records.load(std::memory_order_relaxed);
     dropped = h->dropped_records.load(std::memory_order_relaxed);
+    dropped_no_memory = h->dropped_no_memory.load(std::memory_order_relaxed);
     // Whatever a previous owner of the slot made ready is made ready again, which costs little.
     ready_bytes = 0;
     limit = 0;
@@ -139,6 +141,11 @@ struct Producer {
         errno = saved_errno;
       }
       fits = end <= ready_bytes;
+      if (!fits) {
+        // reserve() counts the drop itself; this says why.
+        ++dropped_no_memory;
+        header->dropped_no_memory.store(dropped_no_memory, std::memory_order_relaxed);
+      }
     }
     limit = cached_tail + capacity;
     if (ready_bytes < capacity && ready_bytes < limit) limit = ready_bytes;

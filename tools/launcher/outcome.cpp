@@ -30,6 +30,14 @@ std::string summary_line(const RecorderSummary& s, const std::string& path, uint
   std::string line = "cutrace: " + count(s.events, "event", "events") + ", " +
                      count(s.processes, "process", "processes") + ", " + count(s.threads, "thread", "threads") + ", " +
                      std::to_string(s.dropped) + " dropped";
+  // Drops mean the trace has gaps; say what would have prevented them.
+  if (s.dropped && s.dropped_no_memory >= s.dropped)
+    line += " (no room left in /dev/shm for the rings; free some)";
+  else if (s.dropped && s.dropped_no_memory)
+    line += " (" + std::to_string(s.dropped_no_memory) +
+            " for want of room in /dev/shm, the rest in full rings; raise --ring-size)";
+  else if (s.dropped)
+    line += " (rings full; raise --ring-size)";
   if (s.malformed) line += ", " + std::to_string(s.malformed) + " malformed";
   if (s.lost) line += ", " + std::to_string(s.lost) + " lost (all rings taken; raise --ring-slots)";
   return line + " -> " + path + " (" + human_size(file_bytes) + ")";

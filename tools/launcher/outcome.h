@@ -11,9 +11,9 @@ namespace cutrace::launcher {
 // "512 B", "12.3 KiB", "4.0 MiB", "1.5 GiB".
 std::string human_size(uint64_t bytes);
 
-// "cutrace: 1234 events, 1 process, 2 threads, 0 dropped -> /abs/run1.cutrace (12.3 KiB)". Malformed
-// records and records lost for want of a free ring are named only when there were any: they mean
-// something went wrong.
+// "cutrace: 1234 events, 1 process, 2 threads, 0 dropped -> /abs/run1.cutrace (12.3 KiB)". Drops
+// come with what would have prevented them; malformed records and records lost for want of a free
+// ring are named only when there were any: they mean something went wrong.
 std::string summary_line(const RecorderSummary& summary, const std::string& path, uint64_t file_bytes);
 
 }  // namespace cutrace::launcher

@@ -70,6 +70,8 @@ RecorderSummary parse_recorder_summary(std::string_view text) {
         summary.threads = number;
       else if (key == "dropped")
         summary.dropped = number;
+      else if (key == "dropped_no_memory")
+        summary.dropped_no_memory = number;
       else if (key == "malformed")
         summary.malformed = number;
       else if (key == "lost")

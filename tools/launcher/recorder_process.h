@@ -13,10 +13,12 @@
 
 namespace cutrace::launcher {
 
-// The counts of the line `summary events=N processes=N threads=N dropped=N malformed=N lost=N bytes=N`.
+// The counts of the line
+// `summary events=N processes=N threads=N dropped=N dropped_no_memory=N malformed=N lost=N bytes=N`.
 struct RecorderSummary {
   bool present = false;
-  uint64_t events = 0, processes = 0, threads = 0, dropped = 0, malformed = 0, lost = 0, bytes = 0;
+  uint64_t events = 0, processes = 0, threads = 0, dropped = 0, dropped_no_memory = 0, malformed = 0, lost = 0,
+           bytes = 0;
 };
 
 // Finds the summary line in what the recorder wrote to its ready fd. Unknown keys are skipped, so a

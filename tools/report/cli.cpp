@@ -175,6 +175,8 @@ LossCounts loss_counts(const reader::TraceReader& reader) {
     if (const std::string* v = reader.summary_value(key)) out = std::strtoull(v->c_str(), nullptr, 10);
   };
   total("dropped", loss.dropped);
+  total("dropped_no_memory", loss.dropped_no_memory);
+  loss.dropped_no_memory = std::min(loss.dropped_no_memory, loss.dropped);
   total("malformed", loss.malformed);
   total("lost_no_slot", loss.lost_no_slot);
   return loss;
@@ -196,7 +198,10 @@ std::string loss_sentence(const LossCounts& loss) {
     if (!out.empty()) out += ", ";
     out += reader::thousands(n) + what;
   };
-  add(loss.dropped, loss.dropped == 1 ? " record dropped (ring full)" : " records dropped (ring full)");
+  const uint64_t ring_full = loss.dropped - loss.dropped_no_memory;
+  add(ring_full, ring_full == 1 ? " record dropped (ring full)" : " records dropped (ring full)");
+  add(loss.dropped_no_memory, loss.dropped_no_memory == 1 ? " record dropped (no room in /dev/shm)"
+                                                          : " records dropped (no room in /dev/shm)");
   add(loss.malformed, loss.malformed == 1 ? " record malformed" : " records malformed");
   add(loss.lost_no_slot, loss.lost_no_slot == 1 ? " record lost (no free ring)" : " records lost (no free ring)");
   return out;

@@ -75,6 +75,7 @@ bool open_trace(reader::TraceReader& reader, const std::string& path, const char
 struct LossCounts {
   bool known = false;
   uint64_t dropped = 0;
+  uint64_t dropped_no_memory = 0;  // of `dropped`, for want of room in /dev/shm
   uint64_t malformed = 0;
   uint64_t lost_no_slot = 0;
   uint64_t total() const { return dropped + malformed + lost_no_slot; }

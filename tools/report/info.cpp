@@ -137,6 +137,9 @@ int info_main(int argc, char** argv) {
   std::printf("  api calls      %s (%s timed, %s kept only to name kernels)\n", thousands(api_calls).c_str(),
               thousands(timed_calls).c_str(), thousands(api_calls - timed_calls).c_str());
   std::printf("  dropped        %s\n", counted(loss.dropped).c_str());
+  // Only when it happened: most traces never meet a full /dev/shm.
+  if (loss.dropped_no_memory)
+    std::printf("    of them for want of room in /dev/shm: %s\n", counted(loss.dropped_no_memory).c_str());
   std::printf("  malformed      %s\n", counted(loss.malformed).c_str());
   std::printf("  lost_no_slot   %s\n", counted(loss.lost_no_slot).c_str());
   if (status.skipped_chunks)

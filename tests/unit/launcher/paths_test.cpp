@@ -367,12 +367,14 @@ TEST(LauncherEnvironment, ShellQuoting) {
 
 TEST(LauncherSummary, ParsesTheRecorderLine) {
   RecorderSummary s = parse_recorder_summary(
-      "ready\nsummary events=1234 processes=1 threads=2 dropped=5 malformed=6 lost=7 bytes=12595 future=9\n");
+      "ready\nsummary events=1234 processes=1 threads=2 dropped=5 dropped_no_memory=3 malformed=6 lost=7 bytes=12595 "
+      "future=9\n");
   ASSERT_TRUE(s.present);
   EXPECT_EQ(s.events, 1234u);
   EXPECT_EQ(s.processes, 1u);
   EXPECT_EQ(s.threads, 2u);
   EXPECT_EQ(s.dropped, 5u);
+  EXPECT_EQ(s.dropped_no_memory, 3u);
   EXPECT_EQ(s.malformed, 6u);
   EXPECT_EQ(s.lost, 7u);
   EXPECT_EQ(s.bytes, 12595u);
@@ -407,9 +409,18 @@ TEST(LauncherSummary, Line) {
   s.malformed = 2;
   s.lost = 4;
   EXPECT_EQ(summary_line(s, "/r.cutrace", 100),
-            "cutrace: 1 event, 3 processes, 1 thread, 9 dropped, 2 malformed, 4 lost (all rings taken; raise "
-            "--ring-slots) -> "
-            "/r.cutrace (100 B)");
+            "cutrace: 1 event, 3 processes, 1 thread, 9 dropped (rings full; raise --ring-size), 2 malformed, 4 lost "
+            "(all rings taken; raise --ring-slots) -> /r.cutrace (100 B)");
+  // Drops for want of /dev/shm space call for another remedy than full rings.
+  s.malformed = s.lost = 0;
+  s.dropped_no_memory = 9;
+  EXPECT_EQ(summary_line(s, "/r.cutrace", 100),
+            "cutrace: 1 event, 3 processes, 1 thread, 9 dropped (no room left in /dev/shm for the rings; free some) "
+            "-> /r.cutrace (100 B)");
+  s.dropped_no_memory = 4;
+  EXPECT_EQ(summary_line(s, "/r.cutrace", 100),
+            "cutrace: 1 event, 3 processes, 1 thread, 9 dropped (4 for want of room in /dev/shm, the rest in full "
+            "rings; raise --ring-size) -> /r.cutrace (100 B)");
 }
 
 }  // namespace

@@ -439,7 +439,7 @@ TEST_F(RecorderTest, FinalDrainTakesActiveRingsOfLiveProcessesAndLostCount) {
   EXPECT_EQ(test::lookup(end_.summary, "dropped"), "2");
   EXPECT_EQ(test::lookup(end_.summary, "lost_no_slot"), "9");
   EXPECT_EQ(rec_->summary_line(1234),
-            "summary events=12 processes=1 threads=2 dropped=2 malformed=0 lost=9 bytes=1234\n");
+            "summary events=12 processes=1 threads=2 dropped=2 dropped_no_memory=0 malformed=0 lost=9 bytes=1234\n");
 }
 
 TEST_F(RecorderTest, EventsAreFlushedOnTimeSoAKilledRecorderLosesLittle) {

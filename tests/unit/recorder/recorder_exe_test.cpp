@@ -162,7 +162,7 @@ TEST_F(RecorderExeTest, RecordsUntilShutdownThenRenamesAndReportsTheSummary) {
   EXPECT_EQ(read_all(child_.stderr_fd), "");
   ASSERT_TRUE(fs::exists(output_));
   EXPECT_FALSE(fs::exists(output_ + ".part"));
-  EXPECT_EQ(summary, "summary events=1000 processes=1 threads=1 dropped=0 malformed=0 lost=0 bytes=" +
+  EXPECT_EQ(summary, "summary events=1000 processes=1 threads=1 dropped=0 dropped_no_memory=0 malformed=0 lost=0 bytes=" +
                          std::to_string(fs::file_size(output_)) + "\n");
 
   test::ParsedFile f;
@@ -256,7 +256,7 @@ TEST_F(RecorderExeTest, IgnoresCtrlCAndFinishesOnSigterm) {
   const std::string summary = read_line(child_.ready);
   EXPECT_EQ(wait_exit(child_.pid), 0);
   child_.pid = -1;
-  EXPECT_EQ(summary.rfind("summary events=10 processes=1 threads=1 dropped=0 malformed=0 lost=0 bytes=", 0), 0u)
+  EXPECT_EQ(summary.rfind("summary events=10 processes=1 threads=1 dropped=0 dropped_no_memory=0 malformed=0 lost=0 bytes=", 0), 0u)
       << summary;
   test::ParsedFile f;
   ASSERT_TRUE(test::parse_file(output_, &f));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "reader/decode.h"
+#include "report/cli.h"
 #include "trace_builder.h"
 
 namespace cutrace::testing {
@@ -82,6 +83,19 @@ class ReportTest : public ::testing::Test {
   std::string trace_;
   SmallTrace expected_;
 };
+
+// Drops for want of /dev/shm space are told apart from drops in full rings: the remedies differ.
+TEST(LossSentence, NamesEachKindOfLoss) {
+  report::LossCounts loss;
+  loss.dropped = 5;
+  loss.dropped_no_memory = 2;
+  loss.lost_no_slot = 1;
+  EXPECT_EQ(report::loss_sentence(loss),
+            "3 records dropped (ring full), 2 records dropped (no room in /dev/shm), 1 record lost (no free ring)");
+  loss.dropped_no_memory = 5;
+  loss.lost_no_slot = 0;
+  EXPECT_EQ(report::loss_sentence(loss), "5 records dropped (no room in /dev/shm)");
+}
 
 TEST_F(ReportTest, CudaApiSumColumnMatchesGolden) {
   Result r = cli({"stats", trace_});

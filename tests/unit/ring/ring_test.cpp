@@ -284,6 +284,7 @@ TEST(RingMemory, ProducerDropsWhereItsMemoryCannotBeMadeReady) {
   EXPECT_EQ(stored, fit);
   EXPECT_EQ(p.dropped, issued - fit);
   EXPECT_EQ(h->dropped_records.load(), issued - fit);
+  EXPECT_EQ(h->dropped_no_memory.load(), issued - fit);  // every one of them for want of memory
   EXPECT_EQ(h->pushed_records.load(), fit);
   // One try per kPopulateRetryDrops drops, not one per call: the first success, then failures.
   EXPECT_EQ(FakePopulate::calls, 1 + 3);
