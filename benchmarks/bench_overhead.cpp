@@ -135,7 +135,7 @@ TracedResult run_traced(const Paths& paths, long calls, const std::string& api, 
   env.push_back("CUTRACE_SESSION=" + session.name());
   TracedResult result;
   result.ns_per_call = run_app(paths, env, calls, api);
-  session.header()->shutdown_requested.store(1);
+  cutrace::session::request_shutdown(session.header());
   result.summary = read_all(ready[0]);
   close(ready[0]);
   int status = 0;

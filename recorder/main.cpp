@@ -172,12 +172,6 @@ void set_meta(cutrace::trace::KeyValues& kv, const std::string& key, const std::
   kv.emplace_back(key, value);
 }
 
-std::string parent_directory(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 // Any process of the user can shrink the session object under the recorder's mapping (ftruncate),
 // and the next read of a page beyond the new end raises SIGBUS. Reads of the session happen only in
 // the recorder's drain loop on this thread, so the handler jumps back there and the recorder finishes
@@ -224,8 +218,9 @@ int main(int argc, char** argv) {
 
   const std::string part = args.output + ".part";
   cutrace::trace::TraceWriter writer;
-  // No fsync at the end: the trace only has to survive the processes involved (the kernel keeps
-  // written pages), and waiting for the disk would add milliseconds to every run's exit.
+  // No fsync at the end, of the file or of its directory after the rename: the trace only has to
+  // survive the processes involved (the kernel keeps written pages and the rename), and waiting for
+  // the disk would add milliseconds to every run's exit.
   writer.set_compression_threads(args.compression_threads);
   if (!writer.open(part, args.compression_level)) return fail(writer.error() + ".");
 
@@ -269,6 +264,7 @@ int main(int argc, char** argv) {
   if (sigsetjmp(g_session_fault, 1) == 0) {
     g_session_guarded = 1;
     // PR_SET_PDEATHSIG only covers a parent that dies after the prctl; getppid() covers the rest.
+    recorder.set_wake_word(&header->shutdown_requested);
     recorder.run([&] {
       return g_terminate || header->shutdown_requested.load(std::memory_order_acquire) != 0 || getppid() != parent;
     });
@@ -290,11 +286,6 @@ int main(int argc, char** argv) {
     return fail(writer.error() + "; the partial trace is in " + part + ".");
   if (::rename(part.c_str(), args.output.c_str()) != 0)
     return fail("cannot rename " + part + " to " + args.output + ": " + std::strerror(errno) + ".");
-  // Makes the rename itself durable, not only the file's contents.
-  if (int dir = ::open(parent_directory(args.output).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
-    fsync(dir);
-    ::close(dir);
-  }
 
   if (args.ready_fd >= 0) {
     write_all(args.ready_fd, recorder.summary_line(writer.bytes_written()));

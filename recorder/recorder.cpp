@@ -1,6 +1,9 @@
 #include "recorder/recorder.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -132,7 +135,11 @@ void Recorder::run(const std::function<bool()>& should_stop) {
     sleep_ns = consumed ? options_.idle_sleep_min_ns
                         : (sleep_ns ? std::min(sleep_ns * 2, options_.idle_sleep_max_ns) : options_.idle_sleep_min_ns);
     const timespec ts{time_t(sleep_ns / 1000000000ull), long(sleep_ns % 1000000000ull)};
-    nanosleep(&ts, nullptr);  // EINTR (SIGTERM) just ends the nap early
+    // EINTR (SIGTERM), EAGAIN (the word is already set) and a wake all just end the nap early.
+    if (wake_word_)
+      syscall(SYS_futex, reinterpret_cast<const uint32_t*>(wake_word_), FUTEX_WAIT, 0u, &ts, nullptr, 0);
+    else
+      nanosleep(&ts, nullptr);
   }
 }
 

@@ -92,6 +92,9 @@ class Recorder {
   uint64_t drain_slot(uint32_t slot, uint64_t max_bytes);
   // Calls poll() until `should_stop` returns true, sleeping with exponential backoff while idle.
   void run(const std::function<bool()>& should_stop);
+  // While idle, run() naps on this word (a futex in shared memory) instead of sleeping blindly: a
+  // FUTEX_WAKE on it, or its becoming nonzero, ends the nap at once. `should_stop` still decides.
+  void set_wake_word(const std::atomic<uint32_t>* word) { wake_word_ = word; }
   // The last pass at shutdown: drains every ring in any state up to its head (also kActive ones of
   // live processes: a program may exit without retiring its threads) and captures the producers'
   // drop counters.
@@ -180,6 +183,7 @@ class Recorder {
   uint64_t next_process_check_ns_ = 0, last_flush_ns_ = 0;
   uint64_t start_realtime_ns_ = 0, start_monotonic_ns_ = 0;
   bool finished_ = false;
+  const std::atomic<uint32_t>* wake_word_ = nullptr;
   uint64_t final_lost_no_slot_ = 0;
 };
 

@@ -215,7 +215,9 @@ struct alignas(64) SessionHeader {
   std::atomic<uint64_t> lost_no_slot;       // records lost because every slot was taken
   std::atomic<uint32_t> processes_attached; // processes whose shim mapped this session
   std::atomic<uint32_t> recorder_pid;       // set by the recorder once it runs
-  std::atomic<uint32_t> shutdown_requested; // set by the launcher: drain everything and finish
+  // Set by the launcher: drain everything and finish. The launcher then FUTEX_WAKEs this word, on which
+  // an idle recorder naps, so that the recorder finishes at once rather than at the end of its nap.
+  std::atomic<uint32_t> shutdown_requested;
   uint32_t reserved1;
   uint8_t shared_pad[24];
 };

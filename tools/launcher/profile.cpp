@@ -246,7 +246,7 @@ int run(const ProfileOptions& options) {
   }
   const int program_status = program.wait();
 
-  session.header()->shutdown_requested.store(1, std::memory_order_release);
+  session::request_shutdown(session.header());
   const RecorderFinish finish = recorder.finish(stop_timeout, std::min(stop_timeout, kMaxKillGrace));
   session.unlink();
 

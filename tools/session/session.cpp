@@ -1,7 +1,9 @@
 #include "session/session.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -9,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +63,12 @@ void Session::unlink() {
 }
 
 void unlink_name(const std::string& name) { shm_unlink(name.c_str()); }
+
+void request_shutdown(abi::SessionHeader* header) {
+  header->shutdown_requested.store(1, std::memory_order_release);
+  // Not FUTEX_PRIVATE_FLAG: the waiter is another process mapping the same object.
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header->shutdown_requested), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
 
 bool Session::create(const Options& options, std::string* error) {
   reset();

@@ -516,5 +516,33 @@ TEST_F(RecorderTest, TinyRingWithFastProducerAccountsForEveryRecord) {
   for (size_t i = 1; i < calls.size(); ++i) ASSERT_GT(calls[i]->result, calls[i - 1]->result);
 }
 
+TEST_F(RecorderTest, ShutdownRequestEndsAnIdleNapAtOnce) {
+  // Naps long enough that only the wake can end run() within the test's lifetime.
+  recorder::RecorderOptions options = test_options();
+  options.idle_sleep_min_ns = options.idle_sleep_max_ns = 600'000'000'000ull;
+  start(1, abi::kMinRingBytes, abi::ClockKind::kMonotonicNs, options);
+  rec_->set_wake_word(&session_.header()->shutdown_requested);
+  std::atomic<bool> napping{false};
+  std::atomic<uint64_t> returned_ns{0};
+  std::thread runner([&] {
+    rec_->run([&] {
+      const bool stop = session_.header()->shutdown_requested.load(std::memory_order_acquire) != 0;
+      napping.store(true, std::memory_order_release);
+      return stop;
+    });
+    returned_ns.store(mono_ns(), std::memory_order_release);
+  });
+  while (!napping.load(std::memory_order_acquire)) std::this_thread::yield();
+  // Let it reach the futex wait, so the wake (not the value check before waiting) is what ends it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(returned_ns.load(), 0u);
+  const uint64_t requested_ns = mono_ns();
+  session::request_shutdown(session_.header());
+  runner.join();
+  // A correctness bound, not a speed goal: without the wake, run() would nap for ten minutes.
+  EXPECT_LT(returned_ns.load() - requested_ns, 30'000'000'000ull);
+  finish();
+}
+
 }  // namespace
 }  // namespace cutrace

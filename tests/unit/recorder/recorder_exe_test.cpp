@@ -153,7 +153,7 @@ TEST_F(RecorderExeTest, RecordsUntilShutdownThenRenamesAndReportsTheSummary) {
   TestRing r = TestRing::claim_self(session_.header(), 0, 77);
   push_waiting(r, 0, 1000);
   r.retire();
-  session_.header()->shutdown_requested.store(1, std::memory_order_release);
+  session::request_shutdown(session_.header());
 
   const std::string summary = read_line(child_.ready);
   EXPECT_EQ(wait_exit(child_.pid), 0) << read_all(child_.stderr_fd);
