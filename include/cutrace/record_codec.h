@@ -6,10 +6,16 @@
 // call in the block, announced by bits of the leading tag byte.
 //
 // A block holds two streams, one after the other: the structure (tags, function ids, changed
-// fields, whole non-call records) and the times (start deltas and durations). The structure of a
-// loop repeats exactly and zstd turns it into long matches; the times are what is left to
-// entropy-code. Interleaved, neither is true, and zstd spends 5-8 times longer on the same calls
-// and writes a larger file; separated, a launch/copy/sync loop costs zstd a few ns per call.
+// fields, whole non-call records) and the times. The structure of a loop repeats exactly and zstd
+// turns it into long matches; the times are what is left to entropy-code. Interleaved, neither is
+// true, and zstd spends 5-8 times longer on the same calls and writes a larger file; separated, a
+// launch/copy/sync loop costs zstd a few ns per call.
+//
+// The times are predicted too: a call starts shortly after the previous call ended, and lasts about
+// as long as the previous call of the same function. Only the errors of those guesses are stored:
+// on a launch/copy/sync loop with jittered times the times stream is a quarter smaller than with
+// start deltas and absolute durations, the file 19% smaller (2.78 against 3.44 bytes per call),
+// and zstd, whose time goes almost entirely into this stream, a quarter faster.
 //
 // Block body: u32 structure_bytes, the structure stream, then the times stream to the end.
 // Varints are LEB128, "zigzag" maps signed to unsigned.
@@ -24,10 +30,10 @@
 //                kChangeArgs         varint mask of the arguments that changed (bit i: argument i),
 //                                    then per set bit, lowest first: zigzag (arg - previous)
 //              A clear bit means: as in the previous call of this api_id in the block (result, depth,
-//              flags, arg_count and every argument start at 0 for a function's first call; api ids
-//              >= kHistoryApis have no history and always compare against 0).
-//   api call, times: zigzag (begin - previous call's begin in the block, 0 for the first),
-//              varint (end - begin)
+//              flags, arg_count, duration and every argument start at 0 for a function's first call;
+//              api ids >= kHistoryApis have no history and always compare against 0).
+//   api call, times: zigzag (begin - previous call's end in the block, 0 for the first),
+//              zigzag (duration - previous duration of this api_id), duration = end - begin
 //   other kinds, structure only: u8 kind (abi::RecordKind, < 0x80, never kApiCall or kPad), varint n,
 //              then the n bytes of the ring record (abi.h layout, times absolute ns)
 // Each block starts from a fresh state, so every block decodes on its own.
@@ -87,23 +93,24 @@ inline constexpr uint8_t kChangeReserved = 1u << 6;
 struct CallHistory {
   uint64_t generation = 0;
   uint64_t result = 0;
+  uint64_t duration = 0;
   uint16_t depth = 0;
   uint8_t flags = 0;
   uint8_t arg_count = 0;
   std::array<uint64_t, abi::kMaxApiArgs> args{};
 };
 
-// The per-block memory of both sides: the previous call's begin time and correlation and, per api
+// The per-block memory of both sides: the previous call's end time and correlation and, per api
 // id, its previous call. Entries carry the block generation, so starting a block costs nothing.
 class BlockState {
  public:
   BlockState() : history_(new CallHistory[kHistoryApis]()) {}
   void start_block() {
     ++generation_;
-    prev_begin_ = 0;
+    prev_end_ = 0;
     prev_correlation_ = 0;
   }
-  uint64_t& prev_begin() { return prev_begin_; }
+  uint64_t& prev_end() { return prev_end_; }
   uint32_t& prev_correlation() { return prev_correlation_; }
   // The previous call of api_id; for ids without history a zeroed entry that is not kept.
   CallHistory& history(uint32_t api_id) {
@@ -120,7 +127,7 @@ class BlockState {
   std::unique_ptr<CallHistory[]> history_;
   CallHistory scratch_;
   uint64_t generation_ = 1;
-  uint64_t prev_begin_ = 0;
+  uint64_t prev_end_ = 0;
   uint32_t prev_correlation_ = 0;
 };
 
@@ -160,9 +167,11 @@ inline void encode_call(BlockState& state, const uint8_t* record, uint64_t begin
   abi::ApiCallRecord r;
   std::memcpy(&r, record, sizeof r);
   CallHistory& prev = state.history(r.header.aux);
-  to.times = put_varint(to.times, zigzag(int64_t(begin - state.prev_begin())));
-  to.times = put_varint(to.times, end - begin);
-  state.prev_begin() = begin;
+  const uint64_t duration = end - begin;
+  to.times = put_varint(to.times, zigzag(int64_t(begin - state.prev_end())));
+  to.times = put_varint(to.times, zigzag(int64_t(duration - prev.duration)));
+  state.prev_end() = end;
+  prev.duration = duration;
   uint8_t* out = to.structure;
   uint8_t* tag = out++;
   uint8_t changes = 0;
@@ -276,11 +285,12 @@ inline uint32_t decode(BlockState& state, BlockInput& in, uint8_t* record) {
     return uint32_t(v);
   }
   if (tag & kChangeReserved) return 0;
-  uint64_t api, delta, duration;
-  if (!get_varint(p, end, api) || api > UINT32_MAX || !get_varint(in.times, in.times_end, delta) ||
-      !get_varint(in.times, in.times_end, duration))
+  uint64_t api, gap, duration_error;
+  if (!get_varint(p, end, api) || api > UINT32_MAX || !get_varint(in.times, in.times_end, gap) ||
+      !get_varint(in.times, in.times_end, duration_error))
     return 0;
   CallHistory& prev = state.history(uint32_t(api));
+  prev.duration += uint64_t(unzigzag(duration_error));
   if (tag & kChangeResult) {
     if (!get_varint(p, end, v)) return 0;
     prev.result = uint64_t(unzigzag(v));
@@ -318,9 +328,9 @@ inline uint32_t decode(BlockState& state, BlockInput& in, uint8_t* record) {
   r.header.kind = uint16_t(abi::RecordKind::kApiCall);
   r.header.aux = uint32_t(api);
   r.header.size = uint16_t(sizeof(abi::ApiCallRecord) + 8 * prev.arg_count);
-  r.begin = state.prev_begin() + uint64_t(unzigzag(delta));
-  state.prev_begin() = r.begin;
-  r.end = r.begin + duration;
+  r.begin = state.prev_end() + uint64_t(unzigzag(gap));
+  r.end = r.begin + prev.duration;
+  state.prev_end() = r.end;
   r.result = prev.result;
   r.depth = prev.depth;
   r.flags = prev.flags;

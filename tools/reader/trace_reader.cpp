@@ -192,7 +192,7 @@ bool TraceReader::open(const std::string& path) {
     return false;
   }
   if (header_.format_version >= 1 && header_.format_version < format::kFormatVersion) {
-    // Version 1 encoded calls differently; cutrace 0.1 development builds were its only writer.
+    // Versions 1 and 2 encoded calls differently; cutrace 0.1 development builds were their only writers.
     error_ = path + ": written in trace format version " + std::to_string(header_.format_version) +
              " by an earlier development build of cutrace, which this cutrace (format version " +
              std::to_string(format::kFormatVersion) + ") does not read; record the trace again.";

@@ -132,19 +132,19 @@ TEST_F(RecorderTest, WritesThreadDefsDeltaCodedCallsAndDropsPads) {
   EXPECT_EQ(calls[2]->begin_ns, 6000u);
   EXPECT_EQ(calls[2]->end_ns, 6000u);
 
-  // The stored fields themselves: begin as a delta to the previous call, end as a duration, both in
-  // the block's times stream.
+  // The stored fields themselves, in the block's times stream: begin as the gap after the previous
+  // call's end, the duration as the change from the previous call of the same function.
   auto stored = [](const test::Decoded* d) {
     const uint8_t* p = d->encoded_times.data();
     const uint8_t* end = d->encoded_times.data() + d->encoded_times.size();
-    uint64_t delta = 0, duration = 0;
-    EXPECT_TRUE(codec::get_varint(p, end, delta) && codec::get_varint(p, end, duration));
+    uint64_t gap = 0, duration_change = 0;
+    EXPECT_TRUE(codec::get_varint(p, end, gap) && codec::get_varint(p, end, duration_change));
     EXPECT_EQ(p, end);
-    return std::pair<int64_t, uint64_t>(codec::unzigzag(delta), duration);
+    return std::pair<int64_t, int64_t>(codec::unzigzag(gap), codec::unzigzag(duration_change));
   };
-  EXPECT_EQ(stored(calls[0]), (std::pair<int64_t, uint64_t>(5000, 100)));
-  EXPECT_EQ(stored(calls[1]), (std::pair<int64_t, uint64_t>(-100, 400)));
-  EXPECT_EQ(stored(calls[2]), (std::pair<int64_t, uint64_t>(1100, 0)));
+  EXPECT_EQ(stored(calls[0]), (std::pair<int64_t, int64_t>(5000, 100)));  // first call of api 3
+  EXPECT_EQ(stored(calls[1]), (std::pair<int64_t, int64_t>(-200, 400)));  // began inside calls[0]
+  EXPECT_EQ(stored(calls[2]), (std::pair<int64_t, int64_t>(700, -400)));  // api 2 again, 400 ns shorter
 
   const recorder::Totals t = rec_->totals();
   EXPECT_EQ(t.events, 5u);
