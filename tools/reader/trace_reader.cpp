@@ -124,23 +124,31 @@ const char* check_record(const uint8_t* p, size_t left) {
 std::string Status::describe() const {
   const std::string ev = thousands(events) + (events == 1 ? " event" : " events");
   const std::string ch = thousands(intact_chunks) + (intact_chunks == 1 ? " intact chunk" : " intact chunks");
+  std::string damage;
+  if (damaged_chunks)
+    damage = thousands(damaged_chunks) + (damaged_chunks == 1 ? " damaged chunk was" : " damaged chunks were") +
+             " skipped (the first, chunk " + std::to_string(first_damage_chunk) + " at byte " +
+             thousands(first_damage_offset) + ": " + first_damage_reason + ")";
+  const std::string earlier = damage.empty() ? "" : "; before that, " + damage;
   switch (state) {
     case TraceState::kReading:
-      return "reading: " + ev + " in " + ch + " so far";
+      return "reading: " + ev + " in " + ch + " so far" + earlier;
     case TraceState::kComplete: {
-      std::string s = "complete: " + ev + " in " + thousands(intact_chunks) + " chunks";
+      std::string s = damage.empty() ? "complete: " + ev + " in " + thousands(intact_chunks) + " chunks"
+                                     : "damaged: " + damage + "; " + ev + " in the other " + ch + " are shown";
       if (trailing_bytes)
         s += "; " + thousands(trailing_bytes) + " bytes after the end chunk were ignored";
       return s;
     }
     case TraceState::kIncomplete:
-      return "incomplete: the recorder did not finish (killed or crashed); " + ev + " in " + ch + " are shown";
+      return "incomplete: the recorder did not finish (killed or crashed); " + ev + " in " + ch + " are shown" + earlier;
     case TraceState::kTruncated:
       return "truncated at byte " + thousands(offset) + " after " + ch +
-             ": the recorder did not finish writing chunk " + std::to_string(bad_chunk) + "; " + ev + " are shown";
+             ": the recorder did not finish writing chunk " + std::to_string(bad_chunk) + "; " + ev + " are shown" +
+             earlier;
     case TraceState::kCorrupt:
       return "corrupt chunk " + std::to_string(bad_chunk) + " at byte " + thousands(offset) + ": " + reason +
-             "; " + ev + " in the " + ch + " before it are shown";
+             ", and no intact chunk follows; " + ev + " in the " + ch + " before it are shown" + earlier;
   }
   return {};
 }
@@ -221,9 +229,9 @@ void TraceReader::read_names_ahead() {
   std::vector<uint8_t> stored, payload;
   while (file_bytes_ - at >= sizeof(ChunkHeader)) {
     ChunkHeader ch;
-    if (pread_full(fd_, &ch, sizeof ch, at) < sizeof ch || ch.magic != format::kChunkMagic ||
-        ch.header_check != format::chunk_header_check(ch) || file_bytes_ - at - sizeof ch < ch.stored_bytes)
-      return;
+    if (pread_full(fd_, &ch, sizeof ch, at) < sizeof ch) return;
+    // Past a damaged header, on to the next sound one, as the stream itself will go.
+    if (!header_sound(ch, at) && !find_chunk_header(at + 1, 0, ch, at)) return;
     if (ChunkType(ch.type) == ChunkType::kEnd) return;
     if (ChunkType(ch.type) == ChunkType::kNames) {
       if (ch.codec != uint16_t(format::Codec::kZstd) || ch.raw_bytes > format::kMaxChunkRawBytes) return;
@@ -351,12 +359,64 @@ Process& TraceReader::process_for(const format::ThreadDef& def) {
   return p;
 }
 
-TraceReader::ReadResult TraceReader::fail_corrupt(uint64_t chunk_offset, std::string reason) {
-  status_.state = TraceState::kCorrupt;
-  status_.offset = chunk_offset;
-  status_.bad_chunk = next_sequence_;
-  status_.reason = std::move(reason);
-  return ReadResult::kStop;
+bool TraceReader::header_sound(const ChunkHeader& ch, uint64_t at) const {
+  return ch.magic == format::kChunkMagic && ch.header_check == format::chunk_header_check(ch) &&
+         ch.codec == uint16_t(format::Codec::kZstd) && ch.raw_bytes <= format::kMaxChunkRawBytes &&
+         ch.stored_bytes != 0 && ch.stored_bytes <= ZSTD_compressBound(ch.raw_bytes) + 32 &&
+         file_bytes_ - at - sizeof ch >= ch.stored_bytes;
+}
+
+bool TraceReader::find_chunk_header(uint64_t from, uint64_t min_sequence, ChunkHeader& out, uint64_t& where) {
+  // A header is found by its magic and confirmed by its own check (a 2^-64 chance for damaged bytes
+  // to pass both), read in windows that overlap by a header's length.
+  static constexpr size_t kWindow = 1u << 20;
+  std::vector<uint8_t> window(kWindow);
+  const uint8_t magic[4] = {0x54, 0x43, 0x43, 0x4b};
+  for (uint64_t base = from; base + sizeof(ChunkHeader) <= file_bytes_; base += kWindow - sizeof(ChunkHeader)) {
+    const size_t got = pread_full(fd_, window.data(), kWindow, base);
+    if (got < sizeof(ChunkHeader)) return false;
+    for (size_t i = 0; i + sizeof(ChunkHeader) <= got; ++i) {
+      const void* hit = std::memchr(window.data() + i, magic[0], got - sizeof(ChunkHeader) + 1 - i);
+      if (!hit) break;
+      i = size_t(static_cast<const uint8_t*>(hit) - window.data());
+      if (std::memcmp(window.data() + i, magic, sizeof magic) != 0) continue;
+      ChunkHeader ch;
+      std::memcpy(&ch, window.data() + i, sizeof ch);
+      if (ch.sequence >= min_sequence && header_sound(ch, base + i)) {
+        out = ch;
+        where = base + i;
+        return true;
+      }
+    }
+    if (got < kWindow) return false;
+  }
+  return false;
+}
+
+TraceReader::ReadResult TraceReader::fail_corrupt(uint64_t chunk_offset, std::string reason, const ChunkHeader* sound_header) {
+  // A sound header gives the next chunk's place; otherwise the next valid header is searched for.
+  const uint64_t from = sound_header ? chunk_offset + sizeof(ChunkHeader) + sound_header->stored_bytes : chunk_offset + 1;
+  const uint64_t min_sequence = sound_header ? sound_header->sequence + 1 : next_sequence_;
+  ChunkHeader next{};
+  uint64_t next_at = from;
+  const bool was_last = sound_header && file_bytes_ - from < sizeof(ChunkHeader);
+  if (!was_last && !find_chunk_header(from, min_sequence, next, next_at)) {
+    status_.state = TraceState::kCorrupt;
+    status_.offset = chunk_offset;
+    status_.bad_chunk = next_sequence_;
+    status_.reason = std::move(reason);
+    return ReadResult::kStop;
+  }
+  if (status_.damaged_chunks == 0) {
+    status_.first_damage_chunk = next_sequence_;
+    status_.first_damage_offset = chunk_offset;
+    status_.first_damage_reason = std::move(reason);
+  }
+  const uint64_t resume_sequence = was_last ? min_sequence : next.sequence;
+  status_.damaged_chunks += std::max<uint64_t>(1, resume_sequence - next_sequence_);
+  offset_ = next_at;
+  next_sequence_ = resume_sequence;
+  return ReadResult::kOk;
 }
 
 TraceReader::ReadResult TraceReader::read_chunk() {
@@ -392,6 +452,20 @@ TraceReader::ReadResult TraceReader::read_chunk() {
   if (ch.magic != format::kChunkMagic) return fail_corrupt(at, "no chunk starts here (bad magic)");
   if (ch.header_check != format::chunk_header_check(ch))
     return fail_corrupt(at, "the chunk header fails its check (damaged bytes)");
+  if (ch.sequence < next_sequence_)
+    return fail_corrupt(at, "chunk number " + std::to_string(ch.sequence) + " found where " +
+                                std::to_string(next_sequence_) + " was expected (a chunk repeats)");
+  if (ch.sequence > next_sequence_ && header_sound(ch, at)) {
+    // Chunks are missing (cut out of the file): note them and read on from this one.
+    if (status_.damaged_chunks == 0) {
+      status_.first_damage_chunk = next_sequence_;
+      status_.first_damage_offset = at;
+      status_.first_damage_reason = "chunk number " + std::to_string(ch.sequence) + " found where " +
+                                    std::to_string(next_sequence_) + " was expected (chunks are missing)";
+    }
+    status_.damaged_chunks += ch.sequence - next_sequence_;
+    next_sequence_ = ch.sequence;
+  }
   if (ch.sequence != next_sequence_)
     return fail_corrupt(at, "chunk number " + std::to_string(ch.sequence) + " found where " +
                                 std::to_string(next_sequence_) + " was expected (chunks are missing)");
@@ -411,27 +485,27 @@ TraceReader::ReadResult TraceReader::read_chunk() {
   // whether a content checksum follows the last block. The checksum is what catches flipped bytes in
   // the payload, so a frame without one is rejected.
   if (stored_.size() < 5 || load<uint32_t>(stored_.data()) != 0xFD2FB528u)
-    return fail_corrupt(at, "the chunk does not hold a zstd frame");
+    return fail_corrupt(at, "the chunk does not hold a zstd frame", &ch);
   if (!(stored_[4] & 0x04))
-    return fail_corrupt(at, "the zstd frame has no content checksum, which the format requires");
+    return fail_corrupt(at, "the zstd frame has no content checksum, which the format requires", &ch);
   const unsigned long long content = ZSTD_getFrameContentSize(stored_.data(), stored_.size());
   if (content == ZSTD_CONTENTSIZE_ERROR)
-    return fail_corrupt(at, "the zstd frame header is damaged");
+    return fail_corrupt(at, "the zstd frame header is damaged", &ch);
   if (content != ZSTD_CONTENTSIZE_UNKNOWN && content != ch.raw_bytes)
-    return fail_corrupt(at, "the zstd frame size disagrees with the chunk header");
+    return fail_corrupt(at, "the zstd frame size disagrees with the chunk header", &ch);
   if (ZSTD_findFrameCompressedSize(stored_.data(), stored_.size()) != stored_.size())
-    return fail_corrupt(at, "the chunk is not exactly one zstd frame");
+    return fail_corrupt(at, "the chunk is not exactly one zstd frame", &ch);
   if (raw_.size() < ch.raw_bytes) raw_.resize(ch.raw_bytes);
   size_t n = ZSTD_decompressDCtx(dctx_, raw_.data(), ch.raw_bytes, stored_.data(), stored_.size());
   if (ZSTD_isError(n))
-    return fail_corrupt(at, std::string("decompression failed (") + ZSTD_getErrorName(n) + ")");
+    return fail_corrupt(at, std::string("decompression failed (") + ZSTD_getErrorName(n) + ")", &ch);
   if (n != ch.raw_bytes)
     return fail_corrupt(at, "the chunk decompresses to " + thousands(n) + " bytes instead of " +
-                                thousands(ch.raw_bytes));
+                                thousands(ch.raw_bytes), &ch);
   raw_size_ = n;
   current_type_ = ch.type;
   if (!decode_payload(ch.type)) {
-    return fail_corrupt(at, std::string("the ") + chunk_type_name(ch.type) + " chunk is malformed: " + chunk_error_);
+    return fail_corrupt(at, std::string("the ") + chunk_type_name(ch.type) + " chunk is malformed: " + chunk_error_, &ch);
   }
   offset_ = at + sizeof ch + ch.stored_bytes;
   ++next_sequence_;
@@ -592,7 +666,20 @@ bool TraceReader::validate_events() {
     pos += sizeof bh;
     if (bh.bytes > n - pos) return chunk_error_ = "a block runs past the end of the payload", false;
     const uint32_t encoded_bytes = bh.bytes;
-    const bool known_thread = thread_pos_.count(bh.thread_index) || defined_here.count(bh.thread_index);
+    bool known_thread = thread_pos_.count(bh.thread_index) || defined_here.count(bh.thread_index);
+    if (!known_thread && BlockType(bh.type) == BlockType::kRecords && status_.damaged_chunks > 0) {
+      // Its definition was in a damaged chunk: its records are shown under a thread of an unknown
+      // process (pid 0) rather than lost with it.
+      format::ThreadDef def{};
+      def.thread_index = bh.thread_index;
+      const BlockHeader dh{uint32_t(BlockType::kThreadDef), uint32_t(sizeof def), bh.thread_index, 0};
+      const size_t at = decoded_.size();
+      decoded_.resize(at + sizeof dh + sizeof def);
+      std::memcpy(decoded_.data() + at, &dh, sizeof dh);
+      std::memcpy(decoded_.data() + at + sizeof dh, &def, sizeof def);
+      defined_here.insert(bh.thread_index);
+      known_thread = true;
+    }
     const size_t out_header = decoded_.size();
     decoded_.resize(out_header + sizeof bh);
     switch (BlockType(bh.type)) {

@@ -159,7 +159,7 @@ enum class TraceState : uint8_t {
   kComplete,    // the kEnd chunk was read
   kIncomplete,  // the file ends cleanly after a chunk, but without kEnd
   kTruncated,   // the file ends inside a chunk
-  kCorrupt,     // a chunk failed its checks
+  kCorrupt,     // a chunk failed its checks and no intact chunk could be found after it
 };
 
 struct Status {
@@ -171,8 +171,14 @@ struct Status {
   std::string reason;           // kCorrupt: what check failed
   uint64_t trailing_bytes = 0;  // kComplete: bytes after the kEnd chunk, ignored
   uint64_t skipped_chunks = 0;  // chunks of a type this reader does not know, skipped
+  // Damaged or missing chunks passed over to read the intact ones after them; the first is described.
+  uint64_t damaged_chunks = 0;
+  uint64_t first_damage_chunk = 0;
+  uint64_t first_damage_offset = 0;
+  std::string first_damage_reason;
 
-  bool complete() const { return state == TraceState::kComplete; }
+  // The whole trace was read: the end chunk, and no damaged chunk on the way.
+  bool complete() const { return state == TraceState::kComplete && damaged_chunks == 0; }
   // One sentence for users, e.g. "incomplete: the recorder did not finish (killed or crashed);
   // 1,024 events in 3 intact chunks are shown".
   std::string describe() const;
@@ -227,7 +233,15 @@ class TraceReader {
  private:
   enum class ReadResult { kOk, kStop };
   ReadResult read_chunk();
-  ReadResult fail_corrupt(uint64_t chunk_offset, std::string reason);
+  // A chunk at `chunk_offset` cannot be read: notes why, then goes on with the next intact chunk
+  // (right after it when its header is sound, else the next valid header found in the file), or
+  // stops with kCorrupt when there is none.
+  ReadResult fail_corrupt(uint64_t chunk_offset, std::string reason, const format::ChunkHeader* sound_header = nullptr);
+  // The first chunk header at or after `from` that passes its own checks and whose sequence number
+  // is at least `min_sequence`; false when the file holds none.
+  bool find_chunk_header(uint64_t from, uint64_t min_sequence, format::ChunkHeader& out, uint64_t& where);
+  // Whether a header read from the file passes the checks that need nothing but itself.
+  bool header_sound(const format::ChunkHeader& ch, uint64_t at) const;
   bool decode_payload(uint16_t type);
   bool parse_metadata(std::vector<std::pair<std::string, std::string>>& out, const uint8_t* p, size_t n);
   bool parse_api_table();

@@ -164,7 +164,9 @@ bool open_trace(reader::TraceReader& reader, const std::string& path, const char
 
 LossCounts loss_counts(const reader::TraceReader& reader) {
   LossCounts loss;
-  loss.known = reader.status().complete();
+  // The end summary has the producers' final counts; without it only the per-thread counts some
+  // chunks carried are known.
+  loss.known = !reader.summary().empty();
   for (const auto& t : reader.threads()) {
     loss.dropped += t.records_dropped;
     loss.malformed += t.records_malformed;
@@ -182,13 +184,17 @@ LossCounts loss_counts(const reader::TraceReader& reader) {
   return loss;
 }
 
-bool warn_status(const reader::TraceReader& reader, const char* command) {
+int warn_status(const reader::TraceReader& reader, const char* command) {
   const reader::Status& s = reader.status();
-  if (s.complete() && !s.trailing_bytes) return false;
+  if (s.complete() && !s.trailing_bytes) return kExitOk;
   std::string text = reader.path() + ": " + s.describe();
-  if (!s.complete()) text += "; drop counts are unknown because the trace has no end summary";
+  if (reader.summary().empty()) text += "; drop counts are unknown because the trace has no end summary";
+  if (s.damaged_chunks || s.state == reader::TraceState::kCorrupt)
+    text += "; the file was damaged after it was written: a copy made before would read whole";
+  else if (!s.complete())
+    text += "; record again for a whole trace";
   std::fprintf(stderr, "cutrace %s: warning: %s.\n", command, text.c_str());
-  return true;
+  return s.complete() ? kExitOk : kExitPartialTrace;
 }
 
 std::string loss_sentence(const LossCounts& loss) {

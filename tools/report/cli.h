@@ -13,6 +13,8 @@ namespace cutrace::report {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the trace or the output could not be used
 inline constexpr int kExitUsage = 2;
+// The trace is cut off or damaged: everything intact in it was shown, and a warning said what is missing.
+inline constexpr int kExitPartialTrace = 3;
 
 // Walks argv of a subcommand. Options come as `-s VALUE`, `--long VALUE` or `--long=VALUE`; `--` ends them.
 class ArgCursor {
@@ -82,8 +84,9 @@ struct LossCounts {
 };
 LossCounts loss_counts(const reader::TraceReader& reader);
 
-// After a trace was read: a warning on stderr when it is not complete. Returns true when one was printed.
-bool warn_status(const reader::TraceReader& reader, const char* command);
+// After a trace was read: a warning on stderr when it is not whole (or has bytes after its end).
+// Returns the exit code the command ends with: kExitPartialTrace when the trace is not whole.
+int warn_status(const reader::TraceReader& reader, const char* command);
 
 // "1,234 records dropped (ring full), 2 malformed, 5 lost (no free ring)", naming only nonzero counts;
 // empty when nothing was lost.

@@ -20,7 +20,10 @@ void print_help() {
       "  -t, --type perfetto             Chrome trace-event JSON, for ui.perfetto.dev and chrome://tracing\n"
       "  -o, --output FILE               output file (default: the trace's name with .json)\n"
       "  -f, --force-overwrite true      replace an existing output file\n"
-      "  -h, --help                      show this help\n");
+      "  -h, --help                      show this help\n"
+      "\n"
+      "exit status: 0; 3 when the trace is cut off or damaged (everything intact in it is still\n"
+      "exported, and a warning says what is missing); 1 or 2 when nothing could be exported.\n");
 }
 
 // trace.cutrace -> trace.json; any other name gets .json appended.
@@ -87,7 +90,7 @@ int export_main(int argc, char** argv) {
     return kExitFailure;
   }
   const PerfettoCounts counts = write_perfetto(trace, out.file());
-  warn_status(trace, "export");
+  const int exit_code = warn_status(trace, "export");
   if (!out.commit(error)) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;
@@ -102,7 +105,7 @@ int export_main(int argc, char** argv) {
     std::fprintf(stderr, "cutrace export: wrote %s (%s, %s, %s).\n", output_path.c_str(),
                  count(counts.calls, "call", "calls").c_str(), count(counts.processes, "process", "processes").c_str(),
                  count(counts.threads, "thread", "threads").c_str());
-  return kExitOk;
+  return exit_code;
 }
 
 }  // namespace cutrace::report

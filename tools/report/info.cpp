@@ -20,7 +20,10 @@ void print_help() {
       "usage: cutrace info FILE.cutrace\n"
       "\n"
       "Prints the processes and threads of a trace, its event and loss counts, the options and versions\n"
-      "it was recorded with, and whether it is complete.\n");
+      "it was recorded with, and whether it is complete.\n"
+      "\n"
+      "exit status: 0; 3 when the trace is cut off or damaged (everything intact in it is still shown,\n"
+      "and a warning says what is missing); 1 or 2 when nothing could be shown.\n");
 }
 
 std::string size_text(uint64_t bytes) {
@@ -94,7 +97,7 @@ int info_main(int argc, char** argv) {
     if (!ev.call.outside_capture()) ++timed_calls;
   }
   const reader::Status& status = trace.status();
-  warn_status(trace, "info");
+  const int exit_code = warn_status(trace, "info");
 
   const auto& h = trace.file_header();
   std::printf("File:      %s (%s, format version %u)\n", trace.path().c_str(), size_text(trace.file_bytes()).c_str(),
@@ -153,7 +156,7 @@ int info_main(int argc, char** argv) {
     for (const auto& [k, v] : trace.summary()) std::printf("  %-*s  %s\n", int(key_width), k.c_str(), v.c_str());
   }
   std::fflush(stdout);
-  return kExitOk;
+  return exit_code;
 }
 
 }  // namespace cutrace::report

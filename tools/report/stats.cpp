@@ -25,6 +25,9 @@ void print_help() {
       "      --force-overwrite true    replace an existing output file\n"
       "  -h, --help                    show this help\n"
       "\n"
+      "exit status: 0; 3 when the trace is cut off or damaged (everything intact in it is still shown,\n"
+      "and a warning says what is missing); 1 or 2 when nothing could be shown.\n"
+      "\n"
       "reports:\n",
       kDefaultReport);
   for (const ReportInfo& r : stats_reports()) std::printf("  %-16s %s\n", r.name, r.description);
@@ -110,7 +113,7 @@ int stats_main(int argc, char** argv) {
   reader::Event ev;
   while (trace.next(ev))
     for (auto& r : reports) r->add(trace, ev);
-  warn_status(trace, "stats");
+  const int exit_code = warn_status(trace, "stats");
 
   // Loss is never silent: in column output it heads the report; csv and json stay pure data, so there
   // it goes to stderr.
@@ -137,7 +140,7 @@ int stats_main(int argc, char** argv) {
     std::fprintf(stderr, "cutrace stats: %s\n", error.c_str());
     return kExitFailure;
   }
-  return kExitOk;
+  return exit_code;
 }
 
 }  // namespace cutrace::report

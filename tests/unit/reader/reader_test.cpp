@@ -50,6 +50,12 @@ ReadResult read_all(const std::string& path) {
   return r;
 }
 
+// The first damage the reader noted: a chunk it passed over, or the one it stopped at.
+std::string damage(const reader::Status& s) {
+  if (s.damaged_chunks) return s.first_damage_reason;
+  return s.state == TraceState::kCorrupt ? s.reason : std::string();
+}
+
 // Records in the first n chunks of the small trace.
 uint64_t events_before(const std::vector<uint64_t>& per_chunk, uint64_t n) {
   uint64_t sum = 0;
@@ -292,7 +298,7 @@ TEST(Reader, ATraceWithoutEndChunkIsIncompleteWithEverythingShown) {
   EXPECT_TRUE(t.summary().empty());
 }
 
-TEST_F(SmallTraceTest, FlippedBytesNeverCrashAndKeepWholeChunksOnly) {
+TEST_F(SmallTraceTest, FlippedBytesNeverCrashAndCostOnlyTheChunkTheyHit) {
   const auto offsets = chunk_offsets(bytes_);
   auto chunk_of = [&](uint64_t pos) {
     size_t k = 0;
@@ -314,17 +320,36 @@ TEST_F(SmallTraceTest, FlippedBytesNeverCrashAndKeepWholeChunksOnly) {
         ++detected;
         continue;
       }
-      if (r.status.state == TraceState::kComplete) {
+      if (r.status.complete()) {
         // Fields no check covers (reserved bytes, creation times) may change without harm.
         EXPECT_EQ(r.events, full_.events);
         continue;
       }
       ++detected;
-      EXPECT_LE(r.status.intact_chunks, chunk_of(pos));
-      EXPECT_EQ(r.events, events_before(full_.per_chunk, r.status.intact_chunks));
-      if (r.status.state == TraceState::kCorrupt) {
-        EXPECT_FALSE(r.status.reason.empty());
+      if (pos < sizeof(format::FileHeader)) {
+        // A damaged header_bytes sends the reader into the middle of the file: it resumes at the
+        // next sound chunk header, and what lies before that is lost.
+        EXPECT_LE(r.events, full_.events);
+        continue;
       }
+      const size_t k = chunk_of(pos);
+      auto at = [](const std::vector<uint64_t>& v, size_t i) { return i < v.size() ? v[i] : 0; };
+      EXPECT_EQ(at(r.per_chunk, k), 0u);
+      EXPECT_EQ(r.events, full_.events - at(full_.per_chunk, k));
+      if (r.status.state == TraceState::kCorrupt) {
+        // Only when no sound chunk header follows the damage: the last chunk's own header was hit.
+        EXPECT_EQ(k + 1, offsets.size());
+        EXPECT_EQ(r.status.bad_chunk, k);
+        EXPECT_FALSE(r.status.reason.empty());
+        continue;
+      }
+      // Otherwise the damaged chunk is passed over and every other chunk is read, the end summary
+      // included unless the damage is in it.
+      EXPECT_EQ(r.status.damaged_chunks, 1u);
+      EXPECT_EQ(r.status.first_damage_chunk, k);
+      EXPECT_FALSE(r.status.first_damage_reason.empty());
+      EXPECT_EQ(r.status.intact_chunks, offsets.size() - 1);
+      EXPECT_EQ(r.status.state, k + 1 == offsets.size() ? TraceState::kIncomplete : TraceState::kComplete);
     }
   }
   // Everything but the few unchecked header fields is covered by a check.
@@ -400,13 +425,17 @@ TEST_F(SmallTraceTest, DamagedPayloadsWithValidChecksumsAreRejectedCleanly) {
       ReadResult r = read_all(path);
       ASSERT_TRUE(r.opened);
       EXPECT_LE(r.status.intact_chunks, good.size());
-      if (r.status.state == TraceState::kCorrupt) {
+      // Every chunk header is sound, so a rejected payload costs its own chunk and the reader goes on.
+      EXPECT_NE(r.status.state, TraceState::kCorrupt);
+      if (r.status.damaged_chunks > 0) {
         ++rejected;
+        EXPECT_EQ(r.status.damaged_chunks, 1u);
         // A damaged thread definition can also surface in a later chunk, as records of an unknown thread.
-        EXPECT_GE(r.status.bad_chunk, k);
-        EXPECT_NE(r.status.reason.find("malformed"), std::string::npos) << r.status.reason;
-        if (r.status.bad_chunk == k) {
-          EXPECT_EQ(r.events, events_before(full_.per_chunk, k));
+        EXPECT_GE(r.status.first_damage_chunk, k);
+        EXPECT_NE(r.status.first_damage_reason.find("malformed"), std::string::npos) << r.status.first_damage_reason;
+        EXPECT_EQ(r.status.intact_chunks, good.size() - 1);
+        if (r.status.first_damage_chunk == k) {
+          EXPECT_EQ(r.events, full_.events - (k < full_.per_chunk.size() ? full_.per_chunk[k] : 0));
         }
       }
     }
@@ -463,18 +492,24 @@ TEST(Reader, RefusesWhatIsNotAReadableTrace) {
   EXPECT_NE(dir.error().find("not a regular file"), std::string::npos) << dir.error();
 }
 
-TEST_F(SmallTraceTest, AMissingChunkIsCorrupt) {
+TEST_F(SmallTraceTest, AMissingChunkIsReportedAndTheChunksAfterItRead) {
   const auto offsets = chunk_offsets(bytes_);
   std::vector<uint8_t> b(bytes_.begin(), bytes_.begin() + offsets[3]);
   b.insert(b.end(), bytes_.begin() + offsets[4], bytes_.end());
   std::string path = temp_path("gap.cutrace");
   write_file(path, b);
   ReadResult r = read_all(path);
-  EXPECT_EQ(r.status.state, TraceState::kCorrupt);
-  EXPECT_EQ(r.status.bad_chunk, 3u);
-  EXPECT_EQ(r.status.offset, offsets[3]);
-  EXPECT_NE(r.status.reason.find("chunks are missing"), std::string::npos) << r.status.reason;
-  EXPECT_EQ(r.events, events_before(full_.per_chunk, 3));
+  EXPECT_FALSE(r.status.complete());
+  EXPECT_EQ(r.status.state, TraceState::kComplete);  // the end chunk was reached
+  EXPECT_EQ(r.status.damaged_chunks, 1u);
+  EXPECT_EQ(r.status.first_damage_chunk, 3u);
+  EXPECT_EQ(r.status.first_damage_offset, offsets[3]);
+  EXPECT_NE(damage(r.status).find("chunks are missing"), std::string::npos) << damage(r.status);
+  EXPECT_EQ(r.events, full_.events - full_.per_chunk[3]);
+  EXPECT_EQ(r.status.describe(), "damaged: 1 damaged chunk was skipped (the first, chunk 3 at byte " +
+                                     reader::thousands(offsets[3]) +
+                                     ": chunk number 4 found where 3 was expected (chunks are missing)); " +
+                                     std::to_string(r.events) + " events in the other 6 intact chunks are shown");
 }
 
 TEST_F(SmallTraceTest, BytesAfterTheEndChunkAreIgnoredAndCounted) {
@@ -534,9 +569,31 @@ TEST(Reader, RecordsBeforeTheirThreadDefinitionAreCorrupt) {
   std::string path = temp_path("orphan.cutrace");
   write_file(path, frame_chunks({{format::ChunkType::kEvents, events}}));
   ReadResult res = read_all(path);
-  EXPECT_EQ(res.status.state, TraceState::kCorrupt);
-  EXPECT_NE(res.status.reason.find("precede its definition"), std::string::npos) << res.status.reason;
+  EXPECT_FALSE(res.status.complete());
+  EXPECT_NE(damage(res.status).find("precede its definition"), std::string::npos) << damage(res.status);
   EXPECT_EQ(res.events, 0u);
+}
+
+TEST(Reader, RecordsWhoseThreadWasDefinedInADamagedChunkAreShownUnderAnUnknownProcess) {
+  Records first, second;
+  first.call(kCudaMalloc, 10, 20, 0, {1, 2});
+  second.call(kCudaMalloc, 30, 45, 0, {3, 4});
+  auto damaged = block(format::BlockType::kThreadDef, 5, def_bytes(thread_def(5, 10, 11)), 0);
+  auto recs = block(format::BlockType::kRecords, 5, first.encoded(), first.count() + 1);  // miscounted
+  damaged.insert(damaged.end(), recs.begin(), recs.end());
+  auto later = block(format::BlockType::kRecords, 5, second.encoded(), second.count());
+  std::string path = temp_path("lost-def.cutrace");
+  write_file(path, frame_chunks({{format::ChunkType::kEvents, damaged}, {format::ChunkType::kEvents, later}}));
+  TraceReader t;
+  ASSERT_TRUE(t.open(path)) << t.error();
+  Event ev;
+  std::vector<std::pair<uint32_t, uint64_t>> calls;  // (pid, begin)
+  while (t.next(ev))
+    if (ev.kind == EventKind::kApiCall) calls.emplace_back(ev.thread->pid, ev.call.begin_ns);
+  EXPECT_EQ(calls, (std::vector<std::pair<uint32_t, uint64_t>>{{0, 30}}));
+  EXPECT_EQ(t.status().damaged_chunks, 1u);
+  EXPECT_EQ(t.status().first_damage_chunk, 0u);
+  EXPECT_EQ(t.status().intact_chunks, 1u);
 }
 
 TEST(Reader, ThreadDefinedTwiceIsCorruptAndAThreadDefinedInTheSameChunkIsFine) {
@@ -557,8 +614,8 @@ TEST(Reader, ThreadDefinedTwiceIsCorruptAndAThreadDefinedInTheSameChunkIsFine) {
   std::string bad = temp_path("twice.cutrace");
   write_file(bad, frame_chunks({{format::ChunkType::kEvents, twice}}));
   res = read_all(bad);
-  EXPECT_EQ(res.status.state, TraceState::kCorrupt);
-  EXPECT_NE(res.status.reason.find("defined twice"), std::string::npos) << res.status.reason;
+  EXPECT_FALSE(res.status.complete());
+  EXPECT_NE(damage(res.status).find("defined twice"), std::string::npos) << damage(res.status);
   EXPECT_EQ(res.events, 0u);  // a chunk is delivered whole or not at all
 }
 
@@ -638,8 +695,10 @@ TEST(Reader, ADamagedNamesChunkIsReportedWhereTheStreamReachesIt) {
   Event ev;
   while (t.next(ev)) {
   }
-  EXPECT_EQ(t.status().state, TraceState::kCorrupt);
-  EXPECT_NE(t.status().reason.find("names chunk"), std::string::npos) << t.status().reason;
+  // Passed over: the end chunk after it is read.
+  EXPECT_EQ(t.status().state, TraceState::kComplete);
+  EXPECT_EQ(t.status().damaged_chunks, 1u);
+  EXPECT_NE(damage(t.status()).find("names chunk"), std::string::npos) << damage(t.status());
 }
 
 TEST(Reader, CallsOfIdsMissingFromTheApiTableGetPlaceholderNames) {
@@ -688,13 +747,14 @@ TEST(Reader, ChunksWithoutChecksumOrWithWrongSizesAreCorrupt) {
     return read_all(path);
   };
   ReadResult r = with(h);
-  EXPECT_EQ(r.status.state, TraceState::kCorrupt);
-  EXPECT_NE(r.status.reason.find("checksum"), std::string::npos) << r.status.reason;
+  EXPECT_FALSE(r.status.complete());
+  EXPECT_NE(damage(r.status).find("checksum"), std::string::npos) << damage(r.status);
 
   format::ChunkHeader huge = h;
   huge.raw_bytes = format::kMaxChunkRawBytes + 1;
   huge.header_check = format::chunk_header_check(huge);
   r = with(huge);
+  // A header that fails its own checks gives no next chunk, and none follows it.
   EXPECT_EQ(r.status.state, TraceState::kCorrupt);
   EXPECT_NE(r.status.reason.find("more than the format allows"), std::string::npos) << r.status.reason;
 }

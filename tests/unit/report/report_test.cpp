@@ -243,12 +243,12 @@ TEST_F(ReportTest, IncompleteTracesWarnAndShowWhatIsIntact) {
   const std::string crashed = temp_path("crashed.cutrace");
   SmallTrace st = write_small_trace(crashed, /*finish=*/false);
   Result info = cli({"info", crashed});
-  EXPECT_EQ(info.exit, 0);
+  EXPECT_EQ(info.exit, 3);
   EXPECT_EQ(info.err, "cutrace info: warning: " + crashed +
                           ": incomplete: the recorder did not finish (killed or crashed); " +
                           std::to_string(st.events) +
                           " events in 5 intact chunks are shown; drop counts are unknown because the trace has no "
-                          "end summary.\n");
+                          "end summary; record again for a whole trace.\n");
   EXPECT_TRUE(contains(info.out, "  dropped        unknown (no end summary)")) << info.out;
   EXPECT_TRUE(contains(info.out, "unknown")) << info.out;
 
@@ -259,12 +259,39 @@ TEST_F(ReportTest, IncompleteTracesWarnAndShowWhatIsIntact) {
   bytes.resize(offsets[4] + 40);
   write_file(cut, bytes);
   Result stats = cli({"stats", "-f", "csv", cut});
-  EXPECT_EQ(stats.exit, 0);
+  EXPECT_EQ(stats.exit, 3);
   EXPECT_TRUE(contains(stats.err, "truncated at byte " + reader::thousands(offsets[4] + 40) + " after 4 intact chunks"))
       << stats.err;
   EXPECT_EQ(count_lines(stats.err), 1u) << stats.err;
   EXPECT_TRUE(contains(stats.out, "cudaMemcpy")) << stats.out;
   EXPECT_FALSE(contains(stats.out, "cuMemAlloc_v2")) << stats.out;  // only in the lost chunk
+}
+
+TEST_F(ReportTest, ADamagedChunkCostsOnlyItsOwnCallsAndTheEndSummaryStillCounts) {
+  const std::string whole = temp_path("whole.cutrace");
+  write_small_trace(whole, /*finish=*/true);
+  Result before = cli({"stats", "-f", "csv", whole});
+  ASSERT_EQ(before.exit, 0) << before.err;
+  EXPECT_TRUE(contains(before.out, "cuMemAlloc_v2")) << before.out;
+
+  // Damage the frame of the events chunk that alone holds cuMemAlloc_v2, leaving its header sound.
+  auto bytes = read_file(whole);
+  auto offsets = chunk_offsets(bytes);
+  const std::string damaged = temp_path("damaged.cutrace");
+  bytes[offsets[4] + sizeof(format::ChunkHeader) + 20] ^= 0x5a;
+  write_file(damaged, bytes);
+  Result stats = cli({"stats", "-f", "csv", damaged});
+  EXPECT_EQ(stats.exit, 3);
+  // One line for the damage, one for the losses the end summary (after the damage) counts.
+  EXPECT_EQ(count_lines(stats.err), 2u) << stats.err;
+  EXPECT_TRUE(contains(stats.err, "3 records dropped (ring full)")) << stats.err;
+  EXPECT_TRUE(contains(stats.err, "damaged: 1 damaged chunk was skipped (the first, chunk 4 at byte " +
+                                      reader::thousands(offsets[4])))
+      << stats.err;
+  EXPECT_TRUE(contains(stats.err, "a copy made before would read whole")) << stats.err;
+  EXPECT_FALSE(contains(stats.err, "drop counts are unknown")) << stats.err;  // the end summary was read
+  EXPECT_TRUE(contains(stats.out, "cudaMemcpy")) << stats.out;
+  EXPECT_FALSE(contains(stats.out, "cuMemAlloc_v2")) << stats.out;
 }
 
 TEST_F(ReportTest, UnreadableInputsFailWithOneSentence) {
@@ -354,7 +381,7 @@ TEST_F(ReportTest, PerfettoExportOfACutTraceIsValidJson) {
   write_file(cut, bytes);
   const std::string out = temp_path("cut.json");
   Result r = cli({"export", "--type", "perfetto", "-o", out, cut});
-  ASSERT_EQ(r.exit, 0) << r.err;
+  ASSERT_EQ(r.exit, 3) << r.err;
   EXPECT_TRUE(contains(r.err, "warning: " + cut + ": truncated at byte")) << r.err;
   const std::string check =
       "import json,sys; d=json.load(open(sys.argv[1])); x=[e for e in d['traceEvents'] if e['ph']=='X']; "
