@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "api_ids.h"
 #include "cutrace/api_table.h"
 
 namespace cutrace::preload {
@@ -171,6 +172,15 @@ void announce_process(ThreadState& ts) {
   emit_string(ts, abi::StringKind::kProcessCommand, 0, buf, n);
   ssize_t exe = readlink("/proc/self/exe", buf, sizeof buf);
   if (exe > 0) emit_string(ts, abi::StringKind::kProcessExe, 0, buf, size_t(exe));
+  // The runtime the process really uses (a PyTorch or JAX wheel brings its own), asked of the library
+  // itself; the real function is called, not our wrapper, so the program's trace does not show it.
+  using RuntimeGetVersion = int (*)(int*);
+  if (auto get_version = real_function<RuntimeGetVersion>(kApi_cudaRuntimeGetVersion)) {
+    int version = 0;
+    Dl_info where{};
+    if (get_version(&version) == 0 && dladdr(reinterpret_cast<void*>(get_version), &where) && where.dli_fname)
+      emit_string(ts, abi::StringKind::kCudaRuntime, uint64_t(version), where.dli_fname, strlen(where.dli_fname));
+  }
 }
 
 bool claim_ring(ThreadState& ts) {

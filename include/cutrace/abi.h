@@ -122,6 +122,9 @@ enum class StringKind : uint32_t {
   kThreadName = 2,     // key = 0, text = the thread's name (prctl PR_GET_NAME) at claim time
   kProcessCommand = 3, // key = 0, text = /proc/self/cmdline with NULs turned into spaces
   kProcessExe = 4,     // key = 0, text = the executable path
+  // key = cudaRuntimeGetVersion() of the CUDA runtime the process uses (e.g. 12080 for 12.8), text =
+  // that library's path. Sent once per process, when its first recorded call finds the runtime loaded.
+  kCudaRuntime = 5,
 };
 
 struct StringRecord {

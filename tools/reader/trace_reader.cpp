@@ -783,6 +783,10 @@ void TraceReader::apply_events() {
             case abi::StringKind::kThreadName: t.name.assign(text); break;
             case abi::StringKind::kProcessCommand: proc.command.assign(text); break;
             case abi::StringKind::kProcessExe: proc.exe.assign(text); break;
+            case abi::StringKind::kCudaRuntime:
+              proc.cuda_runtime_version = uint32_t(load<uint64_t>(p + r + offsetof(abi::StringRecord, key)));
+              proc.cuda_runtime_path.assign(text);
+              break;
           }
         } else if (abi::RecordKind(h.kind) == abi::RecordKind::kApiCall) {
           apply_call_names(t, p + r, h.size);

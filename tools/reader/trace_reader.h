@@ -73,6 +73,8 @@ struct Process {
   uint64_t start_ticks = 0;
   std::string command;  // kProcessCommand; empty when the trace has none
   std::string exe;      // kProcessExe
+  uint32_t cuda_runtime_version = 0;  // kCudaRuntime: cudaRuntimeGetVersion(), e.g. 12080; 0 when unknown
+  std::string cuda_runtime_path;      // the runtime library the process used
   std::vector<uint32_t> threads;  // thread indexes, in definition order
   // Kernel identity is per process: host stubs and cudaKernel_t handles are addresses in one process.
   std::unordered_map<uint64_t, KernelName> kernels_by_stub;

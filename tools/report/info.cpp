@@ -114,11 +114,20 @@ int info_main(int argc, char** argv) {
   std::printf("\nProcesses (%zu):\n", trace.processes().size());
   {
     std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> runtimes;  // distinct libraries, in order of first use
     for (const auto& p : trace.processes()) {
       std::string command = p.command.empty() ? (p.exe.empty() ? "(not recorded)" : p.exe) : p.command;
-      rows.push_back({std::to_string(p.pid), std::to_string(p.ppid), std::to_string(p.threads.size()), command});
+      // cudaRuntimeGetVersion() encodes 1000 * major + 10 * minor.
+      std::string runtime = "-";
+      if (p.cuda_runtime_version)
+        runtime = std::to_string(p.cuda_runtime_version / 1000) + "." + std::to_string(p.cuda_runtime_version % 1000 / 10);
+      if (!p.cuda_runtime_path.empty() &&
+          std::find(runtimes.begin(), runtimes.end(), p.cuda_runtime_path) == runtimes.end())
+        runtimes.push_back(p.cuda_runtime_path);
+      rows.push_back({std::to_string(p.pid), std::to_string(p.ppid), std::to_string(p.threads.size()), runtime, command});
     }
-    print_rows({"PID", "PPID", "Threads", "Command"}, rows, {true, true, true, false});
+    print_rows({"PID", "PPID", "Threads", "CUDA", "Command"}, rows, {true, true, true, false, false});
+    for (const std::string& path : runtimes) std::printf("  CUDA runtime library: %s\n", path.c_str());
   }
 
   std::printf("\nThreads (%zu):\n", trace.threads().size());

@@ -3,7 +3,7 @@ error 35, and every call must be recorded with that code, the program's output u
 import os
 import subprocess
 
-from conftest import REAL_CUDA_LIB, api_sum, app, calls, profile
+from conftest import REAL_CUDA_LIB, api_sum, app, calls, info, profile
 
 
 def real_env():
@@ -27,3 +27,10 @@ def test_calls_into_the_real_runtime_are_recorded_with_its_error_code(tmp_path):
     assert malloc[0]["args"]["result_name"] == "cudaErrorInsufficientDriver"
     # The program's own error reporting went through the wrappers too.
     assert api_sum(trace)["cudaGetErrorString"]["Num Calls"] == 1
+    # The runtime the process used is named, asked of the library itself (it answers without a driver);
+    # the shim's own question is not among the program's calls.
+    text = info(trace)
+    assert f"CUDA runtime library: {os.path.realpath(REAL_CUDA_LIB / 'libcudart.so.13')}" in text or \
+        f"CUDA runtime library: {REAL_CUDA_LIB / 'libcudart.so.13'}" in text, text
+    assert "  13.0  " in text, text
+    assert "cudaRuntimeGetVersion" not in api_sum(trace)

@@ -130,7 +130,7 @@ TEST_F(SmallTraceTest, DecodesTablesThreadsAndProcesses) {
   EXPECT_EQ(worker->tid, 4243u);
   EXPECT_EQ(worker->pid, 4242u);
   EXPECT_EQ(worker->first_seen_ns, kT0 + 11000);
-  EXPECT_EQ(app->records_read, 21u);
+  EXPECT_EQ(app->records_read, 22u);
   EXPECT_EQ(worker->records_read, 7u);
   EXPECT_TRUE(worker->has_stats);
   EXPECT_EQ(worker->records_dropped, 3u);
@@ -143,6 +143,8 @@ TEST_F(SmallTraceTest, DecodesTablesThreadsAndProcesses) {
   EXPECT_EQ(p0.pid, 4242u);
   EXPECT_EQ(p0.command, "./app --n 3");
   EXPECT_EQ(p0.exe, "/work/app");
+  EXPECT_EQ(p0.cuda_runtime_version, 12080u);
+  EXPECT_EQ(p0.cuda_runtime_path, "/venv/nvidia/cuda_runtime/lib/libcudart.so.12");
   EXPECT_EQ(p0.threads, (std::vector<uint32_t>{0, 1}));
   const reader::Process& p1 = t.process_of(*python);
   EXPECT_EQ(p1.pid, 4300u);
@@ -182,7 +184,7 @@ TEST_F(SmallTraceTest, UndoesDeltaCodingAndDecodesArguments) {
   }
   ASSERT_EQ(calls.size(), expected_.api_calls);
   EXPECT_EQ(thread_starts, 3u);
-  EXPECT_EQ(strings, 9u);
+  EXPECT_EQ(strings, 10u);
   ASSERT_EQ(raw.size(), 1u);
   EXPECT_EQ(raw[0].first, uint16_t(abi::RecordKind::kNvtx));
   EXPECT_EQ(raw[0].second, 24u);

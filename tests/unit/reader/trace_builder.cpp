@@ -177,6 +177,7 @@ SmallTrace write_small_trace(const std::string& path, bool finish) {
   a.thread_start(t, 4242, 4242, 1, abi::kThreadFlagFirstInProcess)
       .string(StringKind::kProcessCommand, 0, "./app --n 3")
       .string(StringKind::kProcessExe, 0, "/work/app")
+      .string(StringKind::kCudaRuntime, 12080, "/venv/nvidia/cuda_runtime/lib/libcudart.so.12")
       .string(StringKind::kThreadName, 0, "app")
       .string(StringKind::kKernelName, kStubAxpy, kMangledAxpy)
       .string(StringKind::kKernelName, kStubReduce, kMangledReduce)

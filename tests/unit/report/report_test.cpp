@@ -207,8 +207,9 @@ TEST_F(ReportTest, InfoShowsProcessesThreadsTotalsAndMetadata) {
   EXPECT_TRUE(contains(o, "\n  host                node01\n")) << o;
   EXPECT_TRUE(contains(o, "\n  session.clock       monotonic\n")) << o;
   EXPECT_TRUE(contains(o, "Processes (2):")) << o;
-  EXPECT_TRUE(contains(o, "  4242     1        2  ./app --n 3")) << o;
-  EXPECT_TRUE(contains(o, "  4300  4242        1  python train.py")) << o;
+  EXPECT_TRUE(contains(o, "  4242     1        2  12.8  ./app --n 3")) << o;
+  EXPECT_TRUE(contains(o, "  4300  4242        1  -     python train.py")) << o;  // never reached the runtime
+  EXPECT_TRUE(contains(o, "\n  CUDA runtime library: /venv/nvidia/cuda_runtime/lib/libcudart.so.12\n")) << o;
   EXPECT_TRUE(contains(o, "Threads (3):")) << o;
   EXPECT_TRUE(contains(o, "  4242  4243  worker        7        3          0")) << o;
   EXPECT_TRUE(contains(o, "  events         " + std::to_string(expected_.events) + "\n")) << o;
