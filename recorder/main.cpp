@@ -277,6 +277,10 @@ int main(int argc, char** argv) {
                  "cutrace-recorder: the session's shared memory was shrunk by another process; the trace ends "
                  "with what was read before.\n");
   }
+  // Nothing is read from the session any more. Its name is normally removed by the launcher, but a
+  // launcher killed with SIGKILL never does: remove it here too (a second unlink is harmless), so
+  // /dev/shm does not keep the object. Processes still mapping it keep their mapping.
+  cutrace::session::unlink_name(args.session);
   if (!writer.good()) return fail(writer.error() + "; the partial trace is in " + part + ".");
 
   // Flushed first, so that the names chunk directly precedes the end chunk, where readers look.

@@ -100,3 +100,29 @@ def test_tiny_ring_accounts_for_every_call_as_recorded_or_dropped(tmp_path):
     assert dropped > 0, "a 16 KiB ring under a tight loop should overflow"
     assert recorded + dropped == calls
     assert f"{dropped:,} dropped" in proc.stderr or f"{dropped} dropped" in proc.stderr
+
+
+def test_launcher_killed_with_sigkill_leaves_a_whole_trace_and_no_shared_memory(tmp_path):
+    progress_file = tmp_path / "progress"
+    launcher, trace = start(tmp_path, [app("sim_progress"), str(progress_file), "0", "50"])
+    program = wait_for(lambda: [p for p in children(launcher.pid) if comm(p) == "sim_progress"])[0]
+    recorder = wait_for(lambda: [p for p in children(launcher.pid) if comm(p).startswith("cutrace-record")])[0]
+    with open(f"/proc/{program}/environ", "rb") as f:
+        env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+    shm = "/dev/shm" + env[b"CUTRACE_SESSION"].decode()
+    assert os.path.exists(shm)
+    wait_for(lambda: progress(progress_file).get("completed", 0) >= 1000)
+    try:
+        done = progress(progress_file)  # completed before the launcher died, so before the final drain
+        launcher.kill()  # SIGKILL: the launcher can clean up nothing
+        launcher.wait(timeout=60)  # not communicate(): the orphaned program still holds its pipes
+        # The recorder sees its parent die, finishes the trace and removes the session's name itself.
+        wait_for(lambda: not os.path.exists(f"/proc/{recorder}") or comm(recorder) == "" or
+                 open(f"/proc/{recorder}/stat").read().split(") ")[1][0] == "Z")
+        assert trace.exists()
+        assert not os.path.exists(shm)
+    finally:
+        os.kill(program, signal.SIGKILL)
+    text = info(trace)
+    assert "Status:    complete:" in text
+    assert api_sum(trace)["cudaGetDevice"]["Num Calls"] >= done["cudaGetDevice"]
