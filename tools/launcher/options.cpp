@@ -119,6 +119,14 @@ constexpr Unsupported kUnsupported[] = {
     {0, "xhv-trace", nullptr},
     {0, "enable", nullptr},
     {0, "clock-frequency-changes", nullptr},
+    {0, "force-export", "false"},
+    {0, "retain-export", nullptr},
+    {0, "cpu-cluster-events", "none"},
+    {0, "cpu-socket-events", "none"},
+    {0, "cuda-trace-all-apis", "false"},
+    {0, "storage-metrics", "none"},
+    {0, "el1-sampling", "false"},
+    {0, "el1-sampling-config", nullptr},
 };
 
 // -t values nsys knows. Only "cuda" and "none" are implemented; the rest are refused by name.
@@ -389,7 +397,10 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
         }
       }
       if (!accepted) {
-        *error = usage("option '" + w.spelled + "' is not supported yet");
+        // The remedy: profile without it, or spell out the value that asks for nothing.
+        std::string remedy = "remove it to profile without it";
+        if (u->off) remedy += ", or pass " + w.spelled + (w.short_name ? " " : "=") + u->off;
+        *error = usage("option '" + w.spelled + "' is not supported yet; " + remedy);
         return false;
       }
       continue;

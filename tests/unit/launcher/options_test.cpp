@@ -204,7 +204,26 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
   for (auto args : cases) {
     std::string spelled = args[0].substr(0, args[0].find('='));
     args.push_back("app");
-    expect_refused(args, "cutrace profile: option '" + spelled + "' is not supported yet.");
+    Parsed p = parse(args);
+    EXPECT_FALSE(p.ok) << spelled;
+    EXPECT_EQ(p.error.message.rfind("cutrace profile: option '" + spelled + "' is not supported yet; remove it to "
+                                    "profile without it", 0), 0u) << p.error.message;
+    EXPECT_EQ(p.error.exit_code, kExitUsage) << spelled;
+  }
+  // Where a value asks for nothing, the message names it.
+  expect_refused({"-s", "cpu", "app"},
+                 "cutrace profile: option '-s' is not supported yet; remove it to profile without it, or pass -s none.");
+  expect_refused({"--cuda-memory-usage=true", "app"},
+                 "cutrace profile: option '--cuda-memory-usage' is not supported yet; remove it to profile without "
+                 "it, or pass --cuda-memory-usage=false.");
+  expect_refused({"--session", "s", "app"},
+                 "cutrace profile: option '--session' is not supported yet; remove it to profile without it.");
+  // Options of recent nsys releases.
+  for (const char* option : {"--force-export=true", "--retain-export=false", "--cpu-cluster-events=1",
+                             "--cpu-socket-events=2", "--cuda-trace-all-apis=true", "--storage-metrics=x"}) {
+    Parsed p = parse({option, "app"});
+    EXPECT_FALSE(p.ok) << option;
+    EXPECT_NE(p.error.message.find("is not supported yet"), std::string::npos) << p.error.message;
   }
 }
 

@@ -129,7 +129,8 @@ TEST_F(LauncherRun, UnwritableDirectoryStartsNothing) {
 
 TEST_F(LauncherRun, UsageErrorsExitTwo) {
   EXPECT_EQ(profile({"--capture-range=cudaProfilerApi", "true"}), 2);
-  EXPECT_EQ(err(), "cutrace profile: option '--capture-range' is not supported yet.\n");
+  EXPECT_EQ(err(), "cutrace profile: option '--capture-range' is not supported yet; remove it to profile without it, "
+                   "or pass --capture-range=none.\n");
   EXPECT_EQ(profile({"--foo", "true"}), 2);
   EXPECT_EQ(err(), "cutrace profile: unknown option '--foo'; run `cutrace profile --help`.\n");
   EXPECT_FALSE(recorder_ran());
