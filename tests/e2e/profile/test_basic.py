@@ -86,7 +86,7 @@ def test_vector_add_records_every_call_with_names_arguments_and_times(tmp_path):
     assert len({e["pid"] for e in events}) == 1
 
     text = info(trace)
-    assert "complete" in text
+    assert "Status:    complete:" in text
     assert "dropped        0" in text
 
     # The names chunk (type 5) directly precedes the end chunk (type 4) and names both kernels and
