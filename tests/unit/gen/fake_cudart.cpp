@@ -45,6 +45,12 @@ FAKE_EXPORT cudaError_t cudaStreamCreate(cudaStream_t* pStream) {
   return cudaSuccess;
 }
 
+FAKE_EXPORT cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+
+// Calls another export the way a library built with -fPIC does, through its PLT, so that the call
+// reaches whatever the process bound the name to: the shim's wrapper, which must see a nested call.
+FAKE_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return cudaStreamQuery(stream); }
+
 FAKE_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t*, const void*, void**) { return cudaSuccess; }
 
 FAKE_EXPORT void __cudaRegisterFunction(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*, dim3*,

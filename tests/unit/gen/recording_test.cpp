@@ -206,6 +206,34 @@ TEST_F(Recording, RegistrationIsRecordedAndHookedEvenWhileCaptureIsOff) {
   EXPECT_EQ(strings_[0].text, "_Z6kernelPf");
 }
 
+TEST_F(Recording, ACallMadeInsideAnotherIsRecordedFirstAndOneLevelDeeper) {
+  const auto stream = reinterpret_cast<cudaStream_t>(uintptr_t(0x4400));
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // the fake calls cudaStreamQuery inside
+  drain();
+  ASSERT_EQ(calls_.size(), 2u);
+  const Record& inner = calls_[0];  // a record is written when its call returns
+  const Record& outer = calls_[1];
+  EXPECT_EQ(inner.api, uint32_t(cutrace::kApi_cudaStreamQuery));
+  EXPECT_EQ(outer.api, uint32_t(cutrace::kApi_cudaStreamSynchronize));
+  EXPECT_EQ(inner.depth, 1);
+  EXPECT_EQ(outer.depth, 0);
+  EXPECT_LE(outer.begin, inner.begin);
+  EXPECT_LE(inner.end, outer.end);
+  EXPECT_EQ(inner.args, (std::vector<uint64_t>{0x4400}));
+  EXPECT_EQ(outer.args, (std::vector<uint64_t>{0x4400}));
+  EXPECT_EQ(preload::t_thread.depth, 0u);  // back to the top level
+}
+
+TEST_F(Recording, CallsTheTracerMakesItselfAreNotRecorded) {
+  ++preload::t_thread.in_tracer;
+  EXPECT_EQ(cudaStreamQuery(nullptr), cudaSuccess);
+  --preload::t_thread.in_tracer;
+  EXPECT_EQ(cudaStreamQuery(nullptr), cudaSuccess);
+  drain();
+  ASSERT_EQ(calls_.size(), 1u);  // only the program's own call
+  EXPECT_EQ(calls_[0].depth, 0);
+}
+
 TEST_F(Recording, PerThreadStreamVariantRecordsWhatItsBaseRecords) {
   char src[8] = {}, dst[8] = {};
   const auto stream = reinterpret_cast<cudaStream_t>(uintptr_t(0x9900));
