@@ -437,7 +437,9 @@ options:
   -f, --force-overwrite true|false
                               overwrite an existing trace file (default false)
   -w, --show-output true|false
-                              false sends the command's stdout and stderr to /dev/null (default true)
+                              false writes the command's stdout and stderr to files named after
+                              the trace (NAME.stdout, NAME.stderr) instead of the terminal
+                              (default true)
   -t, --trace cuda|none       what to record (default cuda); none runs the command with recording off
   -x, --stop-on-exit true     stop when the command exits (the only mode cutrace has)
       --stats true|false      print the cuda_api_sum table after the run (default false)

@@ -21,6 +21,7 @@
 #include "launcher/options.h"
 #include "launcher/outcome.h"
 #include "launcher/output_path.h"
+#include "launcher/output_relay.h"
 #include "launcher/process.h"
 #include "launcher/recorder_process.h"
 #include "report/commands.h"
@@ -84,6 +85,10 @@ bool file_size(const std::string& path, uint64_t* bytes) {
   return true;
 }
 
+// How long the program's output is still copied after it exited, for a process it left behind that
+// holds its stdout or stderr open.
+constexpr std::chrono::milliseconds kOutputGrace{200};
+
 class FdCloser {
  public:
   explicit FdCloser(int fd) : fd_(fd) {}
@@ -98,7 +103,9 @@ class FdCloser {
 };
 
 // Says what became of the trace once the recorder is gone. Returns true when a trace file exists.
-bool report_trace(const RecorderFinish& finish, const OutputTarget& output, milliseconds stop_timeout) {
+// `also` is appended to the summary line (where the program's output went, with -w false).
+bool report_trace(const RecorderFinish& finish, const OutputTarget& output, milliseconds stop_timeout,
+                  const std::string& also) {
   const bool clean = WIFEXITED(finish.wait_status) && WEXITSTATUS(finish.wait_status) == 0;
   if (finish.timed_out) {
     warn("the recorder had not finished " + seconds_text(stop_timeout) +
@@ -132,7 +139,7 @@ bool report_trace(const RecorderFinish& finish, const OutputTarget& output, mill
     warn("the recorder reported no counts; " + output.path + " (" + human_size(bytes) + ") was written");
     return true;
   }
-  std::fprintf(stderr, "%s\n", summary_line(finish.summary, output.path, bytes).c_str());
+  std::fprintf(stderr, "%s%s\n", summary_line(finish.summary, output.path, bytes).c_str(), also.c_str());
   return true;
 }
 
@@ -201,11 +208,16 @@ int run(const ProfileOptions& options) {
   program_spawn.hold = true;
   program_spawn.shell_fallback = true;
   program_spawn.forward_signals = true;
-  if (!options.show_output) program_spawn.fd_map = {{dev_null, 1}, {dev_null, 2}};
+  OutputRelay relay;
+  if (!options.show_output) {
+    if (!relay.create_pipes(&why)) return fail(kExitSetupFailed, why);
+    program_spawn.fd_map = {{relay.stdout_write_end(), 1}, {relay.stderr_write_end(), 2}};
+  }
   // A signal that came while there was no program yet ends the launch the way it would have ended the
   // program.
   if (int sig = SignalForwarding::take_untargeted_signal()) return 128 + sig;
   if (!program.spawn(program_spawn, &why)) return fail(kExitSetupFailed, why);
+  relay.close_write_ends();
   // From here until the program is reaped every signal has a target; one that finds none after that
   // asks the recorder to hurry (see RecorderProcess::finish).
   if (int sig = SignalForwarding::take_untargeted_signal()) program.signal(sig);
@@ -213,6 +225,13 @@ int run(const ProfileOptions& options) {
   OutputTarget output;
   if (!prepare_output(options.output_pattern, options.force_overwrite, program.pid(), &output, &error))
     return fail(error);
+  if (!options.show_output) {
+    if (!relay.open_files(output.path, options.force_overwrite, &why)) {
+      discard_created_dirs(output);
+      return fail(kExitSetupFailed, why);
+    }
+    relay.start();
+  }
 
   std::vector<std::string> recorder_args = {
       "--session",  session.name(),
@@ -249,8 +268,13 @@ int run(const ProfileOptions& options) {
   session::request_shutdown(session.header());
   const RecorderFinish finish = recorder.finish(stop_timeout, std::min(stop_timeout, kMaxKillGrace));
   session.unlink();
+  // What the program printed last is in the files before the summary names them.
+  relay.finish(kOutputGrace);
+  if (!relay.error().empty()) warn(relay.error());
 
-  const bool have_trace = report_trace(finish, output, stop_timeout);
+  const std::string output_files =
+      options.show_output ? "" : "; program output -> " + relay.stdout_path() + ", " + relay.stderr_path();
+  const bool have_trace = report_trace(finish, output, stop_timeout, output_files);
   if (options.stats && have_trace) print_stats(output.path);
   return exit_code_of(program_status);
 }

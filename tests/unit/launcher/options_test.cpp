@@ -288,7 +288,7 @@ TEST(LauncherOptions, HelpNeedsNoCommand) {
     EXPECT_TRUE(p.options.help);
   }
   EXPECT_NE(std::string(help_text()).find("--force-overwrite"), std::string::npos);
-  EXPECT_NE(std::string(help_text()).find("/dev/null"), std::string::npos);
+  EXPECT_NE(std::string(help_text()).find("NAME.stdout"), std::string::npos);
 }
 
 TEST(LauncherOptions, GivenWordsAreKeptVerbatimForTheTrace) {

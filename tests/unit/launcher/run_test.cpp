@@ -82,12 +82,35 @@ TEST_F(LauncherRun, ProgramKilledBySignalGives128PlusN) {
   EXPECT_EQ(profile({"-f", "true", "-o", "run", "sh", "-c", "kill -KILL $$"}), 128 + SIGKILL);
 }
 
-TEST_F(LauncherRun, ShowOutputFalseSilencesOnlyTheProgram) {
-  EXPECT_EQ(profile({"-w", "false", "-o", "run", "sh", "-c", "echo out; echo err >&2"}), 0);
+TEST_F(LauncherRun, ShowOutputFalseKeepsTheProgramsOutputInFilesBesideTheTrace) {
+  EXPECT_EQ(profile({"-w", "false", "-o", "run", "sh", "-c", "echo out; echo err >&2; printf 'no newline'"}), 0);
   EXPECT_EQ(out(), "");
   auto lines = lines_of(err());
   ASSERT_EQ(lines.size(), 1u) << err();
   EXPECT_EQ(lines[0].rfind("cutrace: ", 0), 0u);
+  const std::string base = std::filesystem::weakly_canonical(dir_ / "run").string();
+  EXPECT_NE(lines[0].find("; program output -> " + base + ".stdout, " + base + ".stderr"), std::string::npos)
+      << lines[0];
+  EXPECT_EQ(read_file(dir_ / "run.stdout"), "out\nno newline");
+  EXPECT_EQ(read_file(dir_ / "run.stderr"), "err\n");
+
+  // Output files of an earlier run are refused like the trace itself, before the program starts...
+  std::filesystem::remove(dir_ / "run.cutrace");
+  EXPECT_NE(profile({"-w", "false", "-o", "run", "sh", "-c", "touch ran"}), 0);
+  EXPECT_NE(err().find("run.stdout exists (the output of an earlier run); pass -f true to overwrite it"),
+            std::string::npos) << err();
+  EXPECT_FALSE(exists(dir_ / "ran"));
+  // ... and replaced with -f true.
+  EXPECT_EQ(profile({"-f", "true", "-w", "false", "-o", "run", "sh", "-c", "echo again"}), 0);
+  EXPECT_EQ(read_file(dir_ / "run.stdout"), "again\n");
+  EXPECT_EQ(read_file(dir_ / "run.stderr"), "");
+}
+
+TEST_F(LauncherRun, ShowOutputFalseDoesNotWaitForAProcessLeftHoldingTheOutput) {
+  // The background process keeps stdout open long after the program exited; the launcher copies what
+  // is there and finishes without it.
+  EXPECT_EQ(profile({"-w", "false", "-o", "run", "sh", "-c", "echo first; (sleep 3; echo late) & exit 0"}), 0);
+  EXPECT_EQ(read_file(dir_ / "run.stdout"), "first\n");
 }
 
 TEST_F(LauncherRun, CommandNotFoundStartsNothing) {
