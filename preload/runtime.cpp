@@ -205,6 +205,8 @@ bool claim_ring(ThreadState& ts) {
     ts.producer.attach(ring, s->ring_bytes);
     // Release: the identity above is visible to the recorder before it sees the slot as active.
     ring->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
+    // A recorder with no ring in use naps long; this one is about to fill.
+    abi::wake_recorder(s);
     return true;
   }
   return false;

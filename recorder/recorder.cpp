@@ -106,6 +106,7 @@ uint64_t Recorder::poll() {
   const uint64_t now = monotonic_ns();
   periodic(now);
   uint64_t consumed = 0;
+  slots_in_use_ = 0;
   for (uint32_t i = 0; i < slot_count_; ++i) consumed += visit_slot(i, false, now);
   return consumed;
 }
@@ -122,6 +123,9 @@ uint64_t Recorder::drain_slot(uint32_t slot, uint64_t max_bytes) {
 void Recorder::run(const std::function<bool()>& should_stop) {
   uint64_t sleep_ns = 0;
   while (!should_stop() && writer_->good()) {
+    // Read before the pass: a wake after it (a claim the pass missed) changes the word, and the nap
+    // below then does not start.
+    const uint32_t wake_seen = wake_word_ ? wake_word_->load(std::memory_order_acquire) : 0;
     const uint64_t consumed = poll();
     if (consumed >= options_.busy_pass_bytes) {
       // A ring is filling fast: go straight back for more.
@@ -132,12 +136,15 @@ void Recorder::run(const std::function<bool()>& should_stop) {
     // head line and fresh data lines while the producer writes them makes every one of its stores
     // wait for the cache line to come back, which costs the traced program far more than a pause
     // costs the recorder.
+    const uint64_t max_nap = wake_word_ && slots_in_use_ == 0
+                                 ? std::max(options_.idle_sleep_max_no_rings_ns, options_.idle_sleep_max_ns)
+                                 : options_.idle_sleep_max_ns;
     sleep_ns = consumed ? options_.idle_sleep_min_ns
-                        : (sleep_ns ? std::min(sleep_ns * 2, options_.idle_sleep_max_ns) : options_.idle_sleep_min_ns);
+                        : (sleep_ns ? std::min(sleep_ns * 2, max_nap) : options_.idle_sleep_min_ns);
     const timespec ts{time_t(sleep_ns / 1000000000ull), long(sleep_ns % 1000000000ull)};
-    // EINTR (SIGTERM), EAGAIN (the word is already set) and a wake all just end the nap early.
+    // EINTR (SIGTERM), EAGAIN (the word changed since the pass) and a wake all just end the nap early.
     if (wake_word_)
-      syscall(SYS_futex, reinterpret_cast<const uint32_t*>(wake_word_), FUTEX_WAIT, 0u, &ts, nullptr, 0);
+      syscall(SYS_futex, reinterpret_cast<const uint32_t*>(wake_word_), FUTEX_WAIT, wake_seen, &ts, nullptr, 0);
     else
       nanosleep(&ts, nullptr);
   }
@@ -172,6 +179,7 @@ uint64_t Recorder::visit_slot(uint32_t i, bool final, uint64_t now_ns) {
   // Acquire pairs with the producer's release of kActive (identity written) and kRetired (last push).
   const uint32_t state = ring->state.load(std::memory_order_acquire);
   if (state != uint32_t(abi::SlotState::kClaiming)) track.claiming_since_ns = 0;
+  if (state != uint32_t(abi::SlotState::kFree)) ++slots_in_use_;
   switch (abi::SlotState(state)) {
     case abi::SlotState::kFree:
       if (track.tracked) {

@@ -57,6 +57,9 @@ struct RecorderOptions {
   // of idle_sleep_min_ns, so that a steady producer is read in batches.
   uint64_t busy_pass_bytes = 256u << 10;
   uint64_t idle_sleep_max_ns = 1'000'000;
+  // The longest nap while no ring is claimed, with a wake word set: a claim wakes the recorder, and
+  // nothing else needs it sooner (process checks, clock pairs and flushes are far less frequent).
+  uint64_t idle_sleep_max_no_rings_ns = 50'000'000;
   bool use_pidfd = true;
 };
 
@@ -92,8 +95,9 @@ class Recorder {
   uint64_t drain_slot(uint32_t slot, uint64_t max_bytes);
   // Calls poll() until `should_stop` returns true, sleeping with exponential backoff while idle.
   void run(const std::function<bool()>& should_stop);
-  // While idle, run() naps on this word (a futex in shared memory) instead of sleeping blindly: a
-  // FUTEX_WAKE on it, or its becoming nonzero, ends the nap at once. `should_stop` still decides.
+  // While idle, run() naps on this word (SessionHeader::recorder_wake) instead of sleeping blindly: a
+  // change of the word with a FUTEX_WAKE (abi::wake_recorder) ends the nap at once, and with no ring
+  // in use the nap may last idle_sleep_max_no_rings_ns. `should_stop` still decides when run() ends.
   void set_wake_word(const std::atomic<uint32_t>* word) { wake_word_ = word; }
   // The last pass at shutdown: drains every ring in any state up to its head (also kActive ones of
   // live processes: a program may exit without retiring its threads) and captures the producers'
@@ -184,6 +188,7 @@ class Recorder {
   uint64_t start_realtime_ns_ = 0, start_monotonic_ns_ = 0;
   bool finished_ = false;
   const std::atomic<uint32_t>* wake_word_ = nullptr;
+  uint32_t slots_in_use_ = 0;  // claimed (or being claimed) in the last poll() pass
   uint64_t final_lost_no_slot_ = 0;
 };
 

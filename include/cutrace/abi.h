@@ -6,7 +6,13 @@
 // anything into its rings, so every size and offset read from here is validated before use.
 #pragma once
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -218,14 +224,25 @@ struct alignas(64) SessionHeader {
   std::atomic<uint64_t> lost_no_slot;       // records lost because every slot was taken
   std::atomic<uint32_t> processes_attached; // processes whose shim mapped this session
   std::atomic<uint32_t> recorder_pid;       // set by the recorder once it runs
-  // Set by the launcher: drain everything and finish. The launcher then FUTEX_WAKEs this word, on which
-  // an idle recorder naps, so that the recorder finishes at once rather than at the end of its nap.
-  std::atomic<uint32_t> shutdown_requested;
-  uint32_t reserved1;
+  std::atomic<uint32_t> shutdown_requested; // set by the launcher: drain everything and finish
+  // An idle recorder naps on this word (a futex). Whoever needs it to look now, rather than at the end
+  // of its nap, bumps the word and wakes it (wake_recorder): a thread that claimed a ring, the
+  // launcher asking for shutdown. So a recorder with no ring in use can nap long.
+  std::atomic<uint32_t> recorder_wake;
   uint8_t shared_pad[24];
 };
 static_assert(sizeof(SessionHeader) == 192);
 static_assert(offsetof(SessionHeader, capture_enabled) == 64);
+
+// Ends the recorder's nap on SessionHeader::recorder_wake. A system call: for slow paths only. Leaves
+// errno alone, as it runs inside the program's calls. Not FUTEX_PRIVATE_FLAG: the recorder is another
+// process mapping the same object.
+inline void wake_recorder(SessionHeader* session) {
+  const int saved_errno = errno;
+  session->recorder_wake.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&session->recorder_wake), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  errno = saved_errno;
+}
 
 // 16 MiB absorbs about 25 ms of a thread calling at 14 M calls/s while the recorder is kept off the
 // CPU (on two busy cores it can wait for a whole scheduler slice); rings are touched only as far as a

@@ -66,8 +66,7 @@ void unlink_name(const std::string& name) { shm_unlink(name.c_str()); }
 
 void request_shutdown(abi::SessionHeader* header) {
   header->shutdown_requested.store(1, std::memory_order_release);
-  // Not FUTEX_PRIVATE_FLAG: the waiter is another process mapping the same object.
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header->shutdown_requested), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  abi::wake_recorder(header);
 }
 
 bool Session::create(const Options& options, std::string* error) {

@@ -66,7 +66,7 @@ class Session {
 // Removes a session object by name; used by the launcher to clean up after a recorder that died.
 void unlink_name(const std::string& name);
 
-// Asks the recorder to drain everything and finish, and wakes it if it is napping on the word.
+// Asks the recorder to drain everything and finish, and wakes it from its nap.
 void request_shutdown(abi::SessionHeader* header);
 
 }  // namespace cutrace::session

@@ -521,7 +521,7 @@ TEST_F(RecorderTest, ShutdownRequestEndsAnIdleNapAtOnce) {
   recorder::RecorderOptions options = test_options();
   options.idle_sleep_min_ns = options.idle_sleep_max_ns = 600'000'000'000ull;
   start(1, abi::kMinRingBytes, abi::ClockKind::kMonotonicNs, options);
-  rec_->set_wake_word(&session_.header()->shutdown_requested);
+  rec_->set_wake_word(&session_.header()->recorder_wake);
   std::atomic<bool> napping{false};
   std::atomic<uint64_t> returned_ns{0};
   std::thread runner([&] {
@@ -542,6 +542,34 @@ TEST_F(RecorderTest, ShutdownRequestEndsAnIdleNapAtOnce) {
   // A correctness bound, not a speed goal: without the wake, run() would nap for ten minutes.
   EXPECT_LT(returned_ns.load() - requested_ns, 30'000'000'000ull);
   finish();
+}
+
+TEST_F(RecorderTest, AClaimEndsTheNapOfARecorderWithNoRingInUse) {
+  // Every nap lasts ten minutes unless woken: only the claim's wake can get the record drained.
+  recorder::RecorderOptions options = test_options();
+  options.idle_sleep_min_ns = options.idle_sleep_max_ns = options.idle_sleep_max_no_rings_ns = 600'000'000'000ull;
+  start(2, abi::kMinRingBytes, abi::ClockKind::kMonotonicNs, options);
+  rec_->set_wake_word(&session_.header()->recorder_wake);
+  std::atomic<int> passes{0};
+  std::thread runner([&] {
+    rec_->run([&] {
+      ++passes;
+      return session_.header()->shutdown_requested.load(std::memory_order_acquire) != 0;
+    });
+  });
+  while (passes.load() == 0) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // into the nap
+  TestRing r = TestRing::claim_self(session_.header(), 0);     // wakes the recorder, as the shim does
+  ASSERT_TRUE(r.valid());
+  ASSERT_TRUE(r.push_call(1, 100, 200, 0));
+  const uint64_t deadline = mono_ns() + 30'000'000'000ull;  // a correctness bound, not a speed goal
+  while (session_.slot(0)->tail.load(std::memory_order_acquire) == 0 && mono_ns() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GT(session_.slot(0)->tail.load(), 0u) << "the claim did not wake the recorder";
+  session::request_shutdown(session_.header());
+  runner.join();
+  finish();
+  EXPECT_EQ(calls_of(0).size(), 1u);
 }
 
 }  // namespace

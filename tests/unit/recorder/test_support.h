@@ -53,6 +53,7 @@ struct TestRing {
     r.header->dropped_records.store(0, std::memory_order_relaxed);
     r.header->pushed_records.store(0, std::memory_order_relaxed);
     r.header->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
+    abi::wake_recorder(session);  // as the shim does
     r.producer.attach(r.header, session->ring_bytes);
     return r;
   }
