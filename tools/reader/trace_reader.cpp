@@ -359,6 +359,15 @@ Process& TraceReader::process_for(const format::ThreadDef& def) {
   return p;
 }
 
+void TraceReader::note_damage(uint64_t chunk_offset, std::string reason, uint64_t chunks) {
+  if (status_.damaged_chunks == 0) {
+    status_.first_damage_chunk = next_sequence_;
+    status_.first_damage_offset = chunk_offset;
+    status_.first_damage_reason = std::move(reason);
+  }
+  status_.damaged_chunks += chunks;
+}
+
 bool TraceReader::header_sound(const ChunkHeader& ch, uint64_t at) const {
   return ch.magic == format::kChunkMagic && ch.header_check == format::chunk_header_check(ch) &&
          ch.codec == uint16_t(format::Codec::kZstd) && ch.raw_bytes <= format::kMaxChunkRawBytes &&
@@ -407,13 +416,8 @@ TraceReader::ReadResult TraceReader::fail_corrupt(uint64_t chunk_offset, std::st
     status_.reason = std::move(reason);
     return ReadResult::kStop;
   }
-  if (status_.damaged_chunks == 0) {
-    status_.first_damage_chunk = next_sequence_;
-    status_.first_damage_offset = chunk_offset;
-    status_.first_damage_reason = std::move(reason);
-  }
   const uint64_t resume_sequence = was_last ? min_sequence : next.sequence;
-  status_.damaged_chunks += std::max<uint64_t>(1, resume_sequence - next_sequence_);
+  note_damage(chunk_offset, std::move(reason), std::max<uint64_t>(1, resume_sequence - next_sequence_));
   offset_ = next_at;
   next_sequence_ = resume_sequence;
   return ReadResult::kOk;
@@ -457,13 +461,10 @@ TraceReader::ReadResult TraceReader::read_chunk() {
                                 std::to_string(next_sequence_) + " was expected (a chunk repeats)");
   if (ch.sequence > next_sequence_ && header_sound(ch, at)) {
     // Chunks are missing (cut out of the file): note them and read on from this one.
-    if (status_.damaged_chunks == 0) {
-      status_.first_damage_chunk = next_sequence_;
-      status_.first_damage_offset = at;
-      status_.first_damage_reason = "chunk number " + std::to_string(ch.sequence) + " found where " +
-                                    std::to_string(next_sequence_) + " was expected (chunks are missing)";
-    }
-    status_.damaged_chunks += ch.sequence - next_sequence_;
+    note_damage(at,
+                "chunk number " + std::to_string(ch.sequence) + " found where " + std::to_string(next_sequence_) +
+                    " was expected (chunks are missing)",
+                ch.sequence - next_sequence_);
     next_sequence_ = ch.sequence;
   }
   if (ch.sequence != next_sequence_)

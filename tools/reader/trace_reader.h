@@ -242,6 +242,8 @@ class TraceReader {
   // The first chunk header at or after `from` that passes its own checks and whose sequence number
   // is at least `min_sequence`; false when the file holds none.
   bool find_chunk_header(uint64_t from, uint64_t min_sequence, format::ChunkHeader& out, uint64_t& where);
+  // Counts `chunks` lost from the expected chunk on; the first loss is the one described.
+  void note_damage(uint64_t chunk_offset, std::string reason, uint64_t chunks);
   // Whether a header read from the file passes the checks that need nothing but itself.
   bool header_sound(const format::ChunkHeader& ch, uint64_t at) const;
   bool decode_payload(uint16_t type);
