@@ -100,6 +100,12 @@ void OutputRelay::run() {
   done_.store(true, std::memory_order_release);
 }
 
+void OutputRelay::discard() {
+  finish(std::chrono::milliseconds(0));
+  if (out_file_ >= 0) ::unlink(out_path_.c_str());
+  if (err_file_ >= 0) ::unlink(err_path_.c_str());
+}
+
 void OutputRelay::finish(std::chrono::milliseconds grace) {
   if (!thread_.joinable()) return;
   const auto deadline = std::chrono::steady_clock::now() + grace;

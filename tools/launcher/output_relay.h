@@ -35,6 +35,8 @@ class OutputRelay {
   // Waits until both pipes have ended, or at most `grace` for a process that kept the program's
   // output open after it exited, copies what is there by then, and stops.
   void finish(std::chrono::milliseconds grace);
+  // The run did not start after all: stops and removes the files, so nothing is left behind.
+  void discard();
 
   const std::string& stdout_path() const { return out_path_; }
   const std::string& stderr_path() const { return err_path_; }

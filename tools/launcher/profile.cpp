@@ -250,6 +250,7 @@ int run(const ProfileOptions& options) {
   RecorderProcess recorder;
   if (!recorder.start(recorder_path, recorder_args, recorder_env, dev_null, std_fds.was_closed(2), start_timeout,
                       &error)) {
+    relay.discard();
     unlink(output.part().c_str());
     discard_created_dirs(output);
     return fail(error);

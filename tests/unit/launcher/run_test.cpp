@@ -262,6 +262,12 @@ TEST_F(LauncherRun, RecorderThatCannotStartStopsTheLaunch) {
   EXPECT_FALSE(exists(dir_ / "ran"));
   EXPECT_FALSE(exists(dir_ / "sub"));  // the directory made for the trace is gone again
   expect_session_removed();
+
+  // With -w false the files for the program's output are gone too, and with them the directory.
+  EXPECT_EQ(profile({"-w", "false", "-o", "sub/run", "sh", "-c", "touch ran"}, {{"FAKE_RECORDER_MODE", "fail"}}), 1);
+  EXPECT_FALSE(exists(dir_ / "ran"));
+  EXPECT_FALSE(exists(dir_ / "sub"));
+  expect_session_removed();
 }
 
 TEST_F(LauncherRun, RecorderThatNeverGetsReadyTimesOut) {
