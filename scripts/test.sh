@@ -14,13 +14,18 @@ cmake --build "$build" -j"$jobs"
 ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600
 
 if (( sanitizers )); then
-  # The end-to-end tests preload the shim into programs that are not built with a sanitizer runtime,
-  # which a sanitized shim cannot be; the sanitizer builds run every in-process test.
+  export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1
+  plain=$(realpath "$build")
   for kind in address,undefined thread; do
     dir="$build-${kind%%,*}"
     cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCUTRACE_SANITIZE="$kind" -DCUTRACE_BUILD_BENCHMARKS=OFF
     cmake --build "$dir" -j"$jobs"
-    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1 \
-      ctest --test-dir "$dir" --output-on-failure -j"$jobs" --timeout 900 -LE e2e
+    # Every in-process test in the sanitized build.
+    ctest --test-dir "$dir" --output-on-failure -j"$jobs" --timeout 900 -LE e2e
+    # The end-to-end tests with the sanitized launcher and recorder. Programs not built with a
+    # sanitizer runtime cannot load a sanitized shim, so the programs, the simulated device and the
+    # shim come from the plain build.
+    CUTRACE_BUILD_DIR="$plain" CUTRACE_TOOLS_DIR="$(realpath "$dir")/bin" \
+      CUTRACE_PRELOAD_LIB="$plain/lib/libcutrace-preload.so" python3 -m pytest -q -p no:cacheprovider tests/e2e/profile
   done
 fi

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 BUILD = Path(os.environ.get("CUTRACE_BUILD_DIR", Path(__file__).resolve().parents[3] / "build"))
-CUTRACE = BUILD / "bin" / "cutrace"
+# The launcher and recorder under test; a sanitizer build's, with the programs, the simulated device
+# and the shim (CUTRACE_PRELOAD_LIB) of a plain build, which uninstrumented programs can load.
+TOOLS = Path(os.environ.get("CUTRACE_TOOLS_DIR", BUILD / "bin"))
+CUTRACE = TOOLS / "cutrace"
 APPS = BUILD / "tests" / "bin"
 SIM_LIB = BUILD / "simcuda" / "lib"
 REAL_CUDA_LIB = Path(os.environ.get("CUDA_LIB_DIR", "/usr/local/cuda/lib64"))
