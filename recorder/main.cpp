@@ -263,8 +263,8 @@ int main(int argc, char** argv) {
   sigaction(SIGBUS, &bus, nullptr);
   if (sigsetjmp(g_session_fault, 1) == 0) {
     g_session_guarded = 1;
-    // PR_SET_PDEATHSIG only covers a parent that dies after the prctl; getppid() covers the rest.
     recorder.set_wake_word(&header->recorder_wake);
+    // PR_SET_PDEATHSIG only covers a parent that dies after the prctl; getppid() covers the rest.
     recorder.run([&] {
       return g_terminate || header->shutdown_requested.load(std::memory_order_acquire) != 0 || getppid() != parent;
     });
