@@ -2,6 +2,9 @@
 error 35, and every call must be recorded with that code, the program's output unchanged."""
 import os
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from conftest import REAL_CUDA_LIB, api_sum, app, calls, info, profile
 
@@ -13,6 +16,8 @@ def real_env():
     return env
 
 
+# With a driver the calls succeed; test_real_gpu.py covers that case.
+@pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="an NVIDIA driver is present: calls do not fail")
 def test_calls_into_the_real_runtime_are_recorded_with_its_error_code(tmp_path):
     assert (REAL_CUDA_LIB / "libcudart.so.13").exists()
     command = [app("sim_vector_add"), "1", "1024"]
