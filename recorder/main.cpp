@@ -44,7 +44,8 @@ constexpr const char* kUsage =
     "  --meta KEY=VALUE   add a metadata pair to the trace (repeatable)\n"
     "  --force            the caller allowed overwriting FILE (recorded in the metadata)\n"
     "  --compression-level N    zstd level of the chunks (default 1: fast enough to keep up with\n"
-    "                           tens of millions of calls per second on a few threads)\n"
+    "                           tens of millions of calls per second on a few threads; while\n"
+    "                           chunks wait for a compression thread, they get level -1)\n"
     "  --compression-threads N  threads compressing chunks beside the draining one (default: half the\n"
     "                           CPUs, at most 4)\n";
 

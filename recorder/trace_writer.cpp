@@ -22,6 +22,11 @@ namespace {
 // How much less CPU preference compression threads get than the thread that drains the rings.
 constexpr int kCompressionNiceIncrement = 5;
 
+// The zstd level a compression thread falls back to while chunks wait behind the events chunk it
+// takes: the draining thread blocks once the queue is full, and then the rings overflow. zstd's fast level -1
+// compresses the recorder's chunks about half again as fast as level 1 for about 24% more bytes.
+constexpr int kBacklogCompressionLevel = -1;
+
 uint64_t clock_ns(clockid_t id) {
   timespec t;
   clock_gettime(id, &t);
@@ -91,8 +96,9 @@ struct TraceWriter::Pipeline {
     bool done = false;
   };
 
-  Pipeline(FILE* f, std::string p, int lvl, unsigned threads, std::atomic<uint64_t>* bytes)
-      : file(f), path(std::move(p)), level(lvl), max_in_flight(threads + 2), bytes_written(bytes) {
+  Pipeline(FILE* f, std::string p, int lvl, unsigned threads, std::atomic<uint64_t>* bytes,
+           std::atomic<uint64_t>* fast)
+      : file(f), path(std::move(p)), level(lvl), max_in_flight(threads + 2), bytes_written(bytes), compressed_fast(fast) {
     for (unsigned i = 0; i < threads; ++i) workers.emplace_back([this] { work(); });
   }
   ~Pipeline() {
@@ -147,12 +153,20 @@ struct TraceWriter::Pipeline {
     if (errno == 0) setpriority(PRIO_PROCESS, 0, std::min(nice_now + kCompressionNiceIncrement, 19));
     ZSTD_CCtx* cctx = ZSTD_createCCtx();
     std::string setup = cctx ? configure(cctx, level) : "cannot allocate a zstd compression context (out of memory)";
+    int level_now = level;
     std::unique_lock lock(mu);
     for (;;) {
       work_cv.wait(lock, [&] { return stopping || !unclaimed.empty(); });
       if (unclaimed.empty()) break;
       Job* job = unclaimed.front();
       unclaimed.pop_front();
+      // Only events chunks are big enough for the level to matter; the others are written once.
+      const bool behind = job->type == format::ChunkType::kEvents && !unclaimed.empty();
+      const int wanted = behind ? std::min(level, kBacklogCompressionLevel) : level;
+      if (wanted != level_now && setup.empty() &&
+          !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, wanted)))
+        level_now = wanted;
+      if (level_now != level) compressed_fast->fetch_add(1, std::memory_order_relaxed);
       lock.unlock();
       std::string problem = setup.empty() ? encode_chunk(cctx, job->type, job->sequence, job->raw, job->out) : setup;
       lock.lock();
@@ -187,6 +201,7 @@ struct TraceWriter::Pipeline {
   const int level;
   const size_t max_in_flight;
   std::atomic<uint64_t>* const bytes_written;
+  std::atomic<uint64_t>* const compressed_fast;
 
   std::mutex mu;
   std::condition_variable work_cv, done_cv;
@@ -245,6 +260,7 @@ bool TraceWriter::open(const std::string& path, int compression_level) {
   level_ = compression_level;
   sequence_ = 0;
   bytes_written_.store(0, std::memory_order_relaxed);
+  chunks_compressed_fast_.store(0, std::memory_order_relaxed);
   events_.clear();
   if (!cctx_) cctx_ = ZSTD_createCCtx();
   if (!cctx_) return fail("cannot allocate a zstd compression context (out of memory)");
@@ -263,7 +279,8 @@ bool TraceWriter::open(const std::string& path, int compression_level) {
   if (std::fwrite(&header, sizeof header, 1, file_) != 1 || std::fflush(file_) != 0) return fail_errno("write");
   bytes_written_.store(sizeof header, std::memory_order_relaxed);
   if (compression_threads_ > 0)
-    pipeline_ = std::make_unique<Pipeline>(file_, path_, level_, compression_threads_, &bytes_written_);
+    pipeline_ = std::make_unique<Pipeline>(file_, path_, level_, compression_threads_, &bytes_written_,
+                                           &chunks_compressed_fast_);
   return true;
 }
 
@@ -371,9 +388,15 @@ bool TraceWriter::flush_events() {
 bool TraceWriter::finish(const KeyValues& summary, const std::vector<format::ThreadStats>& threads) {
   if (!file_) return false;
   if (!flush_events()) return false;
+  // Every earlier chunk is compressed before the count of fast ones is final.
+  if (pipeline_) {
+    pipeline_->wait_idle();
+    if (!good()) return false;
+  }
   std::vector<uint8_t> payload;
-  append_pod(payload, uint32_t(summary.size()));
+  append_pod(payload, uint32_t(summary.size() + 1));
   for (const auto& [key, value] : summary) append_key_value(payload, key, value);
+  append_key_value(payload, "chunks.compressed_fast", std::to_string(chunks_compressed_fast()));
   append_pod(payload, uint32_t(threads.size()));
   append_bytes(payload, threads.data(), threads.size() * sizeof(format::ThreadStats));
   if (!write_chunk(format::ChunkType::kEnd, payload)) return false;

@@ -70,6 +70,9 @@ class TraceWriter {
   // on (written or in flight), respectively; after finish() or close() both are final.
   uint64_t bytes_written() const { return bytes_written_.load(std::memory_order_relaxed); }
   uint64_t chunks_written() const { return sequence_; }
+  // Chunks a compression thread wrote at the fast backlog level instead of the one asked for,
+  // because more chunks were waiting behind them. finish() records the final count in kEnd.
+  uint64_t chunks_compressed_fast() const { return chunks_compressed_fast_.load(std::memory_order_relaxed); }
 
  private:
   struct Pipeline;
@@ -84,6 +87,7 @@ class TraceWriter {
   int level_ = 3;
   uint64_t sequence_ = 0;
   std::atomic<uint64_t> bytes_written_{0};
+  std::atomic<uint64_t> chunks_compressed_fast_{0};
   uint32_t events_chunk_bytes_ = 4u << 20;
   std::vector<uint8_t> events_, compressed_;
   ZSTD_CCtx_s* cctx_ = nullptr;

@@ -178,7 +178,9 @@ TEST_P(TraceWriterTest, RoundTripAtTheByteLevel) {
 
   test::EndChunk end;
   ASSERT_TRUE(test::parse_end(f.chunks[3], &end));
-  EXPECT_EQ(end.summary, (test::KeyValueList{{"events", "2"}, {"dropped", "3"}}));
+  // The writer adds how many chunks it compressed at the fast backlog level: none here.
+  EXPECT_EQ(end.summary,
+            (test::KeyValueList{{"events", "2"}, {"dropped", "3"}, {"chunks.compressed_fast", "0"}}));
   ASSERT_EQ(end.threads.size(), 1u);
   EXPECT_EQ(end.threads[0].thread_index, 7u);
   EXPECT_EQ(end.threads[0].records_written, 2u);
@@ -341,6 +343,44 @@ TEST(TraceWriterPriority, CompressionThreadsYieldTheCpuToTheDrainingThread) {
   const std::vector<int> values = other_threads_nice_values();
   EXPECT_EQ(std::count(values.begin(), values.end(), std::min(own + 5, 19)), 1) << "own nice " << own;
   ASSERT_TRUE(w.finish({}, {}));
+  fs::remove(path);
+}
+
+// Chunks handed on faster than one compression thread compresses them at a slow level: those taken
+// while others wait behind them are compressed at the fast level instead, and the file is the same
+// events either way.
+TEST(TraceWriterBacklog, ChunksWaitingForCompressionGetTheFastLevelAndAreCounted) {
+  const fs::path path = fs::temp_directory_path() / ("cutrace-writer-backlog-" + std::to_string(getpid()) + ".cutrace");
+  trace::TraceWriter w;
+  w.set_compression_threads(1);
+  ASSERT_TRUE(w.open(path.string(), 12));
+  w.set_events_chunk_bytes(256u << 10);
+  codec::BlockBuilder b;
+  uint64_t state = 88172645463325252ull, t = 0;
+  for (int i = 0; i < 4000; ++i) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift: poorly compressible args
+    t += 100 + state % 1000;
+    const auto r = api_record(0, t, state % 500, {state, state >> 3});
+    b.add(r.data(), uint32_t(r.size()));
+  }
+  const std::vector<uint8_t> body = b.body();
+  const uint32_t chunks = 16;
+  const uint32_t blocks_per_chunk = uint32_t((256u << 10) / body.size()) + 1;
+  for (uint32_t i = 0; i < chunks * blocks_per_chunk; ++i) w.add_records(0, body, b.count());
+  ASSERT_TRUE(w.finish({}, {})) << w.error();
+  // The first chunk finds no other waiting; from then on the queue (two chunks beyond the one being
+  // compressed) refills faster than a level-12 compression of 256 KiB ends.
+  EXPECT_GE(w.chunks_compressed_fast(), 1u);
+  EXPECT_LT(w.chunks_compressed_fast(), w.chunks_written());
+
+  ParsedFile f;
+  ASSERT_TRUE(test::parse_file(path.string(), &f));
+  test::Events ev = test::decode_events(f.chunks);
+  EXPECT_EQ(ev.error, "");
+  EXPECT_EQ(ev.records.size(), size_t(chunks) * blocks_per_chunk * b.count());
+  test::EndChunk end;
+  ASSERT_TRUE(test::parse_end(f.chunks.back(), &end));
+  EXPECT_EQ(test::lookup(end.summary, "chunks.compressed_fast"), std::to_string(w.chunks_compressed_fast()));
   fs::remove(path);
 }
 
