@@ -2,7 +2,8 @@
 """Whole-process overhead on a real GPU through PyTorch: a loop of small in-place tensor operations
 (one kernel launch each), timed inside the script, alternately without cutrace and under
 `cutrace profile`, round by round. Prints the median time per operation of each, the time added per
-operation, and how many runtime calls cutrace recorded per operation.
+operation, and how many runtime calls cutrace recorded per operation (PyTorch makes several per
+kernel launch: device queries, call configuration, error checks).
 
 usage: bench_torch.py [--cutrace build/bin/cutrace] [--ops 20000] [--rounds 5] [--python python3]
 Needs PyTorch with CUDA and a GPU."""
@@ -57,18 +58,25 @@ def main():
         info = subprocess.run([args.cutrace, "info", str(trace) + ".cutrace"], capture_output=True, text=True).stdout
         stats = subprocess.run([args.cutrace, "stats", "--format", "csv", str(trace) + ".cutrace"],
                                capture_output=True, text=True).stdout
-    launches = 0
+    launches = calls = 0
     for line in stats.splitlines():
         fields = line.split(",")
-        if len(fields) >= 9 and "LaunchKernel" in fields[-1]:
-            launches += int(fields[2])
+        # Kernel registration happens once, at import (tens of thousands of calls for PyTorch).
+        if len(fields) >= 9 and fields[2].isdigit() and "Register" not in fields[-1]:
+            calls += int(fields[2])
+            if "LaunchKernel" in fields[-1]:
+                launches += int(fields[2])
     dropped = re.search(r"^\s*dropped\s+([\d,]+)", info, re.M)
     base, with_cutrace = statistics.median(plain), statistics.median(traced)
     print(f"ops per round             {args.ops} (plus 2000 warm-up), {args.rounds} rounds")
     print(f"without cutrace           {base:9.1f} ns per op  (rounds: {', '.join(f'{v:.0f}' for v in plain)})")
     print(f"under cutrace profile     {with_cutrace:9.1f} ns per op  (rounds: {', '.join(f'{v:.0f}' for v in traced)})")
+    # The remaining start-up calls are a few thousand against the loop's tens of thousands.
+    per_op = calls / (args.ops + 2000)
     print(f"added                     {with_cutrace - base:+9.1f} ns per op")
     print(f"kernel launches recorded  {launches} in the last round ({launches / (args.ops + 2000):.2f} per op)")
+    print(f"runtime calls recorded    {calls} in the last round (about {per_op:.1f} per op, "
+          f"so about {(with_cutrace - base) / per_op:.0f} ns added per call)")
     print(f"records dropped           {dropped.group(1) if dropped else 'unknown'} in the last round")
 
 
