@@ -23,8 +23,9 @@ namespace {
 constexpr int kCompressionNiceIncrement = 5;
 
 // The zstd level a compression thread falls back to while chunks wait behind the events chunk it
-// takes: the draining thread blocks once the queue is full, and then the rings overflow. zstd's fast level -1
-// compresses the recorder's chunks about half again as fast as level 1 for about 24% more bytes.
+// takes: the draining thread blocks once the queue is full, and then the rings overflow. zstd's
+// fast level -1 compresses the recorder's chunks about half again as fast as level 1 for about 24%
+// more bytes.
 constexpr int kBacklogCompressionLevel = -1;
 
 uint64_t clock_ns(clockid_t id) {
