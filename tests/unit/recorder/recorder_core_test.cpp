@@ -559,9 +559,14 @@ TEST_F(RecorderTest, AClaimEndsTheNapOfARecorderWithNoRingInUse) {
   });
   while (passes.load() == 0) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // into the nap
-  TestRing r = TestRing::claim_self(session_.header(), 0);     // wakes the recorder, as the shim does
+  // The shim wakes the recorder right after the claim, before its first push; a pass that comes
+  // in between finds the ring empty and naps again, which is harmless there because a ring in use
+  // caps the nap at 1 ms. Here every nap lasts ten minutes, so the record is pushed before the wake
+  // and the one pass the wake causes must find it.
+  TestRing r = TestRing::claim_self(session_.header(), 0, 0, /*wake=*/false);
   ASSERT_TRUE(r.valid());
   ASSERT_TRUE(r.push_call(1, 100, 200, 0));
+  abi::wake_recorder(session_.header());
   const uint64_t deadline = mono_ns() + 30'000'000'000ull;  // a correctness bound, not a speed goal
   while (session_.slot(0)->tail.load(std::memory_order_acquire) == 0 && mono_ns() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -33,9 +33,10 @@ struct TestRing {
   ring::Producer producer;
   uint64_t serial = 0;
 
-  // Claims `slot` for (pid, tid) following the SlotState protocol of abi.h.
+  // Claims `slot` for (pid, tid) following the SlotState protocol of abi.h. `wake` false leaves the
+  // recorder's wake to the caller, for a test that must push before the recorder looks.
   static TestRing claim(abi::SessionHeader* session, uint32_t slot, uint32_t pid, uint32_t tid,
-                        uint64_t start_ticks) {
+                        uint64_t start_ticks, bool wake = true) {
     TestRing r;
     r.header = abi::slot_header(session, slot);
     uint32_t expected = uint32_t(abi::SlotState::kFree);
@@ -53,12 +54,12 @@ struct TestRing {
     r.header->dropped_records.store(0, std::memory_order_relaxed);
     r.header->pushed_records.store(0, std::memory_order_relaxed);
     r.header->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
-    abi::wake_recorder(session);  // as the shim does
+    if (wake) abi::wake_recorder(session);  // as the shim does
     r.producer.attach(r.header, session->ring_bytes);
     return r;
   }
-  static TestRing claim_self(abi::SessionHeader* session, uint32_t slot, uint32_t tid = 0) {
-    return claim(session, slot, uint32_t(getpid()), tid ? tid : uint32_t(gettid()), own_start_ticks());
+  static TestRing claim_self(abi::SessionHeader* session, uint32_t slot, uint32_t tid = 0, bool wake = true) {
+    return claim(session, slot, uint32_t(getpid()), tid ? tid : uint32_t(gettid()), own_start_ticks(), wake);
   }
 
   bool valid() const { return header != nullptr; }
