@@ -113,7 +113,7 @@ TracedResult run_traced(const Paths& paths, long calls, const std::string& api, 
   cutrace::session::Session session;
   cutrace::session::Options options;
   options.clock = cutrace::session::choose_clock();
-  options.capture_enabled = capture;
+  options.trace_domains = capture ? cutrace::abi::kCudaDomains : 0;
   options.slot_count = 4;
   // The default ring, drained by a real recorder as in any run: the rings' pages are touched once and
   // then reused. Records the recorder could not keep up with show as dropped in the summary line.

@@ -101,6 +101,7 @@ void on_fork_child() {
   ThreadState& ts = t_thread;
   ts.producer = ring::Producer{};
   ts.depth = 0;
+  ts.domains = 0;
   ts.in_tracer = 0;
   g_process_announced.store(false, std::memory_order_relaxed);
   g_process_start_ticks = 0;
@@ -239,7 +240,7 @@ bool prepare_thread(ThreadState& ts) {
     char name[17] = {};
     if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0) emit_string(ts, abi::StringKind::kThreadName, 0, name, strlen(name));
     if (first_in_process) announce_process(ts);
-  } else if (g_session->capture_enabled.load(std::memory_order_relaxed)) {
+  } else if (g_session->capture_domains.load(std::memory_order_relaxed)) {
     // Every slot is taken: this call's record is lost, and counted so the loss is reported.
     g_session->lost_no_slot.fetch_add(1, std::memory_order_relaxed);
   }

@@ -8,8 +8,9 @@
 //     Fn real = cutrace::preload::real_function<Fn>(kApi_cudaMalloc);
 //     if (!real) return cudaErrorNotSupported;           // from the annotations
 //     auto& ts = cutrace::preload::t_thread;
-//     if (!cutrace::preload::should_record(ts)) return real(devPtr, size);
-//     cutrace::preload::CallScope scope(ts);
+//     constexpr uint32_t domain = cutrace::abi::domain_bit(cutrace::abi::ApiDomain::kCudaRuntime);
+//     if (!cutrace::preload::should_record(ts, domain)) return real(devPtr, size);
+//     cutrace::preload::CallScope scope(ts, domain);
 //     cudaError_t result = real(devPtr, size);
 //     scope.finish();
 //     uint64_t args[2] = {uint64_t(size), devPtr ? uint64_t(*devPtr) : 0};
@@ -38,7 +39,8 @@ namespace cutrace::preload {
 
 struct ThreadState {
   ring::Producer producer;  // producer.header == nullptr until this thread has claimed a ring
-  uint32_t depth;           // intercepted calls in progress on this thread
+  uint32_t depth;           // recorded calls in progress on this thread
+  uint32_t domains;         // abi::domain_bit() of every recorded call in progress on this thread
   uint32_t in_tracer;       // > 0 while the tracer itself runs: its own calls are never recorded
 };
 
@@ -76,18 +78,18 @@ __attribute__((always_inline)) inline uint64_t now() {
 }
 
 // The "capturing?" test of every call: a TLS load, and for threads with a ring one relaxed load of the
-// session's capture flag.
-__attribute__((always_inline)) inline bool should_record(ThreadState& ts) {
+// session's capture word, tested for the call's own domain (a domain `-t` left out costs the same).
+__attribute__((always_inline)) inline bool should_record(ThreadState& ts, uint32_t domain) {
   if (CUTRACE_UNLIKELY(ts.producer.header == nullptr) && !prepare_thread(ts)) return false;
-  return g_session->capture_enabled.load(std::memory_order_relaxed) != 0 && ts.in_tracer == 0;
+  return (g_session->capture_domains.load(std::memory_order_relaxed) & domain) != 0 && ts.in_tracer == 0;
 }
 
 // For calls whose records the tools need even while capture is off (kernel registration): records
-// whenever there is a ring, flagging the record when capture was off.
-inline bool should_record_always(ThreadState& ts, uint8_t& flags) {
+// whenever there is a ring, flagging the record when its domain was not being captured.
+inline bool should_record_always(ThreadState& ts, uint32_t domain, uint8_t& flags) {
   if (CUTRACE_UNLIKELY(ts.producer.header == nullptr) && !prepare_thread(ts)) return false;
   if (ts.in_tracer) return false;
-  if (g_session->capture_enabled.load(std::memory_order_relaxed) == 0) flags |= abi::kCallFlagOutsideCapture;
+  if ((g_session->capture_domains.load(std::memory_order_relaxed) & domain) == 0) flags |= abi::kCallFlagOutsideCapture;
   return true;
 }
 
@@ -114,10 +116,15 @@ class CallScope {
  public:
   // always_inline: the generated file holds hundreds of wrappers, enough to exhaust the compiler's
   // inlining budget, and a call here would add to every recorded call.
-  __attribute__((always_inline)) explicit CallScope(ThreadState& ts) : ts_(ts), depth_(ts.depth++) { begin_ = now(); }
+  __attribute__((always_inline)) CallScope(ThreadState& ts, uint32_t domain)
+      : ts_(ts), depth_(ts.depth++), outer_domains_(ts.domains) {
+    ts.domains = outer_domains_ | domain;
+    begin_ = now();
+  }
   __attribute__((always_inline)) inline void finish() {
     end_ = now();
     --ts_.depth;
+    ts_.domains = outer_domains_;
   }
   __attribute__((always_inline)) inline void emit(uint32_t api_id, uint64_t result, uint8_t flags, const uint64_t* args, uint32_t arg_count) {
     const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8u * arg_count;
@@ -130,7 +137,8 @@ class CallScope {
       r->begin = begin_;
       r->end = end_;
       r->result = result;
-      r->depth = uint16_t(depth_);
+      r->depth = uint8_t(depth_ < 255 ? depth_ : 255);
+      r->outer_domains = uint8_t(outer_domains_);
       r->arg_count = uint8_t(arg_count);
       r->flags = flags;
       r->correlation = 0;
@@ -142,6 +150,7 @@ class CallScope {
  private:
   ThreadState& ts_;
   uint32_t depth_;
+  uint32_t outer_domains_;
   uint64_t begin_ = 0, end_ = 0;
 };
 

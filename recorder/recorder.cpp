@@ -303,6 +303,9 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       remember_kernel_name(record);
       codec::encode(codec_, record, bytes, batch_cursors_);
       break;
+    case abi::RecordKind::kModuleMap:
+      codec::encode(codec_, record, bytes, batch_cursors_);
+      break;
     default:
       // ring::record_well_formed admits only the kinds above; anything else is not ours to write.
       ++threads_[batch_thread_].records_malformed;
@@ -314,12 +317,15 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
 void Recorder::set_api_table(const ApiInfo* table, uint32_t count) {
   naming_args_.assign(count, {-1, -1});
   for (uint32_t id = 0; id < count; ++id) {
-    int handle = -1, stub = -1;
-    for (uint32_t a = 0; a < table[id].arg_count && a < abi::kMaxApiArgs; ++a) {
-      if (table[id].args[a].format == abi::ArgFormat::kKernelHandle && handle < 0) handle = int(a);
-      if (table[id].args[a].format == abi::ArgFormat::kKernelStub && stub < 0) stub = int(a);
+    int derived = -1, from = -1;
+    for (uint32_t a = 0; table[id].args && a < table[id].arg_count && a < abi::kMaxApiArgs; ++a) {
+      const abi::ArgFormat f = table[id].args[a].format;
+      if (f != abi::ArgFormat::kKernelHandle && f != abi::ArgFormat::kKernelStub && f != abi::ArgFormat::kFunction)
+        continue;
+      int& slot = table[id].args[a].flags & format::kArgFlagOut ? derived : from;
+      if (slot < 0) slot = int(a);
     }
-    if (handle >= 0 && stub >= 0) naming_args_[id] = {int8_t(handle), int8_t(stub)};
+    if (derived >= 0 && from >= 0) naming_args_[id] = {int8_t(derived), int8_t(from)};
   }
 }
 
@@ -337,13 +343,13 @@ void Recorder::remember_kernel_handle(const uint8_t* record) {
   abi::ApiCallRecord r;
   std::memcpy(&r, record, sizeof r);
   if (r.header.aux >= naming_args_.size()) return;
-  const auto [handle_arg, stub_arg] = naming_args_[r.header.aux];
-  if (handle_arg < 0 || handle_arg >= r.arg_count || stub_arg >= r.arg_count) return;
+  const auto [derived_arg, from_arg] = naming_args_[r.header.aux];
+  if (derived_arg < 0 || derived_arg >= r.arg_count || from_arg >= r.arg_count) return;
   uint64_t handle, stub;
-  std::memcpy(&handle, record + sizeof r + 8 * size_t(handle_arg), 8);
-  std::memcpy(&stub, record + sizeof r + 8 * size_t(stub_arg), 8);
-  // A failed __cudaGetKernel leaves its out-parameter at 0: nothing to learn from it.
-  if (!handle || !stub || kernel_name_bytes_ > kMaxKernelNameBytes) return;
+  std::memcpy(&handle, record + sizeof r + 8 * size_t(derived_arg), 8);
+  std::memcpy(&stub, record + sizeof r + 8 * size_t(from_arg), 8);
+  // A failed call leaves its out-parameter at 0 (recorded as 0): nothing to learn from it.
+  if (!handle || !stub || handle == stub || kernel_name_bytes_ > kMaxKernelNameBytes) return;
   if (kernels_[kernels_of_thread_[batch_thread_]].handles.emplace(handle, stub).second) kernel_name_bytes_ += 32;
 }
 

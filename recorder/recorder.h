@@ -112,8 +112,9 @@ class Recorder {
   // The kEnd key/values: totals, end times, final clock calibration, CUDA runtime seen.
   trace::KeyValues summary() const;
 
-  // The api table the producers write ids of: calls with both a kKernelHandle and a kKernelStub
-  // argument (__cudaGetKernel) tell which kernel a handle names. Without it no handle is learned.
+  // The api table the producers write ids of: a call with an out-argument that names a kernel and an
+  // in-argument that names one (__cudaGetKernel, cuKernelGetFunction) tells which kernel a handle
+  // names. Without it no handle is learned.
   void set_api_table(const ApiInfo* table, uint32_t count);
   // Every kernel name and handle seen so far, per process instance, for the kNames chunk; sorted so
   // that the same run gives the same file.
@@ -166,8 +167,8 @@ class Recorder {
   struct ProcessKernels {
     uint32_t pid = 0;
     uint64_t start_ticks = 0;
-    std::unordered_map<uint64_t, std::string> kernels;  // stub -> mangled name
-    std::unordered_map<uint64_t, uint64_t> handles;     // handle -> stub
+    std::unordered_map<uint64_t, std::string> kernels;  // stub or driver handle -> mangled name
+    std::unordered_map<uint64_t, uint64_t> handles;     // handle -> the stub or handle it derives from
   };
   void remember_kernel_name(const uint8_t* record);
   void remember_kernel_handle(const uint8_t* record);
@@ -175,7 +176,8 @@ class Recorder {
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> kernels_index_;
   std::vector<uint32_t> kernels_of_thread_;  // thread_index -> index into kernels_
   uint64_t kernel_name_bytes_ = 0;           // bounded: ring contents are untrusted
-  // Per api id: the argument slots of a handle and a stub (-1 when the call has not both).
+  // Per api id: the slots of an out-argument that names a kernel and of the in-argument it derives
+  // from (__cudaGetKernel, cuKernelGetFunction); -1 when the call has not both.
   std::vector<std::pair<int8_t, int8_t>> naming_args_;
 
   std::unique_ptr<uint8_t[]> scratch_, batch_structure_, batch_times_;

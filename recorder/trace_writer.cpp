@@ -302,18 +302,25 @@ bool TraceWriter::write_api_table(const ApiInfo* table, uint32_t count) {
     append_pod(payload, uint8_t(api.api_class));
     append_pod(payload, api.args ? api.arg_count : uint8_t(0));
     append_pod(payload, uint8_t(api.result_kind));
-    const uint8_t reserved[3] = {};
-    append_bytes(payload, reserved, sizeof reserved);
+    append_pod(payload, api.flags);
+    append_pod(payload, uint16_t(0));
     append_pod(payload, name_bytes);
     append_bytes(payload, api.name, name_bytes);
+    const uint32_t display_bytes = uint32_t(safe_strlen(api.display_name));
+    append_pod(payload, display_bytes);
+    append_bytes(payload, api.display_name, display_bytes);
+    auto append_short_string = [&payload](const char* text) {
+      size_t bytes = safe_strlen(text);
+      if (bytes > UINT16_MAX) bytes = UINT16_MAX;
+      append_pod(payload, uint16_t(bytes));
+      append_bytes(payload, text, bytes);
+    };
     for (uint32_t a = 0; api.args && a < api.arg_count; ++a) {
       const ApiArgInfo& arg = api.args[a];
-      size_t arg_name_bytes = safe_strlen(arg.name);
-      if (arg_name_bytes > UINT16_MAX) arg_name_bytes = UINT16_MAX;
       append_pod(payload, uint8_t(arg.format));
-      append_pod(payload, uint8_t(0));
-      append_pod(payload, uint16_t(arg_name_bytes));
-      append_bytes(payload, arg.name, arg_name_bytes);
+      append_pod(payload, arg.flags);
+      append_short_string(arg.name);
+      append_short_string(arg.type_name);
     }
   }
   return write_chunk(format::ChunkType::kApiTable, payload);

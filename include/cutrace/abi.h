@@ -21,7 +21,7 @@ namespace cutrace::abi {
 
 // Bumped whenever any layout in this header changes; a shim and a recorder of different versions
 // refuse to talk to each other rather than misread records.
-inline constexpr uint32_t kAbiVersion = 2;
+inline constexpr uint32_t kAbiVersion = 3;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
 
@@ -56,7 +56,7 @@ enum class RecordKind : uint16_t {
   kThreadStart = 4,  // ThreadStartRecord: first record of every claimed ring
   // Reserved for what follows the core (kept here so kinds never get renumbered):
   kBacktrace = 5,      // variable-length list of return addresses for the preceding call
-  kModuleMap = 6,      // a loaded object: base, size, build-id, path
+  kModuleMap = 6,      // ModuleRecord: a loaded object (path, load bias, text range, build-id, flags)
   kNvtx = 7,           // NVTX push/pop/start/end/mark
   kGpuActivity = 8,    // a CUPTI activity record, re-encoded
   kCaptureState = 9,   // capture switched on or off (profiler API, NVTX range)
@@ -82,6 +82,13 @@ enum class ApiDomain : uint16_t {
   kOsRuntime = 7,
 };
 
+// One bit per domain: the session's capture word and ApiCallRecord::outer_domains are sets of domains.
+inline constexpr uint32_t domain_bit(ApiDomain d) { return 1u << uint32_t(d); }
+static_assert(uint32_t(ApiDomain::kOsRuntime) < 8, "ApiCallRecord::outer_domains holds one bit per domain");
+inline constexpr uint32_t kCudaDomains = domain_bit(ApiDomain::kCudaRuntime) | domain_bit(ApiDomain::kCudaDriver);
+inline constexpr uint32_t kCublasDomains = domain_bit(ApiDomain::kCublas) | domain_bit(ApiDomain::kCublasLt);
+inline constexpr uint32_t kCudnnDomains = domain_bit(ApiDomain::kCudnn);
+
 // Backtrace classes, as in `--cudabacktrace kernel|memory|sync|other`.
 enum class ApiClass : uint8_t { kOther = 0, kSync = 1, kMemory = 2, kKernel = 3 };
 
@@ -98,6 +105,10 @@ enum class ArgFormat : uint8_t {
   kKernelHandle = 8, // a cudaKernel_t, named through the __cudaGetKernel call that returned it
   kDim3 = 9,         // x in bits 0-31, y in bits 32-47, z in bits 48-63 (y and z saturate at 65535)
   kFlags = 10,       // printed as hex
+  // A driver function or kernel (CUfunction, CUkernel, cudaFunction_t), named through the kKernelName
+  // string keyed by the handle, or through a call that derives it from another kernel identity.
+  kFunction = 11,
+  kEnum = 12,        // a C enum, printed by the enumerator names of ApiArgInfo::type_name
 };
 
 inline constexpr uint32_t kMaxApiArgs = 12;
@@ -109,22 +120,31 @@ inline constexpr uint8_t kCallFlagNoResult = 2;         // the function returns 
 // __cudaGetKernel); reports of timed calls leave such records out.
 inline constexpr uint8_t kCallFlagOutsideCapture = 4;
 
+// A call made inside another recorded call (a runtime call's driver calls, cuDNN's cuBLAS calls) is
+// recorded too, one level deeper, and written before its parent: records of a thread are in the order
+// the calls ended. Its parent is the next record of the same thread one level up. outer_domains says,
+// without looking ahead, which domains the calls around it belong to, so that a report can count a
+// driver call the program made and leave out one the runtime made for it.
 struct ApiCallRecord {
-  RecordHeader header;  // kind = kApiCall, aux = api id (index into the ApiTable of the trace)
-  uint64_t begin;       // ring: ClockKind units; file: see format.h (delta-encoded)
-  uint64_t end;         // ring: ClockKind units; file: duration in ns
-  uint64_t result;      // the return value, sign-extended for error enums
-  uint16_t depth;       // nesting depth of intercepted calls on this thread (0 = outermost)
-  uint8_t arg_count;    // slots that follow
-  uint8_t flags;        // kCallFlag*
-  uint32_t correlation; // reserved for CUPTI correlation ids; 0 today
-  uint64_t args[];      // arg_count slots, meaning given by the ApiTable entry
+  RecordHeader header;    // kind = kApiCall, aux = api id (index into the ApiTable of the trace)
+  uint64_t begin;         // ring: ClockKind units; file: see format.h (delta-encoded)
+  uint64_t end;           // ring: ClockKind units; file: duration in ns
+  uint64_t result;        // the return value, sign-extended for error enums
+  uint8_t depth;          // recorded calls around this one on its thread (0 = outermost); saturates at 255
+  uint8_t outer_domains;  // domain_bit() of every recorded call around this one
+  uint8_t arg_count;      // slots that follow
+  uint8_t flags;          // kCallFlag*
+  uint32_t correlation;   // reserved for CUPTI correlation ids; 0 today
+  uint64_t args[];        // arg_count slots, meaning given by the ApiTable entry
 };
 static_assert(sizeof(ApiCallRecord) == 40);
 static_assert(offsetof(ApiCallRecord, begin) == 8 && offsetof(ApiCallRecord, end) == 16);
+static_assert(offsetof(ApiCallRecord, arg_count) == 34);
 
 enum class StringKind : uint32_t {
-  kKernelName = 1,     // key = host stub address (from __cudaRegisterFunction), text = mangled name
+  // key = what a launch names its kernel by: a host stub (__cudaRegisterFunction) or a driver handle
+  // (CUfunction, CUkernel: cuModuleGetFunction, cuLibraryGetKernel, cuFuncGetName); text = mangled name
+  kKernelName = 1,
   kThreadName = 2,     // key = 0, text = the thread's name (prctl PR_GET_NAME) at claim time
   kProcessCommand = 3, // key = 0, text = /proc/self/cmdline with NULs turned into spaces
   kProcessExe = 4,     // key = 0, text = the executable path
@@ -155,6 +175,32 @@ struct ThreadStartRecord {
   uint32_t flags;       // kThreadFlag*
 };
 static_assert(sizeof(ThreadStartRecord) == 32);
+
+// A loaded object of the process, sent when the process first claims a ring and whenever the shim
+// finds the set of loaded objects changed (it looks after dlsym and driver lookups, and at exit).
+// aux = ModuleEvent.
+enum class ModuleEvent : uint32_t { kLoaded = 1 };
+
+inline constexpr uint32_t kModuleFlagMainProgram = 1;  // the executable itself
+inline constexpr uint32_t kModuleFlagDeviceCode = 2;   // carries GPU code (an .nv_fatbin section)
+inline constexpr uint32_t kModuleFlagNeedsCudart = 4;  // lists a libcudart.so.* in DT_NEEDED
+inline constexpr uint32_t kMaxBuildIdBytes = 32;
+
+struct ModuleRecord {
+  RecordHeader header;   // kind = kModuleMap, aux = ModuleEvent
+  uint64_t base;         // load bias (dl_iterate_phdr's dlpi_addr)
+  uint64_t text_start;   // the executable PT_LOAD range, load bias applied; 0, 0 when there is none
+  uint64_t text_end;
+  uint32_t flags;        // kModuleFlag*
+  uint8_t build_id_bytes;  // GNU build-id length (0 when the object has none), at most kMaxBuildIdBytes
+  uint8_t reserved[3];
+  uint8_t build_id[kMaxBuildIdBytes];
+  uint32_t path_bytes;   // bytes of path, no terminator; header.size covers it rounded up to 8
+  uint32_t reserved2;
+  char path[];
+};
+static_assert(sizeof(ModuleRecord) == 80);
+inline constexpr uint32_t kMaxModulePathBytes = kMaxRecordBytes - sizeof(ModuleRecord);
 
 inline constexpr uint32_t align_record(uint32_t bytes) {
   return (bytes + kRecordAlign - 1) & ~(kRecordAlign - 1);
@@ -213,10 +259,12 @@ struct alignas(64) SessionHeader {
   uint32_t clock_kind;             // ClockKind
   uint32_t on_full;                // OnFull
   uint32_t launcher_pid;
-  uint32_t reserved0;
+  uint32_t trace_domains;          // domain_bit() of every domain `-t` selected
 
   // --- read on every intercepted call: its own cache line ---
-  alignas(64) std::atomic<uint32_t> capture_enabled;  // 0 = calls pass through unrecorded
+  // The domains recorded now: trace_domains while capturing, 0 while not. A wrapper tests its own
+  // domain's bit, so a domain not selected costs the same one load as capture being off.
+  alignas(64) std::atomic<uint32_t> capture_domains;
   uint8_t capture_pad[60];
 
   // --- rarely written, shared by all producers ---
@@ -232,7 +280,7 @@ struct alignas(64) SessionHeader {
   uint8_t shared_pad[24];
 };
 static_assert(sizeof(SessionHeader) == 192);
-static_assert(offsetof(SessionHeader, capture_enabled) == 64);
+static_assert(offsetof(SessionHeader, capture_domains) == 64);
 
 // Ends the recorder's nap on SessionHeader::recorder_wake. A system call: for slow paths only. Leaves
 // errno alone, as it runs inside the program's calls. Not FUTEX_PRIVATE_FLAG: the recorder is another

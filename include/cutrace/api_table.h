@@ -13,6 +13,8 @@ namespace cutrace {
 struct ApiArgInfo {
   const char* name;
   abi::ArgFormat format;
+  uint8_t flags = 0;                // format::kArgFlag*
+  const char* type_name = nullptr;  // the parameter's C type for kEnum (e.g. "cublasOperation_t")
 };
 
 struct ApiInfo {
@@ -23,6 +25,10 @@ struct ApiInfo {
   format::ResultKind result_kind;
   uint8_t arg_count;
   const ApiArgInfo* args;
+  // The name reports show, where users know the call by another name than its entry point
+  // (__cudaLaunchKernel is the <<<>>> launch, cudaLaunchKernel to nsys users); nullptr: `name`.
+  const char* display_name = nullptr;
+  uint8_t flags = 0;           // format::kApiFlag*
 };
 
 extern const ApiInfo kApiTable[];

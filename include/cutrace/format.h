@@ -17,7 +17,7 @@
 namespace cutrace::format {
 
 inline constexpr char kFileMagic[8] = {'C', 'U', 'T', 'R', 'A', 'C', 'E', '\x01'};
-inline constexpr uint32_t kFormatVersion = 3;
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr uint32_t kChunkMagic = 0x4b434354u;  // "CTCK"
 inline constexpr const char* kFileExtension = ".cutrace";
 // A chunk never decompresses to more than this; readers reject larger claims before allocating.
@@ -69,9 +69,17 @@ inline uint32_t chunk_header_check(const ChunkHeader& c) { return fnv1a32(&c, of
 
 // --- kApiTable payload: u32 entry_count, then entries ---
 //   u32 api_id, u16 domain (abi::ApiDomain), u8 api_class (abi::ApiClass), u8 arg_count,
-//   u8 result_kind (ResultKind), u8 reserved[3], u32 name_bytes, name,
-//   then arg_count times: u8 format (abi::ArgFormat), u8 reserved, u16 name_bytes, name
+//   u8 result_kind (ResultKind), u8 flags (kApiFlag*), u16 reserved, u32 name_bytes, name,
+//   u32 display_bytes, display name (0 bytes: the same as name),
+//   then arg_count times: u8 format (abi::ArgFormat), u8 flags (kArgFlag*), u16 name_bytes, name,
+//   u16 type_bytes, type name (the C type of a kEnum argument; 0 bytes otherwise)
 enum class ResultKind : uint8_t { kErrorCode = 0, kPointer = 1, kVoid = 2, kUnsigned = 3 };
+
+// The runtime's own plumbing (kernel registration, the <<<>>> call configuration): reports and
+// exports leave it out unless asked, as nsys does; the records stay in the trace.
+inline constexpr uint8_t kApiFlagInternal = 1;
+// The argument is an out-parameter, recorded as the value the call wrote.
+inline constexpr uint8_t kArgFlagOut = 1;
 
 // --- kEvents payload: repeated blocks ---
 enum class BlockType : uint32_t {

@@ -22,7 +22,7 @@
 //   api call, structure: u8 tag = 0x80 | changes (kChange* bits below; bit 6 is reserved, 0),
 //              varint api_id, then, each only when its bit is set, in this order:
 //                kChangeResult       zigzag int64(result)
-//                kChangeDepth        varint depth
+//                kChangeDepth        varint depth, u8 outer_domains (they change together)
 //                kChangeFlags        u8 flags
 //                kChangeCorrelation  zigzag (correlation - predicted), predicted = previous call's
 //                                    correlation + 1, or 0 when that was 0
@@ -30,7 +30,7 @@
 //                kChangeArgs         varint mask of the arguments that changed (bit i: argument i),
 //                                    then per set bit, lowest first: zigzag (arg - previous)
 //              A clear bit means: as in the previous call of this api_id in the block (result, depth,
-//              flags, arg_count, duration and every argument start at 0 for a function's first call;
+//              outer_domains, flags, arg_count, duration and every argument start at 0 for a function's first call;
 //              api ids >= kHistoryApis have no history and always compare against 0).
 //   api call, times: zigzag (begin - previous call's end in the block, 0 for the first),
 //              zigzag (duration - previous duration of this api_id), duration = end - begin
@@ -94,7 +94,8 @@ struct CallHistory {
   uint64_t generation = 0;
   uint64_t result = 0;
   uint64_t duration = 0;
-  uint16_t depth = 0;
+  uint8_t depth = 0;
+  uint8_t outer_domains = 0;
   uint8_t flags = 0;
   uint8_t arg_count = 0;
   std::array<uint64_t, abi::kMaxApiArgs> args{};
@@ -181,10 +182,12 @@ inline void encode_call(BlockState& state, const uint8_t* record, uint64_t begin
     out = put_varint(out, zigzag(int64_t(r.result)));
     prev.result = r.result;
   }
-  if (r.depth != prev.depth) {
+  if (r.depth != prev.depth || r.outer_domains != prev.outer_domains) {
     changes |= kChangeDepth;
     out = put_varint(out, r.depth);
+    *out++ = r.outer_domains;
     prev.depth = r.depth;
+    prev.outer_domains = r.outer_domains;
   }
   if (r.flags != prev.flags) {
     changes |= kChangeFlags;
@@ -296,8 +299,9 @@ inline uint32_t decode(BlockState& state, BlockInput& in, uint8_t* record) {
     prev.result = uint64_t(unzigzag(v));
   }
   if (tag & kChangeDepth) {
-    if (!get_varint(p, end, v) || v > UINT16_MAX) return 0;
-    prev.depth = uint16_t(v);
+    if (!get_varint(p, end, v) || v > UINT8_MAX || p == end) return 0;
+    prev.depth = uint8_t(v);
+    prev.outer_domains = *p++;
   }
   if (tag & kChangeFlags) {
     if (p == end) return 0;
@@ -333,6 +337,7 @@ inline uint32_t decode(BlockState& state, BlockInput& in, uint8_t* record) {
   state.prev_end() = r.end;
   r.result = prev.result;
   r.depth = prev.depth;
+  r.outer_domains = prev.outer_domains;
   r.flags = prev.flags;
   r.arg_count = prev.arg_count;
   r.correlation = correlation;

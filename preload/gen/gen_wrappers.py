@@ -1011,7 +1011,8 @@ def emit_table(apis: list[Api]) -> str:
            "namespace cutrace {\nnamespace {\n\n"]
     for a in apis:
         if a.proto is not None and a.spec and a.spec.args:
-            items = ", ".join(f"{{{c_string(x.label)}, abi::ArgFormat::{ARG_FORMATS[x.fmt]}}}" for x in a.spec.args)
+            items = ", ".join(f"{{{c_string(x.label)}, abi::ArgFormat::{ARG_FORMATS[x.fmt]}, "
+                              f"{'format::kArgFlagOut' if x.out else '0'}, nullptr}}" for x in a.spec.args)
             out.append(f"constexpr ApiArgInfo kArgs_{a.name}[] = {{{items}}};\n")
     out.append("\n}  // namespace\n\nconst ApiInfo kApiTable[] = {\n")
     for a in apis:
@@ -1028,7 +1029,8 @@ def emit_table(apis: list[Api]) -> str:
                 if a.spec.args:
                     nargs, args = len(a.spec.args), f"kArgs_{a.name}"
         out.append(f"    {{{c_string(a.name)}, {c_string(lib.soname)}, abi::ApiDomain::{DOMAINS[lib.domain]}, "
-                   f"abi::ApiClass::{CLASSES[api_class]}, format::ResultKind::{result_kind}, {nargs}, {args}}},\n")
+                   f"abi::ApiClass::{CLASSES[api_class]}, format::ResultKind::{result_kind}, {nargs}, {args}, "
+                   f"nullptr, 0}},\n")
     out.append("};\n\nconst uint32_t kApiTableSize = sizeof(kApiTable) / sizeof(kApiTable[0]);\n")
     out.append("static_assert(sizeof(kApiTable) / sizeof(kApiTable[0]) == kApiCount);\n\n}  // namespace cutrace\n")
     return "".join(out)
@@ -1192,12 +1194,13 @@ def emit_wrapper(api: Api) -> str:
          f"  CutraceFn cutrace_real = cutrace::preload::real_function<CutraceFn>({api_id});\n",
          f"  if (CUTRACE_UNLIKELY(!cutrace_real)) return{'' if is_void else ' ' + missing};\n",
          "  auto& cutrace_ts = cutrace::preload::t_thread;\n"]
+    domain = f"cutrace::abi::domain_bit(cutrace::abi::ApiDomain::{DOMAINS[lib.domain]})"
     if spec and spec.record_always:
         b.append(f"  uint8_t cutrace_flags = {flags};\n")
-        test = "cutrace::preload::should_record_always(cutrace_ts, cutrace_flags)"
+        test = f"cutrace::preload::should_record_always(cutrace_ts, {domain}, cutrace_flags)"
         flags = "cutrace_flags"
     else:
-        test = "cutrace::preload::should_record(cutrace_ts)"
+        test = f"cutrace::preload::should_record(cutrace_ts, {domain})"
     real_call = f"cutrace_real({call})"
     if hook:
         # The hook runs whether or not the call is recorded, and leaves errno as the real call left it.
@@ -1208,7 +1211,7 @@ def emit_wrapper(api: Api) -> str:
         b.append("  }\n")
     else:
         b.append(f"  if (!{test}) return {real_call};\n")
-    b.append("  cutrace::preload::CallScope cutrace_scope(cutrace_ts);\n")
+    b.append(f"  cutrace::preload::CallScope cutrace_scope(cutrace_ts, {domain});\n")
     b.append(f"  {real_call};\n" if is_void else f"  auto cutrace_result = {real_call};\n")
     b.append("  cutrace_scope.finish();\n")
     if hook:

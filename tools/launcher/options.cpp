@@ -129,10 +129,22 @@ constexpr Unsupported kUnsupported[] = {
     {0, "el1-sampling-config", nullptr},
 };
 
-// -t values nsys knows. Only "cuda" and "none" are implemented; the rest are refused by name.
+// -t values cutrace records, with the domains each selects. As in nsys, tracing a CUDA library also
+// traces CUDA itself.
+struct TraceValue {
+  const char* name;
+  uint32_t domains;
+};
+constexpr TraceValue kTraceValues[] = {
+    {"cuda", abi::kCudaDomains},
+    {"cublas", abi::kCublasDomains | abi::kCudaDomains},
+    {"cudnn", abi::kCudnnDomains | abi::kCudaDomains},
+};
+
+// -t values nsys knows that cutrace does not record yet; refused by name.
 // clang-format off
 constexpr const char* kKnownTraceValues[] = {
-    "nvtx", "osrt", "cublas", "cublas-verbose", "cudnn", "cusolver", "cusolver-verbose", "cusparse",
+    "nvtx", "osrt", "cublas-verbose", "cusolver", "cusolver-verbose", "cusparse",
     "cusparse-verbose", "mpi", "nccl", "ucx", "oshmem", "openacc", "openmp", "opengl", "opengl-annotations",
     "vulkan", "vulkan-annotations", "nvvideo", "python-gil", "gds", "syscall", "dx11", "dx12", "dx12-annotations",
     "wddm", "tegra-accelerators", "nvmedia",
@@ -201,7 +213,9 @@ const Unsupported* find_unsupported(const Word& w) {
 }
 
 bool parse_trace_list(const std::string& spelled, const std::string& list, ProfileOptions* options, UsageError* error) {
-  bool cuda = false, none = false;
+  uint32_t domains = 0;
+  bool any = false, none = false;
+  std::string refused;  // every value not recorded yet, so that one message names them all
   size_t start = 0;
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
@@ -209,33 +223,43 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
     std::string value = list.substr(start, comma - start);
     start = comma + 1;
     if (value.empty()) continue;
-    if (equals_ignoring_case(value, "cuda")) {
-      cuda = true;
-      continue;
-    }
     if (equals_ignoring_case(value, "none")) {
       none = true;
       continue;
     }
-    for (const char* known : kKnownTraceValues) {
-      if (equals_ignoring_case(value, known)) {
-        *error = usage(spelled + " " + value + " is not supported yet by cutrace; use " + spelled + " cuda");
-        return false;
+    bool found = false;
+    for (const TraceValue& t : kTraceValues) {
+      if (equals_ignoring_case(value, t.name)) {
+        domains |= t.domains;
+        any = found = true;
       }
     }
-    *error = usage("unknown " + spelled + " value '" + value + "'; cutrace traces cuda (" + spelled + " cuda)");
+    if (found) continue;
+    bool known = false;
+    for (const char* k : kKnownTraceValues) known = known || equals_ignoring_case(value, k);
+    if (!known) {
+      *error = usage("unknown " + spelled + " value '" + value + "'; cutrace traces cuda, cublas and cudnn (" +
+                     spelled + " cuda,cublas,cudnn)");
+      return false;
+    }
+    refused += (refused.empty() ? "" : ",") + value;
+  }
+  if (!refused.empty()) {
+    *error = usage(spelled + " " + refused + (refused.find(',') == std::string::npos ? " is" : " are") +
+                   " not supported yet by cutrace; leave " + (refused.find(',') == std::string::npos ? "it" : "them") +
+                   " out (cutrace traces cuda, cublas and cudnn)");
     return false;
   }
-  if (!cuda && !none) {
+  if (!any && !none) {
     *error = usage("option '" + spelled + "' needs a value such as cuda");
     return false;
   }
-  if (cuda && none) {
+  if (any && none) {
     *error =
         usage(spelled + " none cannot be combined with other values; use " + spelled + " cuda or " + spelled + " none");
     return false;
   }
-  options->trace_cuda = cuda;
+  options->trace_domains = domains;
   return true;
 }
 
@@ -440,7 +464,11 @@ options:
                               false writes the command's stdout and stderr to files named after
                               the trace (NAME.stdout, NAME.stderr) instead of the terminal
                               (default true)
-  -t, --trace cuda|none       what to record (default cuda); none runs the command with recording off
+  -t, --trace cuda,cublas,cudnn|none
+                              what to record, comma-separated (default cuda): cuda is the CUDA
+                              runtime and driver, cublas adds cuBLAS and cuBLASLt, cudnn adds cuDNN
+                              (each of those also records cuda); none runs the command with
+                              recording off
   -x, --stop-on-exit true     stop when the command exits (the only mode cutrace has)
       --stats true|false      print the cuda_api_sum table after the run (default false)
       --ring-size BYTES       per-thread ring size, a power of two (default 16M, halved down to

@@ -20,7 +20,9 @@ struct ProfileOptions {
   bool force_overwrite = false;
   bool show_output = true;
   bool stats = false;
-  bool trace_cuda = true;  // false for `-t none`: the program runs under the session with capture off
+  // abi::domain_bit() of each domain `-t` selected; 0 for `-t none` (the program runs under the
+  // session with capture off).
+  uint32_t trace_domains = abi::kCudaDomains;
   uint32_t ring_bytes = abi::kDefaultRingBytes;
   bool ring_bytes_given = false;  // --ring-size was given: the session must not shrink the rings
   uint32_t ring_slots = abi::kDefaultSlotCount;

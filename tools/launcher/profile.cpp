@@ -181,7 +181,7 @@ int run(const ProfileOptions& options) {
   session_options.ring_bytes = options.ring_bytes;
   if (!options.ring_bytes_given) session_options.min_ring_bytes = abi::kSmallestDefaultRingBytes;
   session_options.clock = session::choose_clock();
-  session_options.capture_enabled = options.trace_cuda;
+  session_options.trace_domains = options.trace_domains;
   session::Session session;  // its destructor removes the shared memory on every way out
   std::string why;
   if (!session.create(session_options, &why))

@@ -114,6 +114,14 @@ const char* check_record(const uint8_t* p, size_t left) {
     case abi::RecordKind::kThreadStart:
       if (h.size < sizeof(abi::ThreadStartRecord)) return "a thread start record is too short";
       return nullptr;
+    case abi::RecordKind::kModuleMap: {
+      if (h.size < sizeof(abi::ModuleRecord)) return "a module record is too short";
+      uint32_t length = load<uint32_t>(p + offsetof(abi::ModuleRecord, path_bytes));
+      if (length > h.size - sizeof(abi::ModuleRecord)) return "a module record is shorter than its path";
+      if (p[offsetof(abi::ModuleRecord, build_id_bytes)] > abi::kMaxBuildIdBytes)
+        return "a module record claims a build-id longer than its field";
+      return nullptr;
+    }
     default:
       return nullptr;  // kinds without a decoder here are passed on as raw records
   }
@@ -266,13 +274,13 @@ void TraceReader::add_kernel_names(std::vector<names::ProcessNames>& list) {
 }
 
 void TraceReader::apply_kernel_names(Process& p, const names::ProcessNames& n) {
-  for (const auto& [stub, mangled] : n.kernels) {
-    auto [it, added] = p.kernels_by_stub.try_emplace(stub);
+  for (const auto& [key, mangled] : n.kernels) {
+    auto [it, added] = p.kernel_names.try_emplace(key);
     if (!added) continue;
     it->second.mangled = mangled;
     it->second.demangled = demangle(mangled);
   }
-  for (const auto& [handle, stub] : n.handles) p.stub_by_handle.emplace(handle, stub);
+  for (const auto& [handle, key] : n.handles) p.kernel_aliases.emplace(handle, key);
 }
 
 const std::string* TraceReader::metadata_value(std::string_view key) const {
@@ -317,17 +325,18 @@ Thread* TraceReader::mutable_thread(uint32_t index) {
 }
 
 const KernelName* TraceReader::kernel(const Thread& t, abi::ArgFormat format, uint64_t value) const {
+  if (!names_kernel(format) || value == 0) return nullptr;
   const Process& p = processes_[t.process];
-  uint64_t stub = value;
-  if (format == abi::ArgFormat::kKernelHandle) {
-    auto h = p.stub_by_handle.find(value);
-    if (h == p.stub_by_handle.end()) return nullptr;
-    stub = h->second;
-  } else if (format != abi::ArgFormat::kKernelStub) {
-    return nullptr;
+  // A handle is named directly (cuModuleGetFunction) or through what it was derived from: a
+  // cudaKernel_t from its stub, a CUfunction from its CUkernel, which may itself come from a stub.
+  // The chain is short; the bound only guards against a cycle in an untrusted file.
+  for (int step = 0; step < 4; ++step) {
+    if (auto k = p.kernel_names.find(value); k != p.kernel_names.end()) return &k->second;
+    auto a = p.kernel_aliases.find(value);
+    if (a == p.kernel_aliases.end()) return nullptr;
+    value = a->second;
   }
-  auto k = p.kernels_by_stub.find(stub);
-  return k == p.kernels_by_stub.end() ? nullptr : &k->second;
+  return nullptr;
 }
 
 const KernelName* TraceReader::kernel_of(const ApiCall& call, const Thread& t) const {
@@ -584,25 +593,30 @@ bool TraceReader::parse_api_table() {
   for (uint32_t i = 0; i < count; ++i) {
     ApiSpec s;
     uint16_t domain;
-    uint8_t cls, argc, rk;
-    uint32_t name_bytes;
-    if (!c.u32(s.id) || !c.u16(domain) || !c.u8(cls) || !c.u8(argc) || !c.u8(rk) || !c.skip(3) ||
-        !c.u32(name_bytes) || !c.bytes(s.name, name_bytes))
+    uint8_t cls, argc, rk, flags;
+    uint32_t name_bytes, display_bytes;
+    if (!c.u32(s.id) || !c.u16(domain) || !c.u8(cls) || !c.u8(argc) || !c.u8(rk) || !c.u8(flags) || !c.skip(2) ||
+        !c.u32(name_bytes) || !c.bytes(s.name, name_bytes) || !c.u32(display_bytes) ||
+        !c.bytes(s.display_name, display_bytes))
       return chunk_error_ = "entry " + std::to_string(i) + " is cut off", false;
+    if (s.display_name.empty()) s.display_name = s.name;
+    s.internal = flags & format::kApiFlagInternal;
     s.domain = abi::ApiDomain(domain);
     s.api_class = abi::ApiClass(cls);
     s.result_kind = format::ResultKind(rk);
     s.known = true;
     for (uint8_t a = 0; a < argc; ++a) {
-      uint8_t fmt;
-      uint16_t nb;
+      uint8_t fmt, arg_flags;
+      uint16_t nb, tb;
       ApiArgSpec arg;
-      if (!c.u8(fmt) || !c.skip(1) || !c.u16(nb) || !c.bytes(arg.name, nb))
+      if (!c.u8(fmt) || !c.u8(arg_flags) || !c.u16(nb) || !c.bytes(arg.name, nb) || !c.u16(tb) ||
+          !c.bytes(arg.type_name, tb))
         return chunk_error_ = "the arguments of entry " + std::to_string(i) + " are cut off", false;
       arg.format = abi::ArgFormat(fmt);
-      if (arg.format == abi::ArgFormat::kKernelStub || arg.format == abi::ArgFormat::kKernelHandle) {
+      arg.out = arg_flags & format::kArgFlagOut;
+      if (names_kernel(arg.format)) {
         if (s.kernel_arg < 0) s.kernel_arg = a;
-        int& slot = arg.format == abi::ArgFormat::kKernelHandle ? s.handle_arg : s.stub_arg;
+        int& slot = arg.out ? s.alias_out_arg : s.alias_in_arg;
         if (slot < 0) slot = a;
       }
       s.args.push_back(std::move(arg));
@@ -611,7 +625,7 @@ bool TraceReader::parse_api_table() {
   }
   if (c.left()) return chunk_error_ = thousands(c.left()) + " bytes follow the last entry", false;
   for (auto& s : parsed) {
-    if (s.handle_arg < 0 || s.stub_arg < 0) s.handle_arg = s.stub_arg = -1;
+    if (s.alias_out_arg < 0 || s.alias_in_arg < 0) s.alias_out_arg = s.alias_in_arg = -1;
     ApiSpec& slot = apis_[s.id];  // replaces a placeholder or an earlier definition in place
     slot = std::move(s);
     if (slot.id < kDenseApiIds) {
@@ -736,13 +750,25 @@ bool TraceReader::validate_events() {
 void TraceReader::apply_call_names(Thread& t, const uint8_t* rec, uint32_t size) {
   (void)size;
   const ApiSpec* spec = find_api(load<uint32_t>(rec + offsetof(abi::RecordHeader, aux)));
-  if (!spec || spec->handle_arg < 0) return;
+  if (!spec || spec->alias_out_arg < 0) return;
   const uint8_t argc = rec[offsetof(abi::ApiCallRecord, arg_count)];
-  if (spec->handle_arg >= argc || spec->stub_arg >= argc) return;
-  const uint64_t handle = load<uint64_t>(rec + sizeof(abi::ApiCallRecord) + 8 * size_t(spec->handle_arg));
-  const uint64_t stub = load<uint64_t>(rec + sizeof(abi::ApiCallRecord) + 8 * size_t(spec->stub_arg));
-  // A failed __cudaGetKernel leaves its out-parameter at 0: nothing to learn from it.
-  if (handle && stub) processes_[t.process].stub_by_handle[handle] = stub;
+  if (spec->alias_out_arg >= argc || spec->alias_in_arg >= argc) return;
+  const uint64_t derived = load<uint64_t>(rec + sizeof(abi::ApiCallRecord) + 8 * size_t(spec->alias_out_arg));
+  const uint64_t from = load<uint64_t>(rec + sizeof(abi::ApiCallRecord) + 8 * size_t(spec->alias_in_arg));
+  // A failed call leaves its out-parameter at 0 (the wrappers record 0 then): nothing to learn from it.
+  if (derived && from && derived != from) processes_[t.process].kernel_aliases[derived] = from;
+}
+
+void TraceReader::apply_module(Thread& t, const uint8_t* rec) {
+  auto r = load<abi::ModuleRecord>(rec);
+  Module m;
+  m.base = r.base;
+  m.text_start = r.text_start;
+  m.text_end = r.text_end;
+  m.flags = r.flags;
+  m.build_id.assign(reinterpret_cast<const char*>(r.build_id), r.build_id_bytes);
+  m.path.assign(reinterpret_cast<const char*>(rec + sizeof(abi::ModuleRecord)), r.path_bytes);
+  processes_[t.process].modules.push_back(std::move(m));
 }
 
 void TraceReader::apply_events() {
@@ -775,8 +801,8 @@ void TraceReader::apply_events() {
           Process& proc = processes_[t.process];
           switch (abi::StringKind(h.aux)) {
             case abi::StringKind::kKernelName: {
-              uint64_t stub = load<uint64_t>(p + r + offsetof(abi::StringRecord, key));
-              KernelName& k = proc.kernels_by_stub[stub];
+              uint64_t key = load<uint64_t>(p + r + offsetof(abi::StringRecord, key));
+              KernelName& k = proc.kernel_names[key];
               k.mangled.assign(text);
               k.demangled = demangle(text);
               break;
@@ -791,6 +817,8 @@ void TraceReader::apply_events() {
           }
         } else if (abi::RecordKind(h.kind) == abi::RecordKind::kApiCall) {
           apply_call_names(t, p + r, h.size);
+        } else if (abi::RecordKind(h.kind) == abi::RecordKind::kModuleMap) {
+          apply_module(t, p + r);
         }
         r += h.size;
       }
@@ -822,6 +850,7 @@ bool TraceReader::deliver_event(Event& ev) {
           c.end_ns = rec.end;
           c.result = rec.result;
           c.depth = rec.depth;
+          c.outer_domains = rec.outer_domains;
           c.flags = rec.flags;
           c.correlation = rec.correlation;
           c.arg_count = rec.arg_count;
@@ -840,6 +869,15 @@ bool TraceReader::deliver_event(Event& ev) {
           auto rec = load<abi::ThreadStartRecord>(r);
           ev.kind = EventKind::kThreadStart;
           ev.thread_start = {rec.time, rec.pid, rec.tid, rec.ppid, rec.flags};
+          return true;
+        }
+        case abi::RecordKind::kModuleMap: {
+          // apply_events() added the chunk's modules in record order; this is the next of them.
+          const Process& proc = processes_[block_thread_->process];
+          size_t& delivered = module_cursor_[block_thread_->process];
+          if (delivered >= proc.modules.size()) continue;
+          ev.kind = EventKind::kModule;
+          ev.module = &proc.modules[delivered++];
           return true;
         }
         default:

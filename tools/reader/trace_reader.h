@@ -43,26 +43,44 @@ namespace cutrace::reader {
 struct ApiArgSpec {
   std::string name;
   abi::ArgFormat format = abi::ArgFormat::kUnsigned;
+  bool out = false;       // an out-parameter: the value the call wrote
+  std::string type_name;  // the C type of a kEnum argument
 };
+
+// Formats whose values name a kernel: host stubs and driver or runtime handles.
+inline bool names_kernel(abi::ArgFormat f) {
+  return f == abi::ArgFormat::kKernelStub || f == abi::ArgFormat::kKernelHandle || f == abi::ArgFormat::kFunction;
+}
 
 // One entry of the trace's own api table: api ids mean nothing outside the file that defines them.
 struct ApiSpec {
   uint32_t id = 0;
-  std::string name;
+  std::string name;          // the entry point, e.g. "__cudaLaunchKernel"
+  std::string display_name;  // what reports call it, e.g. "cudaLaunchKernel"; equals name unless renamed
+  bool internal = false;     // format::kApiFlagInternal: runtime plumbing reports leave out by default
   abi::ApiDomain domain = abi::ApiDomain::kInternal;
   abi::ApiClass api_class = abi::ApiClass::kOther;
   format::ResultKind result_kind = format::ResultKind::kErrorCode;
   std::vector<ApiArgSpec> args;
   bool known = false;  // false: the file's api table has no entry for this id (name is "api#<id>")
-  int kernel_arg = -1;  // the first kKernelStub or kKernelHandle argument: the kernel a launch names
-  // Both a kKernelHandle and a kKernelStub argument: the call tells which kernel a handle names
-  // (__cudaGetKernel, cudaGetFuncBySymbol).
-  int handle_arg = -1, stub_arg = -1;
+  int kernel_arg = -1;  // the first argument that names a kernel (names_kernel): the kernel a launch names
+  // An out-parameter that names a kernel and an in argument that names one: the call says the value
+  // it wrote names the same kernel (__cudaGetKernel, cudaGetFuncBySymbol, cuKernelGetFunction).
+  int alias_out_arg = -1, alias_in_arg = -1;
 };
 
 struct KernelName {
-  std::string mangled;    // as given to __cudaRegisterFunction
+  std::string mangled;    // as given to __cudaRegisterFunction, cuModuleGetFunction, ...
   std::string demangled;  // for display; equals mangled when it does not demangle
+};
+
+// A loaded object of a process (abi::ModuleRecord).
+struct Module {
+  std::string path;
+  uint64_t base = 0;
+  uint64_t text_start = 0, text_end = 0;
+  uint32_t flags = 0;     // abi::kModuleFlag*
+  std::string build_id;   // raw bytes
 };
 
 // A process instance: (pid, start time) tells a reused pid apart.
@@ -76,9 +94,12 @@ struct Process {
   uint32_t cuda_runtime_version = 0;  // kCudaRuntime: cudaRuntimeGetVersion(), e.g. 12080; 0 when unknown
   std::string cuda_runtime_path;      // the runtime library the process used
   std::vector<uint32_t> threads;  // thread indexes, in definition order
-  // Kernel identity is per process: host stubs and cudaKernel_t handles are addresses in one process.
-  std::unordered_map<uint64_t, KernelName> kernels_by_stub;
-  std::unordered_map<uint64_t, uint64_t> stub_by_handle;
+  // Kernel identity is per process: host stubs and driver handles are addresses in one process.
+  // kernel_names: stub or handle -> name; kernel_aliases: a handle -> the stub or handle it was
+  // derived from (__cudaGetKernel, cuKernelGetFunction).
+  std::unordered_map<uint64_t, KernelName> kernel_names;
+  std::unordered_map<uint64_t, uint64_t> kernel_aliases;
+  std::vector<Module> modules;  // in the order reported; a path may repeat after a reload
 };
 
 // A thread instance (one claimed ring). Indexes are the file's; they are unique even when tids repeat.
@@ -106,7 +127,8 @@ struct ApiCall {
   uint64_t begin_ns = 0;         // CLOCK_MONOTONIC
   uint64_t end_ns = 0;
   uint64_t result = 0;           // sign-extended for error enums; see api->result_kind
-  uint16_t depth = 0;            // nesting of intercepted calls on the thread (0 = outermost)
+  uint16_t depth = 0;            // nesting of recorded calls on the thread (0 = outermost)
+  uint8_t outer_domains = 0;     // abi::domain_bit() of every recorded call around this one
   uint8_t flags = 0;             // abi::kCallFlag*
   uint32_t correlation = 0;
   uint8_t arg_count = 0;
@@ -114,6 +136,8 @@ struct ApiCall {
 
   uint64_t duration_ns() const { return end_ns - begin_ns; }
   bool outside_capture() const { return flags & abi::kCallFlagOutsideCapture; }
+  // Made inside a recorded call of one of `domains` (a set of abi::domain_bit()).
+  bool inside(uint32_t domains) const { return outer_domains & domains; }
 };
 
 struct StringEvent {
@@ -142,6 +166,7 @@ enum class EventKind : uint8_t {
   kApiCall,      // ev.call on ev.thread
   kString,       // ev.string on ev.thread (already applied: names, command lines, kernel names)
   kThreadStart,  // ev.thread_start on ev.thread
+  kModule,       // ev.module on ev.thread: its process reported a loaded object (already applied)
   kRecord,       // ev.record on ev.thread: a record kind without a decoder here
   kEnd,          // the kEnd chunk: summary() and per-thread stats are filled in
 };
@@ -153,6 +178,7 @@ struct Event {
   ApiCall call;
   StringEvent string;
   ThreadStartEvent thread_start;
+  const Module* module = nullptr;  // kModule: in processes()[thread->process].modules
   RawRecord record;
 };
 
@@ -226,10 +252,10 @@ class TraceReader {
   const Thread* thread(uint32_t index) const;
   const Process& process_of(const Thread& t) const { return processes_[t.process]; }
 
-  // The kernel an argument of kKernelStub or kKernelHandle format names, or nullptr when the trace
-  // read so far does not say (no __cudaRegisterFunction / __cudaGetKernel record for it).
+  // The kernel an argument of a names_kernel() format names, or nullptr when the trace read so far
+  // does not say (no __cudaRegisterFunction, __cudaGetKernel, cuModuleGetFunction, ... for it).
   const KernelName* kernel(const Thread& t, abi::ArgFormat format, uint64_t value) const;
-  // The kernel a launch call names: its first kKernelStub or kKernelHandle argument.
+  // The kernel a launch call names: its first names_kernel() argument.
   const KernelName* kernel_of(const ApiCall& call, const Thread& t) const;
 
  private:
@@ -253,6 +279,7 @@ class TraceReader {
   bool validate_events();
   void apply_events();
   void apply_call_names(Thread& t, const uint8_t* rec, uint32_t size);
+  void apply_module(Thread& t, const uint8_t* rec);
   bool deliver_event(Event& ev);
   Process& process_for(const format::ThreadDef& def);
   const ApiSpec* find_api(uint32_t id) const;
@@ -295,6 +322,9 @@ class TraceReader {
   std::unordered_map<uint32_t, std::vector<uint32_t>> processes_by_pid_;
   // Names for processes not defined yet, by (pid, start ticks).
   std::map<std::pair<uint32_t, uint64_t>, names::ProcessNames> pending_names_;
+  // Per process: how many of its modules were delivered as events (apply_events adds a chunk's
+  // modules before its records are delivered, in the same order).
+  std::unordered_map<uint32_t, size_t> module_cursor_;
 };
 
 }  // namespace cutrace::reader

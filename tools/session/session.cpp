@@ -154,7 +154,8 @@ bool Session::create(const Options& options, std::string* error) {
   h->clock_kind = uint32_t(options.clock);
   h->on_full = uint32_t(abi::OnFull::kDrop);
   h->launcher_pid = uint32_t(getpid());
-  h->capture_enabled.store(options.capture_enabled ? 1 : 0, std::memory_order_release);
+  h->trace_domains = options.trace_domains;
+  h->capture_domains.store(options.trace_domains, std::memory_order_release);
   name_ = name;
   header_ = h;
   bytes_ = bytes;

@@ -14,7 +14,9 @@ struct Options {
   uint32_t slot_count = abi::kDefaultSlotCount;
   uint32_t ring_bytes = abi::kDefaultRingBytes;
   abi::ClockKind clock = abi::ClockKind::kMonotonicNs;
-  bool capture_enabled = true;
+  // abi::domain_bit() of each domain to record (`-t`); capture starts on for these. 0: nothing is
+  // recorded but what the tools need to name things (`-t none`).
+  uint32_t trace_domains = abi::kCudaDomains;
   // Rings are touched lazily, but a write to a page /dev/shm has no room for kills the writer with
   // SIGBUS: the traced program. So a session never reserves more than /dev/shm has free; with this
   // set, the slot count is lowered to fit (down to kMinFittedSlots) instead of failing.

@@ -78,7 +78,7 @@ class Recording : public ::testing::Test {
     session_->slot_count = 1;
     session_->ring_bytes = kRingBytes;
     session_->clock_kind = uint32_t(abi::ClockKind::kMonotonicNs);
-    session_->capture_enabled.store(1);
+    session_->capture_domains.store(cutrace::abi::kCudaDomains);
     ASSERT_TRUE(abi::session_layout_valid(session_, bytes_));
     ring_ = abi::slot_header(session_, 0);
     saved_session_ = preload::g_session;
@@ -181,7 +181,7 @@ TEST_F(Recording, ConfigFieldsAndDim3Packing) {
 }
 
 TEST_F(Recording, NothingIsRecordedWhileCaptureIsOff) {
-  session_->capture_enabled.store(0);
+  session_->capture_domains.store(0);
   char src[8] = {}, dst[8] = {};
   EXPECT_EQ(cudaMemcpy(dst, src, 8, cudaMemcpyHostToHost), cudaErrorInvalidValue);
   EXPECT_EQ(errno, 4242);
@@ -191,7 +191,7 @@ TEST_F(Recording, NothingIsRecordedWhileCaptureIsOff) {
 }
 
 TEST_F(Recording, RegistrationIsRecordedAndHookedEvenWhileCaptureIsOff) {
-  session_->capture_enabled.store(0);
+  session_->capture_domains.store(0);
   static const char stub = 0;
   char device_fun[] = "_Z6kernelPf";
   __cudaRegisterFunction(nullptr, &stub, device_fun, device_fun, -1, nullptr, nullptr, nullptr, nullptr, nullptr);

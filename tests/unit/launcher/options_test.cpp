@@ -37,7 +37,7 @@ TEST(LauncherOptions, DefaultsFollowNsys) {
   EXPECT_FALSE(p.options.force_overwrite);
   EXPECT_TRUE(p.options.show_output);
   EXPECT_FALSE(p.options.stats);
-  EXPECT_TRUE(p.options.trace_cuda);
+  EXPECT_EQ(p.options.trace_domains, abi::kCudaDomains);
   EXPECT_EQ(p.options.ring_bytes, abi::kDefaultRingBytes);
   EXPECT_EQ(p.options.ring_slots, abi::kDefaultSlotCount);
   EXPECT_EQ(p.options.command, std::vector<std::string>{"./app"});
@@ -111,22 +111,40 @@ TEST(LauncherOptions, TraceCudaAndNone) {
            {"-t", "cuda", "app"}, {"--trace=cuda", "app"}, {"--trace", "CUDA", "app"}}) {
     Parsed p = parse(args);
     ASSERT_TRUE(p.ok) << p.error.message;
-    EXPECT_TRUE(p.options.trace_cuda);
+    EXPECT_EQ(p.options.trace_domains, cutrace::abi::kCudaDomains);
   }
   Parsed p = parse({"-t", "none", "app"});
   ASSERT_TRUE(p.ok) << p.error.message;
-  EXPECT_FALSE(p.options.trace_cuda);
+  EXPECT_EQ(p.options.trace_domains, 0u);
+}
+
+TEST(LauncherOptions, TraceLibrariesAlsoTraceCuda) {
+  using namespace cutrace::abi;
+  Parsed p = parse({"-t", "cublas", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.trace_domains, kCudaDomains | kCublasDomains);
+  p = parse({"--trace=cuda,cudnn", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.trace_domains, kCudaDomains | kCudnnDomains);
+  p = parse({"-t", "cudnn,cublas", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.trace_domains, kCudaDomains | kCublasDomains | kCudnnDomains);
+  EXPECT_EQ(parse({"app"}).options.trace_domains, kCudaDomains);
 }
 
 TEST(LauncherOptions, TraceValuesNotYetSupportedAreNamed) {
-  expect_refused({"-t", "nvtx", "app"}, "cutrace profile: -t nvtx is not supported yet by cutrace; use -t cuda.");
+  expect_refused({"-t", "nvtx", "app"},
+                 "cutrace profile: -t nvtx is not supported yet by cutrace; leave it out (cutrace traces cuda, cublas "
+                 "and cudnn).");
   expect_refused({"-t", "cuda,nvtx,osrt", "app"},
-                 "cutrace profile: -t nvtx is not supported yet by cutrace; use -t cuda.");
-  expect_refused({"--trace=cuda,cublas", "app"},
-                 "cutrace profile: --trace cublas is not supported yet by cutrace; use --trace cuda.");
-  expect_refused({"-t", "cudnn", "app"}, "cutrace profile: -t cudnn is not supported yet by cutrace; use -t cuda.");
+                 "cutrace profile: -t nvtx,osrt are not supported yet by cutrace; leave them out (cutrace traces "
+                 "cuda, cublas and cudnn).");
+  expect_refused({"--trace=cuda,mpi", "app"},
+                 "cutrace profile: --trace mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, "
+                 "cublas and cudnn).");
   expect_refused({"-t", "frobnicate", "app"},
-                 "cutrace profile: unknown -t value 'frobnicate'; cutrace traces cuda (-t cuda).");
+                 "cutrace profile: unknown -t value 'frobnicate'; cutrace traces cuda, cublas and cudnn (-t "
+                 "cuda,cublas,cudnn).");
   expect_refused({"-t", "cuda,none", "app"},
                  "cutrace profile: -t none cannot be combined with other values; use -t cuda or -t none.");
   expect_refused({"-t", ",", "app"}, "cutrace profile: option '-t' needs a value such as cuda.");

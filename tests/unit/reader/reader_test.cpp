@@ -237,8 +237,8 @@ TEST_F(SmallTraceTest, ResolvesKernelNamesPerProcess) {
   EXPECT_EQ(decoded[1], "(64,2,1) reduce(float const*, float*, int)");
   EXPECT_EQ(decoded[4], "(1,1,1) other_fn()");
   const reader::Process& p0 = t.processes()[0];
-  EXPECT_EQ(p0.kernels_by_stub.at(kStubAxpy).mangled, kMangledAxpy);
-  EXPECT_EQ(p0.stub_by_handle.at(kHandleReduce), kStubReduce);
+  EXPECT_EQ(p0.kernel_names.at(kStubAxpy).mangled, kMangledAxpy);
+  EXPECT_EQ(p0.kernel_aliases.at(kHandleReduce), kStubReduce);
   // An address no registration names stays an address.
   EXPECT_EQ(t.kernel(*t.thread(0), abi::ArgFormat::kKernelStub, 0x1234), nullptr);
   EXPECT_EQ(reader::decode_arg(t, *t.thread(0), abi::ArgFormat::kKernelHandle, 0x1234).text, "0x1234");
@@ -681,8 +681,8 @@ TEST(Reader, LaunchesAreNamedEvenWhereTheNamingRecordsComeLater) {
     EXPECT_EQ(t.status().state, TraceState::kComplete) << t.status().reason;
     // Once everything is read, the process knows the kernel either way, and only its own.
     ASSERT_EQ(t.processes().size(), 1u);
-    EXPECT_EQ(t.processes()[0].kernels_by_stub.count(kStubReduce), 1u);
-    EXPECT_EQ(t.processes()[0].kernels_by_stub.count(kStubAxpy), 0u);
+    EXPECT_EQ(t.processes()[0].kernel_names.count(kStubReduce), 1u);
+    EXPECT_EQ(t.processes()[0].kernel_names.count(kStubAxpy), 0u);
   }
 }
 

@@ -33,7 +33,8 @@ const ApiArgInfo kLaunchArgs[] = {{"func", ArgFormat::kKernelStub},
                                   {"sharedMem", ArgFormat::kBytes},
                                   {"stream", ArgFormat::kStream}};
 const ApiArgInfo kRegisterArgs[] = {{"hostFun", ArgFormat::kKernelStub}};
-const ApiArgInfo kGetKernelArgs[] = {{"kernel", ArgFormat::kKernelHandle}, {"entryFuncAddr", ArgFormat::kKernelStub}};
+const ApiArgInfo kGetKernelArgs[] = {{"kernel", ArgFormat::kKernelHandle, format::kArgFlagOut},
+                                     {"entryFuncAddr", ArgFormat::kKernelStub}};
 const ApiArgInfo kLaunch13Args[] = {{"kernel", ArgFormat::kKernelHandle},
                                     {"gridDim", ArgFormat::kDim3},
                                     {"blockDim", ArgFormat::kDim3},

@@ -459,7 +459,7 @@ TEST_F(RecorderTest, EventsAreFlushedOnTimeSoAKilledRecorderLosesLittle) {
 // Kernel names and the handles __cudaGetKernel hands out, gathered per process instance for the
 // kNames chunk, so that readers can name a launch whose naming records come later in the file.
 TEST_F(RecorderTest, GathersKernelNamesAndHandlesPerProcess) {
-  static const ApiArgInfo kGetKernelArgs[] = {{"kernel", abi::ArgFormat::kKernelHandle},
+  static const ApiArgInfo kGetKernelArgs[] = {{"kernel", abi::ArgFormat::kKernelHandle, format::kArgFlagOut},
                                               {"entryFuncAddr", abi::ArgFormat::kKernelStub}};
   static const ApiInfo kApis[] = {
       {"cudaMalloc", "libcudart.so.13", abi::ApiDomain::kCudaRuntime, abi::ApiClass::kMemory,
@@ -491,6 +491,30 @@ TEST_F(RecorderTest, GathersKernelNamesAndHandlesPerProcess) {
   EXPECT_EQ(seen[1].kernels, (std::vector<std::pair<uint64_t, std::string>>{{0x401000, "_Z4axpyv"}}));
   EXPECT_TRUE(seen[1].handles.empty());
   finish();
+}
+
+// Module records and the nesting of calls (depth, enclosing domains) reach the file as pushed.
+TEST_F(RecorderTest, KeepsModulesAndTheDomainsAroundANestedCall) {
+  start();
+  TestRing r = TestRing::claim_self(session_.header(), 0);
+  ASSERT_TRUE(r.valid());
+  ASSERT_TRUE(r.push_module("/opt/lib/libcublas.so.13", 0x7f0000000000, abi::kModuleFlagDeviceCode));
+  const uint8_t runtime = uint8_t(abi::domain_bit(abi::ApiDomain::kCudaRuntime));
+  ASSERT_TRUE(r.push_call(1, 100, 150, 0, 1, {}, runtime));
+  ASSERT_TRUE(r.push_call(0, 90, 200, 0, 0, {}));
+  r.retire();
+  rec_->poll();
+  finish();
+  const test::Events& ev = events_;
+  ASSERT_EQ(ev.records.size(), 3u);
+  EXPECT_EQ(ev.records[0].kind, abi::RecordKind::kModuleMap);
+  EXPECT_EQ(ev.records[0].text, "/opt/lib/libcublas.so.13");
+  EXPECT_EQ(ev.records[0].key, 0x7f0000000000u);
+  EXPECT_EQ(ev.records[1].depth, 1);
+  EXPECT_EQ(ev.records[1].outer_domains, runtime);
+  EXPECT_EQ(ev.records[2].depth, 0);
+  EXPECT_EQ(ev.records[2].outer_domains, 0);
+  EXPECT_EQ(rec_->totals().malformed, 0u);
 }
 
 TEST_F(RecorderTest, TinyRingWithFastProducerAccountsForEveryRecord) {

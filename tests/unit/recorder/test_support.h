@@ -64,8 +64,8 @@ struct TestRing {
 
   bool valid() const { return header != nullptr; }
 
-  bool push_call(uint32_t api, uint64_t begin, uint64_t end, uint64_t result, uint16_t depth = 0,
-                 std::initializer_list<uint64_t> args = {}) {
+  bool push_call(uint32_t api, uint64_t begin, uint64_t end, uint64_t result, uint8_t depth = 0,
+                 std::initializer_list<uint64_t> args = {}, uint8_t outer_domains = 0) {
     const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord) + 8 * args.size());
     uint8_t* p = producer.reserve(bytes);
     if (!p) return false;
@@ -75,6 +75,7 @@ struct TestRing {
     r->end = end;
     r->result = result;
     r->depth = depth;
+    r->outer_domains = outer_domains;
     r->arg_count = uint8_t(args.size());
     r->flags = 0;
     r->correlation = 0;
@@ -103,6 +104,22 @@ struct TestRing {
     r->key = key;
     r->length = uint32_t(text.size());
     std::memcpy(r->text, text.data(), text.size());
+    return producer.push(buf, bytes);
+  }
+
+  bool push_module(const std::string& path, uint64_t base, uint32_t flags) {
+    uint8_t buf[abi::kMaxRecordBytes] = {};
+    const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::ModuleRecord) + path.size()));
+    auto* r = reinterpret_cast<abi::ModuleRecord*>(buf);
+    r->header = {uint16_t(abi::RecordKind::kModuleMap), uint16_t(bytes), uint32_t(abi::ModuleEvent::kLoaded)};
+    r->base = base;
+    r->text_start = base + 0x1000;
+    r->text_end = base + 0x2000;
+    r->flags = flags;
+    r->build_id_bytes = 4;
+    std::memcpy(r->build_id, "\xde\xad\xbe\xef", 4);
+    r->path_bytes = uint32_t(path.size());
+    std::memcpy(r->path, path.data(), path.size());
     return producer.push(buf, bytes);
   }
 
@@ -226,9 +243,10 @@ struct Decoded {
   uint64_t begin_ns = 0, end_ns = 0;  // kApiCall
   uint64_t time_ns = 0;               // kThreadStart
   uint64_t result = 0;
-  uint16_t depth = 0;
+  uint8_t depth = 0;
+  uint8_t outer_domains = 0;
   std::vector<uint64_t> args;
-  std::string text;                   // kString
+  std::string text;                   // kString, kModuleMap (the path)
   uint64_t key = 0;
   std::vector<uint8_t> encoded;       // the record's structure bytes as stored in the file
   std::vector<uint8_t> encoded_times; // and its times bytes
@@ -287,6 +305,7 @@ inline Events decode_events(const std::vector<Chunk>& chunks) {
             d.end_ns = a.end;
             d.result = a.result;
             d.depth = a.depth;
+            d.outer_domains = a.outer_domains;
             d.args.resize(a.arg_count);
             if (a.arg_count) std::memcpy(d.args.data(), rec + sizeof a, 8 * a.arg_count);
           } else if (d.kind == abi::RecordKind::kThreadStart) {
@@ -298,6 +317,11 @@ inline Events decode_events(const std::vector<Chunk>& chunks) {
             std::memcpy(&s, rec, sizeof s);
             d.key = s.key;
             d.text.assign(reinterpret_cast<const char*>(rec + sizeof s), s.length);
+          } else if (d.kind == abi::RecordKind::kModuleMap) {
+            abi::ModuleRecord m;
+            std::memcpy(&m, rec, sizeof m);
+            d.key = m.base;
+            d.text.assign(reinterpret_cast<const char*>(rec + sizeof m), m.path_bytes);
           } else {
             return ev.error = "unexpected record kind in file", ev;
           }

@@ -24,12 +24,13 @@ namespace fs = std::filesystem;
 using test::Chunk;
 using test::ParsedFile;
 
-const ApiArgInfo kMallocArgs[] = {{"size", abi::ArgFormat::kBytes}, {"devPtr", abi::ArgFormat::kPointer}};
+const ApiArgInfo kMallocArgs[] = {{"size", abi::ArgFormat::kBytes},
+                                  {"devPtr", abi::ArgFormat::kPointer, format::kArgFlagOut, "void**"}};
 const ApiInfo kTable[] = {
     {"cudaMalloc", "libcudart.so.13", abi::ApiDomain::kCudaRuntime, abi::ApiClass::kMemory,
      format::ResultKind::kErrorCode, 2, kMallocArgs},
-    {"cudaDeviceSynchronize", "libcudart.so.13", abi::ApiDomain::kCudaRuntime, abi::ApiClass::kSync,
-     format::ResultKind::kErrorCode, 0, nullptr},
+    {"__cudaDeviceSynchronize", "libcudart.so.13", abi::ApiDomain::kCudaRuntime, abi::ApiClass::kSync,
+     format::ResultKind::kErrorCode, 0, nullptr, "cudaDeviceSynchronize", format::kApiFlagInternal},
 };
 
 uint64_t now_ns(clockid_t id) {
@@ -155,16 +156,21 @@ TEST_P(TraceWriterTest, RoundTripAtTheByteLevel) {
   put(expected_table, uint8_t(0)), put(expected_table, uint16_t(0));
   put(expected_table, uint32_t(10));
   put_str(expected_table, "cudaMalloc");
+  put(expected_table, uint32_t(0));  // no display name
   put(expected_table, uint8_t(abi::ArgFormat::kBytes)), put(expected_table, uint8_t(0));
   put(expected_table, uint16_t(4)), put_str(expected_table, "size");
-  put(expected_table, uint8_t(abi::ArgFormat::kPointer)), put(expected_table, uint8_t(0));
+  put(expected_table, uint16_t(0));  // no type name
+  put(expected_table, uint8_t(abi::ArgFormat::kPointer)), put(expected_table, uint8_t(format::kArgFlagOut));
   put(expected_table, uint16_t(6)), put_str(expected_table, "devPtr");
+  put(expected_table, uint16_t(6)), put_str(expected_table, "void**");
   put(expected_table, uint32_t(1));
   put(expected_table, uint16_t(abi::ApiDomain::kCudaRuntime));
   put(expected_table, uint8_t(abi::ApiClass::kSync));
   put(expected_table, uint8_t(0));
   put(expected_table, uint8_t(format::ResultKind::kErrorCode));
-  put(expected_table, uint8_t(0)), put(expected_table, uint16_t(0));
+  put(expected_table, uint8_t(format::kApiFlagInternal)), put(expected_table, uint16_t(0));
+  put(expected_table, uint32_t(23));
+  put_str(expected_table, "__cudaDeviceSynchronize");
   put(expected_table, uint32_t(21));
   put_str(expected_table, "cudaDeviceSynchronize");
   EXPECT_EQ(f.chunks[1].payload, expected_table);

@@ -21,7 +21,8 @@ std::vector<uint8_t> random_call(std::mt19937_64& rng, uint64_t& clock, uint32_t
   r.begin = clock - (rng() % 4 == 0 ? rng() % 3000 : 0);
   r.end = r.begin + (rng() % 2 ? rng() % 100000 : rng() >> 8);
   r.result = rng() % 2 ? 0 : (rng() % 2 ? uint64_t(-int64_t(rng() % 1000)) : rng());
-  r.depth = uint16_t(rng() % 4);
+  r.depth = uint8_t(rng() % 4);
+  r.outer_domains = r.depth ? uint8_t(rng()) : 0;
   r.flags = uint8_t(rng() % 8);
   // Correlation ids mostly count up by one, as CUPTI's do; sometimes they jump or are absent.
   correlation = rng() % 4 == 0 ? uint32_t(rng() % 2 ? 0 : rng()) : (correlation ? correlation + 1 : 0);
@@ -46,6 +47,22 @@ std::vector<uint8_t> string_record(const std::string& text) {
   return rec;
 }
 
+std::vector<uint8_t> module_record(const std::string& path) {
+  std::vector<uint8_t> rec(abi::align_record(uint32_t(sizeof(abi::ModuleRecord) + path.size())));
+  abi::ModuleRecord m{};
+  m.header = {uint16_t(abi::RecordKind::kModuleMap), uint16_t(rec.size()), uint32_t(abi::ModuleEvent::kLoaded)};
+  m.base = 0x7f1234560000;
+  m.text_start = m.base + 0x1000;
+  m.text_end = m.base + 0x9000;
+  m.flags = abi::kModuleFlagDeviceCode;
+  m.build_id_bytes = 20;
+  for (int i = 0; i < 20; ++i) m.build_id[i] = uint8_t(i * 7);
+  m.path_bytes = uint32_t(path.size());
+  std::memcpy(rec.data(), &m, sizeof m);
+  std::memcpy(rec.data() + sizeof m, path.data(), path.size());
+  return rec;
+}
+
 TEST(RecordCodec, RoundTripIsByteForByteAcrossBlocks) {
   std::mt19937_64 rng(1);
   uint64_t clock = 1'000'000'000;
@@ -54,8 +71,9 @@ TEST(RecordCodec, RoundTripIsByteForByteAcrossBlocks) {
     codec::BlockBuilder builder;
     std::vector<std::vector<uint8_t>> records;
     for (int i = 0; i < 200; ++i) {
-      records.push_back(i % 37 == 0 ? string_record("_ZN2ns4axpyIfEEvT_PS1_S2_i" + std::to_string(i))
-                                    : random_call(rng, clock, correlation));
+      records.push_back(i % 37 == 0   ? string_record("_ZN2ns4axpyIfEEvT_PS1_S2_i" + std::to_string(i))
+                        : i % 53 == 0 ? module_record("/usr/lib/libexample" + std::to_string(i) + ".so")
+                                      : random_call(rng, clock, correlation));
       ASSERT_TRUE(ring::record_well_formed(records.back().data(), uint32_t(records.back().size())));
       builder.add(records.back().data(), uint32_t(records.back().size()));
     }

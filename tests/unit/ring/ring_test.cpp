@@ -238,6 +238,21 @@ TEST(RingRecords, WellFormedChecksEveryKindsLayout) {
   s->length = 200;  // longer than the record
   EXPECT_FALSE(ring::record_well_formed(buf, s->header.size));
 
+  auto* m = reinterpret_cast<abi::ModuleRecord*>(buf);
+  std::memset(buf, 0, sizeof buf);
+  m->header = {uint16_t(abi::RecordKind::kModuleMap), uint16_t(abi::align_record(sizeof *m + 20)),
+               uint32_t(abi::ModuleEvent::kLoaded)};
+  m->path_bytes = 20;
+  m->build_id_bytes = 20;
+  EXPECT_TRUE(ring::record_well_formed(buf, m->header.size));
+  m->build_id_bytes = abi::kMaxBuildIdBytes + 1;  // more build-id than its field holds
+  EXPECT_FALSE(ring::record_well_formed(buf, m->header.size));
+  m->build_id_bytes = 20;
+  m->path_bytes = 200;  // longer than the record
+  EXPECT_FALSE(ring::record_well_formed(buf, m->header.size));
+  m->path_bytes = 8;  // the record is larger than its path needs
+  EXPECT_FALSE(ring::record_well_formed(buf, m->header.size));
+
   std::memset(buf, 0, sizeof buf);
   EXPECT_FALSE(ring::record_well_formed(buf, 8));  // kInvalid
 }
