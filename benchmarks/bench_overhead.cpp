@@ -7,6 +7,11 @@
 // and reports the median ns per call of each and the nanoseconds the shim adds per call.
 //
 // usage: bench_overhead [--calls N] [--rounds R] [--api cudaGetDevice|cudaPeekAtLastError]
+//                       [--route plt|dlsym|getprocaddress]
+// --route picks how the program reaches the function (tests/apps/cheap_calls.cpp): bound by the
+// dynamic linker (default), through dlsym on a dlopen handle, or cuDriverGetVersion through the
+// driver's cuGetProcAddress; each hands the program the same kind of wrapper, so each should cost the
+// same.
 // The paths of the program, the shim, the recorder and the simulated device come from the build
 // (compile definitions) and can be overridden with CUTRACE_BENCH_{APP,PRELOAD,RECORDER,SIMLIB}.
 #include <fcntl.h>
@@ -88,10 +93,11 @@ std::string read_all(int fd) {
 }
 
 // Runs the program and returns its ns_per_call line.
-double run_app(const Paths& paths, const std::vector<std::string>& env, long calls, const std::string& api) {
+double run_app(const Paths& paths, const std::vector<std::string>& env, long calls, const std::string& api,
+               const std::string& route) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) die("pipe failed");
-  pid_t pid = spawn({paths.app, std::to_string(calls), api}, env, out[1]);
+  pid_t pid = spawn({paths.app, std::to_string(calls), api, route}, env, out[1]);
   close(out[1]);
   std::string text = read_all(out[0]);
   close(out[0]);
@@ -109,7 +115,8 @@ struct TracedResult {
   std::string summary;
 };
 
-TracedResult run_traced(const Paths& paths, long calls, const std::string& api, bool capture, const std::string& trace) {
+TracedResult run_traced(const Paths& paths, long calls, const std::string& api, const std::string& route, bool capture,
+                        const std::string& trace) {
   cutrace::session::Session session;
   cutrace::session::Options options;
   options.clock = cutrace::session::choose_clock();
@@ -134,7 +141,7 @@ TracedResult run_traced(const Paths& paths, long calls, const std::string& api, 
   env.push_back("LD_PRELOAD=" + paths.preload);
   env.push_back("CUTRACE_SESSION=" + session.name());
   TracedResult result;
-  result.ns_per_call = run_app(paths, env, calls, api);
+  result.ns_per_call = run_app(paths, env, calls, api, route);
   cutrace::session::request_shutdown(session.header());
   result.summary = read_all(ready[0]);
   close(ready[0]);
@@ -195,13 +202,16 @@ uint64_t summary_field(const std::string& summary, const std::string& key) {
 int main(int argc, char** argv) {
   long calls = 2'000'000;
   int rounds = 7;
-  std::string api = "cudaGetDevice";
+  std::string api = "cudaGetDevice", route = "plt";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--calls" && i + 1 < argc) calls = std::atol(argv[++i]);
     else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (a == "--api" && i + 1 < argc) api = argv[++i];
-    else die("unknown argument '" + a + "'; usage: bench_overhead [--calls N] [--rounds R] [--api NAME]");
+    else if (a == "--route" && i + 1 < argc) route = argv[++i];
+    else
+      die("unknown argument '" + a +
+          "'; usage: bench_overhead [--calls N] [--rounds R] [--api NAME] [--route plt|dlsym|getprocaddress]");
   }
   if (calls <= 0 || rounds <= 0) die("--calls and --rounds must be positive");
   Paths paths;
@@ -210,9 +220,9 @@ int main(int argc, char** argv) {
   std::string last_summary;
   uint64_t events = 0, dropped = 0;
   for (int r = 0; r < rounds; ++r) {
-    baseline.push_back(run_app(paths, base_environment(paths), calls, api));
-    off.push_back(run_traced(paths, calls, api, false, trace).ns_per_call);
-    TracedResult traced = run_traced(paths, calls, api, true, trace);
+    baseline.push_back(run_app(paths, base_environment(paths), calls, api, route));
+    off.push_back(run_traced(paths, calls, api, route, false, trace).ns_per_call);
+    TracedResult traced = run_traced(paths, calls, api, route, true, trace);
     on.push_back(traced.ns_per_call);
     last_summary = traced.summary;
     events += summary_field(traced.summary, "events");
@@ -228,7 +238,8 @@ int main(int argc, char** argv) {
   unlink((startup_trace + ".cutrace").c_str());
   const double b = median(baseline), f = median(off), n = median(on);
   const bool tsc = cutrace::session::choose_clock() == cutrace::abi::ClockKind::kTsc;
-  std::printf("%s x %ld calls, %d rounds, median ns per call (clock: %s)\n", api.c_str(), calls, rounds,
+  std::printf("%s x %ld calls (route %s), %d rounds, median ns per call (clock: %s)\n",
+              route == "getprocaddress" ? "cuDriverGetVersion" : api.c_str(), calls, route.c_str(), rounds,
               tsc ? "tsc" : "monotonic");
   std::printf("  %-28s %8.2f ns\n", "without cutrace", b);
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, capture off", f, f - b);

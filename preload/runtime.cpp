@@ -20,6 +20,9 @@
 
 #include "api_ids.h"
 #include "cutrace/api_table.h"
+#include "interpose.h"
+#include "loaded_objects.h"
+#include "modules.h"
 
 namespace cutrace::preload {
 
@@ -106,6 +109,7 @@ void on_fork_child() {
   g_process_announced.store(false, std::memory_order_relaxed);
   g_process_start_ticks = 0;
   g_is_forked_child = true;
+  forget_reported_objects();
   if (g_session) g_session->processes_attached.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -161,7 +165,24 @@ bool attach_once() {
   return state == kAttached;
 }
 
-__attribute__((constructor)) void cutrace_preload_init() { attach_once(); }
+__attribute__((constructor)) void cutrace_preload_init() {
+  if (!attach_once()) return;
+  // The objects loaded at start-up are noted (a later look redirects only what came after), and a
+  // program that carries CUDA from the start shows in the trace even if none of its calls can be
+  // recorded (a static runtime without a driver).
+  ThreadState& ts = t_thread;
+  note_loaded_objects(ts);
+  if (!ts.producer.header && process_uses_cuda()) prepare_thread(ts);
+}
+
+// Libraries loaded through dlopen and never looked up through a handle are found here at last.
+__attribute__((destructor)) void cutrace_preload_fini() {
+  if (g_attach_state.load(std::memory_order_acquire) != kAttached) return;
+  const int saved_errno = errno;
+  ThreadState& ts = t_thread;
+  note_loaded_objects(ts);
+  errno = saved_errno;
+}
 
 void announce_process(ThreadState& ts) {
   char buf[abi::kMaxStringBytes];
@@ -173,6 +194,7 @@ void announce_process(ThreadState& ts) {
   emit_string(ts, abi::StringKind::kProcessCommand, 0, buf, n);
   ssize_t exe = readlink("/proc/self/exe", buf, sizeof buf);
   if (exe > 0) emit_string(ts, abi::StringKind::kProcessExe, 0, buf, size_t(exe));
+  report_all_objects(ts);
   // The runtime the process really uses (a PyTorch or JAX wheel brings its own), asked of the library
   // itself; the real function is called, not our wrapper, so the program's trace does not show it.
   using RuntimeGetVersion = int (*)(int*);
@@ -249,20 +271,19 @@ bool prepare_thread(ThreadState& ts) {
   return claimed;
 }
 
+bool process_announced() { return g_process_announced.load(std::memory_order_relaxed); }
+
 void* resolve_real(uint32_t api_id) {
   if (api_id >= kApiTableSize) return nullptr;
   const ApiInfo& info = kApiTable[api_id];
   const int saved_errno = errno;
-  // RTLD_NEXT finds the definition that the program would have bound to without the shim.
-  void* fn = dlsym(RTLD_NEXT, info.name);
-  if (!fn) {
-    // A library loaded with RTLD_LOCAL is not in the global scope that RTLD_NEXT searches, but a
-    // library that depends on it can still bind to our wrapper: look inside it by soname.
-    if (void* handle = dlopen(info.library, RTLD_LAZY | RTLD_NOLOAD)) {
-      fn = dlsym(handle, info.name);
-      dlclose(handle);
-    }
-  }
+  // RTLD_NEXT (asked from inside the shim) finds what the program would have bound to without it,
+  // including another preloaded tool stacked after cutrace.
+  void* fn = real_dlsym()(RTLD_NEXT, info.name);
+  // A library loaded with RTLD_LOCAL (ctypes, dlopen-based loaders) is not in the global scope that
+  // RTLD_NEXT searches, but the program reaches its functions through the wrappers all the same:
+  // look inside it by its soname, without another dl call.
+  if (!fn) fn = elf::find_in_library(info.library, self_address(), info.name);
   errno = saved_errno;
   if (fn) g_real_functions[api_id].store(fn, std::memory_order_relaxed);
   return fn;

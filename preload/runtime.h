@@ -58,6 +58,9 @@ extern bool g_clock_is_tsc;
 // when there is no session or no ring could be had; in the latter case the lost record is counted.
 bool prepare_thread(ThreadState& ts) __attribute__((noinline, cold));
 
+// Whether some thread of this process has announced it to the session (its first ring was claimed).
+bool process_announced();
+
 // Returns the real function for an api id, resolving it on first use, or nullptr if no loaded library
 // provides it.
 void* resolve_real(uint32_t api_id) __attribute__((noinline, cold));
@@ -161,6 +164,14 @@ void emit_string(ThreadState& ts, abi::StringKind kind, uint64_t key, const char
 // slots. Each runs after the real call, whether or not capture is on.
 namespace hooks {
 void register_function(const void* host_stub, const char* device_name);
+// A driver handle (CUfunction, CUkernel) the call wrote to *handle_slot is named `name`.
+void name_kernel_handle(const void* handle_slot, const char* name);
+// cuFuncGetName: `handle` is named *name_slot.
+void name_kernel_by_value(const void* handle, const char* const* name_slot);
+// Entry-point queries: *pfn becomes the wrapper of the export it is (interpose.cpp).
+void driver_entry_point(const char* symbol, void** pfn, int version, unsigned long long flags);
+void runtime_entry_point(const char* symbol, void** pfn, unsigned long long flags);
+void runtime_entry_point_by_version(const char* symbol, void** pfn, int version, unsigned long long flags);
 }  // namespace hooks
 
 }  // namespace cutrace::preload

@@ -15,6 +15,8 @@ and writes into --out-dir:
   real_functions.cpp    cutrace::preload::g_real_functions, kept apart so that the recorder can link the
                         table without the shim's state
   wrappers_<name>.cpp   the wrappers of one library, in the shape documented in preload/runtime.h
+  api_lookup.cpp        the tables behind preload/api_lookup.h: wrappers by name, and the driver entry
+                        point versions that cuGetProcAddress hands out (from cudaTypedefs.h)
 
 Any inconsistency between the annotations and what the headers and the library really contain stops
 the build with a message naming the file, the function and what to change.
@@ -1279,6 +1281,99 @@ asm(R"(
     return "".join(out)
 
 
+_PFN_RE = re.compile(r"\bPFN_([A-Za-z][A-Za-z0-9]*)_v([0-9]+)(_ptds|_ptsz)?\b")
+
+
+def driver_versions(pre: Preprocessor, include_dirs: list[str]) -> list[tuple[str, int, bool, str]]:
+    """(symbol, version, per-thread, export) for every entry point version cudaTypedefs.h lists.
+
+    cuGetProcAddress takes a symbol without version suffix and a CUDA version, and returns the newest
+    version of the entry point not newer than that. cudaTypedefs.h names each version's function type
+    PFN_<symbol>_v<cuda version>[_ptds|_ptsz]; the k-th legacy-stream version of a symbol is exported as
+    <symbol>, <symbol>_v2, ... <symbol>_v<k>, and a per-thread version as the export of the newest legacy
+    version not newer than it, plus its suffix. The header is read as text (not preprocessed) because
+    the oldest versions sit behind #if blocks that a normal compile skips."""
+    path = next((Path(d) / "cudaTypedefs.h" for d in include_dirs if (Path(d) / "cudaTypedefs.h").exists()), None)
+    if path is None:
+        raise GenError("cannot find cudaTypedefs.h, which lists the driver's entry point versions; pass the CUDA "
+                       "include directory with --include-dir")
+    pre.dependencies.add(str(path.resolve()))
+    legacy: dict[str, set[int]] = {}
+    per_thread: dict[str, dict[int, str]] = {}
+    for m in _PFN_RE.finditer(path.read_text(errors="replace")):
+        symbol, version, suffix = m.group(1), int(m.group(2)), m.group(3)
+        if suffix:
+            per_thread.setdefault(symbol, {})[version] = suffix
+        else:
+            legacy.setdefault(symbol, set()).add(version)
+    out = []
+    for symbol, versions in legacy.items():
+        ordered = sorted(versions)
+        names = {v: symbol if k == 0 else f"{symbol}_v{k + 1}" for k, v in enumerate(ordered)}
+        out += [(symbol, v, False, names[v]) for v in ordered]
+        for v, suffix in per_thread.get(symbol, {}).items():
+            older = [x for x in ordered if x <= v]
+            if older:
+                out.append((symbol, v, True, names[older[-1]] + suffix))
+    return sorted(out)
+
+
+def emit_lookup(apis: list[Api], versions: list[tuple[str, int, bool, str]]) -> str:
+    """api_lookup.cpp: the tables behind preload/api_lookup.h."""
+    ids = {a.name: a.id for a in apis}
+    out = [HEADER_NOTE, '#include "api_lookup.h"\n\n#include <cstring>\n\n#include "api_ids.h"\n\n',
+           "namespace {\n\n",
+           "// The address of each wrapper, taken through an assembler name so that no C++ declaration (whose\n"
+           "// types would need every header) is required; -Bsymbolic-functions binds them to the shim's own.\n"]
+    out += [f'extern "C" const char cutrace_export_{a.id}[] __asm__({c_string(a.name)});\n' for a in apis]
+    out.append("\nstruct NamedApi {\n  const char* name;\n  int32_t id;\n};\n\n"
+               "// Sorted by strcmp, for a binary search.\nconstexpr NamedApi kApisByName[] = {\n")
+    out += [f"    {{{c_string(a.name)}, {a.id}}},\n" for a in sorted(apis, key=lambda a: a.name.encode())]
+    out.append("};\n\nstruct DriverVersion {\n  const char* symbol;\n  int32_t version;\n  bool per_thread;\n"
+               "  int32_t id;\n};\n\n"
+               "// Sorted by symbol (strcmp), then version: what cuGetProcAddress hands out for each request.\n"
+               "constexpr DriverVersion kDriverVersions[] = {\n")
+    rows = [(s, v, pt, ids[e]) for s, v, pt, e in versions if e in ids]
+    rows.sort(key=lambda r: (r[0].encode(), r[1], r[2]))
+    out += [f"    {{{c_string(s)}, {v}, {'true' if pt else 'false'}, {i}}},\n" for s, v, pt, i in rows]
+    if not rows:
+        out.append("    {nullptr, 0, false, -1},\n")
+    out.append(f"}};\nconstexpr size_t kDriverVersionCount = {len(rows)};\n\n}}  // namespace\n\n")
+    out.append("namespace cutrace::preload {\n\nvoid* const g_wrapper_addresses[] = {\n")
+    out += [f"    const_cast<char*>(cutrace_export_{a.id}),\n" for a in apis]
+    out.append("};\nstatic_assert(sizeof(g_wrapper_addresses) / sizeof(g_wrapper_addresses[0]) == kApiCount);\n\n")
+    out.append(r"""int32_t find_api(const char* name) {
+  size_t lo = 0, hi = sizeof(kApisByName) / sizeof(kApisByName[0]);
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    const int c = std::strcmp(kApisByName[mid].name, name);
+    if (c == 0) return kApisByName[mid].id;
+    if (c < 0) lo = mid + 1; else hi = mid;
+  }
+  return -1;
+}
+
+int32_t driver_proc_api(const char* symbol, int cuda_version, uint64_t flags) {
+  size_t lo = 0, hi = kDriverVersionCount;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (std::strcmp(kDriverVersions[mid].symbol, symbol) < 0) lo = mid + 1; else hi = mid;
+  }
+  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM asks for the per-thread flavour where one exists.
+  const bool per_thread = (flags & 2) != 0;
+  int32_t legacy = -1, threaded = -1;
+  for (size_t k = lo; k < kDriverVersionCount && std::strcmp(kDriverVersions[k].symbol, symbol) == 0; ++k) {
+    if (kDriverVersions[k].version > cuda_version) break;
+    (kDriverVersions[k].per_thread ? threaded : legacy) = kDriverVersions[k].id;
+  }
+  return per_thread && threaded >= 0 ? threaded : legacy;
+}
+
+}  // namespace cutrace::preload
+""")
+    return "".join(out)
+
+
 def write_output(path: Path, text: str) -> None:
     # Always rewritten (not only when changed): the build tool compares its timestamp with the inputs.
     tmp = path.with_name(path.name + ".tmp")
@@ -1327,6 +1422,9 @@ def main(argv: list[str]) -> int:
     write_output(args.out_dir / "real_functions.cpp", emit_real_functions(apis))
     for model in models:
         write_output(args.out_dir / f"wrappers_{model.spec.name}.cpp", emit_wrappers(model))
+    has_driver = any(m.spec.domain == "cuda_driver" for m in models)
+    versions = driver_versions(pre, args.include_dir) if has_driver else []
+    write_output(args.out_dir / "api_lookup.cpp", emit_lookup(apis, versions))
     if args.depfile:
         deps = pre.dependencies | {os.path.abspath(a[1]) for a in args.library}
         deps |= {os.path.realpath(a[2]) for a in args.library} | {os.path.abspath(__file__)}

@@ -1,20 +1,30 @@
-// Calls one cheap runtime function in a tight loop and reports its cost per call: the overhead
-// benchmark runs it with and without the tracer. On the simulator both choices do no device work
-// (cudaGetDevice reads a thread-local, cudaPeekAtLastError another).
+// Calls one cheap CUDA function in a tight loop and reports its cost per call: the overhead benchmark
+// runs it with and without the tracer. The function is reached by one of the routes the tracer covers:
+//   plt             a call of the linked runtime, bound by the dynamic linker (the classic route)
+//   dlsym           a pointer from dlsym on a dlopen(RTLD_LOCAL) handle of libcudart.so.13 (ctypes)
+//   getprocaddress  cuDriverGetVersion from the driver's cuGetProcAddress_v2 (how the runtime, cuBLAS
+//                   and cuDNN reach the driver)
+// On the simulator none of these does device work (cudaGetDevice reads a thread-local,
+// cudaPeekAtLastError another, cuDriverGetVersion a constant).
 //
-// usage: cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError]
-// stdout: "api <function>", "calls <n>", "failed <n>", "total_ns <ns>", "ns_per_call <ns>" (%.2f).
-// exit: 0, or 64 on a usage error (a failing runtime still exits 0: its calls are what is timed).
+// usage: cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError] [plt|dlsym|getprocaddress]
+// stdout: "api <function>", "route <route>", "calls <n>", "failed <n>", "total_ns <ns>",
+//         "ns_per_call <ns>" (%.2f).
+// exit: 0, or 64 on a usage error, 1 when the route's library or function cannot be found (a failing
+// runtime still exits 0: its calls are what is timed).
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <time.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 namespace {
 
-constexpr const char kUsage[] = "cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError]";
+constexpr const char kUsage[] =
+    "cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError] [plt|dlsym|getprocaddress]";
 
 long long now_ns() {
   timespec t;
@@ -22,10 +32,19 @@ long long now_ns() {
   return t.tv_sec * 1000000000ll + t.tv_nsec;
 }
 
+void* lookup_or_die(void* handle, const char* name) {
+  void* p = handle ? dlsym(handle, name) : nullptr;
+  if (!p) {
+    std::fprintf(stderr, "error: cannot find %s: %s\n", name, dlerror());
+    std::exit(1);
+  }
+  return p;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3) {
+  if (argc < 2 || argc > 4) {
     std::fprintf(stderr, "usage: %s\n", kUsage);
     return 64;
   }
@@ -37,6 +56,7 @@ int main(int argc, char** argv) {
     return 64;
   }
   const char* api = argc > 2 ? argv[2] : "cudaGetDevice";
+  const char* route = argc > 3 ? argv[3] : "plt";
   bool peek = std::strcmp(api, "cudaPeekAtLastError") == 0;
   if (!peek && std::strcmp(api, "cudaGetDevice") != 0) {
     std::fprintf(stderr, "error: unknown function '%s'\nusage: %s\n", api, kUsage);
@@ -44,16 +64,53 @@ int main(int argc, char** argv) {
   }
 
   long failed = 0;
-  long long start = now_ns();
-  if (peek) {
-    for (long i = 0; i < iterations; ++i) failed += cudaPeekAtLastError() != cudaSuccess;
+  long long start = 0, total = 0;
+  if (std::strcmp(route, "plt") == 0) {
+    start = now_ns();
+    if (peek) {
+      for (long i = 0; i < iterations; ++i) failed += cudaPeekAtLastError() != cudaSuccess;
+    } else {
+      int device = 0;
+      for (long i = 0; i < iterations; ++i) failed += cudaGetDevice(&device) != cudaSuccess;
+    }
+    total = now_ns() - start;
+  } else if (std::strcmp(route, "dlsym") == 0) {
+    void* runtime = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (peek) {
+      auto fn = reinterpret_cast<cudaError_t (*)()>(lookup_or_die(runtime, api));
+      start = now_ns();
+      for (long i = 0; i < iterations; ++i) failed += fn() != cudaSuccess;
+    } else {
+      auto fn = reinterpret_cast<cudaError_t (*)(int*)>(lookup_or_die(runtime, api));
+      int device = 0;
+      start = now_ns();
+      for (long i = 0; i < iterations; ++i) failed += fn(&device) != cudaSuccess;
+    }
+    total = now_ns() - start;
+  } else if (std::strcmp(route, "getprocaddress") == 0) {
+    api = "cuDriverGetVersion";
+    // The driver API's own types are not needed: the prototypes are those of cuda.h.
+    using GetProcAddress = int (*)(const char*, void**, int, uint64_t, int*);
+    auto get = reinterpret_cast<GetProcAddress>(lookup_or_die(dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL),
+                                                               "cuGetProcAddress_v2"));
+    void* p = nullptr;
+    int status = 0;
+    if (get("cuDriverGetVersion", &p, 13000, 0, &status) != 0 || !p) {
+      std::fprintf(stderr, "error: cuGetProcAddress_v2 found no cuDriverGetVersion (status %d)\n", status);
+      return 1;
+    }
+    auto fn = reinterpret_cast<int (*)(int*)>(p);
+    int version = 0;
+    start = now_ns();
+    for (long i = 0; i < iterations; ++i) failed += fn(&version) != 0;
+    total = now_ns() - start;
   } else {
-    int device = 0;
-    for (long i = 0; i < iterations; ++i) failed += cudaGetDevice(&device) != cudaSuccess;
+    std::fprintf(stderr, "error: unknown route '%s'\nusage: %s\n", route, kUsage);
+    return 64;
   }
-  long long total = now_ns() - start;
 
   std::printf("api %s\n", api);
+  std::printf("route %s\n", route);
   std::printf("calls %ld\n", iterations);
   std::printf("failed %ld\n", failed);
   std::printf("total_ns %lld\n", total);

@@ -8,9 +8,9 @@
 
 namespace cutrace::launcher {
 
-std::string prepend_ld_preload(const std::string& preload, const char* existing) {
+std::string add_ld_preload(const std::string& preload, const char* existing) {
   if (!existing || !*existing) return preload;
-  return preload + ":" + existing;
+  return std::string(existing) + ":" + preload;
 }
 
 std::vector<std::string> program_environment(char* const* environ_entries, const std::string& preload,
@@ -29,7 +29,7 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
     std::string_view entry(*e);
     if (entry.starts_with(preload_key)) {
       if (have_preload) continue;
-      env.push_back(preload_key + prepend_ld_preload(preload, user_preload));
+      env.push_back(preload_key + add_ld_preload(preload, user_preload));
       have_preload = true;
     } else if (entry.starts_with(session_key)) {
       if (have_session) continue;

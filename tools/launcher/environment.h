@@ -6,11 +6,14 @@
 
 namespace cutrace::launcher {
 
-// LD_PRELOAD's new value: `preload` first, then whatever the user had (the loader accepts both ':' and
-// ' ' as separators, so the old value is kept verbatim).
-std::string prepend_ld_preload(const std::string& preload, const char* existing);
+// LD_PRELOAD's new value: whatever the user had, verbatim (the loader accepts both ':' and ' ' as
+// separators), then `preload` last. Last, so that the shim's RTLD_NEXT reaches the CUDA libraries
+// themselves: a tool preloaded by the user still sees every call it saw before (it runs first and
+// reaches the shim through its own RTLD_NEXT), the recorded duration does not include that tool's
+// time, and a wrapper handed out for a lookup through a handle calls exactly what the lookup found.
+std::string add_ld_preload(const std::string& preload, const char* existing);
 
-// `environ` with LD_PRELOAD prepended and CUTRACE_SESSION set; every other entry is kept, in order.
+// `environ` with the shim added to LD_PRELOAD and CUTRACE_SESSION set; every other entry is kept, in order.
 std::vector<std::string> program_environment(char* const* environ_entries, const std::string& preload,
                                              const std::string& session_name);
 

@@ -95,3 +95,76 @@ TEST(Forwarding, TrampolineWithoutRealFunctionReturnsNotSupported) {
 }
 
 }  // namespace
+
+// Lookups through a handle hand out the wrappers, so that calls made through dlsym pointers (ctypes,
+// dlopen-based loaders) are traced like linked ones.
+namespace {
+
+bool in_shim(const void* p) {
+  Dl_info info{};
+  return p && dladdr(p, &info) && info.dli_fname && std::strstr(info.dli_fname, "libcutrace-preload.so");
+}
+
+void* fake_handle() {
+  // Loaded already (linked); RTLD_NOLOAD gives its handle without loading anything.
+  void* h = dlopen("libgen_fake_cudart.so", RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(h, nullptr) << dlerror();
+  return h;
+}
+
+TEST(HandleLookups, DlsymOnTheRealLibrarysHandleReturnsTheWrapper) {
+  void* h = fake_handle();
+  void* p = dlsym(h, "cudaMemcpy");
+  EXPECT_TRUE(in_shim(p));
+  EXPECT_EQ(p, reinterpret_cast<void*>(&cudaMemcpy));  // the same wrapper the program binds to
+  // Calls through it reach the real function.
+  char src[8] = {}, dst[8] = {};
+  const int before = fake_memcpy_call.calls;
+  auto fn = reinterpret_cast<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind)>(p);
+  EXPECT_EQ(fn(dst, src, 5, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+  EXPECT_EQ(fake_memcpy_call.calls, before + 1);
+  EXPECT_EQ(fake_memcpy_call.count, 5u);
+  dlclose(h);
+}
+
+TEST(HandleLookups, DlvsymGivesGlibcsAnswerForAVersionTheLibraryLacks) {
+  // The fake defines no version node, so glibc finds no cudaMemcpy@libcudart.so.13 in it; the shim
+  // must not invent one. (The simulated runtime defines the node: tests/e2e covers the found case.)
+  void* h = fake_handle();
+  dlerror();
+  EXPECT_EQ(dlvsym(h, "cudaMemcpy", "libcudart.so.13"), nullptr);
+  const char* error = dlerror();
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::strstr(error, "version libcudart.so.13"), nullptr) << error;
+  dlclose(h);
+}
+
+TEST(HandleLookups, OtherNamesAndMissingNamesAreGlibcsAnswer) {
+  void* h = fake_handle();
+  // A function of one of its dependencies, found through its scope as glibc finds it.
+  EXPECT_EQ(dlsym(h, "fopen"), dlsym(RTLD_DEFAULT, "fopen"));
+  dlerror();
+  EXPECT_EQ(dlsym(h, "cudaNoSuchFunction"), nullptr);
+  const char* error = dlerror();
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::strstr(error, "cudaNoSuchFunction"), nullptr) << error;
+  dlclose(h);
+}
+
+TEST(HandleLookups, SuccessfulLookupLeavesDlerrorEmpty) {
+  void* h = fake_handle();
+  dlerror();
+  ASSERT_NE(dlsym(h, "cudaMalloc"), nullptr);
+  EXPECT_EQ(dlerror(), nullptr);
+  dlclose(h);
+}
+
+TEST(HandleLookups, RtldNextIsRelativeToTheCallerNotToTheShim) {
+  // From this program, the next cudaMemcpy is the shim's (the first library after the program); a
+  // dlsym that made itself glibc's caller would answer with the one after the shim (the fake's).
+  void* next = dlsym(RTLD_NEXT, "cudaMemcpy");
+  EXPECT_TRUE(in_shim(next));
+  EXPECT_EQ(dlsym(RTLD_DEFAULT, "cudaMemcpy"), next);
+}
+
+}  // namespace

@@ -328,7 +328,7 @@ TEST(LauncherLocate, EnvironmentOverrides) {
 TEST(LauncherEnvironment, PreloadIsPrependedAndNothingElseChanges) {
   const char* entries[] = {"A=1", "LD_PRELOAD=/usr/lib/libuser.so", "CUTRACE_SESSION=/stale", "B=x=y", nullptr};
   auto env = program_environment(const_cast<char* const*>(entries), "/opt/lib/libcutrace-preload.so", "/cutrace-0-abc");
-  EXPECT_EQ(env, (std::vector<std::string>{"A=1", "LD_PRELOAD=/opt/lib/libcutrace-preload.so:/usr/lib/libuser.so",
+  EXPECT_EQ(env, (std::vector<std::string>{"A=1", "LD_PRELOAD=/usr/lib/libuser.so:/opt/lib/libcutrace-preload.so",
                                            "CUTRACE_SESSION=/cutrace-0-abc", "B=x=y"}));
 }
 
@@ -345,7 +345,7 @@ TEST(LauncherEnvironment, DuplicatePreloadKeepsTheValueTheLoaderUses) {
   // ld.so takes the last LD_PRELOAD entry of the environment.
   const char* entries[] = {"LD_PRELOAD=/first.so", "X=1", "LD_PRELOAD=/last.so /other.so", nullptr};
   auto env = program_environment(const_cast<char* const*>(entries), "/p.so", "/s");
-  EXPECT_EQ(env, (std::vector<std::string>{"LD_PRELOAD=/p.so:/last.so /other.so", "X=1", "CUTRACE_SESSION=/s"}));
+  EXPECT_EQ(env, (std::vector<std::string>{"LD_PRELOAD=/last.so /other.so:/p.so", "X=1", "CUTRACE_SESSION=/s"}));
 }
 
 TEST(LauncherEnvironment, RecorderLeavesAnOuterSessionAlone) {

@@ -186,12 +186,13 @@ TEST_F(LauncherRun, DefaultNamesCountUp) {
   EXPECT_TRUE(exists(dir_ / "report2.cutrace"));
 }
 
-TEST_F(LauncherRun, PreloadIsPrependedForTheProgramOnly) {
+// After the user's own preloads, so that the shim's RTLD_NEXT reaches the CUDA libraries themselves.
+TEST_F(LauncherRun, PreloadIsAppendedForTheProgramOnly) {
   const std::string script =
       "printf %s \"$LD_PRELOAD\" > preload; printf %s \"$CUTRACE_SESSION\" > session; "
       "grep -c launcher_test_preload /proc/$$/maps > mapped";
   EXPECT_EQ(profile({"-o", "run", "sh", "-c", script}, {{"LD_PRELOAD", PRELOAD_USERS}}), 0);
-  EXPECT_EQ(read_file(dir_ / "preload"), std::string(PRELOAD_OURS) + ":" + PRELOAD_USERS);
+  EXPECT_EQ(read_file(dir_ / "preload"), std::string(PRELOAD_USERS) + ":" + PRELOAD_OURS);
   EXPECT_EQ(read_file(dir_ / "session"), value_of(recorder_log(), "session"));
   EXPECT_GE(std::stoi(read_file(dir_ / "mapped")), 2);  // both libraries are in the program
   // The recorder keeps the user's environment as it was.

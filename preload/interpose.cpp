@@ -1,0 +1,266 @@
+// dlsym/dlvsym interposition and the handing out of wrappers for driver entry points.
+//
+// A lookup through a handle searches only that object's dependency scope, so LD_PRELOAD alone never
+// sees calls made through ctypes, dlopen-based loaders or the libraries that dlopen their parts (the
+// brief, section 3). The shim therefore defines dlsym and dlvsym itself. The catch is RTLD_NEXT:
+// glibc resolves it relative to the caller's return address, so a wrapper that calls the real dlsym
+// makes itself the caller and breaks every other preloaded library that uses RTLD_NEXT (it would find
+// its own definition again). The entry points below are written in assembly for that reason: for
+// RTLD_NEXT and RTLD_DEFAULT they jump to glibc's dlsym with the caller's return address still on the
+// stack; only lookups through a real handle come to C++.
+#include "interpose.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "api_ids.h"
+#include "api_lookup.h"
+#include "cutrace/api_table.h"
+#include "loaded_objects.h"
+#include "modules.h"
+#include "runtime.h"
+
+extern "C" {
+// Filled on first use; read by the assembly entry points. Hidden: never interposable.
+__attribute__((visibility("hidden"))) void* cutrace_real_dlsym = nullptr;
+__attribute__((visibility("hidden"))) void* cutrace_real_dlvsym = nullptr;
+__attribute__((visibility("hidden"))) void* cutrace_resolve_dl_function(int which);
+__attribute__((visibility("hidden"))) void* cutrace_dlsym_handle(void* handle, const char* name);
+__attribute__((visibility("hidden"))) void* cutrace_dlvsym_handle(void* handle, const char* name, const char* version);
+}
+
+// On entry %rsp is 8 mod 16; the slow path pushes the argument registers (and pads) so that the call
+// to the resolver sees a 16-byte aligned stack, then restores them and jumps as the fast path does.
+// A missing glibc function (impossible in practice) makes the lookup return NULL.
+asm(R"(
+    .text
+    .p2align 4
+    .globl dlsym
+    .type dlsym, @function
+dlsym:
+    .cfi_startproc
+    endbr64
+    cmpq $-1, %rdi
+    je 1f
+    testq %rdi, %rdi
+    jne cutrace_dlsym_handle
+1:
+    movq cutrace_real_dlsym(%rip), %r11
+    testq %r11, %r11
+    jz 2f
+    jmp *%r11
+2:
+    pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    xorl %edi, %edi
+    call cutrace_resolve_dl_function
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    testq %rax, %rax
+    jz 3f
+    jmp *%rax
+3:
+    ret
+    .cfi_endproc
+    .size dlsym, .-dlsym
+
+    .p2align 4
+    .globl dlvsym
+    .type dlvsym, @function
+dlvsym:
+    .cfi_startproc
+    endbr64
+    cmpq $-1, %rdi
+    je 1f
+    testq %rdi, %rdi
+    jne cutrace_dlvsym_handle
+1:
+    movq cutrace_real_dlvsym(%rip), %r11
+    testq %r11, %r11
+    jz 2f
+    jmp *%r11
+2:
+    pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    pushq %rdx
+    .cfi_adjust_cfa_offset 8
+    movl $1, %edi
+    call cutrace_resolve_dl_function
+    popq %rdx
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    testq %rax, %rax
+    jz 3f
+    jmp *%rax
+3:
+    ret
+    .cfi_endproc
+    .size dlvsym, .-dlvsym
+)");
+
+namespace cutrace::preload {
+namespace {
+
+int runtime_version() {
+  static std::atomic<int> cached{0};
+  int v = cached.load(std::memory_order_relaxed);
+  if (v) return v;
+  using RuntimeGetVersion = int (*)(int*);
+  if (auto get = real_function<RuntimeGetVersion>(kApi_cudaRuntimeGetVersion)) {
+    const int saved_errno = errno;
+    if (get(&v) != 0) v = 0;
+    errno = saved_errno;
+  }
+  if (v) cached.store(v, std::memory_order_relaxed);
+  return v;
+}
+
+}  // namespace
+
+DlsymFn real_dlsym() { return reinterpret_cast<DlsymFn>(cutrace_resolve_dl_function(0)); }
+DlvsymFn real_dlvsym() { return reinterpret_cast<DlvsymFn>(cutrace_resolve_dl_function(1)); }
+
+uintptr_t self_address() { return reinterpret_cast<uintptr_t>(&cutrace_resolve_dl_function); }
+
+bool is_wrapper(const void* p) {
+  if (!p) return false;
+  Dl_info info{};
+  // dladdr leaves dlerror() alone (it reports failure by its result only).
+  if (!dladdr(p, &info) || info.dli_saddr != p || !info.dli_sname) return false;
+  const int32_t id = find_api(info.dli_sname);
+  return id >= 0 && g_wrapper_addresses[id] == p;
+}
+
+void* wrapper_for(int32_t api_id, void* found, void* real) {
+  if (api_id < 0 || uint32_t(api_id) >= kApiCount || !found) return found;
+  void* wrapper = g_wrapper_addresses[api_id];
+  if (found == wrapper) return found;
+  if (!real && elf::other_version_of(kApiTable[api_id].library, elf::soname_of(reinterpret_cast<uintptr_t>(found))))
+    return found;  // its prototypes may differ from those the wrapper was built with
+  if (!real) {
+    // Not resolvable by name from here (a library loaded under a name the shim does not look for):
+    // the wrapper takes what the program's own lookup found, unless another lookup got there first.
+    void* expected = nullptr;
+    if (!g_real_functions[api_id].compare_exchange_strong(expected, found, std::memory_order_relaxed))
+      real = expected;
+    else
+      real = found;
+  }
+  // Anything else (cuDNN's shim looking up its sub-libraries' functions, a stub that forwards to the
+  // real library, another major version, a tool preloaded after cutrace by hand) keeps what it found:
+  // a wrapper there would record a call twice, or call something the lookup did not find.
+  return real == found ? wrapper : found;
+}
+
+void hand_out_driver_wrapper(const char* symbol, void** pfn, int cuda_version, uint64_t flags) {
+  if (!pfn || !*pfn) return;
+  void* found = *pfn;
+  int32_t id = -1;
+  Dl_info info{};
+  if (dladdr(found, &info) && info.dli_saddr == found && info.dli_sname) {
+    id = find_api(info.dli_sname);
+    // Already a wrapper: the runtime's cudaGetDriverEntryPoint asks the driver through a pointer the
+    // shim handed out before.
+    if (id >= 0 && g_wrapper_addresses[id] == found) return;
+  }
+  // The driver may return an address that is no export of its own; then the export the request
+  // means is known from the versions cudaTypedefs.h lists.
+  if (id < 0 && symbol) id = driver_proc_api(symbol, cuda_version, flags);
+  if (id < 0) return;
+  *pfn = wrapper_for(id, found, real_function<void*>(uint32_t(id)));
+}
+
+namespace hooks {
+
+void driver_entry_point(const char* symbol, void** pfn, int version, unsigned long long flags) {
+  const int saved_errno = errno;
+  hand_out_driver_wrapper(symbol, pfn, version, flags);
+  errno = saved_errno;
+}
+
+void runtime_entry_point(const char* symbol, void** pfn, unsigned long long flags) {
+  const int saved_errno = errno;
+  // cudaGetDriverEntryPoint asks for the version of the runtime making the call.
+  hand_out_driver_wrapper(symbol, pfn, runtime_version(), flags);
+  errno = saved_errno;
+}
+
+void runtime_entry_point_by_version(const char* symbol, void** pfn, int version, unsigned long long flags) {
+  const int saved_errno = errno;
+  hand_out_driver_wrapper(symbol, pfn, version, flags);
+  errno = saved_errno;
+}
+
+}  // namespace hooks
+}  // namespace cutrace::preload
+
+using namespace cutrace::preload;
+
+extern "C" void* cutrace_resolve_dl_function(int which) {
+  void** slot = which ? &cutrace_real_dlvsym : &cutrace_real_dlsym;
+  void* p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (p) return p;
+  // The definition after the shim in load order: glibc's, or another preloaded library's that comes
+  // after cutrace (which then gets to see the lookup too).
+  p = elf::find_next(self_address(), which ? "dlvsym" : "dlsym");
+  if (p) __atomic_store_n(slot, p, __ATOMIC_RELEASE);
+  return p;
+}
+
+namespace {
+
+// The shim's own work (noting newly loaded objects, resolving the real function, which may itself
+// call dlsym) comes first and the program's lookup last: glibc clears the thread's previous dlerror()
+// at the start of every dl call, so what the program reads afterwards is exactly what its own lookup
+// left. What follows the lookup makes no dl call.
+struct Prepared {
+  int32_t id = -1;
+  void* real = nullptr;
+};
+
+Prepared prepare_lookup(const char* name) {
+  const int saved_errno = errno;
+  note_loaded_objects(t_thread);
+  Prepared p;
+  p.id = name ? find_api(name) : -1;
+  if (p.id >= 0) p.real = real_function<void*>(uint32_t(p.id));
+  errno = saved_errno;
+  return p;
+}
+
+void* finish_lookup(const Prepared& p, void* found) {
+  if (p.id < 0 || !found) return found;
+  const int saved_errno = errno;
+  void* result = wrapper_for(p.id, found, p.real);
+  errno = saved_errno;
+  return result;
+}
+
+}  // namespace
+
+extern "C" void* cutrace_dlsym_handle(void* handle, const char* name) {
+  const Prepared p = prepare_lookup(name);
+  return finish_lookup(p, real_dlsym()(handle, name));
+}
+
+extern "C" void* cutrace_dlvsym_handle(void* handle, const char* name, const char* version) {
+  const Prepared p = prepare_lookup(name);
+  return finish_lookup(p, real_dlvsym()(handle, name, version));
+}

@@ -1,0 +1,344 @@
+#include "modules.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "api_lookup.h"
+#include "interpose.h"
+#include "loaded_objects.h"
+
+namespace cutrace::preload {
+namespace {
+
+// Bounded tables (no malloc here): a process with more objects than this still works, and objects
+// beyond the bound are neither reported nor examined.
+constexpr uint32_t kMaxObjects = 4096;
+
+struct ObjectKey {
+  uintptr_t bias;
+  uint64_t name_hash;
+  bool operator==(const ObjectKey& o) const { return bias == o.bias && name_hash == o.name_hash; }
+};
+
+struct KeySet {
+  ObjectKey keys[kMaxObjects];
+  uint32_t count = 0;
+  bool contains(const ObjectKey& k) const {
+    for (uint32_t i = 0; i < count; ++i)
+      if (keys[i] == k) return true;
+    return false;
+  }
+  void add(const ObjectKey& k) {
+    if (count < kMaxObjects) keys[count++] = k;
+  }
+};
+
+std::atomic_flag g_lock = ATOMIC_FLAG_INIT;
+elf::Object g_objects[kMaxObjects];  // the last walk of the loader's list
+uint32_t g_object_count = 0;
+KeySet g_reported;  // module records written by this process
+KeySet g_examined;  // imports looked at (objects present at start-up are entered unexamined)
+bool g_startup_noted = false;
+std::atomic<uint64_t> g_last_adds{~0ull}, g_last_subs{~0ull};
+
+class Locked {
+ public:
+  Locked() {
+    while (g_lock.test_and_set(std::memory_order_acquire)) sched_yield();
+  }
+  ~Locked() { g_lock.clear(std::memory_order_release); }
+};
+
+uint64_t fnv1a64(const char* s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; ++s) h = (h ^ uint8_t(*s)) * 1099511628211ull;
+  return h;
+}
+
+ObjectKey key_of(const elf::Object& o) { return {o.bias, fnv1a64(o.name)}; }
+
+const char* base_name(const char* path) {
+  const char* slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+// The CUDA libraries whose calls the shim records, by file name.
+bool is_cuda_library(const char* path) {
+  static const char* const kPrefixes[] = {"libcudart.so", "libcuda.so", "libcublas.so", "libcublasLt.so",
+                                          "libcudnn.so"};
+  const char* base = base_name(path);
+  for (const char* prefix : kPrefixes)
+    if (strncmp(base, prefix, strlen(prefix)) == 0) return true;
+  return false;
+}
+
+// Walks the loader's list into g_objects. Caller holds g_lock; no dl call happens inside the walk.
+void collect_objects() {
+  g_object_count = 0;
+  elf::for_each_object([](const elf::Object& o) {
+    if (g_object_count < kMaxObjects) g_objects[g_object_count++] = o;
+    return false;
+  });
+}
+
+bool has_section(const char* path, const char* wanted) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool found = false;
+  ElfW(Ehdr) eh;
+  if (pread(fd, &eh, sizeof eh, 0) == ssize_t(sizeof eh) && std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+      eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(ElfW(Shdr)) && eh.e_shnum > 0 &&
+      eh.e_shstrndx < eh.e_shnum) {
+    ElfW(Shdr) names;
+    char strings[4096];
+    ssize_t got = 0;
+    if (pread(fd, &names, sizeof names, off_t(eh.e_shoff + uint64_t(eh.e_shstrndx) * sizeof names)) ==
+        ssize_t(sizeof names)) {
+      const size_t want = names.sh_size < sizeof strings ? size_t(names.sh_size) : sizeof strings;
+      got = pread(fd, strings, want, off_t(names.sh_offset));
+    }
+    ElfW(Shdr) batch[32];
+    for (uint32_t first = 0; got > 0 && !found && first < eh.e_shnum; first += 32) {
+      const uint32_t n = eh.e_shnum - first < 32 ? eh.e_shnum - first : 32;
+      const ssize_t bytes = ssize_t(n * sizeof(ElfW(Shdr)));
+      if (pread(fd, batch, size_t(bytes), off_t(eh.e_shoff + uint64_t(first) * sizeof(ElfW(Shdr)))) != bytes) break;
+      for (uint32_t i = 0; i < n && !found; ++i) {
+        const size_t at = batch[i].sh_name;
+        if (at < size_t(got) && strnlen(strings + at, size_t(got) - at) < size_t(got) - at)
+          found = strcmp(strings + at, wanted) == 0;
+      }
+    }
+  }
+  close(fd);
+  return found;
+}
+
+// Objects whose file is worth opening to look for GPU code: the program, and libraries outside the
+// system's own directories (PyTorch's and JAX's live in site-packages, CUDA's in its toolkit).
+bool may_carry_gpu_code(const char* path) {
+  if (!*path || strstr(path, "linux-vdso")) return false;
+  static const char* const kSystemDirs[] = {"/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"};
+  for (const char* dir : kSystemDirs)
+    if (strncmp(path, dir, strlen(dir)) == 0) return is_cuda_library(path);
+  return true;
+}
+
+const char* path_of(const elf::Object& o, char* buffer, size_t capacity) {
+  if (o.index != 0 || *o.name) return o.name;
+  const ssize_t n = readlink("/proc/self/exe", buffer, capacity - 1);
+  if (n <= 0) return "";
+  buffer[n] = '\0';
+  return buffer;
+}
+
+uint32_t module_flags(const elf::Object& o, const char* path) {
+  uint32_t flags = o.index == 0 ? abi::kModuleFlagMainProgram : 0;
+  elf::Dynamic d;
+  if (elf::read_dynamic(o, &d)) {
+    for (const ElfW(Dyn)* e = d.dyn; e->d_tag != DT_NULL; ++e)
+      if (e->d_tag == DT_NEEDED && e->d_un.d_val < d.strsz &&
+          strncmp(d.strtab + e->d_un.d_val, "libcudart.so", 12) == 0)
+        flags |= abi::kModuleFlagNeedsCudart;
+  }
+  if (may_carry_gpu_code(path) && has_section(path, ".nv_fatbin")) flags |= abi::kModuleFlagDeviceCode;
+  return flags;
+}
+
+void emit_module(ThreadState& ts, const elf::Object& o) {
+  if (!ts.producer.header) return;
+  char exe[1024];
+  const char* path = path_of(o, exe, sizeof exe);
+  size_t path_bytes = strlen(path);
+  if (path_bytes > abi::kMaxModulePathBytes) path_bytes = abi::kMaxModulePathBytes;
+  const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::ModuleRecord) + path_bytes));
+  const uint32_t flags = module_flags(o, path);  // before reserving: it reads files
+  uint8_t* p = ts.producer.reserve(bytes);
+  if (!p) return;
+  auto* r = reinterpret_cast<abi::ModuleRecord*>(p);
+  std::memset(r, 0, bytes);
+  r->header = {uint16_t(abi::RecordKind::kModuleMap), uint16_t(bytes), uint32_t(abi::ModuleEvent::kLoaded)};
+  r->base = o.bias;
+  r->flags = flags;
+  for (uint16_t i = 0; i < o.phnum; ++i) {
+    const ElfW(Phdr)& ph = o.phdr[i];
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && r->text_end == 0) {
+      r->text_start = o.bias + ph.p_vaddr;
+      r->text_end = r->text_start + ph.p_memsz;
+    }
+    if (ph.p_type != PT_NOTE || r->build_id_bytes) continue;
+    // Notes: 4-byte namesz, descsz, type, then the name and the descriptor, each padded to 4.
+    auto* n = reinterpret_cast<const uint8_t*>(o.bias + ph.p_vaddr);
+    for (size_t at = 0; at + 12 <= ph.p_memsz;) {
+      uint32_t namesz, descsz, type;
+      std::memcpy(&namesz, n + at, 4);
+      std::memcpy(&descsz, n + at + 4, 4);
+      std::memcpy(&type, n + at + 8, 4);
+      const size_t name_at = at + 12, desc_at = name_at + ((namesz + 3) & ~3u);
+      if (desc_at + descsz > ph.p_memsz) break;
+      if (type == NT_GNU_BUILD_ID && namesz == 4 && std::memcmp(n + name_at, "GNU", 4) == 0) {
+        r->build_id_bytes = uint8_t(descsz < abi::kMaxBuildIdBytes ? descsz : abi::kMaxBuildIdBytes);
+        std::memcpy(r->build_id, n + desc_at, r->build_id_bytes);
+        break;
+      }
+      at = desc_at + ((descsz + 3) & ~3u);
+    }
+  }
+  r->path_bytes = uint32_t(path_bytes);
+  std::memcpy(r->path, path, path_bytes);
+  ts.producer.commit(bytes);
+}
+
+// Whether something loaded ahead of the shim (the program, a library preloaded before it) defines
+// `name`: a lazy binding would reach that definition rather than the wrapper.
+bool defined_before_shim(const char* name) {
+  bool found = false;
+  const uintptr_t self = self_address();
+  elf::for_each_object([&](const elf::Object& o) {
+    if (elf::contains(o, self)) return true;
+    elf::Dynamic d;
+    found = elf::read_dynamic(o, &d) && elf::find_symbol(o, d, name);
+    return found;
+  });
+  return found;
+}
+
+void write_slot(void** slot, void* value, uintptr_t relro_start, uintptr_t relro_end) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(slot);
+  if (at < relro_start || at >= relro_end) {
+    __atomic_store_n(slot, value, __ATOMIC_RELEASE);
+    return;
+  }
+  // Made read-only by the loader once relocated (-z relro): opened for the one store.
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  void* start = reinterpret_cast<void*>(at & ~(page - 1));
+  if (mprotect(start, page, PROT_READ | PROT_WRITE) != 0) return;
+  __atomic_store_n(slot, value, __ATOMIC_RELEASE);
+  mprotect(start, page, PROT_READ);
+}
+
+// Points the imports of wrapped functions that bypass the shim at the wrappers: slots bound to the
+// real function (a library loaded with RTLD_DEEPBIND binds to its own dependencies first) and lazy
+// slots not bound yet (they would bind the same way on their first call).
+void redirect_imports(const elf::Object& o) {
+  if (elf::contains(o, self_address())) return;
+  elf::Dynamic d;
+  if (!elf::read_dynamic(o, &d)) return;
+  uintptr_t relro_start = 0, relro_end = 0;
+  for (uint16_t i = 0; i < o.phnum; ++i) {
+    if (o.phdr[i].p_type != PT_GNU_RELRO) continue;
+    relro_start = o.bias + o.phdr[i].p_vaddr;
+    relro_end = relro_start + o.phdr[i].p_memsz;
+  }
+  const struct {
+    const ElfW(Rela)* table;
+    size_t bytes;
+  } tables[] = {{d.jmprel, d.jmprel_bytes}, {d.rela, d.rela_bytes}};
+  for (const auto& t : tables) {
+    for (size_t i = 0; t.table && i < t.bytes / sizeof(ElfW(Rela)); ++i) {
+      const ElfW(Rela)& rel = t.table[i];
+      const uint32_t type = ELF64_R_TYPE(rel.r_info);
+      if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
+      const ElfW(Sym)& sym = d.symtab[ELF64_R_SYM(rel.r_info)];
+      if (sym.st_shndx != SHN_UNDEF || sym.st_name >= d.strsz) continue;
+      const char* name = d.strtab + sym.st_name;
+      const int32_t id = find_api(name);
+      if (id < 0) continue;
+      auto** slot = reinterpret_cast<void**>(o.bias + rel.r_offset);
+      void* current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+      void* wrapper = g_wrapper_addresses[id];
+      if (current == wrapper) continue;
+      void* real = real_function<void*>(uint32_t(id));
+      // Bound past the shim: the same decision as for a lookup through a handle that found `current`.
+      const bool bound_past = real && wrapper_for(id, current, real) == wrapper;
+      const bool lazy = type == R_X86_64_JUMP_SLOT && elf::contains(o, reinterpret_cast<uintptr_t>(current));
+      if (!bound_past && !(lazy && !defined_before_shim(name))) continue;
+      write_slot(slot, wrapper, relro_start, relro_end);
+    }
+  }
+}
+
+bool any_cuda_library() {
+  for (uint32_t i = 0; i < g_object_count; ++i)
+    if (is_cuda_library(g_objects[i].name)) return true;
+  return false;
+}
+
+}  // namespace
+
+void report_all_objects(ThreadState& ts) {
+  Locked lock;
+  collect_objects();
+  g_reported.count = 0;
+  for (uint32_t i = 0; i < g_object_count; ++i) {
+    emit_module(ts, g_objects[i]);
+    g_reported.add(key_of(g_objects[i]));
+  }
+}
+
+void note_loaded_objects(ThreadState& ts) {
+  if (!g_session || ts.in_tracer) return;
+  uint64_t adds = 0, subs = 0;
+  elf::load_counts(&adds, &subs);
+  if (adds == g_last_adds.load(std::memory_order_relaxed) && subs == g_last_subs.load(std::memory_order_relaxed))
+    return;
+  const bool announced = process_announced();
+  bool need_ring = false;
+  ts.in_tracer++;
+  {
+    Locked lock;
+    collect_objects();
+    for (uint32_t i = 0; i < g_object_count; ++i) {
+      const ObjectKey k = key_of(g_objects[i]);
+      if (g_examined.contains(k)) continue;
+      g_examined.add(k);
+      // What was loaded before the first look was bound with the shim in the global scope already.
+      if (g_startup_noted) redirect_imports(g_objects[i]);
+    }
+    g_startup_noted = true;
+    // Before the process has recorded anything, only a CUDA library makes it start reporting.
+    need_ring = announced ? g_reported.count < g_object_count : any_cuda_library();
+  }
+  ts.in_tracer--;
+  // Claiming a ring may announce the process, which reports every object itself (and takes the lock).
+  if (need_ring && !ts.producer.header) prepare_thread(ts);
+  if (announced && ts.producer.header) {
+    ts.in_tracer++;
+    Locked lock;
+    collect_objects();
+    for (uint32_t i = 0; i < g_object_count; ++i) {
+      const ObjectKey k = key_of(g_objects[i]);
+      if (g_reported.contains(k)) continue;
+      emit_module(ts, g_objects[i]);
+      g_reported.add(k);
+    }
+    ts.in_tracer--;
+  }
+  g_last_adds.store(adds, std::memory_order_relaxed);
+  g_last_subs.store(subs, std::memory_order_relaxed);
+}
+
+bool process_uses_cuda() {
+  bool uses = false;
+  char exe[1024];
+  {
+    Locked lock;
+    collect_objects();
+    uses = any_cuda_library();
+    if (!uses && g_object_count > 0) uses = has_section(path_of(g_objects[0], exe, sizeof exe), ".nv_fatbin");
+  }
+  return uses;
+}
+
+void forget_reported_objects() {
+  g_lock.clear(std::memory_order_relaxed);
+  g_reported.count = 0;
+  g_last_adds.store(~0ull, std::memory_order_relaxed);
+  g_last_subs.store(~0ull, std::memory_order_relaxed);
+}
+
+}  // namespace cutrace::preload

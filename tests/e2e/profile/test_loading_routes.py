@@ -1,0 +1,126 @@
+"""The ways real programs reach the CUDA runtime besides linking it: ctypes (and its fork()ed
+multiprocessing children), dlopen + dlsym/dlvsym on a handle, a library loaded with RTLD_DEEPBIND, a
+runtime found only through the RUNPATH of the library that loads it, and a second tool preloaded
+beside cutrace. Each must be traced call for call, and the program must behave exactly as without
+cutrace (its output, dlerror() results and exit code)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import APPS, SIM_LIB, api_sum, app, calls, profile, sim_env
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+RUNTIME_CALLS = {"cudaGetDeviceCount", "cudaMalloc", "cudaMemcpy", "cudaFree", "cudaDeviceSynchronize"}
+
+
+def program_calls(stdout, prefix=""):
+    """{function: n} from a program's "calls <function> <n>" lines (with an optional prefix)."""
+    result = {}
+    for line in stdout.splitlines():
+        if not line.startswith(prefix):
+            continue
+        parts = line[len(prefix):].split()
+        if len(parts) == 3 and parts[0] == "calls":
+            result[parts[1]] = int(parts[2])
+    return result
+
+
+def recorded(trace):
+    """{function: calls} of the runtime functions in cuda_api_sum."""
+    return {name: int(row["Num Calls"]) for name, row in api_sum(trace).items() if name in RUNTIME_CALLS}
+
+
+def untraced(command, env):
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_ctypes_script_is_traced_call_for_call(tmp_path):
+    command = [sys.executable, str(SCRIPTS / "ctypes_runtime.py"), "libcudart.so.13", "7"]
+    proc, trace = profile(tmp_path, command)
+    without_pid = lambda out: [l for l in out.splitlines() if not l.startswith("pid ")]  # noqa: E731
+    assert without_pid(proc.stdout) == without_pid(untraced(command, sim_env()).stdout)
+    expected = program_calls(proc.stdout)
+    assert expected == {"cudaFree": 7, "cudaGetDeviceCount": 7, "cudaMalloc": 7, "cudaMemcpy": 7}
+    assert recorded(trace) == expected
+    assert "failures 0" in proc.stdout
+
+
+def test_multiprocessing_fork_children_are_traced_each(tmp_path):
+    children, iterations = 3, 5
+    command = [sys.executable, str(SCRIPTS / "ctypes_runtime.py"), "libcudart.so.13", str(iterations),
+               "--children", str(children)]
+    proc, trace = profile(tmp_path, command)
+    child_pids = sorted({int(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("child ")})
+    assert len(child_pids) == children
+    parent_pid = int(next(l.split()[1] for l in proc.stdout.splitlines() if l.startswith("pid ")))
+    events, _ = calls(trace, tmp_path)
+    per_process = {}
+    for e in events:
+        if e["name"] in RUNTIME_CALLS:
+            per_process.setdefault(e["pid"], {}).setdefault(e["name"], 0)
+            per_process[e["pid"]][e["name"]] += 1
+    expected = {"cudaFree": iterations, "cudaGetDeviceCount": iterations, "cudaMalloc": iterations,
+                "cudaMemcpy": iterations}
+    assert per_process == {pid: expected for pid in [parent_pid, *child_pids]}
+    for pid in child_pids:
+        assert program_calls(proc.stdout, f"child {pid} ") == expected
+
+
+def test_dlopen_and_dlsym_on_a_local_handle(tmp_path):
+    command = [app("dl_runtime"), "libcudart.so.13", "6"]
+    proc, trace = profile(tmp_path, command)
+    plain = untraced(command, sim_env())
+    # The same output, "dlerror clean" included: looking up through the shim leaves dlerror() as
+    # glibc's own lookup left it, for a found name and for a missing one.
+    assert proc.stdout == plain.stdout
+    assert "dlerror clean" in proc.stdout and "failures 0" in proc.stdout
+    assert recorded(trace) == program_calls(proc.stdout)
+
+
+def test_library_loaded_with_deepbind_is_traced(tmp_path):
+    command = [app("deepbind_main"), str(APPS / "libdeep_user.so"), "9"]
+    proc, trace = profile(tmp_path, command)
+    assert proc.stdout == untraced(command, sim_env()).stdout
+    assert "failures 0" in proc.stdout
+    assert recorded(trace) == program_calls(proc.stdout) == {"cudaFree": 9, "cudaGetDeviceCount": 9, "cudaMalloc": 9}
+
+
+def test_runtime_found_through_the_loading_librarys_runpath(tmp_path):
+    # No LD_LIBRARY_PATH: the runtime is only on libruntime_user.so's RUNPATH, which dlopen searches
+    # only when it is called from that library.
+    env = dict(os.environ)
+    env.pop("LD_LIBRARY_PATH", None)
+    env.pop("LD_PRELOAD", None)
+    command = [app("runpath_main"), str(APPS / "runpath" / "libruntime_user.so"), "8"]
+    plain = untraced(command, env)
+    assert plain.returncode == 0, plain.stderr
+    proc, trace = profile(tmp_path, command, env=env)
+    assert proc.stdout == plain.stdout
+    assert recorded(trace) == program_calls(proc.stdout) == {"cudaDeviceSynchronize": 1, "cudaGetDeviceCount": 8}
+
+
+def stacked_line(stderr):
+    """What the other tool reported at exit ("stacked: cudaMalloc N cudaFree N"), or None."""
+    return next((l for l in stderr.splitlines() if l.startswith("stacked: ")), None)
+
+
+def test_a_second_preloaded_tool_keeps_working(tmp_path):
+    # The other tool finds the next cudaMalloc with dlsym(RTLD_NEXT): through cutrace's dlsym it must
+    # get the next definition after itself. It must see exactly the calls it sees without cutrace
+    # (all of a linked program's; none of those made through a local handle or by a DEEPBIND
+    # library, which bypass it), while cutrace records every call.
+    env = sim_env(LD_PRELOAD=APPS / "libstacked_preload.so")
+    cases = (([app("sim_vector_add"), "3", "4096"], "stacked: cudaMalloc 9 cudaFree 9"),
+             ([app("deepbind_main"), str(APPS / "libdeep_user.so"), "4"], None),
+             ([app("dl_runtime"), "libcudart.so.13", "5"], None))
+    for command, other_sees in cases:
+        plain = untraced(command, env)
+        assert stacked_line(plain.stderr) == other_sees
+        proc, trace = profile(tmp_path, command, env=env, name=Path(command[0]).name)
+        assert proc.stdout == plain.stdout
+        assert stacked_line(proc.stderr) == other_sees
+        table = recorded(trace)
+        made = program_calls(proc.stdout)
+        for name in ("cudaMalloc", "cudaFree"):
+            assert table[name] == made[name], (command, name)
