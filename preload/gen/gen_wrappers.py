@@ -74,6 +74,8 @@ ARG_FORMATS = {
     "kernel_handle": "kKernelHandle",
     "dim3": "kDim3",
     "flags": "kFlags",
+    "function": "kFunction",
+    "enum": "kEnum",
 }
 
 # How a return value is recorded (format::ResultKind) and flagged (abi::kCallFlag*).
@@ -81,6 +83,8 @@ RESULT_KINDS = {
     "error": ("kErrorCode", None),
     "pointer": ("kPointer", "cutrace::abi::kCallFlagResultIsPointer"),
     "unsigned": ("kUnsigned", None),
+    # A signed integer or an enum that is no error code (a count, a version): recorded as its bits.
+    "signed": ("kUnsigned", None),
     # A value the record cannot hold (a struct): recorded like a void function.
     "none": ("kVoid", "cutrace::abi::kCallFlagNoResult"),
 }
@@ -610,6 +614,8 @@ class ArgSpec:
     out: bool
     field: list[str]
     label: str
+    type_name: str | None = None  # the C type of an enum argument, set when checked against the prototype
+    components: list[str] = dataclasses.field(default_factory=list)  # x, y, z parameters of a dim3
 
 
 @dataclasses.dataclass
@@ -628,6 +634,8 @@ class FunctionSpec:
     param_names: list[str] | None = None
     prototype: str | None = None
     missing: str | None = None
+    report_name: str | None = None
+    internal: bool | None = None
 
 
 @dataclasses.dataclass
@@ -645,6 +653,8 @@ class LibrarySpec:
     domain: str
     headers: list[str]
     internal_headers: list[str]
+    defines: list[str]
+    internal_prefixes: list[str]
     success: str | None
     variant_suffixes: list[str]
     missing_without_prototype: str
@@ -716,8 +726,8 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
     c = TomlChecker(annotations)
     c.table(doc, "top level", {"library", "functions"}, {"library"})
     lib = c.table(doc["library"], "[library]",
-                  {"soname", "domain", "headers", "internal_headers", "success", "variant_suffixes",
-                   "missing_without_prototype", "results"},
+                  {"soname", "domain", "headers", "internal_headers", "defines", "internal_prefixes", "success",
+                   "variant_suffixes", "missing_without_prototype", "results"},
                   {"soname", "domain", "headers", "results"})
     spec = LibrarySpec(
         name=name,
@@ -727,6 +737,8 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         domain=c.choice(lib["domain"], "[library] domain", DOMAINS),
         headers=c.strings(lib["headers"], "[library] headers"),
         internal_headers=c.strings(lib.get("internal_headers", []), "[library] internal_headers"),
+        defines=c.strings(lib.get("defines", []), "[library] defines"),
+        internal_prefixes=c.strings(lib.get("internal_prefixes", []), "[library] internal_prefixes"),
         success=c.ident(lib["success"], "[library] success") if "success" in lib else None,
         variant_suffixes=c.strings(lib.get("variant_suffixes", []), "[library] variant_suffixes"),
         missing_without_prototype=c.string(lib.get("missing_without_prototype", "0"),
@@ -734,6 +746,9 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         results={},
         functions={},
     )
+    for d in spec.defines:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(=.*)?", d):
+            raise c.fail("[library] defines", f"'{d}' is not NAME or NAME=VALUE")
     results = c.table(lib["results"], "[library.results]", set(lib["results"]))
     for type_name, value in results.items():
         where = f"[library.results] \"{type_name}\""
@@ -749,7 +764,8 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         where = f"[functions.{fname}]"
         if not _IDENT_RE.fullmatch(fname):
             raise c.fail(where, f"'{fname}' is not a function name")
-        f = c.table(body, where, {"class", "args", "record_always", "hook", "param_names", "prototype", "missing"})
+        f = c.table(body, where, {"class", "args", "record_always", "hook", "param_names", "prototype", "missing",
+                                  "report_name", "internal"})
         fs = FunctionSpec(fname)
         if "class" in f:
             fs.api_class = c.choice(f["class"], where + " class", CLASSES)
@@ -761,6 +777,10 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
             fs.prototype = c.string(f["prototype"], where + " prototype")
         if "missing" in f:
             fs.missing = c.string(f["missing"], where + " missing")
+        if "report_name" in f:
+            fs.report_name = c.ident(f["report_name"], where + " report_name")
+        if "internal" in f:
+            fs.internal = c.boolean(f["internal"], where + " internal")
         if "hook" in f:
             h = c.table(f["hook"], where + " hook", {"name", "args"}, {"name", "args"})
             fs.hook = HookSpec(c.ident(h["name"], where + " hook.name"),
@@ -772,8 +792,14 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
             raise c.fail(where, f"{len(args)} args, but a record holds at most {MAX_ARGS}")
         for k, a in enumerate(args):
             aw = f"{where} args[{k}]"
-            a = c.table(a, aw, {"param", "format", "out", "field", "name"}, {"param", "format"})
+            a = c.table(a, aw, {"param", "format", "out", "field", "name", "components"}, {"param", "format"})
             param = c.ident(a["param"], aw + " param")
+            components = []
+            if "components" in a:
+                components = [c.ident(v, aw + " components") for v in c.strings(a["components"], aw + " components")]
+                if len(components) != 3 or a["format"] != "dim3" or components[0] != param:
+                    raise c.fail(aw, "components names the x, y and z parameters of a dim3 passed as three "
+                                     "integers; param must be the first of them and format \"dim3\"")
             field = []
             if "field" in a:
                 field = c.string(a["field"], aw + " field").split(".")
@@ -782,7 +808,8 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
                         raise c.fail(aw, f"field '{a['field']}' is not a member path such as 'extent.width'")
             label = c.string(a["name"], aw + " name") if "name" in a else (field[-1] if field else param)
             fs.args.append(ArgSpec(param, c.choice(a["format"], aw + " format", ARG_FORMATS),
-                                   c.boolean(a.get("out", False), aw + " out"), field, label))
+                                   c.boolean(a.get("out", False), aw + " out"), field, label,
+                                   components=components))
         spec.functions[fname] = fs
     return spec
 
@@ -810,7 +837,18 @@ class Api:
     @property
     def annotated(self) -> bool:
         s = self.spec
-        return s is not None and bool(s.args or s.api_class != "other" or s.record_always or s.hook)
+        return s is not None and bool(s.args or s.api_class != "other" or s.record_always or s.hook
+                                      or s.report_name or s.internal is not None)
+
+    @property
+    def report_name(self) -> str | None:
+        return self.spec.report_name if self.spec else None
+
+    @property
+    def internal(self) -> bool:
+        if self.spec and self.spec.internal is not None:
+            return self.spec.internal
+        return any(self.name.startswith(p) for p in self.library.internal_prefixes)
 
     def declaration(self) -> str:
         params = ", ".join(p.declaration(n) for p, n in zip(self.proto.params, self.param_names))
@@ -870,7 +908,8 @@ def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
             raise GenError(f"{lib.annotations}: [functions.{fname}]: {lib.binary.name} exports no function named "
                            f"'{fname}'{hint}; remove or rename the entry")
 
-    compile_src = "".join(f"#include <{h}>\n" for h in lib.headers)
+    compile_src = "".join(f"#define {d.replace('=', ' ', 1)}\n" for d in lib.defines)
+    compile_src += "".join(f"#include <{h}>\n" for h in lib.headers)
     tokens, macros = tokenize_preprocessed(pre.run(compile_src, [], ", ".join(lib.headers)))
     public = collect_c_prototypes(tokens, export_set)
     internal: dict[str, list[Prototype]] = {}
@@ -962,6 +1001,9 @@ def validate_function(api: Api) -> None:
         return
     sig = describe(proto, names)
     for k, a in enumerate(spec.args):
+        for extra in a.components[1:]:
+            if extra not in names:
+                raise GenError(f"{where} args[{k}] components: '{extra}' is not a parameter of {sig}")
         if a.param not in names:
             close = difflib.get_close_matches(a.param, names, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -970,6 +1012,15 @@ def validate_function(api: Api) -> None:
         if a.out and not param.is_pointer:
             raise GenError(f"{where} args[{k}]: out = true reads *{a.param} after the call, but {a.param} is "
                            f"'{param.type_text()}', not a pointer")
+        if a.fmt == "enum":
+            if a.field:
+                raise GenError(f"{where} args[{k}]: format \"enum\" takes the parameter's own type; record the "
+                               f"field with another format")
+            words = [w for w in re.split(r"[\s*]+", param.type_text()) if w and w not in ("const", "volatile", "enum")]
+            if len(words) != 1 or (param.is_pointer and not a.out):
+                raise GenError(f"{where} args[{k}]: format \"enum\" needs a parameter of an enum type (or, with "
+                               f"out = true, a pointer to one), but {a.param} is '{param.type_text()}'")
+            a.type_name = words[0]
     if spec.hook:
         for h in spec.hook.args:
             if h not in names:
@@ -1014,7 +1065,8 @@ def emit_table(apis: list[Api]) -> str:
     for a in apis:
         if a.proto is not None and a.spec and a.spec.args:
             items = ", ".join(f"{{{c_string(x.label)}, abi::ArgFormat::{ARG_FORMATS[x.fmt]}, "
-                              f"{'format::kArgFlagOut' if x.out else '0'}, nullptr}}" for x in a.spec.args)
+                              f"{'format::kArgFlagOut' if x.out else '0'}, "
+                              f"{c_string(x.type_name) if x.type_name else 'nullptr'}}}" for x in a.spec.args)
             out.append(f"constexpr ApiArgInfo kArgs_{a.name}[] = {{{items}}};\n")
     out.append("\n}  // namespace\n\nconst ApiInfo kApiTable[] = {\n")
     for a in apis:
@@ -1030,9 +1082,11 @@ def emit_table(apis: list[Api]) -> str:
                 api_class = a.spec.api_class
                 if a.spec.args:
                     nargs, args = len(a.spec.args), f"kArgs_{a.name}"
+        display = c_string(a.report_name) if a.report_name else "nullptr"
+        flags = "format::kApiFlagInternal" if a.internal else "0"
         out.append(f"    {{{c_string(a.name)}, {c_string(lib.soname)}, abi::ApiDomain::{DOMAINS[lib.domain]}, "
                    f"abi::ApiClass::{CLASSES[api_class]}, format::ResultKind::{result_kind}, {nargs}, {args}, "
-                   f"nullptr, 0}},\n")
+                   f"{display}, {flags}}},\n")
     out.append("};\n\nconst uint32_t kApiTableSize = sizeof(kApiTable) / sizeof(kApiTable[0]);\n")
     out.append("static_assert(sizeof(kApiTable) / sizeof(kApiTable[0]) == kApiCount);\n\n}  // namespace cutrace\n")
     return "".join(out)
@@ -1070,6 +1124,18 @@ inline uint64_t arg_slot(const T& value) {
     static_assert(sizeof(T) == 0, "annotated argument is not an integer, enum or pointer: record a field of it");
     return 0;
   }
+}
+
+// A launch configuration passed as three integers (the driver's gridDimX, gridDimY, gridDimZ).
+struct Dim3 {
+  uint32_t x, y, z;
+};
+
+// format = "enum": the tools print the value by the enumerator names of the argument's type.
+template <class T>
+inline uint64_t enum_slot(const T& value) {
+  static_assert(std::is_enum_v<T>, "format = \"enum\" names an argument that is not of an enum type");
+  return cutrace::preload::as_result(value);
 }
 
 }  // namespace cutrace::gen
@@ -1169,7 +1235,15 @@ def slot_expr(api: Api, a: ArgSpec, result_ok: str | None) -> str:
             access = f"{a.param}.{'.'.join(a.field)}"
     else:
         access = a.param
-    value = f"cutrace::preload::pack_dim3({access})" if a.fmt == "dim3" else f"cutrace::gen::arg_slot({access})"
+    if a.components:
+        x, y, z = a.components
+        value = f"cutrace::preload::pack_dim3(cutrace::gen::Dim3{{{x}, {y}, {z}}})"
+    elif a.fmt == "dim3":
+        value = f"cutrace::preload::pack_dim3({access})"
+    elif a.fmt == "enum":
+        value = f"cutrace::gen::enum_slot({access})"
+    else:
+        value = f"cutrace::gen::arg_slot({access})"
     if not guards:
         return value
     return f"{' && '.join(guards)} ? {value} : 0"
@@ -1233,7 +1307,11 @@ def emit_wrapper(api: Api) -> str:
 
 def emit_wrappers(model: LibraryModel) -> str:
     lib, apis = model.spec, model.apis
-    out = [HEADER_NOTE, "#include <cerrno>\n#include <cstdint>\n#include <type_traits>\n\n"]
+    out = [HEADER_NOTE]
+    if lib.defines:
+        out.append("// The headers' view the library itself is built with ([library] defines).\n")
+        out += [f"#define {d.replace('=', ' ', 1)}\n" for d in lib.defines]
+    out.append("#include <cerrno>\n#include <cstdint>\n#include <type_traits>\n\n")
     out += [f"#include <{h}>\n" for h in lib.headers]
     out.append('\n#include "api_ids.h"\n#include "runtime.h"\n')
     if model.shadowed:

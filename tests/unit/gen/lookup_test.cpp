@@ -1,0 +1,63 @@
+// The generated lookup tables: wrappers by name, and the export each cuGetProcAddress request stands
+// for. The expected exports are those the real driver hands out (the k-th version of a symbol in
+// cudaTypedefs.h is exported as name, name_v2, ...; per-thread flavours carry _ptds/_ptsz).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "api_ids.h"
+#include "api_lookup.h"
+#include "cutrace/api_table.h"
+
+namespace {
+
+using cutrace::preload::driver_proc_api;
+using cutrace::preload::find_api;
+
+constexpr uint64_t kDefault = 0, kLegacyStream = 1, kPerThread = 2;
+
+std::string export_for(const char* symbol, int version, uint64_t flags) {
+  const int32_t id = driver_proc_api(symbol, version, flags);
+  return id < 0 ? "(none)" : cutrace::kApiTable[id].name;
+}
+
+TEST(ApiLookup, FindsEveryWrappedNameAndNothingElse) {
+  for (uint32_t id = 0; id < cutrace::kApiCount; ++id)
+    EXPECT_EQ(find_api(cutrace::kApiTable[id].name), int32_t(id)) << cutrace::kApiTable[id].name;
+  EXPECT_EQ(find_api("cudaMallocc"), -1);
+  EXPECT_EQ(find_api(""), -1);
+  EXPECT_EQ(find_api("zzz"), -1);
+}
+
+TEST(ApiLookup, NewestVersionNotNewerThanTheRequest) {
+  EXPECT_EQ(export_for("cuMemAlloc", 2000, kDefault), "cuMemAlloc");
+  EXPECT_EQ(export_for("cuMemAlloc", 3020, kDefault), "cuMemAlloc_v2");
+  EXPECT_EQ(export_for("cuMemAlloc", 13000, kDefault), "cuMemAlloc_v2");
+  EXPECT_EQ(export_for("cuCtxCreate", 11040, kDefault), "cuCtxCreate_v3");
+  EXPECT_EQ(export_for("cuCtxCreate", 12050, kDefault), "cuCtxCreate_v4");
+  EXPECT_EQ(export_for("cuStreamBeginCapture", 10000, kDefault), "cuStreamBeginCapture");
+  EXPECT_EQ(export_for("cuStreamBeginCapture", 10010, kDefault), "cuStreamBeginCapture_v2");
+  EXPECT_EQ(export_for("cuGetProcAddress", 11030, kDefault), "cuGetProcAddress");
+  EXPECT_EQ(export_for("cuGetProcAddress", 12000, kDefault), "cuGetProcAddress_v2");
+  EXPECT_EQ(export_for("cuLaunchKernel", 13000, kDefault), "cuLaunchKernel");
+}
+
+TEST(ApiLookup, PerThreadFlagPicksThePerThreadFlavour) {
+  EXPECT_EQ(export_for("cuLaunchKernel", 13000, kPerThread), "cuLaunchKernel_ptsz");
+  EXPECT_EQ(export_for("cuLaunchKernel", 13000, kLegacyStream), "cuLaunchKernel");
+  EXPECT_EQ(export_for("cuMemcpyHtoD", 13000, kPerThread), "cuMemcpyHtoD_v2_ptds");
+  EXPECT_EQ(export_for("cuStreamBeginCapture", 10000, kPerThread), "cuStreamBeginCapture_ptsz");
+  EXPECT_EQ(export_for("cuStreamBeginCapture", 12000, kPerThread), "cuStreamBeginCapture_v2_ptsz");
+  // No per-thread flavour: the legacy one.
+  EXPECT_EQ(export_for("cuMemAlloc", 13000, kPerThread), "cuMemAlloc_v2");
+}
+
+TEST(ApiLookup, UnknownSymbolsAndTooOldVersionsFindNothing) {
+  EXPECT_EQ(export_for("cuNoSuchFunction", 13000, kDefault), "(none)");
+  EXPECT_EQ(export_for("cuMemAlloc_v2", 13000, kDefault), "(none)");  // requests name the symbol unversioned
+  EXPECT_EQ(export_for("cuLaunchKernelEx", 11000, kDefault), "(none)");
+  EXPECT_EQ(export_for("cuMemAlloc", 1000, kDefault), "(none)");
+  EXPECT_EQ(export_for("", 13000, kDefault), "(none)");
+}
+
+}  // namespace
