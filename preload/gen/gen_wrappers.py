@@ -653,6 +653,7 @@ class LibrarySpec:
     domain: str
     headers: list[str]
     internal_headers: list[str]
+    separate_headers: list[str]
     defines: list[str]
     internal_prefixes: list[str]
     success: str | None
@@ -726,7 +727,7 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
     c = TomlChecker(annotations)
     c.table(doc, "top level", {"library", "functions"}, {"library"})
     lib = c.table(doc["library"], "[library]",
-                  {"soname", "domain", "headers", "internal_headers", "defines", "internal_prefixes", "success",
+                  {"soname", "domain", "headers", "internal_headers", "separate_headers", "defines", "internal_prefixes", "success",
                    "variant_suffixes", "missing_without_prototype", "results"},
                   {"soname", "domain", "headers", "results"})
     spec = LibrarySpec(
@@ -737,6 +738,7 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         domain=c.choice(lib["domain"], "[library] domain", DOMAINS),
         headers=c.strings(lib["headers"], "[library] headers"),
         internal_headers=c.strings(lib.get("internal_headers", []), "[library] internal_headers"),
+        separate_headers=c.strings(lib.get("separate_headers", []), "[library] separate_headers"),
         defines=c.strings(lib.get("defines", []), "[library] defines"),
         internal_prefixes=c.strings(lib.get("internal_prefixes", []), "[library] internal_prefixes"),
         success=c.ident(lib["success"], "[library] success") if "success" in lib else None,
@@ -918,6 +920,13 @@ def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
         src = "#include <cuda_runtime.h>\n" + "".join(f"#include <{h}>\n" for h in lib.internal_headers)
         itokens, _ = tokenize_preprocessed(pre.run(src, pre.nvcc_host_flags(), ", ".join(lib.internal_headers)))
         internal = collect_c_prototypes(itokens, export_set - set(public))
+    for header in lib.separate_headers:
+        # A header that cannot be included beside `headers` (cublas.h's legacy API beside cublas_v2.h):
+        # read on its own, for the prototypes of exports the others do not declare.
+        src = "".join(f"#define {d.replace('=', ' ', 1)}\n" for d in lib.defines) + f"#include <{header}>\n"
+        stokens, _ = tokenize_preprocessed(pre.run(src, [], header))
+        for name, protos in collect_c_prototypes(stokens, export_set - set(public) - set(internal)).items():
+            internal[name] = protos
 
     def pick(name: str, candidates: list[Prototype]) -> Prototype:
         first = candidates[0]
@@ -1266,7 +1275,8 @@ def emit_wrapper(api: Api) -> str:
     result_ok = f"cutrace_result == {lib.success}" if kind == "error" else None
 
     b = [f'extern "C" CUTRACE_EXPORT {render(proto.ret)} {api.name}({params}) {{\n',
-         f"  using CutraceFn = decltype(&::{api.name});\n",
+         # Spelled out rather than decltype(&::name): a C++ header may add overloads (cublas_api.h does).
+         f"  using CutraceFn = {render(proto.ret)} (*)({', '.join(p.declaration('') for p in proto.params)});\n",
          f"  CutraceFn cutrace_real = cutrace::preload::real_function<CutraceFn>({api_id});\n",
          f"  if (CUTRACE_UNLIKELY(!cutrace_real)) return{'' if is_void else ' ' + missing};\n",
          "  auto& cutrace_ts = cutrace::preload::t_thread;\n"]
@@ -1319,8 +1329,8 @@ def emit_wrappers(model: LibraryModel) -> str:
         out += [f"#undef {n}\n" for n in sorted(model.shadowed)]
     declared = [a for a in apis if a.proto is not None and a.origin in ("internal", "annotation")]
     if declared:
-        out.append("\n// Prototypes the public headers do not declare: nvcc's host pass sees them in crt/, or the\n"
-                   "// annotations give them.\n")
+        out.append("\n// Prototypes the public headers do not declare: nvcc's host pass sees them in crt/, a header that\n"
+                   "// cannot be included with the others declares them, or the annotations give them.\n")
         for a in declared:
             where = a.proto.where if a.origin == "internal" else str(lib.annotations.name)
             out.append(f"{a.declaration()}  // {where}\n")

@@ -132,8 +132,12 @@ TEST(ApiTable, IdsIndexTheTable) {
     EXPECT_EQ(api.arg_count == 0, api.args == nullptr) << api.name;
     // One library, one domain: the tools group calls by domain.
     const std::string library = api.library;
-    if (library == "libcudart.so.13") EXPECT_EQ(api.domain, cutrace::abi::ApiDomain::kCudaRuntime) << api.name;
-    else if (library == "libcuda.so.1") EXPECT_EQ(api.domain, cutrace::abi::ApiDomain::kCudaDriver) << api.name;
+    const std::map<std::string, cutrace::abi::ApiDomain> domains = {
+        {"libcudart.so.13", cutrace::abi::ApiDomain::kCudaRuntime}, {"libcuda.so.1", cutrace::abi::ApiDomain::kCudaDriver},
+        {"libcublas.so.13", cutrace::abi::ApiDomain::kCublas},      {"libcublasLt.so.13", cutrace::abi::ApiDomain::kCublasLt},
+        {"libcudnn.so.9", cutrace::abi::ApiDomain::kCudnn}};
+    ASSERT_EQ(domains.count(library), 1u) << api.name << " lives in " << library;
+    EXPECT_EQ(api.domain, domains.at(library)) << api.name;
   }
 }
 
@@ -235,6 +239,52 @@ TEST(ApiTable, RegistrationAndResultKinds) {
   ASSERT_NE(unannotated, nullptr);
   EXPECT_EQ(unannotated->api_class, ApiClass::kOther);
   EXPECT_EQ(unannotated->arg_count, 0);
+}
+
+TEST(ApiTable, GemmsRecordShapesTypesAndBatches) {
+  const std::vector<ArgFormat> gemm{ArgFormat::kPointer, ArgFormat::kEnum,   ArgFormat::kEnum,
+                                    ArgFormat::kSigned,  ArgFormat::kSigned, ArgFormat::kSigned};
+  for (const char* name : {"cublasSgemm_v2", "cublasDgemm_v2", "cublasHgemm", "cublasSgemm_v2_64"}) {
+    const auto* api = find_api(name);
+    ASSERT_NE(api, nullptr) << name;
+    EXPECT_EQ(formats(*api), gemm) << name;
+    EXPECT_STREQ(api->args[1].type_name, "cublasOperation_t") << name;
+    EXPECT_STREQ(api->args[3].name, "m") << name;
+    EXPECT_EQ(api->domain, cutrace::abi::ApiDomain::kCublas);
+    EXPECT_EQ(api->api_class, ApiClass::kKernel);
+  }
+  const auto* ex = find_api("cublasGemmStridedBatchedEx");
+  ASSERT_NE(ex, nullptr);
+  ASSERT_EQ(ex->arg_count, 12);
+  EXPECT_STREQ(ex->args[6].type_name, "cudaDataType");
+  EXPECT_STREQ(ex->args[9].name, "batchCount");
+  EXPECT_STREQ(ex->args[10].type_name, "cublasComputeType_t");
+  EXPECT_STREQ(ex->args[11].type_name, "cublasGemmAlgo_t");
+  const auto* matmul = find_api("cublasLtMatmul");
+  ASSERT_NE(matmul, nullptr);
+  EXPECT_EQ(matmul->domain, cutrace::abi::ApiDomain::kCublasLt);
+  EXPECT_EQ(matmul->args[7].format, ArgFormat::kStream);
+  // The legacy API comes from cublas.h, which cannot be included beside cublas_v2.h.
+  const auto* legacy = find_api("cublasSgemm");
+  ASSERT_NE(legacy, nullptr);
+  EXPECT_EQ(legacy->result_kind, cutrace::format::ResultKind::kVoid);
+}
+
+TEST(ApiTable, CudnnRecordsOperationsAndDescriptorShapes) {
+  const auto* conv = find_api("cudnnConvolutionForward");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->domain, cutrace::abi::ApiDomain::kCudnn);
+  EXPECT_STREQ(conv->library, "libcudnn.so.9");
+  EXPECT_STREQ(conv->args[4].type_name, "cudnnConvolutionFwdAlgo_t");
+  const auto* tensor = find_api("cudnnSetTensor4dDescriptor");
+  ASSERT_NE(tensor, nullptr);
+  EXPECT_EQ(formats(*tensor), (std::vector<ArgFormat>{ArgFormat::kPointer, ArgFormat::kEnum, ArgFormat::kEnum,
+                                                      ArgFormat::kSigned, ArgFormat::kSigned, ArgFormat::kSigned,
+                                                      ArgFormat::kSigned}));
+  EXPECT_STREQ(tensor->args[2].type_name, "cudnnDataType_t");
+  const auto* backend = find_api("cudnnBackendCreateDescriptor");
+  ASSERT_NE(backend, nullptr);
+  EXPECT_STREQ(backend->args[0].type_name, "cudnnBackendDescriptorType_t");
 }
 
 // --- the generator, run on annotations written for the occasion ---
