@@ -15,6 +15,7 @@ and writes into --out-dir:
   real_functions.cpp    cutrace::preload::g_real_functions, kept apart so that the recorder can link the
                         table without the shim's state
   wrappers_<name>.cpp   the wrappers of one library, in the shape documented in preload/runtime.h
+  coverage.json         each library's exports, which are forwarded untimed and which annotated
   api_lookup.cpp        the tables behind preload/api_lookup.h: wrappers by name, and the driver entry
                         point versions that cuGetProcAddress hands out (from cudaTypedefs.h)
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import os
 import re
 import struct
@@ -1462,6 +1464,22 @@ int32_t driver_proc_api(const char* symbol, int cuda_version, uint64_t flags) {
     return "".join(out)
 
 
+def emit_coverage(models: list[LibraryModel]) -> str:
+    """coverage.json: what each library's exports became, for scripts/coverage.py and docs/coverage.md."""
+    doc = []
+    for m in models:
+        doc.append({
+            "library": m.spec.soname,
+            "binary": str(m.spec.binary.resolve()),
+            "domain": m.spec.domain,
+            "exports": [a.name for a in m.apis],
+            "untimed": [a.name for a in m.apis if a.proto is None],
+            "annotated": [a.name for a in m.apis if a.annotated],
+            "internal": [a.name for a in m.apis if a.proto is not None and a.internal],
+        })
+    return json.dumps(doc, indent=1) + "\n"
+
+
 def write_output(path: Path, text: str) -> None:
     # Always rewritten (not only when changed): the build tool compares its timestamp with the inputs.
     tmp = path.with_name(path.name + ".tmp")
@@ -1513,6 +1531,7 @@ def main(argv: list[str]) -> int:
     has_driver = any(m.spec.domain == "cuda_driver" for m in models)
     versions = driver_versions(pre, args.include_dir) if has_driver else []
     write_output(args.out_dir / "api_lookup.cpp", emit_lookup(apis, versions))
+    write_output(args.out_dir / "coverage.json", emit_coverage(models))
     if args.depfile:
         deps = pre.dependencies | {os.path.abspath(a[1]) for a in args.library}
         deps |= {os.path.realpath(a[2]) for a in args.library} | {os.path.abspath(__file__)}

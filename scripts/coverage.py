@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Compares every function the installed CUDA libraries export with what the built shim wraps.
+
+The exports are read from the installed libraries themselves (nm -D), independently of the
+generator; the shim's exports from the built libcutrace-preload.so. coverage.json (written by the
+generator next to the wrappers) says which wrapped functions are forwarded untimed for want of a
+prototype. cuDNN's parts (libcudnn_ops.so.9, ...) are compared too: libcudnn.so.9 must export every
+public function they have.
+
+  scripts/coverage.py --build build --check      exit 1 when an installed export is not wrapped
+  scripts/coverage.py --build build --write docs/coverage.md
+
+Only the Python standard library is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PROG = "coverage"
+
+# Exports of cuDNN's parts that no header declares and libcudnn.so.9 does not re-export: the parts'
+# own plumbing (engine registration, logging helpers), never called by programs.
+CUDNN_PART_INTERNALS_PREFIXES = ("dummy", "register")
+
+
+def exported_functions(nm: str, binary: Path) -> set[str]:
+    out = subprocess.run([nm, "-D", "--defined-only", str(binary)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{PROG}: error: cannot read the exports of {binary}: {out.stderr.strip()}")
+    names = set()
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] in ("T", "W", "i"):
+            names.add(parts[2].split("@")[0])
+    return names
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", type=Path, required=True, help="the build directory")
+    ap.add_argument("--nm", default="nm")
+    ap.add_argument("--check", action="store_true", help="fail when an installed export is not wrapped")
+    ap.add_argument("--write", type=Path, help="write the coverage report (Markdown) here")
+    args = ap.parse_args(argv)
+
+    coverage_json = args.build / "preload" / "generated" / "coverage.json"
+    shim = args.build / "lib" / "libcutrace-preload.so"
+    for path in (coverage_json, shim):
+        if not path.exists():
+            print(f"{PROG}: error: {path} does not exist; build cutrace first", file=sys.stderr)
+            return 2
+    libraries = json.loads(coverage_json.read_text())
+    shim_exports = exported_functions(args.nm, shim)
+
+    rows = []
+    missing_total = []
+    for lib in libraries:
+        binary = Path(lib["binary"])
+        installed = exported_functions(args.nm, binary)
+        wrapped = installed & shim_exports
+        missing = sorted(installed - shim_exports)
+        missing_total += [f"{lib['library']}: {m}" for m in missing]
+        untimed = sorted(set(lib["untimed"]) & wrapped)
+        rows.append((lib, binary, len(installed), len(wrapped), len(wrapped) - len(untimed), untimed, missing))
+
+    # cuDNN's parts: programs reach them only through libcudnn.so.9, which must re-export their API.
+    parts = []
+    cudnn = next((r for r in rows if r[0]["library"] == "libcudnn.so.9"), None)
+    if cudnn is not None:
+        main_exports = exported_functions(args.nm, cudnn[1])
+        for part in sorted(cudnn[1].parent.glob("libcudnn_*.so.9")):
+            own = {n for n in exported_functions(args.nm, part) if not n.startswith("_Z")}
+            not_reexported = sorted(own - main_exports)
+            public = [n for n in not_reexported if n.startswith("cudnn")]
+            plumbing = [n for n in not_reexported if not n.startswith("cudnn")]
+            parts.append((part.name, len(own), len(own) - len(not_reexported), public, plumbing))
+
+    if args.check:
+        for m in missing_total:
+            print(f"{PROG}: not wrapped: {m}", file=sys.stderr)
+        bad_plumbing = [(p, n) for p, _, _, _, plumbing in parts for n in plumbing
+                        if not n.startswith(CUDNN_PART_INTERNALS_PREFIXES)]
+        for p, n in bad_plumbing:
+            print(f"{PROG}: {p} exports {n}, which libcudnn.so.9 does not re-export; decide whether it needs "
+                  f"a wrapper", file=sys.stderr)
+        for lib, binary, n_installed, n_wrapped, n_timed, untimed, missing in rows:
+            print(f"{PROG}: {lib['library']}: {n_installed} exports, {n_wrapped} wrapped, {n_timed} timed")
+        if missing_total or bad_plumbing:
+            return 1
+
+    if args.write:
+        out = ["# Coverage: the exports of the installed CUDA libraries and what cutrace does with them\n\n",
+               "Written by `scripts/coverage.py --build build --write docs/coverage.md` from the libraries "
+               "installed on the machine that built it (the exports are read with `nm -D`, independently of "
+               "the generator). The test `coverage.every_export_wrapped` fails when an installed export has no "
+               "wrapper.\n\n",
+               "- **wrapped**: the shim exports a function of that name, so every route "
+               "(PLT, `dlsym`, `cuGetProcAddress`, redirected imports) reaches it.\n",
+               "- **timed**: its wrapper times the call and writes a record (with the annotated arguments).\n",
+               "- **untimed**: no header declares it, so its arguments are unknown; it is forwarded by a jump "
+               "that leaves every register as the caller set it, and no record is written.\n\n",
+               "| library | exports | wrapped | timed | untimed | annotated |\n",
+               "|---|---:|---:|---:|---:|---:|\n"]
+        for lib, binary, n_installed, n_wrapped, n_timed, untimed, missing in rows:
+            out.append(f"| `{lib['library']}` | {n_installed} | {n_wrapped} | {n_timed} | {len(untimed)} | "
+                       f"{len(lib['annotated'])} |\n")
+        out.append("\nThe driver's exports are read from the toolkit's stub (`lib64/stubs/libcuda.so`), which "
+                   "carries the same symbols as the driver that comes with the GPU's kernel module.\n")
+        for lib, binary, n_installed, n_wrapped, n_timed, untimed, missing in rows:
+            if untimed:
+                out.append(f"\n## `{lib['library']}`: forwarded untimed ({len(untimed)})\n\n")
+                out.append(", ".join(f"`{n}`" for n in untimed) + "\n")
+            if missing:
+                out.append(f"\n## `{lib['library']}`: NOT wrapped ({len(missing)})\n\n")
+                out.append(", ".join(f"`{n}`" for n in missing) + "\n")
+        if parts:
+            out.append("\n## cuDNN's parts\n\n`libcudnn.so.9` dlopen()s its parts; programs call them only through "
+                       "it. Every C function a part exports is re-exported by `libcudnn.so.9` (and so wrapped), "
+                       "except the ones listed, which no header declares.\n\n"
+                       "| part | C exports | re-exported by libcudnn.so.9 | not re-exported |\n|---|---:|---:|---|\n")
+            for name, n_own, n_re, public, plumbing in parts:
+                listed = ", ".join(f"`{n}`" for n in public + plumbing) or "none"
+                out.append(f"| `{name}` | {n_own} | {n_re} | {listed} |\n")
+        args.write.write_text("".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
