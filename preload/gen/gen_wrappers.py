@@ -1273,8 +1273,11 @@ def emit_wrapper(api: Api) -> str:
     is_void = kind == "void"
     flags = ("cutrace::abi::kCallFlagNoResult" if is_void else RESULT_KINDS[kind][1]) or "0"
     api_id = f"cutrace::{id_name(api)}"
-    hook = f"cutrace::preload::hooks::{spec.hook.name}({', '.join(spec.hook.args)});" if spec and spec.hook else ""
     result_ok = f"cutrace_result == {lib.success}" if kind == "error" else None
+    hook = f"cutrace::preload::hooks::{spec.hook.name}({', '.join(spec.hook.args)});" if spec and spec.hook else ""
+    if hook and result_ok:
+        # A failed call may leave its out-parameters as the caller's uninitialised memory.
+        hook = f"if ({result_ok}) {hook}"
 
     b = [f'extern "C" CUTRACE_EXPORT {render(proto.ret)} {api.name}({params}) {{\n',
          # Spelled out rather than decltype(&::name): a C++ header may add overloads (cublas_api.h does).
