@@ -32,6 +32,33 @@ uint32_t sysv_hash(const char* name) {
 
 // A defined, visible function or object whose version (if any) is the default one: what dlsym
 // returns for the plain name.
+// String comparisons by hand: find_next runs inside dlsym, which a sanitizer runtime calls while it
+// initialises, before its interceptors of strcmp and friends can forward anywhere.
+bool same_string(const char* a, const char* b) {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+
+bool same_prefix(const char* a, const char* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return false;
+    if (!a[i]) return true;
+  }
+  return true;
+}
+
+const char* find_so(const char* s) {
+  for (; *s; ++s)
+    if (s[0] == '.' && s[1] == 's' && s[2] == 'o') return s;
+  return nullptr;
+}
+
+size_t length(const char* s) {
+  size_t n = 0;
+  while (s[n]) ++n;
+  return n;
+}
+
 bool usable(const Object& o, const Dynamic& d, uint32_t index, const char* name) {
   const ElfW(Sym)& s = d.symtab[index];
   if (s.st_shndx == SHN_UNDEF || s.st_value == 0) return false;
@@ -43,7 +70,7 @@ bool usable(const Object& o, const Dynamic& d, uint32_t index, const char* name)
   if (d.versym && (d.versym[index] & 0x8000)) return false;
   if (s.st_name >= d.strsz) return false;
   (void)o;
-  return std::strcmp(d.strtab + s.st_name, name) == 0;
+  return same_string(d.strtab + s.st_name, name);
 }
 
 }  // namespace
@@ -172,23 +199,23 @@ namespace {
 
 // "libcudart.so.13" and "libcudart.so.12" are one family: the part up to and including ".so".
 size_t family_length(const char* soname) {
-  const char* so = std::strstr(soname, ".so");
-  return so ? size_t(so - soname) + 3 : std::strlen(soname);
+  const char* so = find_so(soname);
+  return so ? size_t(so - soname) + 3 : length(soname);
 }
 
 }  // namespace
 
 bool other_version_of(const char* soname, const char* candidate) {
-  if (!candidate || std::strcmp(soname, candidate) == 0) return false;
+  if (!candidate || same_string(soname, candidate)) return false;
   const size_t n = family_length(soname);
-  return family_length(candidate) == n && std::strncmp(soname, candidate, n) == 0;
+  return family_length(candidate) == n && same_prefix(soname, candidate, n);
 }
 
 void* find_in_library(const char* soname, uintptr_t caller, const char* name) {
   void* in_library = nullptr;
   for_each_object([&](const Object& o) {
     Dynamic d;
-    if (!read_dynamic(o, &d) || !d.soname || std::strcmp(d.soname, soname) != 0) return false;
+    if (!read_dynamic(o, &d) || !d.soname || !same_string(d.soname, soname)) return false;
     in_library = find_symbol(o, d, name);
     return true;
   });
