@@ -101,6 +101,7 @@ int export_main(int argc, char** argv) {
   }
   const PerfettoCounts counts = write_perfetto(trace, out.file(), options);
   const int exit_code = warn_status(trace, "export");
+  print_trace_warnings(trace, "export");
   if (!out.commit(error)) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;

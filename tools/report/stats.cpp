@@ -124,6 +124,7 @@ int stats_main(int argc, char** argv) {
   while (trace.next(ev))
     for (auto& r : reports) r->add(trace, ev);
   const int exit_code = warn_status(trace, "stats");
+  print_trace_warnings(trace, "stats");
 
   // Loss is never silent: in column output it heads the report; csv and json stay pure data, so there
   // it goes to stderr.

@@ -608,6 +608,39 @@ TEST(Decode, EnumsByTheirHeaderNamesAndNumbersOtherwise) {
   EXPECT_EQ(reader::result_text(cudnn, 987654), "987654");
 }
 
+// The recorder's warnings (warning.N in the end summary) are repeated by every command that reads the
+// trace, once each.
+TEST(TraceWarnings, StatsExportAndInfoRepeatThem) {
+  const std::string path = temp_path("warned.cutrace");
+  trace::TraceWriter w;
+  ASSERT_TRUE(w.open(path));
+  ASSERT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
+  w.add_thread_def(thread_def(0, 7, 7));
+  Records r;
+  r.call(kCudaFree, 100, 200, 0, {0});
+  r.add_to(w, 0);
+  const std::string first = "process 7 (./gemm): libcublas.so.13 was loaded but none of its calls was recorded";
+  const std::string second = "process 8 (./other): libcudnn.so.9 was loaded but none of its calls was recorded";
+  ASSERT_TRUE(w.finish({{"dropped", "0"}, {"warning.0", first}, {"warning.1", second}}, {{0, 0, 1, 0, 0}}));
+  Result stats = cli({"stats", "-r", "cuda_api_sum,cublas_api_sum", path});
+  EXPECT_EQ(stats.exit, 0);
+  EXPECT_EQ(stats.err, "cutrace stats: warning: " + first + ".\ncutrace stats: warning: " + second + ".\n");
+  Result exported = cli({"export", "--type", "perfetto", "-o", temp_path("warned.json"), path});
+  EXPECT_EQ(exported.exit, 0);
+  EXPECT_TRUE(contains(exported.err, "cutrace export: warning: " + first + ".\n")) << exported.err;
+  EXPECT_EQ(count_lines(exported.err), 3u) << exported.err;  // two warnings and the "wrote" line
+  Result info = cli({"info", path});
+  EXPECT_EQ(info.exit, 0);
+  EXPECT_TRUE(contains(info.out, "\nWarnings:\n  cutrace: warning: " + first + ".\n  cutrace: warning: " + second +
+                                     ".\n"))
+      << info.out;
+  EXPECT_FALSE(contains(info.out, "warning.0")) << info.out;
+  // A trace without warnings prints none.
+  const std::string small = temp_path("small.cutrace");
+  write_small_trace(small);
+  EXPECT_EQ(cli({"stats", small}).err, "");
+}
+
 TEST_F(ReportTest, JsonStringsAreAlwaysValidUtf8) {
   const std::string path = temp_path("names.cutrace");
   trace::TraceWriter w;
