@@ -12,6 +12,7 @@
 #include <string>
 #include <sys/stat.h>
 
+#include "cutrace/api_table.h"
 #include "cutrace/ring.h"
 #include "recorder/recorder.h"
 #include "recorder/trace_writer.h"
@@ -77,6 +78,9 @@ struct Rig {
     writer.set_compression_threads(compression_threads);
     if (!writer.open(path, level)) throw std::runtime_error(writer.error());
     if (!rec.attach(session.header(), session.bytes(), &writer, &error)) throw std::runtime_error(error);
+    // As cutrace-recorder does: the per-call work that depends on the table (domains called, kernel
+    // handles learned) is part of what is measured.
+    rec.set_api_table(kApiTable, kApiTableSize);
     abi::RingHeader* ring = session.slot(0);
     ring->pid = uint32_t(getpid());
     ring->tid = uint32_t(gettid());

@@ -57,6 +57,7 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
   ring_bytes_ = session->ring_bytes;
   slot_stride_ = sizeof(abi::RingHeader) + uint64_t(ring_bytes_);
   clock_kind_ = abi::ClockKind(session->clock_kind);
+  trace_domains_ = load_field(session->trace_domains);
   writer_ = writer;
   if (!clock_.init(clock_kind_, options_.recalibration_interval_ns, error)) return false;
 
@@ -239,7 +240,11 @@ void Recorder::ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns
   track.process = monitor_.track(def.pid, def.process_start_ticks, now_ns);
   const auto [it, added] =
       kernels_index_.emplace(std::make_pair(def.pid, def.process_start_ticks), uint32_t(kernels_.size()));
-  if (added) kernels_.push_back({def.pid, def.process_start_ticks, {}, {}});
+  if (added) {
+    ProcessKernels& p = kernels_.emplace_back();
+    p.pid = def.pid;
+    p.start_ticks = def.process_start_ticks;
+  }
   kernels_of_thread_.push_back(it->second);
   writer_->add_thread_def(def);
 }
@@ -249,10 +254,12 @@ ring::DrainStats Recorder::drain(const SlotTrack& track, abi::RingHeader* ring, 
   batch_cursors_ = {batch_structure_.get(), batch_times_.get()};
   batch_records_ = 0;
   codec_.start_block();
+  batch_domains_ = 0;
   const ring::DrainStats stats =
       ring::drain(ring, ring_bytes_, scratch_.get(), options_.scratch_bytes, max_bytes,
                   [this](const uint8_t* record, uint32_t bytes) { convert(record, bytes); });
   submit_batch();
+  kernels_[kernels_of_thread_[track.thread_index]].called_domains |= batch_domains_;
   threads_[track.thread_index].records_malformed += stats.malformed;
   return stats;
 }
@@ -285,6 +292,9 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
         return;
       }
       codec::encode_call(codec_, record, clock_.to_ns(begin), clock_.to_ns(end), batch_cursors_);
+      // One OR per call, folded into the process once per drain: what warnings() needs to tell a
+      // library the program never reached from one it did.
+      if (header.aux < api_domain_bits_.size()) batch_domains_ |= api_domain_bits_[header.aux];
       if (!naming_args_.empty()) remember_kernel_handle(record);
       break;
     }
@@ -300,10 +310,11 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       break;
     }
     case abi::RecordKind::kString:
-      remember_kernel_name(record);
+      remember_string(record);
       codec::encode(codec_, record, bytes, batch_cursors_);
       break;
     case abi::RecordKind::kModuleMap:
+      remember_module(record, bytes);
       codec::encode(codec_, record, bytes, batch_cursors_);
       break;
     default:
@@ -316,7 +327,13 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
 
 void Recorder::set_api_table(const ApiInfo* table, uint32_t count) {
   naming_args_.assign(count, {-1, -1});
+  api_domain_bits_.assign(count, 0);
+  table_domains_ = 0;
   for (uint32_t id = 0; id < count; ++id) {
+    if (uint32_t(table[id].domain) < 8) {
+      api_domain_bits_[id] = uint8_t(abi::domain_bit(table[id].domain));
+      table_domains_ |= api_domain_bits_[id];
+    }
     int derived = -1, from = -1;
     for (uint32_t a = 0; table[id].args && a < table[id].arg_count && a < abi::kMaxApiArgs; ++a) {
       const abi::ArgFormat f = table[id].args[a].format;
@@ -329,9 +346,17 @@ void Recorder::set_api_table(const ApiInfo* table, uint32_t count) {
   }
 }
 
-void Recorder::remember_kernel_name(const uint8_t* record) {
+void Recorder::remember_string(const uint8_t* record) {
   abi::StringRecord s;
   std::memcpy(&s, record, sizeof s);
+  if (s.header.aux == uint32_t(abi::StringKind::kProcessCommand) ||
+      s.header.aux == uint32_t(abi::StringKind::kProcessExe)) {
+    // Only to name the process in a warning: the command line wins over the executable's path.
+    std::string& command = kernels_[kernels_of_thread_[batch_thread_]].command;
+    if (command.empty() || s.header.aux == uint32_t(abi::StringKind::kProcessCommand))
+      command.assign(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 200));
+    return;
+  }
   if (s.header.aux != uint32_t(abi::StringKind::kKernelName) || kernel_name_bytes_ > kMaxKernelNameBytes) return;
   std::string& name = kernels_[kernels_of_thread_[batch_thread_]].kernels[s.key];
   if (!name.empty()) return;
@@ -351,6 +376,95 @@ void Recorder::remember_kernel_handle(const uint8_t* record) {
   // A failed call leaves its out-parameter at 0 (recorded as 0): nothing to learn from it.
   if (!handle || !stub || handle == stub || kernel_name_bytes_ > kMaxKernelNameBytes) return;
   if (kernels_[kernels_of_thread_[batch_thread_]].handles.emplace(handle, stub).second) kernel_name_bytes_ += 32;
+}
+
+namespace {
+
+// The domain whose library a loaded object is, by file name (sonames and cuDNN 9's sub-libraries,
+// libcudnn_ops.so.9 and friends); 0 for anything else.
+uint32_t library_domain(std::string_view file) {
+  auto starts = [&](std::string_view prefix) { return file.substr(0, prefix.size()) == prefix; };
+  if (starts("libcudart.so")) return abi::domain_bit(abi::ApiDomain::kCudaRuntime);
+  if (starts("libcuda.so")) return abi::domain_bit(abi::ApiDomain::kCudaDriver);
+  if (starts("libcublasLt.so")) return abi::domain_bit(abi::ApiDomain::kCublasLt);
+  if (starts("libcublas.so")) return abi::domain_bit(abi::ApiDomain::kCublas);
+  if (starts("libcudnn.so") || starts("libcudnn_")) return abi::domain_bit(abi::ApiDomain::kCudnn);
+  return 0;
+}
+
+}  // namespace
+
+void Recorder::remember_module(const uint8_t* record, uint32_t bytes) {
+  abi::ModuleRecord m;
+  std::memcpy(&m, record, sizeof m);
+  ProcessKernels& p = kernels_[kernels_of_thread_[batch_thread_]];
+  if (m.flags & (abi::kModuleFlagDeviceCode | abi::kModuleFlagNeedsCudart)) p.cuda_program = true;
+  const uint32_t length = std::min<uint32_t>(m.path_bytes, bytes - uint32_t(sizeof m));
+  std::string_view path(reinterpret_cast<const char*>(record + sizeof m), length);
+  const size_t slash = path.rfind('/');
+  const std::string_view file = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  const uint32_t domain = library_domain(file);
+  if (!domain) return;
+  p.loaded_domains |= domain;
+  p.loaded_library.emplace(domain, std::string(file.substr(0, 120)));
+}
+
+std::vector<std::string> Recorder::warnings() const {
+  using abi::ApiDomain;
+  using abi::domain_bit;
+  const uint32_t runtime = domain_bit(ApiDomain::kCudaRuntime), driver = domain_bit(ApiDomain::kCudaDriver);
+  const uint32_t cuda_any = abi::kCudaDomains | abi::kCublasDomains | abi::kCudnnDomains;
+  // Only what could have been recorded: a domain `-t` left out, or that this build's api table has no
+  // function of, is silent by design.
+  const uint32_t watched = trace_domains_ & table_domains_;
+  std::vector<std::string> out;
+  if (!(watched & cuda_any)) return out;
+  bool any_cuda = false;
+  for (const ProcessKernels& p : kernels_) {
+    const uint32_t called = p.called_domains & cuda_any;
+    any_cuda |= called || p.loaded_domains || p.cuda_program;
+    auto library = [&](uint32_t bit) {
+      auto it = p.loaded_library.find(bit);
+      return it == p.loaded_library.end() ? std::string() : it->second;
+    };
+    std::vector<std::string> silent;  // libraries loaded with none of their calls recorded
+    // The runtime and the driver reach each other: a driver without recorded calls is silent only
+    // when nothing of CUDA was recorded. cuBLASLt counts with cuBLAS, which loads it.
+    if ((p.loaded_domains & runtime & watched) && !(called & runtime)) silent.push_back(library(runtime));
+    if ((p.loaded_domains & driver & watched) && !called) silent.push_back(library(driver));
+    for (uint32_t family : {abi::kCublasDomains, abi::kCudnnDomains}) {
+      if (!(p.loaded_domains & family & watched) || (called & family)) continue;
+      for (uint32_t bit = 1; bit < 256; bit <<= 1)
+        if (p.loaded_domains & family & bit) silent.push_back(library(bit));
+    }
+    const std::string who = "process " + std::to_string(p.pid) + (p.command.empty() ? "" : " (" + p.command + ")");
+    std::string text;
+    if (!called && p.cuda_program && !(p.loaded_domains & runtime)) {
+      // Device code without a shared runtime: the static runtime, which reaches the driver through
+      // cuGetProcAddress, so only driver calls could show its work.
+      if (!(p.loaded_domains & driver))
+        text = who + " carries CUDA device code but loaded no CUDA library and no CUDA call was recorded: the "
+               "program is built with the static CUDA runtime and no driver was found, or it ended before using CUDA";
+      else
+        text = who + " carries CUDA device code and loaded " + library(driver) +
+               ", but no CUDA call was recorded: the program is built with the static CUDA runtime, whose work "
+               "shows only as driver calls" + ((watched & driver) ? ", and none reached cutrace" : ", which this "
+               "cutrace does not record");
+    } else if (!silent.empty()) {
+      std::string names;
+      for (size_t i = 0; i < silent.size(); ++i)
+        names += (i == 0 ? "" : i + 1 == silent.size() ? " and " : ", ") + silent[i];
+      const bool one = silent.size() == 1;
+      text = who + ": " + names + (one ? " was" : " were") + " loaded but none of " + (one ? "its" : "their") +
+             " calls was recorded: the program may not have used " + (one ? "it" : "them") +
+             ", or reached " + (one ? "it" : "them") + " through a route cutrace does not see";
+    }
+    if (!text.empty()) out.push_back(std::move(text));
+  }
+  if (!any_cuda)
+    out.push_back("no CUDA call was recorded and no traced process loaded a CUDA library; check that the program uses "
+                  "CUDA");
+  return out;
 }
 
 std::vector<names::ProcessNames> Recorder::kernel_names() const {
@@ -467,6 +581,8 @@ trace::KeyValues Recorder::summary() const {
     runtimes += path;
   }
   if (!runtimes.empty()) kv.emplace_back("cuda.runtime_library", runtimes);
+  const std::vector<std::string> w = warnings();
+  for (size_t i = 0; i < w.size(); ++i) kv.emplace_back("warning." + std::to_string(i), w[i]);
   return kv;
 }
 
@@ -479,7 +595,13 @@ std::string Recorder::summary_line(uint64_t file_bytes) const {
                 (unsigned long long)t.events, (unsigned long long)t.processes, (unsigned long long)t.threads,
                 (unsigned long long)t.dropped, (unsigned long long)t.dropped_no_memory, (unsigned long long)t.malformed,
                 (unsigned long long)t.lost_no_slot, (unsigned long long)file_bytes);
-  return line;
+  // Warnings first: a launcher reads lines up to the summary, and one that does not know them skips them.
+  std::string out;
+  for (std::string w : warnings()) {
+    std::replace_if(w.begin(), w.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+    out += "warning " + w + "\n";
+  }
+  return out + line;
 }
 
 }  // namespace cutrace::recorder

@@ -126,6 +126,12 @@ class Recorder {
   // "summary events=N processes=N threads=N dropped=N dropped_no_memory=N malformed=N lost=N bytes=N\n".
   std::string summary_line(uint64_t file_bytes) const;
 
+  // Why a trace may be missing what the user expected, one sentence each without the final period: a
+  // process loaded a CUDA library (or carries device code) and none of the calls `-t` asked for of
+  // that library was recorded; or no process used CUDA at all. Written as warning.N in the kEnd
+  // summary and as "warning TEXT" lines before the summary line, for the launcher to print.
+  std::vector<std::string> warnings() const;
+
  private:
   struct SlotTrack {
     bool tracked = false;
@@ -169,8 +175,16 @@ class Recorder {
     uint64_t start_ticks = 0;
     std::unordered_map<uint64_t, std::string> kernels;  // stub or driver handle -> mangled name
     std::unordered_map<uint64_t, uint64_t> handles;     // handle -> the stub or handle it derives from
+    // What the process did with CUDA, for warnings(): domain_bit() of the domains it called, those
+    // of the libraries it loaded (with the first file name of each), whether it carries device code.
+    uint32_t called_domains = 0;
+    uint32_t loaded_domains = 0;
+    std::map<uint32_t, std::string> loaded_library;  // domain bit -> file name
+    bool cuda_program = false;
+    std::string command;  // kProcessCommand, else kProcessExe; bounded
   };
-  void remember_kernel_name(const uint8_t* record);
+  void remember_string(const uint8_t* record);
+  void remember_module(const uint8_t* record, uint32_t bytes);
   void remember_kernel_handle(const uint8_t* record);
   std::vector<ProcessKernels> kernels_;
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> kernels_index_;
@@ -179,6 +193,10 @@ class Recorder {
   // Per api id: the slots of an out-argument that names a kernel and of the in-argument it derives
   // from (__cudaGetKernel, cuKernelGetFunction); -1 when the call has not both.
   std::vector<std::pair<int8_t, int8_t>> naming_args_;
+  std::vector<uint8_t> api_domain_bits_;  // per api id: domain_bit() of its domain (all fit in 8 bits)
+  uint32_t table_domains_ = 0;            // domains the api table has functions of
+  uint32_t trace_domains_ = 0;            // domains `-t` selected (SessionHeader::trace_domains)
+  uint32_t batch_domains_ = 0;            // domains called in the drain under way, merged after it
 
   std::unique_ptr<uint8_t[]> scratch_, batch_structure_, batch_times_;
   codec::StreamCursors batch_cursors_{};

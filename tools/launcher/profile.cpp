@@ -140,6 +140,7 @@ bool report_trace(const RecorderFinish& finish, const OutputTarget& output, mill
     return true;
   }
   std::fprintf(stderr, "%s%s\n", summary_line(finish.summary, output.path, bytes).c_str(), also.c_str());
+  for (const std::string& w : finish.summary.warnings) warn(w);
   return true;
 }
 

@@ -43,14 +43,21 @@ std::string seconds_text(milliseconds ms) {
 
 RecorderSummary parse_recorder_summary(std::string_view text) {
   RecorderSummary summary;
+  std::vector<std::string> warnings;
   size_t start = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
     std::string_view line = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
     start = end == std::string_view::npos ? text.size() : end + 1;
+    if (line.starts_with("warning ")) {
+      warnings.emplace_back(line.substr(8));
+      continue;
+    }
     if (!line.starts_with("summary ")) continue;
     summary = RecorderSummary{};
     summary.present = true;
+    summary.warnings = std::move(warnings);
+    warnings.clear();
     line.remove_prefix(8);
     while (!line.empty()) {
       size_t space = line.find(' ');

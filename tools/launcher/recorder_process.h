@@ -19,10 +19,13 @@ struct RecorderSummary {
   bool present = false;
   uint64_t events = 0, processes = 0, threads = 0, dropped = 0, dropped_no_memory = 0, malformed = 0, lost = 0,
            bytes = 0;
+  // "warning TEXT" lines before the summary line: why the trace may lack what the user expected
+  // (Recorder::warnings()), one sentence each without its final period.
+  std::vector<std::string> warnings;
 };
 
-// Finds the summary line in what the recorder wrote to its ready fd. Unknown keys are skipped, so a
-// newer recorder may add counts.
+// Finds the summary line, and the warning lines before it, in what the recorder wrote to its ready fd.
+// Unknown keys and lines are skipped, so a newer recorder may add counts.
 RecorderSummary parse_recorder_summary(std::string_view text);
 
 struct RecorderFinish {

@@ -17,27 +17,49 @@ struct EnumName {
   const char* name;
 };
 
+struct EnumTable {
+  std::string_view type_name;
+  const EnumName* names;
+  size_t size;
+};
+
 #include "cuda_enums.inc"
+
+std::string_view lookup(const EnumName* begin, const EnumName* end, int64_t value) {
+  auto it = std::lower_bound(begin, end, value, [](const EnumName& e, int64_t v) { return e.value < v; });
+  if (it == end || it->value != value) return {};
+  return it->name;
+}
 
 template <size_t N>
 std::string_view lookup(const EnumName (&table)[N], int64_t value) {
-  auto it = std::lower_bound(std::begin(table), std::end(table), value,
-                             [](const EnumName& e, int64_t v) { return e.value < v; });
-  if (it == std::end(table) || it->value != value) return {};
-  return it->name;
+  return lookup(std::begin(table), std::end(table), value);
 }
 
 }  // namespace
 
-std::string_view cuda_error_name(int64_t value) { return lookup(kCudaErrors, value); }
-std::string_view cu_result_name(int64_t value) { return lookup(kCuResults, value); }
-std::string_view memcpy_kind_name(int64_t value) { return lookup(kMemcpyKinds, value); }
+std::string_view cuda_error_name(int64_t value) { return lookup(kEnum_cudaError, value); }
+std::string_view cu_result_name(int64_t value) { return lookup(kEnum_CUresult, value); }
+std::string_view memcpy_kind_name(int64_t value) { return lookup(kEnum_cudaMemcpyKind, value); }
+
+std::string_view enum_name(std::string_view type_name, uint64_t value) {
+  auto t = std::lower_bound(std::begin(kEnumTables), std::end(kEnumTables), type_name,
+                            [](const EnumTable& e, std::string_view n) { return e.type_name < n; });
+  if (t == std::end(kEnumTables) || t->type_name != type_name) return {};
+  std::string_view name = lookup(t->names, t->names + t->size, int64_t(value));
+  // An enum recorded through a 32-bit slot arrives zero-extended: CUBLAS_GEMM_DEFAULT (-1) as 0xffffffff.
+  if (name.empty() && value <= 0xffffffffu) name = lookup(t->names, t->names + t->size, int32_t(uint32_t(value)));
+  return name;
+}
 
 std::string_view result_name(const ApiSpec& api, uint64_t result) {
   if (api.result_kind != format::ResultKind::kErrorCode) return {};
   switch (api.domain) {
     case abi::ApiDomain::kCudaRuntime: return cuda_error_name(int64_t(result));
     case abi::ApiDomain::kCudaDriver: return cu_result_name(int64_t(result));
+    case abi::ApiDomain::kCublas:
+    case abi::ApiDomain::kCublasLt: return enum_name("cublasStatus_t", result);
+    case abi::ApiDomain::kCudnn: return enum_name("cudnnStatus_t", result);
     default: return {};
   }
 }
@@ -117,7 +139,8 @@ ArgValue decode_arg(const TraceReader& reader, const Thread& thread, abi::ArgFor
       return text(name.empty() ? std::to_string(value) : std::string(name));
     }
     case abi::ArgFormat::kKernelStub:
-    case abi::ArgFormat::kKernelHandle: {
+    case abi::ArgFormat::kKernelHandle:
+    case abi::ArgFormat::kFunction: {
       const KernelName* k = reader.kernel(thread, format, value);
       return text(k ? k->demangled : hex(value));
     }
@@ -127,8 +150,36 @@ ArgValue decode_arg(const TraceReader& reader, const Thread& thread, abi::ArgFor
                     unsigned(value >> 48));
       return text(buf);
     }
+    case abi::ArgFormat::kEnum:
+      out.type = ArgValue::Type::kSigned;  // enums are C ints: -1 reads as -1
+      out.s = value <= 0xffffffffu ? int64_t(int32_t(uint32_t(value))) : int64_t(value);
+      return out;
   }
   return out;  // a format from a later writer: the raw number is the honest rendering
+}
+
+ArgValue decode_arg(const TraceReader& reader, const Thread& thread, const ApiArgSpec& spec, uint64_t value) {
+  if (spec.format == abi::ArgFormat::kEnum) {
+    std::string_view name = enum_name(spec.type_name, value);
+    if (!name.empty()) {
+      ArgValue out;
+      out.u = value;
+      out.type = ArgValue::Type::kText;
+      out.text = std::string(name);
+      return out;
+    }
+  }
+  return decode_arg(reader, thread, spec.format, value);
+}
+
+ArgValue decode_call_arg(const TraceReader& reader, const Thread& thread, const ApiCall& call, uint32_t i) {
+  const ApiSpec& api = *call.api;
+  if (i < api.args.size()) return decode_arg(reader, thread, api.args[i], call.args[i]);
+  return decode_arg(reader, thread, abi::ArgFormat::kUnsigned, call.args[i]);
+}
+
+std::string arg_name(const ApiSpec& api, uint32_t i) {
+  return i < api.args.size() ? api.args[i].name : "arg" + std::to_string(i);
 }
 
 std::string result_text(const ApiSpec& api, uint64_t result) {

@@ -16,8 +16,13 @@ namespace cutrace::reader {
 std::string_view cuda_error_name(int64_t value);   // cudaError_t
 std::string_view cu_result_name(int64_t value);    // CUresult
 std::string_view memcpy_kind_name(int64_t value);  // cudaMemcpyKind
+// The enumerator of `value` in the C enum `type_name` (any spelling the headers give it: "cudaDataType"
+// and "cudaDataType_t" alike); empty for an enum the build's headers do not define or a value it does
+// not name. A value that only names an enumerator read as 32 bits (-1 recorded zero-extended) is found.
+std::string_view enum_name(std::string_view type_name, uint64_t value);
 
-// The name of a call's result where its domain has an error enum, else empty.
+// The name of a call's result where its domain has a status enum (cudaError_t, CUresult,
+// cublasStatus_t, cudnnStatus_t), else empty.
 std::string_view result_name(const ApiSpec& api, uint64_t result);
 
 // abi::ApiDomain as a short lower-case word ("cuda_runtime", "cuda_driver", ...).
@@ -40,9 +45,15 @@ struct ArgValue {
 };
 
 // Decodes one slot: bytes and counts as numbers, pointers/streams/flags as hex, memcpy kinds by name,
-// dim3 as "(x,y,z)", kernel stubs and handles as demangled kernel names (hex when the trace does not
-// name them).
+// dim3 as "(x,y,z)", kernel stubs, handles and functions as demangled kernel names (hex when the trace
+// does not name them), enums by enumerator name (the number when the name is unknown).
+ArgValue decode_arg(const TraceReader& reader, const Thread& thread, const ApiArgSpec& spec, uint64_t value);
+// The same for an argument known only by its format (an enum then stays a number).
 ArgValue decode_arg(const TraceReader& reader, const Thread& thread, abi::ArgFormat format, uint64_t value);
+// Slot `i` of a call: by its spec, or raw when the api table describes fewer arguments (a newer writer).
+ArgValue decode_call_arg(const TraceReader& reader, const Thread& thread, const ApiCall& call, uint32_t i);
+// The name of slot `i`: the spec's, or "arg<i>".
+std::string arg_name(const ApiSpec& api, uint32_t i);
 
 // The result of a call for display: "cudaSuccess (0)", "0x7f3a0000" for pointers, "" for void.
 std::string result_text(const ApiSpec& api, uint64_t result);

@@ -213,4 +213,17 @@ std::string loss_sentence(const LossCounts& loss) {
   return out;
 }
 
+std::vector<std::string> trace_warnings(const reader::TraceReader& reader) {
+  std::vector<std::string> out;
+  for (size_t i = 0;; ++i) {
+    const std::string* w = reader.summary_value("warning." + std::to_string(i));
+    if (!w) return out;
+    out.push_back(*w);
+  }
+}
+
+void print_trace_warnings(const reader::TraceReader& reader, const char* command) {
+  for (const std::string& w : trace_warnings(reader)) std::fprintf(stderr, "cutrace %s: warning: %s.\n", command, w.c_str());
+}
+
 }  // namespace cutrace::report

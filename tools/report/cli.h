@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "reader/trace_reader.h"
 
@@ -87,6 +88,12 @@ LossCounts loss_counts(const reader::TraceReader& reader);
 // After a trace was read: a warning on stderr when it is not whole (or has bytes after its end).
 // Returns the exit code the command ends with: kExitPartialTrace when the trace is not whole.
 int warn_status(const reader::TraceReader& reader, const char* command);
+
+// The recorder's warnings about what the trace may lack (a CUDA library loaded but none of its calls
+// recorded, no CUDA at all): the kEnd summary's warning.N values, in order.
+std::vector<std::string> trace_warnings(const reader::TraceReader& reader);
+// Prints each on stderr as "cutrace COMMAND: warning: TEXT.", once per command run.
+void print_trace_warnings(const reader::TraceReader& reader, const char* command);
 
 // "1,234 records dropped (ring full), 2 malformed, 5 lost (no free ring)", naming only nonzero counts;
 // empty when nothing was lost.

@@ -20,6 +20,8 @@ void print_help() {
       "  -t, --type perfetto             Chrome trace-event JSON, for ui.perfetto.dev and chrome://tracing\n"
       "  -o, --output FILE               output file (default: the trace's name with .json)\n"
       "  -f, --force-overwrite true      replace an existing output file\n"
+      "      --show-internal true        also export the CUDA runtime's internal calls (kernel registration,\n"
+      "                                  __cudaPushCallConfiguration, ...), which are left out by default\n"
       "  -h, --help                      show this help\n"
       "\n"
       "exit status: 0; 3 when the trace is cut off or damaged (everything intact in it is still\n"
@@ -41,6 +43,7 @@ std::string default_output(const std::string& trace_path) {
 int export_main(int argc, char** argv) {
   std::string type, output_arg, trace_path;
   bool overwrite = false;
+  PerfettoOptions options;
   ArgCursor args(argc, argv);
   while (!args.done()) {
     std::string_view a = args.current();
@@ -60,6 +63,13 @@ int export_main(int argc, char** argv) {
     if (!args.options_done() && args.bool_option("-f", "--force-overwrite", overwrite, bad)) {
       if (bad) {
         std::fprintf(stderr, "cutrace export: --force-overwrite takes true or false.\n");
+        return kExitUsage;
+      }
+      continue;
+    }
+    if (!args.options_done() && args.bool_option(nullptr, "--show-internal", options.show_internal, bad)) {
+      if (bad) {
+        std::fprintf(stderr, "cutrace export: --show-internal takes true or false.\n");
         return kExitUsage;
       }
       continue;
@@ -89,8 +99,9 @@ int export_main(int argc, char** argv) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;
   }
-  const PerfettoCounts counts = write_perfetto(trace, out.file());
+  const PerfettoCounts counts = write_perfetto(trace, out.file(), options);
   const int exit_code = warn_status(trace, "export");
+  print_trace_warnings(trace, "export");
   if (!out.commit(error)) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;

@@ -158,11 +158,21 @@ int info_main(int argc, char** argv) {
     std::printf("  skipped        %s chunks of a kind this cutrace does not read\n",
                 thousands(status.skipped_chunks).c_str());
 
+  // The recorder's word on what the trace may lack, as `cutrace profile` printed it.
+  const std::vector<std::string> warnings = trace_warnings(trace);
+  if (!warnings.empty()) {
+    std::printf("\nWarnings:\n");
+    for (const std::string& w : warnings) std::printf("  cutrace: warning: %s.\n", w.c_str());
+  }
+
   if (!trace.summary().empty()) {
     std::printf("\nEnd summary:\n");
+    auto shown = [](const std::string& k) { return k.rfind("warning.", 0) != 0; };  // listed above
     key_width = 0;
-    for (const auto& [k, v] : trace.summary()) key_width = std::max(key_width, k.size());
-    for (const auto& [k, v] : trace.summary()) std::printf("  %-*s  %s\n", int(key_width), k.c_str(), v.c_str());
+    for (const auto& [k, v] : trace.summary())
+      if (shown(k)) key_width = std::max(key_width, k.size());
+    for (const auto& [k, v] : trace.summary())
+      if (shown(k)) std::printf("  %-*s  %s\n", int(key_width), k.c_str(), v.c_str());
   }
   std::fflush(stdout);
   return exit_code;

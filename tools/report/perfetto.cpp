@@ -1,5 +1,6 @@
 #include "report/perfetto.h"
 
+#include <algorithm>
 #include <charconv>
 #include <string>
 #include <unordered_map>
@@ -33,7 +34,8 @@ void append_us(std::string& out, int64_t ns) {
 
 class Writer {
  public:
-  Writer(reader::TraceReader& reader, FILE* out) : reader_(reader), out_(out) {}
+  Writer(reader::TraceReader& reader, FILE* out, const PerfettoOptions& options)
+      : reader_(reader), out_(out), options_(options) {}
 
   PerfettoCounts run() {
     origin_ = reader_.file_header().created_monotonic_ns;
@@ -43,12 +45,11 @@ class Writer {
       switch (ev.kind) {
         case EventKind::kThreadDef: thread_def(*ev.thread); break;
         case EventKind::kString: string_event(ev); break;
-        case EventKind::kApiCall:
-          if (!ev.call.outside_capture()) call(ev.call, *ev.thread);
-          break;
+        case EventKind::kApiCall: call(ev.call, *ev.thread); break;
         default: break;
       }
     }
+    for (auto& [thread, pending] : nested_) emit(pending);
     buf_ += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"cutrace\",\"trace\":";
     append_json_string(buf_, reader_.path());
     buf_ += ",\"status\":";
@@ -115,76 +116,123 @@ class Writer {
       process_name(reader_.process_of(t));
   }
 
+  struct Slice {
+    uint64_t begin;
+    uint16_t depth;
+    std::string json;
+  };
+
+  // Writes held slices parent first: a thread's records come in the order its calls ended, children
+  // before their parent, and a viewer building the slice stack from the file wants an enclosing slice
+  // before the ones inside it, above all when both start on the same nanosecond.
+  void emit(std::vector<Slice>& slices) {
+    std::stable_sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+      return a.begin != b.begin ? a.begin < b.begin : a.depth < b.depth;
+    });
+    for (Slice& s : slices) {
+      begin_event();
+      buf_ += s.json;
+      ++counts_.calls;
+    }
+    slices.clear();
+    if (buf_.size() >= 1 << 16) flush();
+  }
+
   void call(const reader::ApiCall& c, const reader::Thread& t) {
-    ++counts_.calls;
+    // Nested calls wait for their outermost parent; a parent lost to a drop only delays them to the
+    // next outermost call, and a bound keeps a thread that never returns to depth 0 from holding more.
+    const bool shown = report::is_shown_call(c, options_.show_internal);
+    auto held = nested_.find(t.index);
+    if (c.depth == 0 && (held == nested_.end() || held->second.empty())) {
+      if (!shown) return;
+      // The common case, a call with nothing recorded inside it, goes straight out.
+      begin_event();
+      slice_json(buf_, c, t);
+      ++counts_.calls;
+      if (buf_.size() >= 1 << 16) flush();
+      return;
+    }
+    std::vector<Slice>& pending = held == nested_.end() ? nested_[t.index] : held->second;
+    if (shown) {
+      pending.push_back({c.begin_ns, c.depth, {}});
+      slice_json(pending.back().json, c, t);
+    }
+    if (c.depth == 0 || pending.size() >= 4096) emit(pending);
+  }
+
+  // Appends the complete event of `c` to `j`.
+  void slice_json(std::string& j, const reader::ApiCall& c, const reader::Thread& t) {
     const reader::ApiSpec& api = *c.api;
-    begin_event();
-    buf_ += "{\"ph\":\"X\",\"name\":";
-    append_json_string(buf_, api.name);
-    buf_ += ",\"cat\":\"";
-    buf_ += reader::domain_name(api.domain);
-    buf_ += "\",\"pid\":";
-    append_number(buf_, t.pid);
-    buf_ += ",\"tid\":";
-    append_number(buf_, t.tid);
-    buf_ += ",\"ts\":";
-    append_us(buf_, int64_t(c.begin_ns - origin_));
-    buf_ += ",\"dur\":";
-    append_us(buf_, int64_t(c.duration_ns()));
-    buf_ += ",\"args\":{";
+    j += "{\"ph\":\"X\",\"name\":";
+    append_json_string(j, api.display_name);
+    j += ",\"cat\":\"";
+    j += reader::domain_name(api.domain);
+    j += "\",\"pid\":";
+    append_number(j, t.pid);
+    j += ",\"tid\":";
+    append_number(j, t.tid);
+    j += ",\"ts\":";
+    append_us(j, int64_t(c.begin_ns - origin_));
+    j += ",\"dur\":";
+    append_us(j, int64_t(c.duration_ns()));
+    j += ",\"args\":{";
     bool first_arg = true;
     auto key = [&](const std::string& k) {
-      if (!first_arg) buf_ += ',';
+      if (!first_arg) j += ',';
       first_arg = false;
-      append_json_string(buf_, k);
-      buf_ += ':';
+      append_json_string(j, k);
+      j += ':';
     };
     for (uint32_t i = 0; i < c.arg_count; ++i) {
       // Slots beyond what the api table describes come from a newer writer: shown raw, by position.
-      const bool described = i < api.args.size();
-      key(described ? api.args[i].name : "arg" + std::to_string(i));
-      auto v = reader::decode_arg(reader_, t, described ? api.args[i].format : abi::ArgFormat::kUnsigned, c.args[i]);
+      key(reader::arg_name(api, i));
+      auto v = reader::decode_call_arg(reader_, t, c, i);
       switch (v.type) {
-        case reader::ArgValue::Type::kUnsigned: append_number(buf_, v.u); break;
-        case reader::ArgValue::Type::kSigned: append_number(buf_, v.s); break;
-        case reader::ArgValue::Type::kText: append_json_string(buf_, v.text); break;
+        case reader::ArgValue::Type::kUnsigned: append_number(j, v.u); break;
+        case reader::ArgValue::Type::kSigned: append_number(j, v.s); break;
+        case reader::ArgValue::Type::kText: append_json_string(j, v.text); break;
       }
     }
     switch (api.result_kind) {
       case format::ResultKind::kVoid: break;
       case format::ResultKind::kPointer:
         key("result");
-        append_json_string(buf_, reader::hex(c.result));
+        append_json_string(j, reader::hex(c.result));
         break;
       case format::ResultKind::kUnsigned:
         key("result");
-        buf_ += std::to_string(c.result);
+        j += std::to_string(c.result);
         break;
       case format::ResultKind::kErrorCode: {
         key("result");
-        append_number(buf_, int64_t(c.result));
+        append_number(j, int64_t(c.result));
         std::string_view name = reader::result_name(api, c.result);
         if (!name.empty()) {
           key("result_name");
-          append_json_string(buf_, name);
+          append_json_string(j, name);
         }
         break;
       }
     }
     if (c.depth) {
       key("depth");
-      buf_ += std::to_string(c.depth);
+      j += std::to_string(c.depth);
     }
     if (c.correlation) {
       key("correlation");
-      buf_ += std::to_string(c.correlation);
+      j += std::to_string(c.correlation);
     }
-    buf_ += "}}";
-    if (buf_.size() >= 1 << 16) flush();
+    if (api.display_name != api.name) {  // the entry point, where reports show another name
+      key("entry_point");
+      append_json_string(j, api.name);
+    }
+    j += "}}";
   }
 
   reader::TraceReader& reader_;
   FILE* out_;
+  PerfettoOptions options_;
+  std::unordered_map<uint32_t, std::vector<Slice>> nested_;  // per thread: slices awaiting their parent
   uint64_t origin_ = 0;
   std::string buf_;
   bool first_ = true;
@@ -196,6 +244,8 @@ class Writer {
 
 }  // namespace
 
-PerfettoCounts write_perfetto(reader::TraceReader& reader, FILE* out) { return Writer(reader, out).run(); }
+PerfettoCounts write_perfetto(reader::TraceReader& reader, FILE* out, const PerfettoOptions& options) {
+  return Writer(reader, out, options).run();
+}
 
 }  // namespace cutrace::report

@@ -1,7 +1,9 @@
 // Chrome trace-event JSON, the format ui.perfetto.dev and chrome://tracing open.
 //
 // One track per process (pid) and thread (tid), named by process_name/thread_name metadata events; each
-// timed call is a complete event ("ph":"X") with its decoded arguments. Times are microseconds with
+// timed call is a complete event ("ph":"X") named as reports name it (display names), with its decoded
+// arguments. Calls made inside other recorded calls (a runtime call's driver calls, cuDNN's cuBLAS
+// calls) are slices nested under their parent on the same track. Times are microseconds with
 // three decimals (nanosecond precision) since the trace file was created, so the numbers stay small
 // enough for a double to hold every nanosecond; otherData.time_origin_ns gives that origin on
 // CLOCK_MONOTONIC. Events are written as they are read: memory does not grow with the trace.
@@ -19,7 +21,11 @@ struct PerfettoCounts {
   uint64_t threads = 0;    // thread tracks
 };
 
+struct PerfettoOptions {
+  bool show_internal = false;  // also export calls of internal apis (format::kApiFlagInternal)
+};
+
 // Reads `reader` to its end and writes the JSON document to `out`.
-PerfettoCounts write_perfetto(reader::TraceReader& reader, FILE* out);
+PerfettoCounts write_perfetto(reader::TraceReader& reader, FILE* out, const PerfettoOptions& options = {});
 
 }  // namespace cutrace::report

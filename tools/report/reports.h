@@ -25,12 +25,35 @@ class Report {
   virtual Table table(reader::TraceReader& reader) = 0;
 };
 
-// nullptr for a name stats_reports() does not list.
-std::unique_ptr<Report> make_report(std::string_view name);
+struct ReportOptions {
+  // Show calls of apis the trace's table flags internal (kernel registration, the <<<>>> call
+  // configuration), which nsys leaves out and so do we by default: `--show-internal true`.
+  bool show_internal = false;
+};
 
-// The calls the CUDA API reports count: CUDA runtime calls, and driver calls the program made itself
-// (depth 0; nsys leaves out the driver calls the runtime makes on the program's behalf). Records kept
-// only to name later calls (recorded while capture was off) are never counted.
-bool is_counted_cuda_call(const reader::ApiCall& call);
+// nullptr for a name stats_reports() does not list.
+std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& options = {});
+
+// Which calls a per-library report counts: calls of `domains` that were not made inside a recorded
+// call of `within`. A call made inside one of its own library's calls is that library's business, not
+// the program's, and counting it as well would count the same time twice.
+struct CallFamily {
+  uint32_t domains;  // abi::domain_bit() set
+  uint32_t within;
+};
+// CUDA as nsys counts it: runtime calls not inside another runtime call, and driver calls not made by
+// the runtime (made by the program, cuBLAS or cuDNN: those show under their cu* names).
+inline constexpr CallFamily kCudaFamily{abi::kCudaDomains, abi::domain_bit(abi::ApiDomain::kCudaRuntime)};
+inline constexpr CallFamily kCublasFamily{abi::kCublasDomains, abi::kCublasDomains};  // cuBLAS with cuBLASLt
+inline constexpr CallFamily kCudnnFamily{abi::kCudnnDomains, abi::kCudnnDomains};
+
+// Whether a report of `family` counts `call`. Records kept only to name later calls (recorded while
+// capture was off) are never counted; internal apis only with `show_internal`.
+bool is_counted_call(const reader::ApiCall& call, const CallFamily& family, bool show_internal = false);
+inline bool is_counted_cuda_call(const reader::ApiCall& call, bool show_internal = false) {
+  return is_counted_call(call, kCudaFamily, show_internal);
+}
+// Whether a report or export shows `call` at all (every domain): timed, and not internal unless asked.
+bool is_shown_call(const reader::ApiCall& call, bool show_internal);
 
 }  // namespace cutrace::report

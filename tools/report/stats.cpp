@@ -23,6 +23,8 @@ void print_help() {
       "  -f, --format column|csv|json  output format (default: column)\n"
       "  -o, --output FILE             write to FILE instead of standard output ('-' is standard output)\n"
       "      --force-overwrite true    replace an existing output file\n"
+      "      --show-internal true      also count the CUDA runtime's internal calls (kernel registration,\n"
+      "                                __cudaPushCallConfiguration, ...), which are left out by default\n"
       "  -h, --help                    show this help\n"
       "\n"
       "exit status: 0; 3 when the trace is cut off or damaged (everything intact in it is still shown,\n"
@@ -44,6 +46,7 @@ std::string report_names() {
 int stats_main(int argc, char** argv) {
   std::string reports_arg = kDefaultReport, format_arg = "column", output_arg, trace_path;
   bool overwrite = false;
+  ReportOptions options;
   ArgCursor args(argc, argv);
   while (!args.done()) {
     std::string_view a = args.current();
@@ -68,6 +71,13 @@ int stats_main(int argc, char** argv) {
       }
       continue;
     }
+    if (!args.options_done() && args.bool_option(nullptr, "--show-internal", options.show_internal, bad)) {
+      if (bad) {
+        std::fprintf(stderr, "cutrace stats: --show-internal takes true or false.\n");
+        return kExitUsage;
+      }
+      continue;
+    }
     if (const int exit_code = args.take_common("stats", "see `cutrace stats --help`", trace_path); exit_code != ArgCursor::kNextArgument)
       return exit_code;
   }
@@ -88,7 +98,7 @@ int stats_main(int argc, char** argv) {
     std::string name = reports_arg.substr(start, comma - start);
     start = comma + 1;
     if (name.empty()) continue;
-    auto report = make_report(name);
+    auto report = make_report(name, options);
     if (!report) {
       std::fprintf(stderr, "cutrace stats: unknown report '%s'; available reports: %s.\n", name.c_str(),
                    report_names().c_str());
@@ -114,6 +124,7 @@ int stats_main(int argc, char** argv) {
   while (trace.next(ev))
     for (auto& r : reports) r->add(trace, ev);
   const int exit_code = warn_status(trace, "stats");
+  print_trace_warnings(trace, "stats");
 
   // Loss is never silent: in column output it heads the report; csv and json stay pure data, so there
   // it goes to stderr.

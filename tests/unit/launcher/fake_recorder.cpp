@@ -11,6 +11,8 @@
 //   stubborn    ignore shutdown_requested and SIGTERM (only SIGKILL ends it)
 //   term-only   ignore shutdown_requested but finish cleanly on SIGTERM; once shutdown_requested is
 //               set, create the file FAKE_RECORDER_SHUTDOWN_SEEN names
+//   warn        follow the contract, and report a warning before the summary line, as the real
+//               recorder does when a process loaded a CUDA library none of whose calls was recorded
 //   hold-check  before reporting ready, wait 300 ms and log whether FAKE_RECORDER_MARKER exists (the
 //               program creates it, so it must not exist yet)
 #include <dirent.h>
@@ -189,6 +191,11 @@ int main(int argc, char** argv) {
   if (rename(part.c_str(), output.c_str()) != 0) {
     std::perror("fake recorder: rename");
     return 1;
+  }
+  if (mode == "warn") {
+    const std::string warning =
+        "warning process 4242 (./gemm): libcublas.so.13 was loaded but none of its calls was recorded\n";
+    if (write(ready_fd, warning.data(), warning.size()) != ssize_t(warning.size())) return 1;
   }
   const std::string summary = "summary events=42 processes=1 threads=2 dropped=0 malformed=0 lost=0 bytes=" +
                               std::to_string(writer.bytes_written()) + "\n";

@@ -383,6 +383,12 @@ TEST(LauncherSummary, ParsesTheRecorderLine) {
   EXPECT_TRUE(s.present);
   EXPECT_EQ(s.events, 0u);
   EXPECT_EQ(s.threads, 3u);
+  EXPECT_TRUE(s.warnings.empty());
+  // Warning lines come before the summary they belong to, in order.
+  s = parse_recorder_summary("ready\nwarning process 7 (./app): libcublas.so.13 was loaded\nwarning second\n"
+                             "summary events=1\n");
+  ASSERT_TRUE(s.present);
+  EXPECT_EQ(s.warnings, (std::vector<std::string>{"process 7 (./app): libcublas.so.13 was loaded", "second"}));
 }
 
 TEST(LauncherSummary, Sizes) {

@@ -76,6 +76,18 @@ TEST_F(LauncherRun, ExitCodeAndOutputOfTheProgramPassThrough) {
   expect_session_removed();
 }
 
+// The recorder's warnings reach the user after the summary line, and change nothing else.
+TEST_F(LauncherRun, RecorderWarningsArePrintedAndTheExitCodeStaysTheProgramsOwn) {
+  EXPECT_EQ(profile({"-o", "run", "sh", "-c", "echo err >&2; exit 4"}, {{"FAKE_RECORDER_MODE", "warn"}}), 4);
+  auto lines = lines_of(err());
+  ASSERT_EQ(lines.size(), 3u) << err();
+  EXPECT_EQ(lines[0], "err");
+  EXPECT_EQ(lines[1].rfind("cutrace: 42 events, 1 process, 2 threads", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2],
+            "cutrace: warning: process 4242 (./gemm): libcublas.so.13 was loaded but none of its calls was recorded.");
+  EXPECT_TRUE(exists(dir_ / "run.cutrace"));
+}
+
 TEST_F(LauncherRun, ProgramKilledBySignalGives128PlusN) {
   EXPECT_EQ(profile({"-o", "run", "sh", "-c", "kill -TERM $$"}), 128 + SIGTERM);
   EXPECT_TRUE(exists(dir_ / "run.cutrace"));

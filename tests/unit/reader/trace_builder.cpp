@@ -45,6 +45,19 @@ const ApiArgInfo kFreeArgs[] = {{"devPtr", ArgFormat::kPointer}};
 const ApiArgInfo kSgemmArgs[] = {{"handle", ArgFormat::kPointer}};
 const ApiArgInfo kCuMemAllocArgs[] = {{"bytesize", ArgFormat::kBytes}};
 const ApiArgInfo kErrorStringArgs[] = {{"error", ArgFormat::kSigned}};
+const ApiArgInfo kPushConfigArgs[] = {{"gridDim", ArgFormat::kDim3}, {"blockDim", ArgFormat::kDim3}};
+const ApiArgInfo kCuLaunchArgs[] = {{"f", ArgFormat::kFunction}, {"gridDimX", ArgFormat::kUnsigned}};
+const ApiArgInfo kSetLimitArgs[] = {{"limit", ArgFormat::kEnum, 0, "CUlimit"}, {"value", ArgFormat::kBytes}};
+const ApiArgInfo kGemmExArgs[] = {{"handle", ArgFormat::kPointer},
+                                  {"transa", ArgFormat::kEnum, 0, "cublasOperation_t"},
+                                  {"transb", ArgFormat::kEnum, 0, "cublasOperation_t"},
+                                  {"Atype", ArgFormat::kEnum, 0, "cudaDataType"},
+                                  {"computeType", ArgFormat::kEnum, 0, "cublasComputeType_t"},
+                                  {"algo", ArgFormat::kEnum, 0, "cublasGemmAlgo_t"}};
+const ApiArgInfo kLtMatmulArgs[] = {{"lightHandle", ArgFormat::kPointer}};
+const ApiArgInfo kConvFwdArgs[] = {{"handle", ArgFormat::kPointer},
+                                   {"algo", ArgFormat::kEnum, 0, "cudnnConvolutionFwdAlgo_t"},
+                                   {"mode", ArgFormat::kEnum, 0, "an_enum_no_header_defines"}};
 
 template <class T>
 void append(std::vector<uint8_t>& out, const T& v) {
@@ -60,11 +73,11 @@ const ApiInfo kTestApis[kTestApiCount] = {
     {"cudaLaunchKernel", "libcudart.so.13", ApiDomain::kCudaRuntime, ApiClass::kKernel, ResultKind::kErrorCode, 5,
      kLaunchArgs},
     {"__cudaRegisterFunction", "libcudart.so.13", ApiDomain::kCudaRuntime, ApiClass::kOther, ResultKind::kVoid, 1,
-     kRegisterArgs},
+     kRegisterArgs, nullptr, format::kApiFlagInternal},
     {"__cudaGetKernel", "libcudart.so.13", ApiDomain::kCudaRuntime, ApiClass::kOther, ResultKind::kErrorCode, 2,
-     kGetKernelArgs},
+     kGetKernelArgs, nullptr, format::kApiFlagInternal},
     {"__cudaLaunchKernel", "libcudart.so.13", ApiDomain::kCudaRuntime, ApiClass::kKernel, ResultKind::kErrorCode, 5,
-     kLaunch13Args},
+     kLaunch13Args, "cudaLaunchKernel"},
     {"cudaStreamSynchronize", "libcudart.so.13", ApiDomain::kCudaRuntime, ApiClass::kSync, ResultKind::kErrorCode, 1,
      kStreamArgs},
     {"cudaFree", "libcudart.so.13", ApiDomain::kCudaRuntime, ApiClass::kMemory, ResultKind::kErrorCode, 1, kFreeArgs},
@@ -73,10 +86,23 @@ const ApiInfo kTestApis[kTestApiCount] = {
      kCuMemAllocArgs},
     {"cudaGetErrorString", "libcudart.so.13", ApiDomain::kCudaRuntime, ApiClass::kOther, ResultKind::kPointer, 1,
      kErrorStringArgs},
+    {"__cudaLaunchKernel_ptsz", "libcudart.so.13", ApiDomain::kCudaRuntime, ApiClass::kKernel, ResultKind::kErrorCode,
+     5, kLaunch13Args, "cudaLaunchKernel"},
+    {"__cudaPushCallConfiguration", "libcudart.so.13", ApiDomain::kCudaRuntime, ApiClass::kOther,
+     ResultKind::kUnsigned, 2, kPushConfigArgs, nullptr, format::kApiFlagInternal},
+    {"cuLaunchKernel", "libcuda.so.1", ApiDomain::kCudaDriver, ApiClass::kKernel, ResultKind::kErrorCode, 2,
+     kCuLaunchArgs},
+    {"cuCtxSetLimit", "libcuda.so.1", ApiDomain::kCudaDriver, ApiClass::kOther, ResultKind::kErrorCode, 2,
+     kSetLimitArgs},
+    {"cublasGemmEx", "libcublas.so.13", ApiDomain::kCublas, ApiClass::kKernel, ResultKind::kErrorCode, 6, kGemmExArgs},
+    {"cublasLtMatmul", "libcublasLt.so.13", ApiDomain::kCublasLt, ApiClass::kKernel, ResultKind::kErrorCode, 1,
+     kLtMatmulArgs},
+    {"cudnnConvolutionForward", "libcudnn.so.9", ApiDomain::kCudnn, ApiClass::kKernel, ResultKind::kErrorCode, 3,
+     kConvFwdArgs},
 };
 
 Records& Records::call(uint32_t api, uint64_t begin_ns, uint64_t end_ns, uint64_t result,
-                       std::initializer_list<uint64_t> args, uint8_t flags, uint16_t depth) {
+                       std::initializer_list<uint64_t> args, uint8_t flags, uint16_t depth, uint8_t outer_domains) {
   abi::ApiCallRecord r{};
   r.header.kind = uint16_t(abi::RecordKind::kApiCall);
   r.header.size = uint16_t(sizeof r + 8 * args.size());
@@ -84,7 +110,8 @@ Records& Records::call(uint32_t api, uint64_t begin_ns, uint64_t end_ns, uint64_
   r.begin = begin_ns;
   r.end = end_ns;
   r.result = result;
-  r.depth = depth;
+  r.depth = uint8_t(depth);
+  r.outer_domains = outer_domains;
   r.arg_count = uint8_t(args.size());
   r.flags = flags;
   append(bytes_, r);
@@ -184,7 +211,8 @@ SmallTrace write_small_trace(const std::string& path, bool finish) {
       .string(StringKind::kKernelName, kStubReduce, kMangledReduce)
       .call(kRegisterFunction, t + 100, t + 150, 0, {kStubAxpy}, kOut)
       .call(kRegisterFunction, t + 200, t + 240, 0, {kStubReduce}, kOut)
-      .call(kCuMemAlloc, t + 1500, t + 5500, 0, {1 << 20}, 0, 1)  // inside the cudaMalloc below
+      .call(kCuMemAlloc, t + 1500, t + 5500, 0, {1 << 20}, 0, 1,  // inside the cudaMalloc below
+            uint8_t(abi::domain_bit(abi::ApiDomain::kCudaRuntime)))
       .call(kCudaMalloc, t + 1000, t + 6000, 0, {1 << 20, 0x7f0000000000})
       .call(kCudaMalloc, t + 7000, t + 10000, 0, {4096, 0x7f0000100000})
       .call(kCudaMemcpy, t + 11000, t + 19000, 0, {0x7f0000000000, 0x5555000, 1 << 20, 1})
@@ -233,7 +261,8 @@ SmallTrace write_small_trace(const std::string& path, bool finish) {
 
   st.events = a.count() + b.count() + a2.count() + b2.count() + c.count();
   st.api_calls = 11 + 3 + 3 + 2 + 4;
-  st.counted_calls = st.api_calls - 3 /* outside capture */ - 1 /* nested driver */ - 1 /* cuBLAS */;
+  st.counted_calls =
+      st.api_calls - 3 /* outside capture */ - 1 /* nested driver */ - 1 /* cuBLAS */ - 1 /* __cudaGetKernel */;
   st.event_chunks = 3;
   if (finish) {
     // What the recorder would gather from the records above.

@@ -18,14 +18,22 @@ enum TestApi : uint32_t {
   kCudaMalloc,
   kCudaMemcpy,
   kCudaLaunchKernel,
-  kRegisterFunction,  // __cudaRegisterFunction
-  kGetKernel,         // __cudaGetKernel
-  kLaunchKernel13,    // __cudaLaunchKernel
+  kRegisterFunction,  // __cudaRegisterFunction, internal
+  kGetKernel,         // __cudaGetKernel, internal
+  kLaunchKernel13,    // __cudaLaunchKernel, shown as cudaLaunchKernel
   kCudaStreamSynchronize,
   kCudaFree,
   kCublasSgemm,       // cuBLAS domain: not in cuda_api_sum
   kCuMemAlloc,        // driver domain
   kCudaGetErrorString,  // returns a pointer
+  // Not in the small trace: the nesting and decoding tests.
+  kLaunchKernel13Ptsz,    // __cudaLaunchKernel_ptsz, shown as cudaLaunchKernel
+  kPushCallConfiguration, // __cudaPushCallConfiguration, internal
+  kCuLaunchKernel,        // driver, a kFunction argument
+  kCuCtxSetLimit,         // driver, a CUlimit argument
+  kCublasGemmEx,          // cuBLAS, enum arguments
+  kCublasLtMatmul,        // cuBLASLt
+  kCudnnConvolutionForward,  // cuDNN, an enum argument
   kTestApiCount,
 };
 extern const ApiInfo kTestApis[kTestApiCount];
@@ -33,8 +41,9 @@ extern const ApiInfo kTestApis[kTestApiCount];
 // One kRecords block: records in ring layout with absolute times, encoded for the file by add_to.
 class Records {
  public:
+  // `outer_domains`: abi::domain_bit() of the recorded calls around a nested (depth > 0) call.
   Records& call(uint32_t api, uint64_t begin_ns, uint64_t end_ns, uint64_t result, std::initializer_list<uint64_t> args,
-                uint8_t flags = 0, uint16_t depth = 0);
+                uint8_t flags = 0, uint16_t depth = 0, uint8_t outer_domains = 0);
   Records& string(abi::StringKind kind, uint64_t key, std::string_view text);
   Records& thread_start(uint64_t time_ns, uint32_t pid, uint32_t tid, uint32_t ppid, uint32_t flags);
   // A record of a kind the reader has no decoder for (an NVTX record of a later version, say).

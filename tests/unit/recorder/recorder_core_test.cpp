@@ -50,6 +50,7 @@ class RecorderTest : public ::testing::Test {
     so.slot_count = slots;
     so.ring_bytes = ring_bytes;
     so.clock = clock;
+    so.trace_domains = trace_domains_;
     std::string error;
     ASSERT_TRUE(session_.create(so, &error)) << error;
     ASSERT_TRUE(writer_.open(path_)) << writer_.error();
@@ -81,6 +82,7 @@ class RecorderTest : public ::testing::Test {
     return abi::SlotState(session_.slot(slot)->state.load(std::memory_order_acquire));
   }
 
+  uint32_t trace_domains_ = session::Options{}.trace_domains;  // what `-t` selected
   fs::path dir_;
   std::string path_;
   session::Session session_;
@@ -515,6 +517,107 @@ TEST_F(RecorderTest, KeepsModulesAndTheDomainsAroundANestedCall) {
   EXPECT_EQ(ev.records[2].depth, 0);
   EXPECT_EQ(ev.records[2].outer_domains, 0);
   EXPECT_EQ(rec_->totals().malformed, 0u);
+}
+
+// A table with one function of each library, as set_api_table gets the generated one.
+const ApiInfo kLibraryApis[] = {
+    {"cudaMalloc", "libcudart.so.13", abi::ApiDomain::kCudaRuntime, abi::ApiClass::kMemory,
+     format::ResultKind::kErrorCode, 0, nullptr},
+    {"cuMemAlloc_v2", "libcuda.so.1", abi::ApiDomain::kCudaDriver, abi::ApiClass::kMemory,
+     format::ResultKind::kErrorCode, 0, nullptr},
+    {"cublasSgemm_v2", "libcublas.so.13", abi::ApiDomain::kCublas, abi::ApiClass::kKernel,
+     format::ResultKind::kErrorCode, 0, nullptr},
+    {"cublasLtMatmul", "libcublasLt.so.13", abi::ApiDomain::kCublasLt, abi::ApiClass::kKernel,
+     format::ResultKind::kErrorCode, 0, nullptr},
+};
+constexpr uint32_t kRtMalloc = 0, kCublasSgemm = 2;
+
+class WarningTest : public RecorderTest {
+ protected:
+  // A process 4242 "./gemm" that loaded the runtime, the driver and cuBLAS, and made a runtime call.
+  void run_gemm_process(bool with_cublas_call) {
+    start();
+    rec_->set_api_table(kLibraryApis, 4);
+    TestRing r = TestRing::claim(session_.header(), 0, 4242, 4242, 1000);
+    ASSERT_TRUE(r.valid());
+    ASSERT_TRUE(r.push_string(abi::StringKind::kProcessCommand, 0, "./gemm 512"));
+    ASSERT_TRUE(r.push_module("/work/gemm", 0x400000, abi::kModuleFlagMainProgram | abi::kModuleFlagNeedsCudart));
+    ASSERT_TRUE(r.push_module("/usr/local/cuda/lib64/libcudart.so.13", 0x7f0000000000, 0));
+    ASSERT_TRUE(r.push_module("/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0x7f1000000000, 0));
+    ASSERT_TRUE(r.push_module("/usr/local/cuda/lib64/libcublasLt.so.13", 0x7f2000000000, 0));
+    ASSERT_TRUE(r.push_module("/usr/local/cuda/lib64/libcublas.so.13", 0x7f3000000000, 0));
+    ASSERT_TRUE(r.push_call(kRtMalloc, 100, 200, 0));
+    if (with_cublas_call) {
+      ASSERT_TRUE(r.push_call(kCublasSgemm, 300, 400, 0));
+    }
+    r.retire();
+    rec_->poll();
+  }
+};
+
+TEST_F(WarningTest, ALoadedLibraryWithoutRecordedCallsIsNamedWithItsProcess) {
+  trace_domains_ = abi::kCudaDomains | abi::kCublasDomains;
+  run_gemm_process(/*with_cublas_call=*/false);
+  const std::string expected =
+      "process 4242 (./gemm 512): libcublas.so.13 and libcublasLt.so.13 were loaded but none of their calls was "
+      "recorded: the program may not have used them, or reached them through a route cutrace does not see";
+  EXPECT_EQ(rec_->warnings(), std::vector<std::string>{expected});
+  // To the launcher before the summary line, and into the end summary.
+  const std::string line = rec_->summary_line(0);
+  EXPECT_EQ(line.rfind("warning " + expected + "\nsummary events=", 0), 0u) << line;
+  finish();
+  EXPECT_EQ(test::lookup(end_.summary, "warning.0"), expected);
+  EXPECT_EQ(test::lookup(end_.summary, "warning.1"), "<missing>");
+}
+
+TEST_F(WarningTest, NoWarningWhenTheLibrarysCallsWereRecordedOrNotAskedFor) {
+  trace_domains_ = abi::kCudaDomains | abi::kCublasDomains;
+  run_gemm_process(/*with_cublas_call=*/true);
+  EXPECT_TRUE(rec_->warnings().empty());
+  EXPECT_EQ(rec_->summary_line(0).rfind("summary ", 0), 0u);
+  finish();
+  EXPECT_EQ(test::lookup(end_.summary, "warning.0"), "<missing>");
+}
+
+TEST_F(WarningTest, NoWarningForALibraryTheTraceDidNotSelect) {
+  trace_domains_ = abi::kCudaDomains;  // -t cuda: cuBLAS calls were never going to be recorded
+  run_gemm_process(/*with_cublas_call=*/false);
+  EXPECT_TRUE(rec_->warnings().empty());
+  finish();
+}
+
+TEST_F(WarningTest, ACommandThatUsedNoCudaGetsOneLine) {
+  start();
+  rec_->set_api_table(kLibraryApis, 4);
+  for (uint32_t slot = 0; slot < 2; ++slot) {  // a shell and what it ran, neither touching CUDA
+    TestRing r = TestRing::claim(session_.header(), slot, 5000 + slot, 5000 + slot, 1000);
+    ASSERT_TRUE(r.valid());
+    ASSERT_TRUE(r.push_module("/usr/bin/bash", 0x400000, abi::kModuleFlagMainProgram));
+    ASSERT_TRUE(r.push_module("/usr/lib/x86_64-linux-gnu/libc.so.6", 0x7f0000000000, 0));
+    r.retire();
+  }
+  rec_->poll();
+  EXPECT_EQ(rec_->warnings(),
+            std::vector<std::string>{
+                "no CUDA call was recorded and no traced process loaded a CUDA library; check that the program uses "
+                  "CUDA"});
+  finish();
+}
+
+TEST_F(WarningTest, DeviceCodeWithoutASharedRuntimeIsTheStaticRuntime) {
+  start();
+  rec_->set_api_table(kLibraryApis, 4);
+  TestRing r = TestRing::claim(session_.header(), 0, 4300, 4300, 1000);
+  ASSERT_TRUE(r.valid());
+  ASSERT_TRUE(r.push_string(abi::StringKind::kProcessExe, 0, "/work/static_app"));
+  ASSERT_TRUE(r.push_module("/work/static_app", 0x400000, abi::kModuleFlagMainProgram | abi::kModuleFlagDeviceCode));
+  r.retire();
+  rec_->poll();
+  EXPECT_EQ(rec_->warnings(),
+            std::vector<std::string>{"process 4300 (/work/static_app) carries CUDA device code but loaded no CUDA "
+                                     "library and no CUDA call was recorded: the program is built with the static "
+                                     "CUDA runtime and no driver was found, or it ended before using CUDA"});
+  finish();
 }
 
 TEST_F(RecorderTest, TinyRingWithFastProducerAccountsForEveryRecord) {

@@ -44,6 +44,7 @@ def main():
     for e in calls:
         expect(isinstance(e["ts"], (int, float)) and isinstance(e["dur"], (int, float)), f"times of {e}")
         expect(e["name"] != "__cudaRegisterFunction", "a call recorded outside capture was exported")
+        expect(e["name"] != "__cudaGetKernel", "an internal call was exported without --show-internal")
 
     def first(name, pid=None):
         for e in calls:
@@ -69,7 +70,10 @@ def main():
     expect(launch["args"]["stream"] == "0x0", f"launch stream {launch['args']}")
     expect(first("cudaLaunchKernel", 4300)["args"]["func"] == "other_fn()", "stub of the second process")
 
-    launch13 = first("__cudaLaunchKernel")
+    # __cudaLaunchKernel is shown by its display name, with the entry point kept in the arguments.
+    launch13 = next((e for e in calls if e["args"].get("entry_point") == "__cudaLaunchKernel"), None)
+    expect(launch13 is not None and launch13["name"] == "cudaLaunchKernel" and launch13["tid"] == 4243,
+           f"__cudaLaunchKernel {launch13}")
     expect(launch13["args"]["kernel"] == "reduce(float const*, float*, int)", f"__cudaLaunchKernel {launch13['args']}")
     expect(launch13["args"]["stream"] == "0x5000" and launch13["args"]["sharedMem"] == 1024,
            f"__cudaLaunchKernel {launch13['args']}")
@@ -83,6 +87,8 @@ def main():
 
     nested = first("cuMemAlloc_v2", 4242)
     expect(nested["cat"] == "cuda_driver" and nested["args"].get("depth") == 1, f"nested driver call {nested}")
+    # The parent comes first in the file although it was recorded after the call inside it.
+    expect(calls.index(malloc) < calls.index(nested), "a nested slice precedes its parent")
     expect(first("cublasSgemm_v2")["cat"] == "cublas", "cuBLAS category")
     print("ok")
 

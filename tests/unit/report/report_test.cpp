@@ -115,8 +115,9 @@ TEST_F(ReportTest, CudaApiSumCsvMatchesGolden) {
   expect_golden("cuda_api_sum.csv", r.out);
   // csv stays pure data; the loss goes to stderr.
   EXPECT_TRUE(contains(r.err, "3 records dropped (ring full)")) << r.err;
-  // Header plus one row per API name counted (9: cuBLAS, nested driver and capture-off calls are not).
-  EXPECT_EQ(count_lines(r.out), 10u) << r.out;
+  // Header plus one row per API name counted (7: cuBLAS, nested driver, internal and capture-off calls
+  // are not, and __cudaLaunchKernel is counted as cudaLaunchKernel).
+  EXPECT_EQ(count_lines(r.out), 8u) << r.out;
 }
 
 TEST_F(ReportTest, CudaApiSumJsonMatchesGoldenAndParses) {
@@ -165,7 +166,8 @@ TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
   Result r = cli({"stats", "-r", "gpu_kern_magic", trace_});
   EXPECT_EQ(r.exit, 2);
   EXPECT_EQ(r.err,
-            "cutrace stats: unknown report 'gpu_kern_magic'; available reports: cuda_api_sum, cuda_api_trace.\n");
+            "cutrace stats: unknown report 'gpu_kern_magic'; available reports: cuda_api_sum, cuda_api_trace, "
+            "cublas_api_sum, cudnn_api_sum, api_trace.\n");
   r = cli({"stats", "--format", "xml", trace_});
   EXPECT_EQ(r.exit, 2);
   EXPECT_EQ(r.err, "cutrace stats: unknown format 'xml'; use column, csv or json.\n");
@@ -323,7 +325,7 @@ TEST_F(ReportTest, PerfettoExportParsesAndHoldsTracksNamesAndArguments) {
   const std::string out = temp_path("trace.json");
   Result r = cli({"export", "--type", "perfetto", "-o", out, trace_});
   ASSERT_EQ(r.exit, 0) << r.err;
-  const uint64_t timed = expected_.api_calls - 3;  // everything but the capture-off registrations
+  const uint64_t timed = expected_.api_calls - 4;  // all but the capture-off registrations and __cudaGetKernel
   EXPECT_TRUE(contains(r.err, "wrote " + out + " (" + std::to_string(timed) + " calls, 2 processes, 3 threads)"))
       << r.err;
   Result py = run({PYTHON3, CHECK_PERFETTO, out, std::to_string(kT0), std::to_string(timed)});
@@ -388,9 +390,255 @@ TEST_F(ReportTest, PerfettoExportOfACutTraceIsValidJson) {
   EXPECT_TRUE(contains(r.err, "warning: " + cut + ": truncated at byte")) << r.err;
   const std::string check =
       "import json,sys; d=json.load(open(sys.argv[1])); x=[e for e in d['traceEvents'] if e['ph']=='X']; "
-      "assert len(x)==12, len(x); assert 'truncated' in d['otherData']['status']; print('ok')";
+      "assert len(x)==11, len(x); assert 'truncated' in d['otherData']['status']; print('ok')";
   Result py = run({PYTHON3, "-c", check, out});
   EXPECT_EQ(py.exit, 0) << py.out << py.err;
+}
+
+// Calls made inside other recorded calls, as the shim records them: children first (records are in the
+// order calls end), one level deeper, with the domains around them. Thread 100 of process 100:
+//   cudaMalloc [1000,2000]                 > cuMemAlloc_v2 [1100,1400] (the runtime's)
+//   cuMemAlloc_v2 [3000,3500]              (the program's own)
+//   __cudaPushCallConfiguration [4000,4010] (internal)
+//   __cudaLaunchKernel [5000,6000]         > cuLaunchKernel [5100,5300]
+//   __cudaLaunchKernel_ptsz [7000,7400]
+//   cublasGemmEx [8000,9000]               > cublasLtMatmul [8100,8600] > cuLaunchKernel [8200,8300]
+//   cudnnConvolutionForward [10000,11000]  > cublasGemmEx [10100,10500] > cuLaunchKernel [10200,10250]
+//                                          > cuLaunchKernel [10600,10700]
+//   cuCtxSetLimit [12000,12100]            (fails: CUDA_ERROR_INVALID_VALUE)
+constexpr uint64_t kGemmFunction = 0x7f00000a0000;
+std::string write_nesting_trace() {
+  using abi::ApiDomain;
+  const uint8_t rt = uint8_t(abi::domain_bit(ApiDomain::kCudaRuntime));
+  const uint8_t blas = uint8_t(abi::domain_bit(ApiDomain::kCublas));
+  const uint8_t lt = uint8_t(abi::domain_bit(ApiDomain::kCublasLt));
+  const uint8_t dnn = uint8_t(abi::domain_bit(ApiDomain::kCudnn));
+  const std::string path = temp_path("nesting.cutrace");
+  trace::TraceWriter w;
+  EXPECT_TRUE(w.open(path)) << w.error();
+  EXPECT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
+  w.add_thread_def(thread_def(0, 100, 100));
+  Records r;
+  r.string(abi::StringKind::kThreadName, 0, "main")
+      .string(abi::StringKind::kKernelName, kGemmFunction, "_Z4gemmPKfPf")
+      .call(kCuMemAlloc, 1100, 1400, 0, {4096}, 0, 1, rt)
+      .call(kCudaMalloc, 1000, 2000, 0, {4096, 0x7f0000000000})
+      .call(kCuMemAlloc, 3000, 3500, 0, {512})
+      .call(kPushCallConfiguration, 4000, 4010, 0, {1 | 1ull << 32 | 1ull << 48, 32 | 1ull << 32 | 1ull << 48})
+      .call(kCuLaunchKernel, 5100, 5300, 0, {kGemmFunction, 4}, 0, 1, rt)
+      .call(kLaunchKernel13, 5000, 6000, 0, {kGemmFunction, 4 | 1ull << 32 | 1ull << 48, 1 | 1ull << 32 | 1ull << 48, 0, 0})
+      .call(kLaunchKernel13Ptsz, 7000, 7400, 0, {kGemmFunction, 1 | 1ull << 32 | 1ull << 48, 1 | 1ull << 32 | 1ull << 48, 0, 0})
+      .call(kCuLaunchKernel, 8200, 8300, 0, {kGemmFunction, 8}, 0, 2, blas | lt)
+      .call(kCublasLtMatmul, 8100, 8600, 0, {0xb000}, 0, 1, blas)
+      // transa CUBLAS_OP_T, transb CUBLAS_OP_N, CUDA_R_16F, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT (-1)
+      .call(kCublasGemmEx, 8000, 9000, 0, {0xa000, 1, 0, 2, 68, ~0ull})
+      .call(kCuLaunchKernel, 10200, 10250, 0, {kGemmFunction, 2}, 0, 2, dnn | blas)
+      .call(kCublasGemmEx, 10100, 10500, 0, {0xa000, 0, 0, 0, 68, 0xffffffffull}, 0, 1, dnn)
+      .call(kCuLaunchKernel, 10600, 10700, 0, {0x7f00000b0000, 1}, 0, 1, dnn)
+      // CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, then a value of an enum no header names
+      .call(kCudnnConvolutionForward, 10000, 11000, 0, {0xc000, 1, 7})
+      // CU_LIMIT_MALLOC_HEAP_SIZE; CUDA_ERROR_INVALID_VALUE
+      .call(kCuCtxSetLimit, 12000, 12100, 1, {2, 1 << 20});
+  r.add_to(w, 0);
+  EXPECT_TRUE(w.finish({{"dropped", "0"}, {"malformed", "0"}, {"lost_no_slot", "0"}}, {{0, 0, r.count(), 0, 0}}));
+  return path;
+}
+
+// The `Name,Num Calls,Total Time (ns)` of each row of a csv summary, in the report's order.
+std::string sum_rows(const std::string& csv) {
+  std::istringstream in(csv);
+  std::string line, out;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream fields(line);
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+    if (f.size() == 9) out += f[8] + " " + f[2] + " " + f[1] + "\n";
+  }
+  return out;
+}
+
+TEST(NestedCalls, CudaApiSumCountsWhatNsysCounts) {
+  const std::string trace = write_nesting_trace();
+  Result r = cli({"stats", "-f", "csv", trace});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  // cudaMalloc once, not also its cuMemAlloc_v2; the program's own cuMemAlloc_v2 under its name; both
+  // launch entry points as one cudaLaunchKernel, without the cuLaunchKernel the runtime made; the
+  // cuLaunchKernel calls cuBLAS and cuDNN made are the program's driver work; the internal
+  // __cudaPushCallConfiguration is left out.
+  EXPECT_EQ(sum_rows(r.out),
+            "cudaLaunchKernel 2 1400\n"
+            "cudaMalloc 1 1000\n"
+            "cuMemAlloc_v2 1 500\n"
+            "cuLaunchKernel 3 250\n"
+            "cuCtxSetLimit 1 100\n")
+      << r.out;
+  Result internal = cli({"stats", "-f", "csv", "--show-internal", "true", trace});
+  ASSERT_EQ(internal.exit, 0) << internal.err;
+  EXPECT_EQ(sum_rows(internal.out), sum_rows(r.out) + "__cudaPushCallConfiguration 1 10\n") << internal.out;
+  EXPECT_EQ(cli({"stats", "-f", "csv", "--show-internal=false", trace}).out, r.out);
+  Result bad = cli({"stats", "--show-internal=maybe", trace});
+  EXPECT_EQ(bad.exit, 2);
+  EXPECT_EQ(bad.err, "cutrace stats: --show-internal takes true or false.\n");
+
+  Result api_trace = cli({"stats", "-r", "cuda_api_trace", "-f", "csv", trace});
+  ASSERT_EQ(api_trace.exit, 0) << api_trace.err;
+  EXPECT_EQ(api_trace.out,
+            "Start (ns),Duration (ns),Name,Result,CorrID,Pid,Tid,Thread Name\n"
+            "1000,1000,cudaMalloc,0,0,100,100,main\n"
+            "3000,500,cuMemAlloc_v2,0,0,100,100,main\n"
+            "5000,1000,cudaLaunchKernel,0,0,100,100,main\n"
+            "7000,400,cudaLaunchKernel,0,0,100,100,main\n"
+            "8200,100,cuLaunchKernel,0,0,100,100,main\n"
+            "10200,50,cuLaunchKernel,0,0,100,100,main\n"
+            "10600,100,cuLaunchKernel,0,0,100,100,main\n"
+            "12000,100,cuCtxSetLimit,1,0,100,100,main\n");
+}
+
+TEST(NestedCalls, LibrarySumsCountTheOutermostCallOfTheirLibrary) {
+  const std::string trace = write_nesting_trace();
+  // cuBLAS with cuBLASLt: the cublasLtMatmul inside cublasGemmEx is cuBLAS's own; the cublasGemmEx
+  // inside cuDNN's convolution is a call into cuBLAS.
+  Result blas = cli({"stats", "-r", "cublas_api_sum", "-f", "csv", trace});
+  ASSERT_EQ(blas.exit, 0) << blas.err;
+  EXPECT_EQ(sum_rows(blas.out), "cublasGemmEx 2 1400\n") << blas.out;
+  Result dnn = cli({"stats", "-r", "cudnn_api_sum", "-f", "csv", trace});
+  ASSERT_EQ(dnn.exit, 0) << dnn.err;
+  EXPECT_EQ(sum_rows(dnn.out), "cudnnConvolutionForward 1 1000\n") << dnn.out;
+  Result col = cli({"stats", "-r", "cublas_api_sum,cudnn_api_sum", trace});
+  EXPECT_TRUE(contains(col.out, " ** cuBLAS API Summary (cublas_api_sum):")) << col.out;
+  EXPECT_TRUE(contains(col.out, " ** cuDNN API Summary (cudnn_api_sum):")) << col.out;
+  // The small trace has one cuBLAS call and no cuDNN call: an empty table, not an error.
+  const std::string small = temp_path("small.cutrace");
+  write_small_trace(small);
+  EXPECT_EQ(sum_rows(cli({"stats", "-r", "cublas_api_sum", "-f", "csv", small}).out), "cublasSgemm_v2 1 10000\n");
+  Result none = cli({"stats", "-r", "cudnn_api_sum", "-f", "csv", small});
+  EXPECT_EQ(none.exit, 0);
+  EXPECT_EQ(none.out, "Time (%),Total Time (ns),Num Calls,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n");
+}
+
+TEST(NestedCalls, ApiTraceShowsDepthSelfTimeAndDecodedArguments) {
+  const std::string trace = write_nesting_trace();
+  Result r = cli({"stats", "-r", "api_trace", "-f", "csv", trace});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Start (ns),Duration (ns),Self (ns),Depth,Domain,Name,Result,Args,Pid,Tid,Thread Name\n"
+            "1000,1000,700,0,cuda_runtime,cudaMalloc,cudaSuccess (0),\"size=4096, devPtr=0x7f0000000000\",100,100,main\n"
+            "1100,300,300,1,cuda_driver,cuMemAlloc_v2,CUDA_SUCCESS (0),bytesize=4096,100,100,main\n"
+            "3000,500,500,0,cuda_driver,cuMemAlloc_v2,CUDA_SUCCESS (0),bytesize=512,100,100,main\n"
+            "5000,1000,800,0,cuda_runtime,cudaLaunchKernel,cudaSuccess (0),"
+            "\"kernel=gemm(float const*, float*), gridDim=(4,1,1), blockDim=(1,1,1), sharedMem=0, stream=0x0\",100,100,main\n"
+            "5100,200,200,1,cuda_driver,cuLaunchKernel,CUDA_SUCCESS (0),\"f=gemm(float const*, float*), gridDimX=4\",100,"
+            "100,main\n"
+            "7000,400,400,0,cuda_runtime,cudaLaunchKernel,cudaSuccess (0),"
+            "\"kernel=gemm(float const*, float*), gridDim=(1,1,1), blockDim=(1,1,1), sharedMem=0, stream=0x0\",100,100,main\n"
+            "8000,1000,500,0,cublas,cublasGemmEx,CUBLAS_STATUS_SUCCESS (0),\"handle=0xa000, transa=CUBLAS_OP_T, "
+            "transb=CUBLAS_OP_N, Atype=CUDA_R_16F, computeType=CUBLAS_COMPUTE_32F, algo=CUBLAS_GEMM_DFALT\",100,100,main\n"
+            "8100,500,400,1,cublaslt,cublasLtMatmul,CUBLAS_STATUS_SUCCESS (0),lightHandle=0xb000,100,100,main\n"
+            "8200,100,100,2,cuda_driver,cuLaunchKernel,CUDA_SUCCESS (0),\"f=gemm(float const*, float*), gridDimX=8\",100,"
+            "100,main\n"
+            "10000,1000,500,0,cudnn,cudnnConvolutionForward,CUDNN_STATUS_SUCCESS (0),\"handle=0xc000, "
+            "algo=CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, mode=7\",100,100,main\n"
+            "10100,400,350,1,cublas,cublasGemmEx,CUBLAS_STATUS_SUCCESS (0),\"handle=0xa000, transa=CUBLAS_OP_N, "
+            "transb=CUBLAS_OP_N, Atype=CUDA_R_32F, computeType=CUBLAS_COMPUTE_32F, algo=CUBLAS_GEMM_DFALT\",100,100,main\n"
+            "10200,50,50,2,cuda_driver,cuLaunchKernel,CUDA_SUCCESS (0),\"f=gemm(float const*, float*), gridDimX=2\",100,"
+            "100,main\n"
+            "10600,100,100,1,cuda_driver,cuLaunchKernel,CUDA_SUCCESS (0),\"f=0x7f00000b0000, gridDimX=1\",100,100,main\n"
+            "12000,100,100,0,cuda_driver,cuCtxSetLimit,CUDA_ERROR_INVALID_VALUE (1),"
+            "\"limit=CU_LIMIT_MALLOC_HEAP_SIZE, value=1048576\",100,100,main\n");
+  // Internal calls appear with the option.
+  Result all = cli({"stats", "-r", "api_trace", "-f", "csv", "--show-internal", trace});
+  ASSERT_EQ(all.exit, 0) << all.err;
+  EXPECT_TRUE(contains(all.out, "\n4000,10,10,0,cuda_runtime,__cudaPushCallConfiguration,0,")) << all.out;
+  EXPECT_EQ(count_lines(all.out), count_lines(r.out) + 1);
+}
+
+TEST(NestedCalls, PerfettoExportNestsSlicesAndDecodesArguments) {
+  const std::string trace = write_nesting_trace();
+  const std::string out = temp_path("nesting.json");
+  Result r = cli({"export", "--type", "perfetto", "-o", out, trace});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "(14 calls, 1 process, 1 thread)")) << r.err;
+  // In file order every slice lies inside the slice open before it or starts after it ends, so a
+  // viewer stacks them as they were called; names are display names, enums and functions decoded.
+  const std::string check =
+      "import json,sys; d=json.load(open(sys.argv[1])); x=[e for e in d['traceEvents'] if e['ph']=='X']\n"
+      "stack=[]\n"
+      "for e in x:\n"
+      "  while stack and e['ts']>=stack[-1]['ts']+stack[-1]['dur']: stack.pop()\n"
+      "  assert e['args'].get('depth',0)==len(stack), (e, stack)\n"
+      "  stack.append(e)\n"
+      "names=[e['name'] for e in x]\n"
+      "assert names==['cudaMalloc','cuMemAlloc_v2','cuMemAlloc_v2','cudaLaunchKernel','cuLaunchKernel',"
+      "'cudaLaunchKernel','cublasGemmEx','cublasLtMatmul','cuLaunchKernel','cudnnConvolutionForward','cublasGemmEx',"
+      "'cuLaunchKernel','cuLaunchKernel','cuCtxSetLimit'], names\n"
+      "g=x[6]['args']; assert g['transa']=='CUBLAS_OP_T' and g['Atype']=='CUDA_R_16F' and g['result_name']=="
+      "'CUBLAS_STATUS_SUCCESS', g\n"
+      "assert x[4]['args']['f']=='gemm(float const*, float*)', x[4]\n"
+      "assert x[5]['args']['entry_point']=='__cudaLaunchKernel_ptsz', x[5]\n"
+      "assert x[9]['args']['mode']==7 and x[13]['args']['result_name']=='CUDA_ERROR_INVALID_VALUE', x[9]\n"
+      "print('ok')";
+  Result py = run({PYTHON3, "-c", check, out});
+  EXPECT_EQ(py.exit, 0) << py.out << py.err;
+  Result all = cli({"export", "--type", "perfetto", "-f", "--show-internal", "true", "-o", out, trace});
+  EXPECT_TRUE(contains(all.err, "(15 calls, 1 process, 1 thread)")) << all.err;
+}
+
+TEST(Decode, EnumsByTheirHeaderNamesAndNumbersOtherwise) {
+  EXPECT_EQ(reader::enum_name("cublasOperation_t", 1), "CUBLAS_OP_T");
+  EXPECT_EQ(reader::enum_name("cudaDataType", 2), "CUDA_R_16F");
+  EXPECT_EQ(reader::enum_name("cudaDataType_t", 2), "CUDA_R_16F");
+  EXPECT_EQ(reader::enum_name("CUresult", 0), "CUDA_SUCCESS");
+  EXPECT_EQ(reader::enum_name("cudaError_t", 35), "cudaErrorInsufficientDriver");
+  EXPECT_EQ(reader::enum_name("cudnnDataType_t", 0), "CUDNN_DATA_FLOAT");
+  EXPECT_EQ(reader::enum_name("cudnnStatus_t", 0), "CUDNN_STATUS_SUCCESS");
+  EXPECT_EQ(reader::enum_name("cublasStatus_t", 0), "CUBLAS_STATUS_SUCCESS");
+  EXPECT_EQ(reader::enum_name("cudnnTensorFormat_t", 0), "CUDNN_TENSOR_NCHW");
+  EXPECT_EQ(reader::enum_name("cudnnConvolutionMode_t", 1), "CUDNN_CROSS_CORRELATION");
+  EXPECT_EQ(reader::enum_name("cudnnActivationMode_t", 1), "CUDNN_ACTIVATION_RELU");
+  EXPECT_EQ(reader::enum_name("CUlimit", 0), "CU_LIMIT_STACK_SIZE");
+  // -1 whether it was recorded sign-extended or through 32 bits.
+  EXPECT_EQ(reader::enum_name("cublasGemmAlgo_t", ~0ull), reader::enum_name("cublasGemmAlgo_t", 0xffffffffull));
+  EXPECT_FALSE(reader::enum_name("cublasGemmAlgo_t", ~0ull).empty());
+  EXPECT_EQ(reader::enum_name("cublasOperation_t", 12345), "");
+  EXPECT_EQ(reader::enum_name("no_such_enum_t", 0), "");
+  reader::ApiSpec cudnn;
+  cudnn.domain = abi::ApiDomain::kCudnn;
+  EXPECT_EQ(reader::result_text(cudnn, 0), "CUDNN_STATUS_SUCCESS (0)");
+  EXPECT_EQ(reader::result_text(cudnn, 987654), "987654");
+}
+
+// The recorder's warnings (warning.N in the end summary) are repeated by every command that reads the
+// trace, once each.
+TEST(TraceWarnings, StatsExportAndInfoRepeatThem) {
+  const std::string path = temp_path("warned.cutrace");
+  trace::TraceWriter w;
+  ASSERT_TRUE(w.open(path));
+  ASSERT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
+  w.add_thread_def(thread_def(0, 7, 7));
+  Records r;
+  r.call(kCudaFree, 100, 200, 0, {0});
+  r.add_to(w, 0);
+  const std::string first = "process 7 (./gemm): libcublas.so.13 was loaded but none of its calls was recorded";
+  const std::string second = "process 8 (./other): libcudnn.so.9 was loaded but none of its calls was recorded";
+  ASSERT_TRUE(w.finish({{"dropped", "0"}, {"warning.0", first}, {"warning.1", second}}, {{0, 0, 1, 0, 0}}));
+  Result stats = cli({"stats", "-r", "cuda_api_sum,cublas_api_sum", path});
+  EXPECT_EQ(stats.exit, 0);
+  EXPECT_EQ(stats.err, "cutrace stats: warning: " + first + ".\ncutrace stats: warning: " + second + ".\n");
+  Result exported = cli({"export", "--type", "perfetto", "-o", temp_path("warned.json"), path});
+  EXPECT_EQ(exported.exit, 0);
+  EXPECT_TRUE(contains(exported.err, "cutrace export: warning: " + first + ".\n")) << exported.err;
+  EXPECT_EQ(count_lines(exported.err), 3u) << exported.err;  // two warnings and the "wrote" line
+  Result info = cli({"info", path});
+  EXPECT_EQ(info.exit, 0);
+  EXPECT_TRUE(contains(info.out, "\nWarnings:\n  cutrace: warning: " + first + ".\n  cutrace: warning: " + second +
+                                     ".\n"))
+      << info.out;
+  EXPECT_FALSE(contains(info.out, "warning.0")) << info.out;
+  // A trace without warnings prints none.
+  const std::string small = temp_path("small.cutrace");
+  write_small_trace(small);
+  EXPECT_EQ(cli({"stats", small}).err, "");
 }
 
 TEST_F(ReportTest, JsonStringsAreAlwaysValidUtf8) {
