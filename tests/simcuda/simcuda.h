@@ -107,6 +107,11 @@
 // through the driver. When libcuda.so.1 cannot be loaded, or SIMCUDA_RUNTIME_DRIVER=0 is set, the
 // runtime works on the device directly, as it always did.
 //
+// libcublasLt.so.13, libcublas.so.13 and libcudnn.so.9 do not use the runtime: each dlopen()s
+// libcuda.so.1 and uses cuGetProcAddress, as the real CUDA 13 libraries do. A GEMM is one kernel
+// launch (cuLaunchKernel) of gemm_duration_ns(); cudnnConvolutionForward is an im2col kernel
+// launched through the driver plus one cublasSgemm_v2 found with dlopen("libcublas.so.13") + dlsym,
+// and cudnnActivationForward one kernel. Kernel names are in kCublasKernel... below.
 #pragma once
 
 #include <cstdint>
@@ -131,6 +136,15 @@ inline constexpr char kModuleMagic[] = "SIMCUDA-MODULE-1";
 // cuLaunchKernel's `extra` key whose value points at a uint64_t duration in ns for that launch.
 inline void* const kLaunchParamDurationNs = reinterpret_cast<void*>(uintptr_t(0x53494d44));
 
+// The simulated libraries' kernels, by the names their launches carry.
+inline constexpr const char kSgemmKernel[] = "sgemm_sim_128x64";
+inline constexpr const char kDgemmKernel[] = "dgemm_sim_64x64";
+inline constexpr const char kLtMatmulKernel[] = "cublasLt_matmul_sim_128x128";
+inline constexpr const char kSaxpyKernel[] = "saxpy_sim";
+inline constexpr const char kIm2colKernel[] = "cudnn_im2col_sim";
+inline constexpr const char kActivationKernel[] = "cudnn_activation_fw_sim";
+// Multiply-adds per ns of the simulated GEMM units.
+inline constexpr uint64_t kGemmMacsPerNs = 1000;
 
 // The device time of a kernel with this name when the default is default_ns: the per-launch rule
 // shared by the simulator and the tests that predict its timings.
@@ -143,6 +157,14 @@ inline uint64_t kernel_duration_ns(const char* name, uint64_t default_ns) {
   uint64_t us = 0;
   for (; *digits >= '0' && *digits <= '9'; ++digits) us = us * 10 + uint64_t(*digits - '0');
   return us * 1000;
+}
+
+// The device time of a GEMM of m x n x k (times batch): one kernel's time plus the multiply-adds at
+// kGemmMacsPerNs, so that tests can bound it from the sizes alone.
+inline uint64_t gemm_duration_ns(uint64_t m, uint64_t n, uint64_t k, uint64_t batch,
+                                 uint64_t kernel_ns) {
+  uint64_t macs = m * n * k * batch;
+  return kernel_ns + (macs + kGemmMacsPerNs - 1) / kGemmMacsPerNs;
 }
 
 // The device time of a copy or memset of `bytes` at `gbps` GB/s.

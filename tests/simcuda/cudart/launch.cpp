@@ -68,7 +68,9 @@ cudaError_t launch(const void* function_or_handle, dim3 grid, dim3 block, size_t
         f, grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shared_mem), stream, nullptr,
         nullptr));
   }
-  return from_status(timeline().submit(sid, Work{OpKind::kKernel, k->duration_ns, {}}));
+  Status s = timeline().submit(sid, Work{OpKind::kKernel, k->duration_ns, {}});
+  if (s == Status::kOk) notify_launch(*k, k->duration_ns);
+  return from_status(s);
 }
 
 }  // namespace simcuda::rt

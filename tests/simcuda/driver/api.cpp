@@ -179,7 +179,9 @@ CUresult launch(const Launch& l, DefaultStream flavour) {
       return CUDA_SUCCESS;
     }
   }
-  return from_status(timeline().submit(sid, Work{OpKind::kKernel, duration, {}}));
+  Status s = timeline().submit(sid, Work{OpKind::kKernel, duration, {}});
+  if (s == Status::kOk) notify_launch(*k, duration);
+  return from_status(s);
 }
 
 CUresult launch_ex(const CUlaunchConfig* c, CUfunction f, void** params, void** extra,
@@ -252,6 +254,7 @@ CUresult graph_launch(CUgraphExec exec, CUstream stream, DefaultStream flavour) 
     if (Status s = timeline().submit(sid, Work{OpKind::kKernel, n.duration_ns, {}}); s != Status::kOk) {
       return from_status(s);
     }
+    notify_launch(*n.kernel, n.duration_ns);
   }
   return CUDA_SUCCESS;
 }
