@@ -4,8 +4,8 @@
 // real headers and exporting the real version node, so any program built with `nvcc -cudart shared`
 // (or linked against libcudart.so.13) runs on it with LD_LIBRARY_PATH=build/simcuda/lib. It needs no
 // GPU and no driver. The device state (memory, streams, events, the device timeline, registered
-// kernels) lives in libsimcuda-core.so beside it, so that simulated driver, CUPTI and library sonames
-// added later share one device with the runtime, as the real stack does.
+// kernels) lives in libsimcuda-core.so beside it, so that the simulated driver and libraries beside
+// it (and CUPTI, later) share one device with the runtime, as the real stack does.
 //
 // Knobs (environment variables, read once per process, when the library is first used):
 //
@@ -71,7 +71,8 @@
 // Errors are the real runtime's codes, names and descriptions; failures are recorded as the calling
 // thread's last error (cudaGetLastError, cudaPeekAtLastError), cudaErrorNotReady is not. Functions
 // the simulator does not implement are not exported at all (`nm -D libcudart.so.13` lists those it
-// does), so a program that needs one fails to load or to bind it instead of misbehaving.//
+// does), so a program that needs one fails to load or to bind it instead of misbehaving.
+//
 // The driver, libcuda.so.1 (driver/), is the subset of the driver API the tests use, over the same
 // device: a runtime stream, event or kernel handle is a valid driver handle and the reverse. Its
 // exports carry no symbol version, as the real libcuda's. cuGetProcAddress and cuGetProcAddress_v2
@@ -111,7 +112,7 @@
 // libcuda.so.1 and uses cuGetProcAddress, as the real CUDA 13 libraries do. A GEMM is one kernel
 // launch (cuLaunchKernel) of gemm_duration_ns(); cudnnConvolutionForward is an im2col kernel
 // launched through the driver plus one cublasSgemm_v2 found with dlopen("libcublas.so.13") + dlsym,
-// and cudnnActivationForward one kernel. Kernel names are in kCublasKernel... below.
+// and cudnnActivationForward one kernel. Their kernels' names are the k*Kernel constants below.
 #pragma once
 
 #include <cstdint>

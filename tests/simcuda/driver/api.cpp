@@ -34,8 +34,24 @@ struct Module {
   bool library = false;
 };
 
-std::mutex g_modules_mu;
-std::unordered_set<Module*> g_modules;
+struct Graph;
+struct GraphExec;
+
+// Never destroyed: what is still loaded at exit stays reachable (no leak reports) and usable by
+// exit handlers.
+struct Registry {
+  std::mutex modules_mu;
+  std::unordered_set<Module*> modules;
+  std::mutex graphs_mu;
+  std::unordered_set<Graph*> graphs;
+  std::unordered_set<GraphExec*> execs;
+  std::unordered_map<StreamId, Graph*> capturing;  // by the stream capturing into it
+};
+
+Registry& reg() {
+  static Registry* r = new Registry;
+  return *r;
+}
 
 CUresult load_module(const void* image, bool library, Module** out) {
   if (image == nullptr || out == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -44,7 +60,8 @@ CUresult load_module(const void* image, bool library, Module** out) {
   m->library = library;
   m->core_handle = kernels().register_module(image);
   const char* p = static_cast<const char*>(image);
-  if (std::memcmp(p, kModuleMagic, sizeof kModuleMagic) == 0) {
+  // strncmp, not memcmp: an image shorter than the magic must not be read past its end.
+  if (std::strncmp(p, kModuleMagic, sizeof kModuleMagic) == 0) {
     for (p += sizeof kModuleMagic; *p != '\0'; p += std::strlen(p) + 1) {
       m->names.emplace_back(p);
       const char* key = m->names.back().c_str();
@@ -52,27 +69,27 @@ CUresult load_module(const void* image, bool library, Module** out) {
       m->kernels.push_back(kernels().find(key));
     }
   }
-  std::lock_guard<std::mutex> lock(g_modules_mu);
+  std::lock_guard<std::mutex> lock(reg().modules_mu);
   *out = m.get();
-  g_modules.insert(m.release());
+  reg().modules.insert(m.release());
   return CUDA_SUCCESS;
 }
 
 Module* find_module(const void* handle, bool library) {
   auto* m = static_cast<Module*>(const_cast<void*>(handle));
-  std::lock_guard<std::mutex> lock(g_modules_mu);
-  return g_modules.count(m) != 0 && m->library == library ? m : nullptr;
+  std::lock_guard<std::mutex> lock(reg().modules_mu);
+  return reg().modules.count(m) != 0 && m->library == library ? m : nullptr;
 }
 
 CUresult unload_module(const void* handle, bool library) {
   Module* m;
   {
     auto* candidate = static_cast<Module*>(const_cast<void*>(handle));
-    std::lock_guard<std::mutex> lock(g_modules_mu);
-    if (g_modules.count(candidate) == 0 || candidate->library != library) {
+    std::lock_guard<std::mutex> lock(reg().modules_mu);
+    if (reg().modules.count(candidate) == 0 || candidate->library != library) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
-    g_modules.erase(candidate);
+    reg().modules.erase(candidate);
     m = candidate;
   }
   kernels().unregister_module(m->core_handle);
@@ -113,15 +130,11 @@ struct GraphExec {
   std::vector<Node> nodes;
 };
 
-std::mutex g_graphs_mu;
-std::unordered_set<Graph*> g_graphs;
-std::unordered_set<GraphExec*> g_execs;
-std::unordered_map<StreamId, Graph*> g_capturing;
 
 Graph* capturing_graph(StreamId stream) {
-  std::lock_guard<std::mutex> lock(g_graphs_mu);
-  auto it = g_capturing.find(stream);
-  return it == g_capturing.end() ? nullptr : it->second;
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  auto it = reg().capturing.find(stream);
+  return it == reg().capturing.end() ? nullptr : it->second;
 }
 
 constexpr unsigned kMaxThreadsPerBlock = 1024;
@@ -172,9 +185,9 @@ CUresult launch(const Launch& l, DefaultStream flavour) {
   StreamId sid;
   if (CUresult e = resolve_stream(l.stream, flavour, &sid); e) return e;
   {
-    std::lock_guard<std::mutex> lock(g_graphs_mu);
-    auto it = g_capturing.find(sid);
-    if (it != g_capturing.end()) {
+    std::lock_guard<std::mutex> lock(reg().graphs_mu);
+    auto it = reg().capturing.find(sid);
+    if (it != reg().capturing.end()) {
       it->second->nodes.push_back(Node{k, duration});
       return CUDA_SUCCESS;
     }
@@ -199,11 +212,11 @@ CUresult begin_capture(CUstream stream, DefaultStream flavour) {
   if (Status s = timeline().stream_info(sid, &info); s != Status::kOk) return from_status(s);
   // The legacy stream cannot be captured on the real driver either.
   if (info.legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  std::lock_guard<std::mutex> lock(g_graphs_mu);
-  if (g_capturing.count(sid) != 0) return CUDA_ERROR_ILLEGAL_STATE;
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  if (reg().capturing.count(sid) != 0) return CUDA_ERROR_ILLEGAL_STATE;
   auto* g = new Graph;
-  g_graphs.insert(g);
-  g_capturing[sid] = g;
+  reg().graphs.insert(g);
+  reg().capturing[sid] = g;
   return CUDA_SUCCESS;
 }
 
@@ -211,11 +224,11 @@ CUresult end_capture(CUstream stream, CUgraph* out, DefaultStream flavour) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   StreamId sid;
   if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
-  std::lock_guard<std::mutex> lock(g_graphs_mu);
-  auto it = g_capturing.find(sid);
-  if (it == g_capturing.end()) return CUDA_ERROR_ILLEGAL_STATE;
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  auto it = reg().capturing.find(sid);
+  if (it == reg().capturing.end()) return CUDA_ERROR_ILLEGAL_STATE;
   *out = reinterpret_cast<CUgraph>(it->second);
-  g_capturing.erase(it);
+  reg().capturing.erase(it);
   return CUDA_SUCCESS;
 }
 
@@ -230,9 +243,9 @@ CUresult add_kernel_node(CUgraphNode* out, CUgraph graph, size_t num_dependencie
   if (k == nullptr) return CUDA_ERROR_INVALID_VALUE;
   uint64_t duration;
   if (CUresult e = launch_duration(*k, extra, &duration); e) return e;
-  std::lock_guard<std::mutex> lock(g_graphs_mu);
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
   auto* g = reinterpret_cast<Graph*>(graph);
-  if (g_graphs.count(g) == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (reg().graphs.count(g) == 0) return CUDA_ERROR_INVALID_VALUE;
   g->nodes.push_back(Node{k, duration});
   *out = reinterpret_cast<CUgraphNode>(&g->nodes.back());
   return CUDA_SUCCESS;
@@ -244,10 +257,10 @@ CUresult graph_launch(CUgraphExec exec, CUstream stream, DefaultStream flavour) 
   if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
   std::vector<Node> nodes;
   {
-    std::lock_guard<std::mutex> lock(g_graphs_mu);
+    std::lock_guard<std::mutex> lock(reg().graphs_mu);
     auto* x = reinterpret_cast<GraphExec*>(exec);
-    if (g_execs.count(x) == 0) return CUDA_ERROR_INVALID_VALUE;
-    if (g_capturing.count(sid) != 0) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (reg().execs.count(x) == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (reg().capturing.count(sid) != 0) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     nodes = x->nodes;
   }
   for (const Node& n : nodes) {
@@ -395,8 +408,8 @@ CUresult destroy_stream(CUstream stream) {
   StreamId id;
   if (!handles::decode_stream(stream, &id)) return CUDA_ERROR_INVALID_HANDLE;
   {
-    std::lock_guard<std::mutex> lock(g_graphs_mu);
-    g_capturing.erase(id);
+    std::lock_guard<std::mutex> lock(reg().graphs_mu);
+    reg().capturing.erase(id);
   }
   return from_status(timeline().destroy_stream(id));
 }
@@ -647,8 +660,8 @@ CUresult CUDAAPI cuGraphCreate(CUgraph* graph, unsigned int flags) {
   if (graph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult e = check_initialized(); e) return e;
   auto* g = new Graph;
-  std::lock_guard<std::mutex> lock(g_graphs_mu);
-  g_graphs.insert(g);
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  reg().graphs.insert(g);
   *graph = reinterpret_cast<CUgraph>(g);
   return CUDA_SUCCESS;
 }
@@ -669,11 +682,11 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
                                              unsigned long long) {
   if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult e = check_initialized(); e) return e;
-  std::lock_guard<std::mutex> lock(g_graphs_mu);
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
   auto* g = reinterpret_cast<Graph*>(graph);
-  if (g_graphs.count(g) == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (reg().graphs.count(g) == 0) return CUDA_ERROR_INVALID_VALUE;
   auto* x = new GraphExec{std::vector<Node>(g->nodes.begin(), g->nodes.end())};
-  g_execs.insert(x);
+  reg().execs.insert(x);
   *exec = reinterpret_cast<CUgraphExec>(x);
   return CUDA_SUCCESS;
 }
@@ -687,18 +700,18 @@ CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
 
 CUresult CUDAAPI cuGraphDestroy(CUgraph graph) {
   if (CUresult e = check_initialized(); e) return e;
-  std::lock_guard<std::mutex> lock(g_graphs_mu);
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
   auto* g = reinterpret_cast<Graph*>(graph);
-  if (g_graphs.erase(g) == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (reg().graphs.erase(g) == 0) return CUDA_ERROR_INVALID_VALUE;
   delete g;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec exec) {
   if (CUresult e = check_initialized(); e) return e;
-  std::lock_guard<std::mutex> lock(g_graphs_mu);
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
   auto* x = reinterpret_cast<GraphExec*>(exec);
-  if (g_execs.erase(x) == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (reg().execs.erase(x) == 0) return CUDA_ERROR_INVALID_VALUE;
   delete x;
   return CUDA_SUCCESS;
 }

@@ -127,6 +127,8 @@ int driver_route() {
     // Captured, not queued.
     CHECK_RESULT(cudaStreamQuery(s), cudaSuccess);
     if (end(s, &graph) != CUDA_SUCCESS || graph == nullptr) return 1;
+    auto destroy = reinterpret_cast<PFN_cuGraphDestroy_v10000>(dlsym(driver, "cuGraphDestroy"));
+    if (destroy(graph) != CUDA_SUCCESS) return 1;
     CHECK_RESULT(cudaStreamDestroy(s), cudaSuccess);
   }
   CHECK_RESULT(cudaFree(d), cudaSuccess);
