@@ -4,8 +4,8 @@
 // real headers and exporting the real version node, so any program built with `nvcc -cudart shared`
 // (or linked against libcudart.so.13) runs on it with LD_LIBRARY_PATH=build/simcuda/lib. It needs no
 // GPU and no driver. The device state (memory, streams, events, the device timeline, registered
-// kernels) lives in libsimcuda-core.so beside it, so that simulated driver, CUPTI and library sonames
-// added later share one device with the runtime, as the real stack does.
+// kernels) lives in libsimcuda-core.so beside it, so that the simulated driver and libraries beside
+// it (and CUPTI, later) share one device with the runtime, as the real stack does.
 //
 // Knobs (environment variables, read once per process, when the library is first used):
 //
@@ -14,7 +14,8 @@
 //   SIMCUDA_KERNEL_NS          device time of one kernel launch in ns (default 20000).
 //   SIMCUDA_COPY_GBPS          copy and memset bandwidth in GB/s = bytes per ns (default 10).
 //   SIMCUDA_DEVICE_MEMORY_MIB  memory of each device in MiB (default 16384).
-//   SIMCUDA_DRIVER_VERSION     what cudaDriverGetVersion reports (default 13000).
+//   SIMCUDA_DRIVER_VERSION     what cudaDriverGetVersion and cuDriverGetVersion report (default 13000).
+//   SIMCUDA_RUNTIME_DRIVER     0: the runtime does not load libcuda.so.1 (see below); default 1.
 //
 // A malformed value is ignored with one warning on stderr.
 //
@@ -71,6 +72,47 @@
 // thread's last error (cudaGetLastError, cudaPeekAtLastError), cudaErrorNotReady is not. Functions
 // the simulator does not implement are not exported at all (`nm -D libcudart.so.13` lists those it
 // does), so a program that needs one fails to load or to bind it instead of misbehaving.
+//
+// The driver, libcuda.so.1 (driver/), is the subset of the driver API the tests use, over the same
+// device: a runtime stream, event or kernel handle is a valid driver handle and the reverse. Its
+// exports carry no symbol version, as the real libcuda's. cuGetProcAddress and cuGetProcAddress_v2
+// answer as the real driver does (the symbol without suffix, a CUDA version, flags 0, 1 =
+// CU_GET_PROC_ADDRESS_LEGACY_STREAM or 2 = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM): the newest
+// version of the entry point not newer than the one asked for, the per-thread flavour with flag 2
+// where there is one, CUDA_ERROR_NOT_FOUND with CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND or
+// CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT otherwise. Only the versions it implements are known to
+// it (not the 32-bit legacy memory functions). Most addresses it hands out are internal functions
+// of the library, not its exports, as with the real driver, so a tracer that only interposes on
+// exports misses them; cuInit, cuDriverGetVersion, cuGetErrorName and cuGetErrorString come back as
+// the exports themselves. Deviations: a thread with no current context uses device 0's primary
+// context (the real driver fails with CUDA_ERROR_INVALID_CONTEXT); cuInit is still required first.
+//
+// Modules: cuModuleLoadData and cuLibraryLoadData accept any non-null image. An image that starts
+// with kModuleMagic (with its NUL) names its kernels: NUL-terminated names after the magic, ended by
+// an empty name, e.g. "SIMCUDA-MODULE-1\0axpy\0sleep_us_50_kernel\0" (the literal's own NUL ends
+// the list). Any other image holds no kernels. A kernel's duration follows from its name as below.
+// A launch can be given its own duration with the extra argument {kLaunchParamDurationNs, &ns,
+// CU_LAUNCH_PARAM_END} (ns a uint64_t): how the simulated libraries make a GEMM's time grow with
+// its size. Stream capture (cuStreamBeginCapture ... cuStreamEndCapture) records kernel launches
+// only (copies and memsets on a capturing stream fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+// cuGraphLaunch queues the graph's kernels on the stream in the order they were added.
+//
+// The runtime reaches the driver as the real CUDA 13 runtime does: on first need it dlopen()s
+// "libcuda.so.1" (found beside it through its RUNPATH, or on LD_LIBRARY_PATH), dlsym()s
+// cuGetProcAddress_v2, calls cuInit(0) and obtains with its CUDART_VERSION, through cuGetProcAddress,
+// the driver functions behind cudaMalloc, cudaFree, cudaMemcpy, cudaMemcpyAsync, cudaMemset,
+// cudaDeviceSynchronize, cudaStreamSynchronize and kernel launches (cuMemAlloc, cuMemFree,
+// cuMemcpy*, cuMemsetD8, cuCtxSynchronize, cuStreamSynchronize, cuLaunchKernel; the _ptsz/_ptds
+// flavours for its own). It still validates arguments itself, so its results are the same with or
+// without the driver. Cheap calls (cudaGetDevice, cudaGetLastError, cudaStreamQuery, ...) never go
+// through the driver. When libcuda.so.1 cannot be loaded, or SIMCUDA_RUNTIME_DRIVER=0 is set, the
+// runtime works on the device directly, as it always did.
+//
+// libcublasLt.so.13, libcublas.so.13 and libcudnn.so.9 do not use the runtime: each dlopen()s
+// libcuda.so.1 and uses cuGetProcAddress, as the real CUDA 13 libraries do. A GEMM is one kernel
+// launch (cuLaunchKernel) of gemm_duration_ns(); cudnnConvolutionForward is an im2col kernel
+// launched through the driver plus one cublasSgemm_v2 found with dlopen("libcublas.so.13") + dlsym,
+// and cudnnActivationForward one kernel. Their kernels' names are the k*Kernel constants below.
 #pragma once
 
 #include <cstdint>
@@ -88,6 +130,22 @@ inline constexpr int kDefaultDriverVersion = 13000;
 inline constexpr int kRuntimeVersion = 13000;
 inline constexpr uint64_t kAllocationGranularity = 256;
 inline constexpr const char kSleepMarker[] = "sleep_us_";
+inline constexpr int kDriverApiVersion = 13000;  // cuDriverGetVersion and the version cuGetProcAddress serves
+
+// A module image that names its kernels starts with this string and its NUL (see above).
+inline constexpr char kModuleMagic[] = "SIMCUDA-MODULE-1";
+// cuLaunchKernel's `extra` key whose value points at a uint64_t duration in ns for that launch.
+inline void* const kLaunchParamDurationNs = reinterpret_cast<void*>(uintptr_t(0x53494d44));
+
+// The simulated libraries' kernels, by the names their launches carry.
+inline constexpr const char kSgemmKernel[] = "sgemm_sim_128x64";
+inline constexpr const char kDgemmKernel[] = "dgemm_sim_64x64";
+inline constexpr const char kLtMatmulKernel[] = "cublasLt_matmul_sim_128x128";
+inline constexpr const char kSaxpyKernel[] = "saxpy_sim";
+inline constexpr const char kIm2colKernel[] = "cudnn_im2col_sim";
+inline constexpr const char kActivationKernel[] = "cudnn_activation_fw_sim";
+// Multiply-adds per ns of the simulated GEMM units.
+inline constexpr uint64_t kGemmMacsPerNs = 1000;
 
 // The device time of a kernel with this name when the default is default_ns: the per-launch rule
 // shared by the simulator and the tests that predict its timings.
@@ -100,6 +158,14 @@ inline uint64_t kernel_duration_ns(const char* name, uint64_t default_ns) {
   uint64_t us = 0;
   for (; *digits >= '0' && *digits <= '9'; ++digits) us = us * 10 + uint64_t(*digits - '0');
   return us * 1000;
+}
+
+// The device time of a GEMM of m x n x k (times batch): one kernel's time plus the multiply-adds at
+// kGemmMacsPerNs, so that tests can bound it from the sizes alone.
+inline uint64_t gemm_duration_ns(uint64_t m, uint64_t n, uint64_t k, uint64_t batch,
+                                 uint64_t kernel_ns) {
+  uint64_t macs = m * n * k * batch;
+  return kernel_ns + (macs + kGemmMacsPerNs - 1) / kGemmMacsPerNs;
 }
 
 // The device time of a copy or memset of `bytes` at `gbps` GB/s.

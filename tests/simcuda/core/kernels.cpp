@@ -1,5 +1,6 @@
 #include "kernels.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "memory.h"
@@ -122,6 +123,16 @@ std::optional<Symbol> KernelRegistry::find_symbol(const void* host_var) {
   auto it = symbols_.find(host_var);
   if (it == symbols_.end()) return std::nullopt;
   return it->second;
+}
+
+namespace {
+std::atomic<LaunchObserver> g_launch_observer{nullptr};
+}  // namespace
+
+void observe_launches(LaunchObserver observer) { g_launch_observer.store(observer); }
+
+void notify_launch(const Kernel& kernel, uint64_t duration_ns) {
+  if (LaunchObserver o = g_launch_observer.load(std::memory_order_acquire)) o(kernel, duration_ns);
 }
 
 KernelRegistry& kernels() {

@@ -77,4 +77,11 @@ class SIMCUDA_API KernelRegistry {
 
 SIMCUDA_API KernelRegistry& kernels();
 
+// Every kernel the device queues (not those captured into a graph, but each replay of them), in
+// submission order, for tests that check which kernels a library call launched. At most one
+// observer; nullptr removes it. It runs on the launching thread and must not call CUDA.
+using LaunchObserver = void (*)(const Kernel& kernel, uint64_t duration_ns);
+SIMCUDA_API void observe_launches(LaunchObserver observer);
+SIMCUDA_API void notify_launch(const Kernel& kernel, uint64_t duration_ns);
+
 }  // namespace simcuda

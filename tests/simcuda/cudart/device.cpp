@@ -229,6 +229,10 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion) {
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceSynchronize() {
   int device;
   if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+  if (const rt::DriverApi* d = rt::driver()) {
+    if (cudaError_t e = rt::bind_context(*d, device); e) return rt::record(e);
+    return rt::record(rt::from_driver(d->ctx_synchronize(nullptr)));
+  }
   timeline().synchronize_device(device);
   return cudaSuccess;
 }

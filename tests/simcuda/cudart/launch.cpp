@@ -51,14 +51,26 @@ cudaError_t launch_ex(const cudaLaunchConfig_t* config, const void* function,
 
 }  // namespace
 
-cudaError_t launch(const void* function_or_handle, dim3 grid, dim3 block, size_t /*shared_mem*/,
+cudaError_t launch(const void* function_or_handle, dim3 grid, dim3 block, size_t shared_mem,
                    cudaStream_t stream, DefaultStream flavour) {
   const Kernel* k = kernels().find(function_or_handle);
   if (k == nullptr) return cudaErrorInvalidDeviceFunction;
   if (!valid_configuration(grid, block)) return cudaErrorInvalidConfiguration;
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
-  return from_status(timeline().submit(sid, Work{OpKind::kKernel, k->duration_ns, {}}));
+  if (const DriverApi* d = driver()) {
+    int device;
+    if (cudaError_t e = current_device(&device); e) return e;
+    if (cudaError_t e = bind_context(*d, device); e) return e;
+    // The runtime's kernel handle is the driver's function handle for the same kernel.
+    auto f = reinterpret_cast<CUfunction>(const_cast<Kernel*>(k));
+    return from_driver(d->launch_kernel[flavour_index(flavour)](
+        f, grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shared_mem), stream, nullptr,
+        nullptr));
+  }
+  Status s = timeline().submit(sid, Work{OpKind::kKernel, k->duration_ns, {}});
+  if (s == Status::kOk) notify_launch(*k, k->duration_ns);
+  return from_status(s);
 }
 
 }  // namespace simcuda::rt

@@ -86,6 +86,39 @@ void copy_rect(void* dst, const void* src, const Rect& r) {
   }
 }
 
+CUdeviceptr dptr(const void* p) { return CUdeviceptr(reinterpret_cast<uintptr_t>(p)); }
+
+// A one-dimensional copy already validated here, made by the driver function for its direction;
+// the driver applies the same waiting and staging rules.
+cudaError_t driver_copy(const DriverApi& d, void* dst, const void* src, size_t n,
+                        cudaMemcpyKind kind, cudaStream_t stream, DefaultStream flavour,
+                        bool synchronous) {
+  int device;
+  if (cudaError_t e = current_device(&device); e) return e;
+  if (cudaError_t e = bind_context(d, device); e) return e;
+  const int f = flavour_index(flavour);
+  CUresult r;
+  switch (kind) {
+    case cudaMemcpyHostToDevice:
+      r = synchronous ? d.memcpy_htod[f](dptr(dst), src, n)
+                      : d.memcpy_htod_async[f](dptr(dst), src, n, stream);
+      break;
+    case cudaMemcpyDeviceToHost:
+      r = synchronous ? d.memcpy_dtoh[f](dst, dptr(src), n)
+                      : d.memcpy_dtoh_async[f](dst, dptr(src), n, stream);
+      break;
+    case cudaMemcpyDeviceToDevice:
+      r = synchronous ? d.memcpy_dtod[f](dptr(dst), dptr(src), n)
+                      : d.memcpy_dtod_async[f](dptr(dst), dptr(src), n, stream);
+      break;
+    default:  // host to host, or as unified addressing says
+      r = synchronous ? d.memcpy[f](dptr(dst), dptr(src), n)
+                      : d.memcpy_async[f](dptr(dst), dptr(src), n, stream);
+      break;
+  }
+  return from_driver(r);
+}
+
 // Every copy entry point ends here. `synchronous` is the cudaMemcpy family, which waits for the
 // copy except device to device; async copies wait only when the destination is pageable memory,
 // and stage a pageable source so that the caller may reuse it as soon as the call returns.
@@ -99,6 +132,11 @@ cudaError_t copy(void* dst, const void* src, const Rect& r, cudaMemcpyKind kind,
   if (cudaError_t e = plan_copy(dst, src, r.dst_extent(), r.src_extent(), kind, &plan); e) return e;
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (r.height == 1) {
+    if (const DriverApi* d = driver()) {
+      return driver_copy(*d, dst, src, r.width, kind, stream, flavour, synchronous);
+    }
+  }
   bool wait = synchronous ? !plan.device_to_device : plan.dst_pageable;
   Work work;
   work.kind = OpKind::kMemcpy;
@@ -135,6 +173,14 @@ cudaError_t set(void* ptr, int value, size_t pitch, size_t width, size_t height,
   if (!a || !a->contains(ptr, extent)) return cudaErrorInvalidValue;
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (synchronous && height == 1 && stream == nullptr) {
+    if (const DriverApi* d = driver()) {
+      int device;
+      if (cudaError_t e = current_device(&device); e) return e;
+      if (cudaError_t e = bind_context(*d, device); e) return e;
+      return from_driver(d->memset_d8[flavour_index(flavour)](dptr(ptr), (unsigned char)value, width));
+    }
+  }
   Work work;
   work.kind = OpKind::kMemset;
   work.duration_ns = copy_duration_ns(uint64_t(width) * height, config().copy_gbps);
@@ -158,12 +204,28 @@ cudaError_t allocate(MemoryKind kind, void** ptr, size_t size, unsigned flags) {
   return from_status(memory().allocate(kind, device, size, flags, ptr));
 }
 
+// A zero size is the runtime's own answer (nullptr), which cuMemAlloc would refuse.
+cudaError_t malloc_device(void** ptr, size_t size) {
+  const DriverApi* d = ptr == nullptr || size == 0 ? nullptr : driver();
+  if (d == nullptr) return allocate(MemoryKind::kDevice, ptr, size, 0);
+  int device;
+  if (cudaError_t e = current_device(&device); e) return e;
+  if (cudaError_t e = bind_context(*d, device); e) return e;
+  CUdeviceptr p = 0;
+  if (CUresult r = d->mem_alloc(&p, size); r) return from_driver(r);
+  *ptr = reinterpret_cast<void*>(uintptr_t(p));
+  return cudaSuccess;
+}
+
 // Freeing waits for the device first, as the real cudaFree does, so that no queued operation can
 // still touch the memory.
 cudaError_t free_device_memory(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   std::optional<Allocation> a = memory().find(ptr);
   if (!a || a->base != reinterpret_cast<uintptr_t>(ptr)) return cudaErrorInvalidValue;
+  if (const DriverApi* d = driver(); d != nullptr && a->kind == MemoryKind::kDevice) {
+    return from_driver(d->mem_free(dptr(ptr)));
+  }
   timeline().synchronize_device(a->device);
   return from_status(memory().release(ptr, {MemoryKind::kDevice, MemoryKind::kManaged}));
 }
@@ -231,7 +293,7 @@ using rt::kPerThread;
 // ---- allocation ----
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
-  return rt::record(rt::allocate(MemoryKind::kDevice, devPtr, size, 0));
+  return rt::record(rt::malloc_device(devPtr, size));
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFree(void* devPtr) {

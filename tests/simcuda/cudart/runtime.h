@@ -7,6 +7,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
+#include <cudaTypedefs.h>
 
 #include <cstdint>
 
@@ -56,6 +57,34 @@ struct CallConfiguration {
 };
 void push_call_configuration(const CallConfiguration& c);
 bool pop_call_configuration(CallConfiguration* out);
+
+// The driver functions the runtime uses, obtained through cuGetProcAddress from libcuda.so.1 (see
+// simcuda.h). The arrays are by DefaultStream: [0] legacy, [1] per-thread.
+struct DriverApi {
+  PFN_cuMemAlloc_v3020 mem_alloc;
+  PFN_cuMemFree_v3020 mem_free;
+  PFN_cuCtxSynchronize_v13000 ctx_synchronize;  // the version CUDA 13 gets: it takes the context
+  PFN_cuDevicePrimaryCtxRetain_v7000 primary_ctx_retain;
+  PFN_cuCtxSetCurrent_v4000 ctx_set_current;
+  PFN_cuMemcpy_v4000 memcpy[2];
+  PFN_cuMemcpyAsync_v4000 memcpy_async[2];
+  PFN_cuMemcpyHtoD_v3020 memcpy_htod[2];
+  PFN_cuMemcpyDtoH_v3020 memcpy_dtoh[2];
+  PFN_cuMemcpyDtoD_v3020 memcpy_dtod[2];
+  PFN_cuMemcpyHtoDAsync_v3020 memcpy_htod_async[2];
+  PFN_cuMemcpyDtoHAsync_v3020 memcpy_dtoh_async[2];
+  PFN_cuMemcpyDtoDAsync_v3020 memcpy_dtod_async[2];
+  PFN_cuMemsetD8_v3020 memset_d8[2];
+  PFN_cuStreamSynchronize_v2000 stream_synchronize[2];
+  PFN_cuLaunchKernel_v4000 launch_kernel[2];
+};
+// Loaded on first use; nullptr when libcuda.so.1 is not there (or SIMCUDA_RUNTIME_DRIVER=0): the
+// runtime then works on the device directly.
+const DriverApi* driver();
+// Makes the primary context of `device` current in the driver for this thread.
+cudaError_t bind_context(const DriverApi& d, int device);
+cudaError_t from_driver(CUresult r);
+inline int flavour_index(DefaultStream f) { return f == DefaultStream::kLegacy ? 0 : 1; }
 
 cudaError_t launch(const void* function_or_handle, dim3 grid, dim3 block, size_t shared_mem,
                    cudaStream_t stream, DefaultStream flavour);

@@ -1,17 +1,11 @@
 // Per-thread runtime state and the encoding of stream and event handles.
 #include <vector>
 
+#include "core/handles.h"
 #include "runtime.h"
 
 namespace simcuda::rt {
 namespace {
-
-// Handles are ids under a recognisable base rather than pointers: a destroyed handle never aliases
-// a new object and an arbitrary pointer is recognised as invalid instead of being dereferenced.
-constexpr uintptr_t kStreamHandleBase = 0x5170'0000'0000;
-constexpr uintptr_t kEventHandleBase = 0x5e70'0000'0000;
-constexpr uintptr_t kHandleStride = 0x40;
-constexpr uint64_t kHandleIdLimit = uint64_t(1) << 32;
 
 // The fields every call may touch are plain and initial-exec, so reading them costs no guard and no
 // __tls_get_addr call: cheap calls stay cheap, which the overhead benchmark relies on. (The few
@@ -21,26 +15,9 @@ thread_local cudaError_t t_last_error __attribute__((tls_model("initial-exec")))
 
 struct ThreadState {
   std::vector<CallConfiguration> configurations;
-  std::vector<StreamId> per_thread_streams;  // by device, 0 until first used
-
-  ~ThreadState() {
-    // The stream goes with its thread; work already queued on it still completes.
-    for (StreamId id : per_thread_streams) {
-      if (id != 0) timeline().destroy_stream(id);
-    }
-  }
 };
 
 thread_local ThreadState t_state;
-
-bool decode(uintptr_t base, const void* handle, uint64_t* id) {
-  uintptr_t h = reinterpret_cast<uintptr_t>(handle);
-  if (h < base || (h - base) % kHandleStride != 0 || (h - base) / kHandleStride >= kHandleIdLimit) {
-    return false;
-  }
-  *id = (h - base) / kHandleStride;
-  return true;
-}
 
 }  // namespace
 
@@ -80,34 +57,23 @@ cudaError_t resolve_stream(cudaStream_t stream, DefaultStream flavour, StreamId*
     return cudaSuccess;
   }
   if (stream == cudaStreamPerThread) {
-    std::vector<StreamId>& streams = t_state.per_thread_streams;
-    if (streams.size() <= size_t(device)) streams.resize(device + 1, 0);
-    StreamId& id = streams[device];
     // A device reset destroys it; the thread then gets a new one, as with the real runtime.
-    if (id == 0 || timeline().stream_info(id, nullptr) != Status::kOk) {
-      if (Status s = timeline().create_stream(device, 0, 0, /*per_thread=*/true, &id);
-          s != Status::kOk) {
-        id = 0;
-        return from_status(s);
-      }
-    }
-    *out = id;
-    return cudaSuccess;
+    return from_status(per_thread_stream(device, out));
   }
   // Validity is checked by whatever uses the id, under the device lock.
-  if (!decode(kStreamHandleBase, stream, out)) return cudaErrorInvalidResourceHandle;
+  if (!handles::decode_stream(stream, out)) return cudaErrorInvalidResourceHandle;
   return cudaSuccess;
 }
 
 cudaStream_t stream_handle(StreamId id) {
-  return reinterpret_cast<cudaStream_t>(kStreamHandleBase + id * kHandleStride);
+  return reinterpret_cast<cudaStream_t>(handles::stream(id));
 }
 
 cudaEvent_t event_handle(EventId id) {
-  return reinterpret_cast<cudaEvent_t>(kEventHandleBase + id * kHandleStride);
+  return reinterpret_cast<cudaEvent_t>(handles::event(id));
 }
 
-bool decode_event(cudaEvent_t event, EventId* out) { return decode(kEventHandleBase, event, out); }
+bool decode_event(cudaEvent_t event, EventId* out) { return handles::decode_event(event, out); }
 
 cudaError_t from_status(Status s, cudaError_t invalid_handle) {
   switch (s) {

@@ -40,6 +40,12 @@ cudaError_t stream_info(cudaStream_t stream, DefaultStream flavour, StreamInfo* 
 cudaError_t synchronize_stream(cudaStream_t stream, DefaultStream flavour) {
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (const DriverApi* d = driver()) {
+    int device;
+    if (cudaError_t e = current_device(&device); e) return e;
+    if (cudaError_t e = bind_context(*d, device); e) return e;
+    return from_driver(d->stream_synchronize[flavour_index(flavour)](stream));
+  }
   return from_status(timeline().synchronize_stream(sid));
 }
 

@@ -24,6 +24,23 @@ std::string describe(const Result& r) {
   return "exit " + std::to_string(r.exit_code) + "\nstdout:\n" + r.out + "stderr:\n" + r.err;
 }
 
+TEST(Apps, DriverLaunchUsesEveryLaunchPathAndCountsItsCalls) {
+  Result r = run({app("sim_driver_launch"), "5"}, on_simulator());
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(field_long(r.out, "launches vec_scale"), 6);
+  EXPECT_EQ(field_long(r.out, "launches lib_fill"), 1);
+  EXPECT_EQ(field_long(r.out, "launches tail_sleep_us_200"), 2);
+  EXPECT_EQ(field_long(r.out, "verified"), 1);
+  EXPECT_EQ(field_long(r.out, "elapsed ok"), 1);
+  EXPECT_EQ(field_long(r.out, "calls cuLaunchKernel"), 7);
+  EXPECT_EQ(field_long(r.out, "calls cuLaunchKernelEx"), 1);
+  EXPECT_EQ(field_long(r.out, "calls cuLaunchCooperativeKernel"), 1);
+  EXPECT_EQ(field_long(r.out, "calls cuGraphLaunch"), 1);
+  EXPECT_EQ(field_long(r.out, "calls cuMemAlloc_v2"), 1);
+  EXPECT_EQ(field_long(r.out, "calls cuModuleGetFunction"), 2);
+}
+
 TEST(Apps, VectorAddRoundTripsItsDataAndCountsItsCalls) {
   Result r = run({app("sim_vector_add"), "3", "4096"}, on_simulator());
   ASSERT_EQ(r.exit_code, 0) << describe(r);

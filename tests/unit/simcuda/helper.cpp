@@ -8,7 +8,14 @@
 //                                     "late-sync ok"
 //        simcuda_helper two-devices   with SIMCUDA_DEVICE_COUNT=2: devices have their own memory
 //                                     and timelines; prints "two-devices ok" or what went wrong
+//        simcuda_helper driver-route  runs runtime calls and prints "driver-loaded 1" if the runtime
+//                                     loaded libcuda.so.1 (else 0); with the driver, a kernel the
+//                                     runtime launches on a stream the driver is capturing must
+//                                     land in the graph (proof that the launch went through
+//                                     cuLaunchKernel). Prints "driver-route ok" or what went wrong
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -18,7 +25,7 @@
 
 namespace {
 
-constexpr const char kUsage[] = "simcuda_helper queued|late-sync|two-devices";
+constexpr const char kUsage[] = "simcuda_helper queued|late-sync|two-devices|driver-route";
 
 unsigned char* g_buffer = nullptr;
 
@@ -90,12 +97,52 @@ void synchronise_late() {
 
 }  // namespace
 
+int driver_route() {
+  const void* k = simcuda::test::register_kernel(0, "_Z16route_sleep_us_5000v");
+  void* d = nullptr;
+  unsigned char host[4096] = {1, 2, 3};
+  unsigned char back[4096] = {};
+  CHECK_RESULT(cudaMalloc(&d, sizeof host), cudaSuccess);
+  CHECK_RESULT(cudaMemset(d, 0, sizeof host), cudaSuccess);
+  CHECK_RESULT(cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
+  CHECK_RESULT(cudaLaunchKernel(k, dim3(1), dim3(1), nullptr, 0, nullptr), cudaSuccess);
+  CHECK_RESULT(cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost), cudaSuccess);
+  CHECK_RESULT(cudaDeviceSynchronize(), cudaSuccess);
+  if (std::memcmp(host, back, sizeof host) != 0) {
+    std::printf("the bytes did not round trip\n");
+    return 1;
+  }
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  std::printf("driver-loaded %d\n", driver != nullptr ? 1 : 0);
+  if (driver != nullptr) {
+    auto begin = reinterpret_cast<PFN_cuStreamBeginCapture_v10010>(
+        dlsym(driver, "cuStreamBeginCapture_v2"));
+    auto end =
+        reinterpret_cast<PFN_cuStreamEndCapture_v10000>(dlsym(driver, "cuStreamEndCapture"));
+    cudaStream_t s = nullptr;
+    CUgraph graph = nullptr;
+    CHECK_RESULT(cudaStreamCreate(&s), cudaSuccess);
+    if (begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS) return 1;
+    CHECK_RESULT(cudaLaunchKernel(k, dim3(1), dim3(1), nullptr, 0, s), cudaSuccess);
+    // Captured, not queued.
+    CHECK_RESULT(cudaStreamQuery(s), cudaSuccess);
+    if (end(s, &graph) != CUDA_SUCCESS || graph == nullptr) return 1;
+    auto destroy = reinterpret_cast<PFN_cuGraphDestroy_v10000>(dlsym(driver, "cuGraphDestroy"));
+    if (destroy(graph) != CUDA_SUCCESS) return 1;
+    CHECK_RESULT(cudaStreamDestroy(s), cudaSuccess);
+  }
+  CHECK_RESULT(cudaFree(d), cudaSuccess);
+  std::printf("driver-route ok\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s\n", kUsage);
     return 64;
   }
   if (std::strcmp(argv[1], "two-devices") == 0) return two_devices();
+  if (std::strcmp(argv[1], "driver-route") == 0) return driver_route();
   if (std::strcmp(argv[1], "late-sync") == 0) {
     // Registered before the first CUDA call, so it runs after the simulator's own exit handler.
     std::atexit(synchronise_late);

@@ -1,0 +1,39 @@
+#include <vector>
+
+#include "handles.h"
+
+namespace simcuda {
+namespace {
+
+struct PerThreadStreams {
+  std::vector<StreamId> by_device;  // 0 until first used
+
+  ~PerThreadStreams() {
+    // The stream goes with its thread; work already queued on it still completes.
+    for (StreamId id : by_device) {
+      if (id != 0) timeline().destroy_stream(id);
+    }
+  }
+};
+
+thread_local PerThreadStreams t_streams;
+
+}  // namespace
+
+Status per_thread_stream(int device, StreamId* out) {
+  std::vector<StreamId>& streams = t_streams.by_device;
+  if (device < 0) return Status::kInvalidDevice;
+  if (streams.size() <= size_t(device)) streams.resize(device + 1, 0);
+  StreamId& id = streams[device];
+  if (id == 0 || timeline().stream_info(id, nullptr) != Status::kOk) {
+    if (Status s = timeline().create_stream(device, 0, 0, /*per_thread=*/true, &id);
+        s != Status::kOk) {
+      id = 0;
+      return s;
+    }
+  }
+  *out = id;
+  return Status::kOk;
+}
+
+}  // namespace simcuda

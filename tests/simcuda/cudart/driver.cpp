@@ -1,0 +1,104 @@
+// How the runtime reaches the driver: as the real CUDA 13 runtime does, through dlopen("libcuda.so.1")
+// and cuGetProcAddress, so that a tracer sees the same nesting of runtime and driver calls.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime.h"
+
+namespace simcuda::rt {
+namespace {
+
+// The device whose primary context the driver has current on this thread. The simulated driver
+// uses device 0's when none is set, so nothing needs to be set until the thread leaves device 0.
+thread_local int t_driver_device = 0;
+
+template <class Fn>
+bool lookup(PFN_cuGetProcAddress_v12000 get, const char* symbol, cuuint64_t flags, Fn* out) {
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult status;
+  if (get(symbol, &p, CUDART_VERSION, flags, &status) != CUDA_SUCCESS ||
+      status != CU_GET_PROC_ADDRESS_SUCCESS || p == nullptr) {
+    return false;
+  }
+  *out = reinterpret_cast<Fn>(p);
+  return true;
+}
+
+// Each function in both flavours: [0] legacy stream, [1] per-thread default stream.
+template <class Fn>
+bool lookup_both(PFN_cuGetProcAddress_v12000 get, const char* symbol, Fn out[2]) {
+  return lookup(get, symbol, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &out[0]) &&
+         lookup(get, symbol, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &out[1]);
+}
+
+const DriverApi* load_driver() {
+  const char* knob = std::getenv("SIMCUDA_RUNTIME_DRIVER");
+  if (knob != nullptr && std::strcmp(knob, "0") == 0) return nullptr;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return nullptr;
+  auto entry = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(lib, "cuGetProcAddress_v2"));
+  if (entry == nullptr) return nullptr;
+  // The real runtime asks the driver for cuGetProcAddress itself and uses that for the rest.
+  PFN_cuGetProcAddress_v12000 get = nullptr;
+  if (!lookup(entry, "cuGetProcAddress", 0, &get)) return nullptr;
+  PFN_cuInit_v2000 init = nullptr;
+  if (!lookup(get, "cuInit", 0, &init) || init(0) != CUDA_SUCCESS) return nullptr;
+  auto* d = new DriverApi{};
+  bool ok = lookup(get, "cuMemAlloc", 0, &d->mem_alloc) && lookup(get, "cuMemFree", 0, &d->mem_free) &&
+            lookup(get, "cuCtxSynchronize", 0, &d->ctx_synchronize) &&
+            lookup(get, "cuDevicePrimaryCtxRetain", 0, &d->primary_ctx_retain) &&
+            lookup(get, "cuCtxSetCurrent", 0, &d->ctx_set_current) &&
+            lookup_both(get, "cuMemcpy", d->memcpy) &&
+            lookup_both(get, "cuMemcpyAsync", d->memcpy_async) &&
+            lookup_both(get, "cuMemcpyHtoD", d->memcpy_htod) &&
+            lookup_both(get, "cuMemcpyDtoH", d->memcpy_dtoh) &&
+            lookup_both(get, "cuMemcpyDtoD", d->memcpy_dtod) &&
+            lookup_both(get, "cuMemcpyHtoDAsync", d->memcpy_htod_async) &&
+            lookup_both(get, "cuMemcpyDtoHAsync", d->memcpy_dtoh_async) &&
+            lookup_both(get, "cuMemcpyDtoDAsync", d->memcpy_dtod_async) &&
+            lookup_both(get, "cuMemsetD8", d->memset_d8) &&
+            lookup_both(get, "cuStreamSynchronize", d->stream_synchronize) &&
+            lookup_both(get, "cuLaunchKernel", d->launch_kernel);
+  if (!ok) {
+    delete d;
+    return nullptr;
+  }
+  return d;
+}
+
+}  // namespace
+
+const DriverApi* driver() {
+  static const DriverApi* api = load_driver();
+  return api;
+}
+
+cudaError_t bind_context(const DriverApi& d, int device) {
+  if (device == t_driver_device) return cudaSuccess;
+  CUcontext ctx;
+  if (CUresult r = d.primary_ctx_retain(&ctx, device); r) return from_driver(r);
+  if (CUresult r = d.ctx_set_current(ctx); r) return from_driver(r);
+  t_driver_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t from_driver(CUresult r) {
+  switch (r) {
+    case CUDA_SUCCESS: return cudaSuccess;
+    case CUDA_ERROR_INVALID_VALUE: return cudaErrorInvalidValue;
+    case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
+    case CUDA_ERROR_NOT_INITIALIZED: return cudaErrorInitializationError;
+    case CUDA_ERROR_NO_DEVICE: return cudaErrorNoDevice;
+    case CUDA_ERROR_INVALID_DEVICE: return cudaErrorInvalidDevice;
+    case CUDA_ERROR_INVALID_CONTEXT: return cudaErrorDeviceUninitialized;
+    case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
+    case CUDA_ERROR_NOT_FOUND: return cudaErrorSymbolNotFound;
+    case CUDA_ERROR_NOT_READY: return cudaErrorNotReady;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return cudaErrorStreamCaptureUnsupported;
+    default: return cudaErrorUnknown;
+  }
+}
+
+}  // namespace simcuda::rt

@@ -1,0 +1,1163 @@
+// The driver API entry points and cuGetProcAddress.
+//
+// Each entry point is an internal function (namespace impl, hidden) and a thin export that calls
+// it. cuGetProcAddress hands out the internal function for most symbols, as the real driver hands
+// out addresses that are not its exports: a tracer must wrap what it returns, not count on having
+// interposed on the export.
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "driver.h"
+#include "simcuda.h"
+
+using namespace simcuda;
+using namespace simcuda::drv;
+
+namespace {
+
+// ---- modules and libraries ----
+
+// A loaded module or library: its kernels are registered with the device under keys of its own
+// (the addresses of its name strings), as nvcc-generated code registers host stubs.
+struct Module {
+  void** core_handle = nullptr;
+  std::deque<std::string> names;
+  std::vector<const Kernel*> kernels;
+  bool library = false;
+};
+
+struct Graph;
+struct GraphExec;
+
+// Never destroyed: what is still loaded at exit stays reachable (no leak reports) and usable by
+// exit handlers.
+struct Registry {
+  std::mutex modules_mu;
+  std::unordered_set<Module*> modules;
+  std::mutex graphs_mu;
+  std::unordered_set<Graph*> graphs;
+  std::unordered_set<GraphExec*> execs;
+  std::unordered_map<StreamId, Graph*> capturing;  // by the stream capturing into it
+};
+
+Registry& reg() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+CUresult load_module(const void* image, bool library, Module** out) {
+  if (image == nullptr || out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_initialized(); e) return e;
+  auto m = std::make_unique<Module>();
+  m->library = library;
+  m->core_handle = kernels().register_module(image);
+  const char* p = static_cast<const char*>(image);
+  // strncmp, not memcmp: an image shorter than the magic must not be read past its end.
+  if (std::strncmp(p, kModuleMagic, sizeof kModuleMagic) == 0) {
+    for (p += sizeof kModuleMagic; *p != '\0'; p += std::strlen(p) + 1) {
+      m->names.emplace_back(p);
+      const char* key = m->names.back().c_str();
+      kernels().register_function(m->core_handle, key, key);
+      m->kernels.push_back(kernels().find(key));
+    }
+  }
+  std::lock_guard<std::mutex> lock(reg().modules_mu);
+  *out = m.get();
+  reg().modules.insert(m.release());
+  return CUDA_SUCCESS;
+}
+
+Module* find_module(const void* handle, bool library) {
+  auto* m = static_cast<Module*>(const_cast<void*>(handle));
+  std::lock_guard<std::mutex> lock(reg().modules_mu);
+  return reg().modules.count(m) != 0 && m->library == library ? m : nullptr;
+}
+
+CUresult unload_module(const void* handle, bool library) {
+  Module* m;
+  {
+    auto* candidate = static_cast<Module*>(const_cast<void*>(handle));
+    std::lock_guard<std::mutex> lock(reg().modules_mu);
+    if (reg().modules.count(candidate) == 0 || candidate->library != library) {
+      return CUDA_ERROR_INVALID_HANDLE;
+    }
+    reg().modules.erase(candidate);
+    m = candidate;
+  }
+  kernels().unregister_module(m->core_handle);
+  delete m;
+  return CUDA_SUCCESS;
+}
+
+CUresult module_kernel(const void* handle, bool library, const char* name, const Kernel** out) {
+  if (out == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_initialized(); e) return e;
+  Module* m = find_module(handle, library);
+  if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  for (size_t i = 0; i < m->names.size(); ++i) {
+    if (m->names[i] == name && m->kernels[i] != nullptr) {
+      *out = m->kernels[i];
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+const Kernel* loaded_kernel(const void* handle) {
+  return handle == nullptr ? nullptr : kernels().find(handle);
+}
+
+// ---- launches and graphs ----
+
+struct Node {
+  const Kernel* kernel;
+  uint64_t duration_ns;
+};
+
+struct Graph {
+  std::deque<Node> nodes;
+};
+
+struct GraphExec {
+  std::vector<Node> nodes;
+};
+
+
+Graph* capturing_graph(StreamId stream) {
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  auto it = reg().capturing.find(stream);
+  return it == reg().capturing.end() ? nullptr : it->second;
+}
+
+constexpr unsigned kMaxThreadsPerBlock = 1024;
+constexpr unsigned kMaxBlockDim[3] = {1024, 1024, 64};
+constexpr unsigned kMaxGridDim[3] = {2147483647u, 65535, 65535};
+
+bool valid_configuration(const unsigned grid[3], const unsigned block[3]) {
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] == 0 || block[i] == 0 || grid[i] > kMaxGridDim[i] || block[i] > kMaxBlockDim[i]) {
+      return false;
+    }
+  }
+  return uint64_t(block[0]) * block[1] * block[2] <= kMaxThreadsPerBlock;
+}
+
+// The launch's own duration from `extra` (kLaunchParamDurationNs), else the kernel's.
+CUresult launch_duration(const Kernel& k, void** extra, uint64_t* out) {
+  *out = k.duration_ns;
+  if (extra == nullptr) return CUDA_SUCCESS;
+  for (void** p = extra; *p != CU_LAUNCH_PARAM_END; p += 2) {
+    if (*p == kLaunchParamDurationNs) {
+      if (p[1] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      *out = *static_cast<const uint64_t*>(p[1]);
+    } else if (*p != CU_LAUNCH_PARAM_BUFFER_POINTER && *p != CU_LAUNCH_PARAM_BUFFER_SIZE) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+struct Launch {
+  CUfunction f;
+  unsigned grid[3];
+  unsigned block[3];
+  CUstream stream;
+  void** kernel_params;
+  void** extra;
+};
+
+CUresult launch(const Launch& l, DefaultStream flavour) {
+  if (CUresult e = check_initialized(); e) return e;
+  const Kernel* k = loaded_kernel(l.f);
+  if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (!valid_configuration(l.grid, l.block)) return CUDA_ERROR_INVALID_VALUE;
+  if (l.kernel_params != nullptr && l.extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t duration;
+  if (CUresult e = launch_duration(*k, l.extra, &duration); e) return e;
+  StreamId sid;
+  if (CUresult e = resolve_stream(l.stream, flavour, &sid); e) return e;
+  {
+    std::lock_guard<std::mutex> lock(reg().graphs_mu);
+    auto it = reg().capturing.find(sid);
+    if (it != reg().capturing.end()) {
+      it->second->nodes.push_back(Node{k, duration});
+      return CUDA_SUCCESS;
+    }
+  }
+  Status s = timeline().submit(sid, Work{OpKind::kKernel, duration, {}});
+  if (s == Status::kOk) notify_launch(*k, duration);
+  return from_status(s);
+}
+
+CUresult launch_ex(const CUlaunchConfig* c, CUfunction f, void** params, void** extra,
+                   DefaultStream flavour) {
+  if (c == nullptr || (c->numAttrs > 0 && c->attrs == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  return launch({f, {c->gridDimX, c->gridDimY, c->gridDimZ}, {c->blockDimX, c->blockDimY, c->blockDimZ},
+                 c->hStream, params, extra},
+                flavour);
+}
+
+CUresult begin_capture(CUstream stream, DefaultStream flavour) {
+  StreamId sid;
+  if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
+  StreamInfo info;
+  if (Status s = timeline().stream_info(sid, &info); s != Status::kOk) return from_status(s);
+  // The legacy stream cannot be captured on the real driver either.
+  if (info.legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  if (reg().capturing.count(sid) != 0) return CUDA_ERROR_ILLEGAL_STATE;
+  auto* g = new Graph;
+  reg().graphs.insert(g);
+  reg().capturing[sid] = g;
+  return CUDA_SUCCESS;
+}
+
+CUresult end_capture(CUstream stream, CUgraph* out, DefaultStream flavour) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  StreamId sid;
+  if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  auto it = reg().capturing.find(sid);
+  if (it == reg().capturing.end()) return CUDA_ERROR_ILLEGAL_STATE;
+  *out = reinterpret_cast<CUgraph>(it->second);
+  reg().capturing.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult add_kernel_node(CUgraphNode* out, CUgraph graph, size_t num_dependencies,
+                         const CUgraphNode* dependencies, CUfunction f, CUkernel kern,
+                         void** extra) {
+  if (out == nullptr || (num_dependencies > 0 && dependencies == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult e = check_initialized(); e) return e;
+  const Kernel* k = loaded_kernel(f != nullptr ? static_cast<const void*>(f) : kern);
+  if (k == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t duration;
+  if (CUresult e = launch_duration(*k, extra, &duration); e) return e;
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  auto* g = reinterpret_cast<Graph*>(graph);
+  if (reg().graphs.count(g) == 0) return CUDA_ERROR_INVALID_VALUE;
+  g->nodes.push_back(Node{k, duration});
+  *out = reinterpret_cast<CUgraphNode>(&g->nodes.back());
+  return CUDA_SUCCESS;
+}
+
+CUresult graph_launch(CUgraphExec exec, CUstream stream, DefaultStream flavour) {
+  if (CUresult e = check_initialized(); e) return e;
+  StreamId sid;
+  if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
+  std::vector<Node> nodes;
+  {
+    std::lock_guard<std::mutex> lock(reg().graphs_mu);
+    auto* x = reinterpret_cast<GraphExec*>(exec);
+    if (reg().execs.count(x) == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (reg().capturing.count(sid) != 0) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    nodes = x->nodes;
+  }
+  for (const Node& n : nodes) {
+    if (Status s = timeline().submit(sid, Work{OpKind::kKernel, n.duration_ns, {}}); s != Status::kOk) {
+      return from_status(s);
+    }
+    notify_launch(*n.kernel, n.duration_ns);
+  }
+  return CUDA_SUCCESS;
+}
+
+// ---- memory ----
+
+CUresult not_capturing(StreamId sid) {
+  return capturing_graph(sid) == nullptr ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+// Which side of a copy is device memory: as the entry point says, or (kUnified, cuMemcpy) as the
+// pointers say under unified addressing.
+enum class Side : uint8_t { kHost, kDevice, kUnified };
+
+CUresult check_side(const void* p, size_t n, Side side, bool* device, bool* pageable) {
+  std::optional<Allocation> a = memory().find(p);
+  *device = side == Side::kDevice || (side == Side::kUnified && a && !is_pinned_host(a->kind));
+  if (*device) {
+    if (!a || !a->contains(p, n)) return CUDA_ERROR_INVALID_VALUE;
+    *pageable = false;
+  } else {
+    *pageable = !a.has_value();
+  }
+  return CUDA_SUCCESS;
+}
+
+// The same rules as the runtime's copies: a synchronous copy waits unless it is device to device;
+// an async copy waits only for a pageable destination and stages a pageable source.
+CUresult copy(void* dst, Side dst_side, const void* src, Side src_side, size_t n, CUstream stream,
+              DefaultStream flavour, bool synchronous) {
+  if (CUresult e = check_initialized(); e) return e;
+  if (n == 0) return CUDA_SUCCESS;
+  if (dst == nullptr || src == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  bool dst_device, src_device, dst_pageable, src_pageable;
+  if (CUresult e = check_side(dst, n, dst_side, &dst_device, &dst_pageable); e) return e;
+  if (CUresult e = check_side(src, n, src_side, &src_device, &src_pageable); e) return e;
+  StreamId sid;
+  if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (CUresult e = not_capturing(sid); e) return e;
+  bool wait = synchronous ? !(dst_device && src_device) : dst_pageable;
+  Work work;
+  work.kind = OpKind::kMemcpy;
+  work.duration_ns = copy_duration_ns(n, config().copy_gbps);
+  if (src_pageable && !wait) {
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                      static_cast<const char*>(src) + n);
+    work.effect = [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); };
+  } else {
+    work.effect = [dst, src, n] { std::memmove(dst, src, n); };
+  }
+  OpTimes times;
+  if (Status s = timeline().submit(sid, std::move(work), &times); s != Status::kOk) {
+    return from_status(s);
+  }
+  if (wait) timeline().wait(times.key);
+  return CUDA_SUCCESS;
+}
+
+void* host(CUdeviceptr p) { return reinterpret_cast<void*>(uintptr_t(p)); }
+
+// Sets n elements of `size` bytes (1 or 4) to the low bytes of value. A synchronous memset waits
+// only when it sets pinned host memory, as the runtime's.
+CUresult set(CUdeviceptr dst, unsigned value, unsigned size, size_t n, CUstream stream,
+             DefaultStream flavour, bool synchronous) {
+  if (CUresult e = check_initialized(); e) return e;
+  void* p = host(dst);
+  if (size == 4 && (dst % 4) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (n == 0) return CUDA_SUCCESS;
+  std::optional<Allocation> a = memory().find(p);
+  if (!a || !a->contains(p, n * size)) return CUDA_ERROR_INVALID_VALUE;
+  StreamId sid;
+  if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (CUresult e = not_capturing(sid); e) return e;
+  Work work;
+  work.kind = OpKind::kMemset;
+  work.duration_ns = copy_duration_ns(uint64_t(n) * size, config().copy_gbps);
+  work.effect = [p, value, size, n] {
+    if (size == 1) {
+      std::memset(p, int(value & 0xff), n);
+    } else {
+      auto* words = static_cast<uint32_t*>(p);
+      for (size_t i = 0; i < n; ++i) words[i] = value;
+    }
+  };
+  OpTimes times;
+  if (Status s = timeline().submit(sid, std::move(work), &times); s != Status::kOk) {
+    return from_status(s);
+  }
+  if (synchronous && is_pinned_host(a->kind)) timeline().wait(times.key);
+  return CUDA_SUCCESS;
+}
+
+// ---- streams and events ----
+
+CUresult stream_op(CUstream stream, DefaultStream flavour, bool synchronize) {
+  StreamId sid;
+  if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (synchronize) {
+    if (CUresult e = not_capturing(sid); e) return e;
+    return from_status(timeline().synchronize_stream(sid));
+  }
+  return from_status(timeline().query_stream(sid));
+}
+
+CUresult event_id(CUevent event, EventId* id) {
+  if (CUresult e = check_initialized(); e) return e;
+  return handles::decode_event(event, id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult record_event(CUevent event, CUstream stream, DefaultStream flavour) {
+  EventId eid;
+  StreamId sid;
+  if (CUresult e = event_id(event, &eid); e) return e;
+  if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (CUresult e = not_capturing(sid); e) return e;
+  return from_status(timeline().record_event(eid, sid));
+}
+
+CUresult elapsed_time(float* ms, CUevent start, CUevent end) {
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  EventId a, b;
+  if (CUresult e = event_id(start, &a); e) return e;
+  if (CUresult e = event_id(end, &b); e) return e;
+  int64_t ns;
+  if (Status s = timeline().elapsed_ns(a, b, &ns); s != Status::kOk) return from_status(s);
+  *ms = float(double(ns) / 1e6);
+  return CUDA_SUCCESS;
+}
+
+CUresult destroy_event(CUevent event) {
+  EventId id;
+  if (CUresult e = event_id(event, &id); e) return e;
+  return from_status(timeline().destroy_event(id));
+}
+
+CUresult destroy_stream(CUstream stream) {
+  if (CUresult e = check_initialized(); e) return e;
+  StreamId id;
+  if (!handles::decode_stream(stream, &id)) return CUDA_ERROR_INVALID_HANDLE;
+  {
+    std::lock_guard<std::mutex> lock(reg().graphs_mu);
+    reg().capturing.erase(id);
+  }
+  return from_status(timeline().destroy_stream(id));
+}
+
+CUresult get_proc_address(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                          CUdriverProcAddressQueryResult* status);
+
+}  // namespace
+
+// The internal functions behind the exports, hidden (the library's default visibility).
+namespace impl {
+namespace {
+
+CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_initialized(); e) return e;
+  if (ordinal < 0 || ordinal >= config().device_count) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int* count) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_initialized(); e) return e;
+  *count = config().device_count;
+  return CUDA_SUCCESS;
+}
+
+CUresult check_device(CUdevice dev) {
+  if (CUresult e = check_initialized(); e) return e;
+  return dev < 0 || dev >= config().device_count ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
+  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_device(dev); e) return e;
+  // The runtime's cudaDeviceProp::name for the same device.
+  std::snprintf(name, size_t(len), "Simulated CUDA Device %d", dev);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUdevice dev) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_device(dev); e) return e;
+  // The runtime's cudaDeviceProp values for the same device.
+  switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = int(kMaxThreadsPerBlock); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *value = int(kMaxBlockDim[0]); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *value = int(kMaxBlockDim[1]); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *value = int(kMaxBlockDim[2]); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *value = int(kMaxGridDim[0]); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *value = int(kMaxGridDim[1]); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *value = int(kMaxGridDim[2]); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *value = 48 << 10; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *value = 1; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_device(dev); e) return e;
+  *ctx = primary_context(dev);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return check_device(dev); }
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext* ctx) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_initialized(); e) return e;
+  *ctx = current_context();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  if (CUresult e = check_initialized(); e) return e;
+  if (ctx != nullptr && context_device(ctx) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  set_current_context(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return current_device(device);
+}
+
+CUresult CUDAAPI cuCtxSynchronize() {
+  int device;
+  if (CUresult e = current_device(&device); e) return e;
+  timeline().synchronize_device(device);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+  if (CUresult e = check_initialized(); e) return e;
+  if (ctx == nullptr) return cuCtxSynchronize();
+  int device = context_device(ctx);
+  if (device < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  timeline().synchronize_device(device);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGetExportTable(const void** table, const CUuuid* id) {
+  if (table == nullptr || id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *table = nullptr;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  return get_proc_address(symbol, pfn, version, flags, nullptr);
+}
+
+CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                     CUdriverProcAddressQueryResult* status) {
+  return get_proc_address(symbol, pfn, version, flags, status);
+}
+
+// modules
+
+CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
+  Module* m;
+  if (module == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = load_module(image, false, &m); e) return e;
+  *module = reinterpret_cast<CUmodule>(m);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule module, const char* name) {
+  const Kernel* k;
+  if (CUresult e = module_kernel(module, false, name, &k); e) return e;
+  *f = reinterpret_cast<CUfunction>(const_cast<Kernel*>(k));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleUnload(CUmodule module) {
+  if (CUresult e = check_initialized(); e) return e;
+  return unload_module(module, false);
+}
+
+CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, void**,
+                                   unsigned int, CUlibraryOption*, void**, unsigned int) {
+  Module* m;
+  if (library == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = load_module(code, true, &m); e) return e;
+  *library = reinterpret_cast<CUlibrary>(m);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, const char* name) {
+  const Kernel* k;
+  if (CUresult e = module_kernel(library, true, name, &k); e) return e;
+  *kernel = reinterpret_cast<CUkernel>(const_cast<Kernel*>(k));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
+  if (CUresult e = check_initialized(); e) return e;
+  return unload_module(library, true);
+}
+
+// A CUkernel is a CUfunction of the current context, and either is the runtime's handle of the
+// same kernel: the device keeps one record per kernel.
+CUresult CUDAAPI cuKernelGetFunction(CUfunction* f, CUkernel kernel) {
+  if (f == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_initialized(); e) return e;
+  const Kernel* k = loaded_kernel(kernel);
+  if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *f = reinterpret_cast<CUfunction>(const_cast<Kernel*>(k));
+  return CUDA_SUCCESS;
+}
+
+CUresult kernel_name(const char** name, const void* handle) {
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_initialized(); e) return e;
+  const Kernel* k = loaded_kernel(handle);
+  if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *name = k->name.c_str();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction f) { return kernel_name(name, f); }
+CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel k) { return kernel_name(name, k); }
+
+// launches
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                unsigned by, unsigned bz, unsigned, CUstream stream, void** params,
+                                void** extra) {
+  return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, extra}, kLegacy);
+}
+
+CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                     unsigned bx, unsigned by, unsigned bz, unsigned,
+                                     CUstream stream, void** params, void** extra) {
+  return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, extra}, kPerThread);
+}
+
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
+                                  void** extra) {
+  return launch_ex(config, f, params, extra, kLegacy);
+}
+
+CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                                       void** extra) {
+  return launch_ex(config, f, params, extra, kPerThread);
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                           unsigned bx, unsigned by, unsigned bz, unsigned,
+                                           CUstream stream, void** params) {
+  return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, nullptr}, kLegacy);
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
+                                                unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                                unsigned, CUstream stream, void** params) {
+  return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, nullptr}, kPerThread);
+}
+
+// graphs
+
+CUresult CUDAAPI cuStreamBeginCapture(CUstream stream) { return begin_capture(stream, kLegacy); }
+CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream stream) {
+  return begin_capture(stream, kPerThread);
+}
+CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode) {
+  return begin_capture(stream, kLegacy);
+}
+CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode) {
+  return begin_capture(stream, kPerThread);
+}
+CUresult CUDAAPI cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  return end_capture(stream, graph, kLegacy);
+}
+CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) {
+  return end_capture(stream, graph, kPerThread);
+}
+
+CUresult CUDAAPI cuGraphCreate(CUgraph* graph, unsigned int flags) {
+  if (graph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_initialized(); e) return e;
+  auto* g = new Graph;
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  reg().graphs.insert(g);
+  *graph = reinterpret_cast<CUgraph>(g);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                      size_t ndeps, const CUDA_KERNEL_NODE_PARAMS_v1* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return add_kernel_node(node, graph, ndeps, deps, p->func, nullptr, p->extra);
+}
+
+CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                         size_t ndeps, const CUDA_KERNEL_NODE_PARAMS* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return add_kernel_node(node, graph, ndeps, deps, p->func, p->kern, p->extra);
+}
+
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
+                                             unsigned long long) {
+  if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_initialized(); e) return e;
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  auto* g = reinterpret_cast<Graph*>(graph);
+  if (reg().graphs.count(g) == 0) return CUDA_ERROR_INVALID_VALUE;
+  auto* x = new GraphExec{std::vector<Node>(g->nodes.begin(), g->nodes.end())};
+  reg().execs.insert(x);
+  *exec = reinterpret_cast<CUgraphExec>(x);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  return graph_launch(exec, stream, kLegacy);
+}
+CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
+  return graph_launch(exec, stream, kPerThread);
+}
+
+CUresult CUDAAPI cuGraphDestroy(CUgraph graph) {
+  if (CUresult e = check_initialized(); e) return e;
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  auto* g = reinterpret_cast<Graph*>(graph);
+  if (reg().graphs.erase(g) == 0) return CUDA_ERROR_INVALID_VALUE;
+  delete g;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec exec) {
+  if (CUresult e = check_initialized(); e) return e;
+  std::lock_guard<std::mutex> lock(reg().graphs_mu);
+  auto* x = reinterpret_cast<GraphExec*>(exec);
+  if (reg().execs.erase(x) == 0) return CUDA_ERROR_INVALID_VALUE;
+  delete x;
+  return CUDA_SUCCESS;
+}
+
+// memory
+
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  int device;
+  if (CUresult e = current_device(&device); e) return e;
+  void* p = nullptr;
+  if (Status s = memory().allocate(MemoryKind::kDevice, device, bytesize, 0, &p); s != Status::kOk) {
+    return from_status(s);
+  }
+  *dptr = CUdeviceptr(reinterpret_cast<uintptr_t>(p));
+  return CUDA_SUCCESS;
+}
+
+// Waits for the device first, as the real cuMemFree does, so that no queued work still uses it.
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+  if (CUresult e = check_initialized(); e) return e;
+  void* p = host(dptr);
+  std::optional<Allocation> a = memory().find(p);
+  if (!a || a->base != uintptr_t(dptr)) return CUDA_ERROR_INVALID_VALUE;
+  timeline().synchronize_device(a->device);
+  return from_status(memory().release(p, {MemoryKind::kDevice, MemoryKind::kManaged}));
+}
+
+constexpr Side kH = Side::kHost;
+constexpr Side kD = Side::kDevice;
+constexpr Side kU = Side::kUnified;
+
+CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return copy(host(dst), kU, host(src), kU, n, nullptr, kLegacy, true);
+}
+CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return copy(host(dst), kU, host(src), kU, n, nullptr, kPerThread, true);
+}
+CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copy(host(dst), kU, host(src), kU, n, s, kLegacy, false);
+}
+CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copy(host(dst), kU, host(src), kU, n, s, kPerThread, false);
+}
+CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+  return copy(host(dst), kD, src, kH, n, nullptr, kLegacy, true);
+}
+CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
+  return copy(host(dst), kD, src, kH, n, nullptr, kPerThread, true);
+}
+CUresult CUDAAPI cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+  return copy(dst, kH, host(src), kD, n, nullptr, kLegacy, true);
+}
+CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
+  return copy(dst, kH, host(src), kD, n, nullptr, kPerThread, true);
+}
+CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return copy(host(dst), kD, host(src), kD, n, nullptr, kLegacy, true);
+}
+CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return copy(host(dst), kD, host(src), kD, n, nullptr, kPerThread, true);
+}
+CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  return copy(host(dst), kD, src, kH, n, s, kLegacy, false);
+}
+CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  return copy(host(dst), kD, src, kH, n, s, kPerThread, false);
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copy(dst, kH, host(src), kD, n, s, kLegacy, false);
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copy(dst, kH, host(src), kD, n, s, kPerThread, false);
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copy(host(dst), kD, host(src), kD, n, s, kLegacy, false);
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copy(host(dst), kD, host(src), kD, n, s, kPerThread, false);
+}
+CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
+  return set(dst, v, 1, n, nullptr, kLegacy, true);
+}
+CUresult CUDAAPI cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char v, size_t n) {
+  return set(dst, v, 1, n, nullptr, kPerThread, true);
+}
+CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n) {
+  return set(dst, v, 4, n, nullptr, kLegacy, true);
+}
+CUresult CUDAAPI cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int v, size_t n) {
+  return set(dst, v, 4, n, nullptr, kPerThread, true);
+}
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  return set(dst, v, 1, n, s, kLegacy, false);
+}
+CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  return set(dst, v, 1, n, s, kPerThread, false);
+}
+CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+  return set(dst, v, 4, n, s, kLegacy, false);
+}
+CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+  return set(dst, v, 4, n, s, kPerThread, false);
+}
+
+// streams and events
+
+CUresult CUDAAPI cuStreamCreate(CUstream* stream, unsigned int flags) {
+  if (stream == nullptr || (flags & ~unsigned(CU_STREAM_NON_BLOCKING)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  int device;
+  if (CUresult e = current_device(&device); e) return e;
+  StreamId id;
+  if (Status s = timeline().create_stream(device, flags, 0, false, &id); s != Status::kOk) {
+    return from_status(s);
+  }
+  *stream = reinterpret_cast<CUstream>(handles::stream(id));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream stream) { return destroy_stream(stream); }
+CUresult CUDAAPI cuStreamSynchronize(CUstream s) { return stream_op(s, kLegacy, true); }
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream s) { return stream_op(s, kPerThread, true); }
+CUresult CUDAAPI cuStreamQuery(CUstream s) { return stream_op(s, kLegacy, false); }
+CUresult CUDAAPI cuStreamQuery_ptsz(CUstream s) { return stream_op(s, kPerThread, false); }
+
+CUresult CUDAAPI cuEventCreate(CUevent* event, unsigned int flags) {
+  constexpr unsigned kValid = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  if (event == nullptr || (flags & ~kValid) != 0) return CUDA_ERROR_INVALID_VALUE;
+  int device;
+  if (CUresult e = current_device(&device); e) return e;
+  EventId id;
+  if (Status s = timeline().create_event(device, flags, &id); s != Status::kOk) {
+    return from_status(s);
+  }
+  *event = reinterpret_cast<CUevent>(handles::event(id));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) { return record_event(e, s, kLegacy); }
+CUresult CUDAAPI cuEventRecord_ptsz(CUevent e, CUstream s) { return record_event(e, s, kPerThread); }
+
+CUresult CUDAAPI cuEventSynchronize(CUevent event) {
+  EventId id;
+  if (CUresult e = event_id(event, &id); e) return e;
+  return from_status(timeline().synchronize_event(id));
+}
+
+CUresult CUDAAPI cuEventQuery(CUevent event) {
+  EventId id;
+  if (CUresult e = event_id(event, &id); e) return e;
+  return from_status(timeline().query_event(id));
+}
+
+CUresult CUDAAPI cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
+  return elapsed_time(ms, start, end);
+}
+
+CUresult CUDAAPI cuEventDestroy_v2(CUevent event) { return destroy_event(event); }
+
+}  // namespace
+}  // namespace impl
+
+// ---- exports ----
+
+// Entry points without an internal twin: cuGetProcAddress hands out these exports themselves.
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (config().device_count == 0) return CUDA_ERROR_NO_DEVICE;
+  mark_initialized();
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuDriverGetVersion(int* version) {
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *version = config().driver_version;
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuGetErrorName(CUresult error, const char** str) {
+  if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *str = error_name(error);
+  return *str == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char** str) {
+  if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *str = error_string(error);
+  return *str == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+// The export `name` calls impl::`target`.
+#define FORWARD(name, target, params, args) \
+  SIMCUDA_EXPORT CUresult CUDAAPI name params { return impl::target args; }
+#define EXPORT(name, params, args) FORWARD(name, name, params, args)
+
+EXPORT(cuDeviceGet, (CUdevice* d, int o), (d, o))
+EXPORT(cuDeviceGetCount, (int* c), (c))
+EXPORT(cuDeviceGetName, (char* n, int l, CUdevice d), (n, l, d))
+EXPORT(cuDeviceGetAttribute, (int* v, CUdevice_attribute a, CUdevice d), (v, a, d))
+EXPORT(cuDevicePrimaryCtxRetain, (CUcontext* c, CUdevice d), (c, d))
+FORWARD(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, (CUdevice d), (d))
+EXPORT(cuDevicePrimaryCtxRelease_v2, (CUdevice d), (d))
+EXPORT(cuCtxGetCurrent, (CUcontext* c), (c))
+EXPORT(cuCtxSetCurrent, (CUcontext c), (c))
+EXPORT(cuCtxGetDevice, (CUdevice* d), (d))
+EXPORT(cuCtxSynchronize, (void), ())
+EXPORT(cuCtxSynchronize_v2, (CUcontext c), (c))
+EXPORT(cuGetExportTable, (const void** t, const CUuuid* id), (t, id))
+EXPORT(cuGetProcAddress, (const char* s, void** p, int v, cuuint64_t f), (s, p, v, f))
+EXPORT(cuGetProcAddress_v2,
+       (const char* s, void** p, int v, cuuint64_t f, CUdriverProcAddressQueryResult* r),
+       (s, p, v, f, r))
+
+EXPORT(cuModuleLoadData, (CUmodule* m, const void* i), (m, i))
+EXPORT(cuModuleGetFunction, (CUfunction* f, CUmodule m, const char* n), (f, m, n))
+EXPORT(cuModuleUnload, (CUmodule m), (m))
+EXPORT(cuLibraryLoadData,
+       (CUlibrary* l, const void* c, CUjit_option* jo, void** jv, unsigned int nj,
+        CUlibraryOption* lo, void** lv, unsigned int nl),
+       (l, c, jo, jv, nj, lo, lv, nl))
+EXPORT(cuLibraryGetKernel, (CUkernel* k, CUlibrary l, const char* n), (k, l, n))
+EXPORT(cuLibraryUnload, (CUlibrary l), (l))
+EXPORT(cuKernelGetFunction, (CUfunction* f, CUkernel k), (f, k))
+EXPORT(cuFuncGetName, (const char** n, CUfunction f), (n, f))
+EXPORT(cuKernelGetName, (const char** n, CUkernel k), (n, k))
+
+#define LAUNCH_PARAMS                                                                          \
+  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+   unsigned sm, CUstream s, void** p, void** x)
+EXPORT(cuLaunchKernel, LAUNCH_PARAMS, (f, gx, gy, gz, bx, by, bz, sm, s, p, x))
+EXPORT(cuLaunchKernel_ptsz, LAUNCH_PARAMS, (f, gx, gy, gz, bx, by, bz, sm, s, p, x))
+#define COOPERATIVE_PARAMS                                                                     \
+  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+   unsigned sm, CUstream s, void** p)
+EXPORT(cuLaunchCooperativeKernel, COOPERATIVE_PARAMS, (f, gx, gy, gz, bx, by, bz, sm, s, p))
+EXPORT(cuLaunchCooperativeKernel_ptsz, COOPERATIVE_PARAMS, (f, gx, gy, gz, bx, by, bz, sm, s, p))
+EXPORT(cuLaunchKernelEx, (const CUlaunchConfig* c, CUfunction f, void** p, void** x), (c, f, p, x))
+EXPORT(cuLaunchKernelEx_ptsz, (const CUlaunchConfig* c, CUfunction f, void** p, void** x),
+       (c, f, p, x))
+
+EXPORT(cuStreamBeginCapture, (CUstream s), (s))
+EXPORT(cuStreamBeginCapture_ptsz, (CUstream s), (s))
+EXPORT(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m))
+EXPORT(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m))
+EXPORT(cuStreamEndCapture, (CUstream s, CUgraph* g), (s, g))
+EXPORT(cuStreamEndCapture_ptsz, (CUstream s, CUgraph* g), (s, g))
+EXPORT(cuGraphCreate, (CUgraph* g, unsigned int f), (g, f))
+EXPORT(cuGraphAddKernelNode,
+       (CUgraphNode* n, CUgraph g, const CUgraphNode* d, size_t nd,
+        const CUDA_KERNEL_NODE_PARAMS_v1* p),
+       (n, g, d, nd, p))
+EXPORT(cuGraphAddKernelNode_v2,
+       (CUgraphNode* n, CUgraph g, const CUgraphNode* d, size_t nd, const CUDA_KERNEL_NODE_PARAMS* p),
+       (n, g, d, nd, p))
+EXPORT(cuGraphInstantiateWithFlags, (CUgraphExec* x, CUgraph g, unsigned long long f), (x, g, f))
+EXPORT(cuGraphLaunch, (CUgraphExec x, CUstream s), (x, s))
+EXPORT(cuGraphLaunch_ptsz, (CUgraphExec x, CUstream s), (x, s))
+EXPORT(cuGraphDestroy, (CUgraph g), (g))
+EXPORT(cuGraphExecDestroy, (CUgraphExec x), (x))
+
+EXPORT(cuMemAlloc_v2, (CUdeviceptr* p, size_t n), (p, n))
+EXPORT(cuMemFree_v2, (CUdeviceptr p), (p))
+EXPORT(cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
+EXPORT(cuMemcpy_ptds, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
+EXPORT(cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h), (d, s, n, h))
+EXPORT(cuMemcpyAsync_ptsz, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h), (d, s, n, h))
+EXPORT(cuMemcpyHtoD_v2, (CUdeviceptr d, const void* s, size_t n), (d, s, n))
+EXPORT(cuMemcpyHtoD_v2_ptds, (CUdeviceptr d, const void* s, size_t n), (d, s, n))
+EXPORT(cuMemcpyDtoH_v2, (void* d, CUdeviceptr s, size_t n), (d, s, n))
+EXPORT(cuMemcpyDtoH_v2_ptds, (void* d, CUdeviceptr s, size_t n), (d, s, n))
+EXPORT(cuMemcpyDtoD_v2, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
+EXPORT(cuMemcpyDtoD_v2_ptds, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
+EXPORT(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void* s, size_t n, CUstream h), (d, s, n, h))
+EXPORT(cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr d, const void* s, size_t n, CUstream h),
+       (d, s, n, h))
+EXPORT(cuMemcpyDtoHAsync_v2, (void* d, CUdeviceptr s, size_t n, CUstream h), (d, s, n, h))
+EXPORT(cuMemcpyDtoHAsync_v2_ptsz, (void* d, CUdeviceptr s, size_t n, CUstream h), (d, s, n, h))
+EXPORT(cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h), (d, s, n, h))
+EXPORT(cuMemcpyDtoDAsync_v2_ptsz, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h),
+       (d, s, n, h))
+EXPORT(cuMemsetD8_v2, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n))
+EXPORT(cuMemsetD8_v2_ptds, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n))
+EXPORT(cuMemsetD32_v2, (CUdeviceptr d, unsigned int v, size_t n), (d, v, n))
+EXPORT(cuMemsetD32_v2_ptds, (CUdeviceptr d, unsigned int v, size_t n), (d, v, n))
+EXPORT(cuMemsetD8Async, (CUdeviceptr d, unsigned char v, size_t n, CUstream h), (d, v, n, h))
+EXPORT(cuMemsetD8Async_ptsz, (CUdeviceptr d, unsigned char v, size_t n, CUstream h), (d, v, n, h))
+EXPORT(cuMemsetD32Async, (CUdeviceptr d, unsigned int v, size_t n, CUstream h), (d, v, n, h))
+EXPORT(cuMemsetD32Async_ptsz, (CUdeviceptr d, unsigned int v, size_t n, CUstream h), (d, v, n, h))
+
+EXPORT(cuStreamCreate, (CUstream* s, unsigned int f), (s, f))
+FORWARD(cuStreamDestroy, cuStreamDestroy_v2, (CUstream s), (s))
+EXPORT(cuStreamDestroy_v2, (CUstream s), (s))
+EXPORT(cuStreamSynchronize, (CUstream s), (s))
+EXPORT(cuStreamSynchronize_ptsz, (CUstream s), (s))
+EXPORT(cuStreamQuery, (CUstream s), (s))
+EXPORT(cuStreamQuery_ptsz, (CUstream s), (s))
+EXPORT(cuEventCreate, (CUevent* e, unsigned int f), (e, f))
+EXPORT(cuEventRecord, (CUevent e, CUstream s), (e, s))
+EXPORT(cuEventRecord_ptsz, (CUevent e, CUstream s), (e, s))
+EXPORT(cuEventSynchronize, (CUevent e), (e))
+EXPORT(cuEventQuery, (CUevent e), (e))
+FORWARD(cuEventElapsedTime, cuEventElapsedTime_v2, (float* ms, CUevent a, CUevent b), (ms, a, b))
+EXPORT(cuEventElapsedTime_v2, (float* ms, CUevent a, CUevent b), (ms, a, b))
+FORWARD(cuEventDestroy, cuEventDestroy_v2, (CUevent e), (e))
+EXPORT(cuEventDestroy_v2, (CUevent e), (e))
+
+// ---- cuGetProcAddress ----
+
+namespace {
+
+// One version of an entry point, as cudaTypedefs.h lists it (PFN_<symbol>_v<version>[_ptds|_ptsz]):
+// the k-th legacy version is exported as <symbol>, <symbol>_v2, ..., a per-thread version as the
+// export of the newest legacy version not newer than it plus its suffix. Sorted by symbol, then
+// version. Only the versions implemented here: a program asking for an older one is told that its
+// version is not sufficient.
+struct ProcVersion {
+  const char* symbol;
+  int version;
+  bool per_thread;
+  const char* export_name;
+  void* address;
+};
+
+#define I(sym, ver, pt, exp) {sym, ver, pt, #exp, reinterpret_cast<void*>(&impl::exp)}
+#define E(sym, ver, pt, exp) {sym, ver, pt, #exp, reinterpret_cast<void*>(&::exp)}
+
+const ProcVersion kProcVersions[] = {
+    I("cuCtxGetCurrent", 4000, false, cuCtxGetCurrent),
+    I("cuCtxGetDevice", 2000, false, cuCtxGetDevice),
+    I("cuCtxSetCurrent", 4000, false, cuCtxSetCurrent),
+    I("cuCtxSynchronize", 2000, false, cuCtxSynchronize),
+    I("cuCtxSynchronize", 13000, false, cuCtxSynchronize_v2),
+    I("cuDeviceGet", 2000, false, cuDeviceGet),
+    I("cuDeviceGetAttribute", 2000, false, cuDeviceGetAttribute),
+    I("cuDeviceGetCount", 2000, false, cuDeviceGetCount),
+    I("cuDeviceGetName", 2000, false, cuDeviceGetName),
+    I("cuDevicePrimaryCtxRelease", 11000, false, cuDevicePrimaryCtxRelease_v2),
+    I("cuDevicePrimaryCtxRetain", 7000, false, cuDevicePrimaryCtxRetain),
+    E("cuDriverGetVersion", 2020, false, cuDriverGetVersion),
+    I("cuEventCreate", 2000, false, cuEventCreate),
+    I("cuEventDestroy", 4000, false, cuEventDestroy_v2),
+    I("cuEventElapsedTime", 12080, false, cuEventElapsedTime_v2),
+    I("cuEventQuery", 2000, false, cuEventQuery),
+    I("cuEventRecord", 2000, false, cuEventRecord),
+    I("cuEventRecord", 7000, true, cuEventRecord_ptsz),
+    I("cuEventSynchronize", 2000, false, cuEventSynchronize),
+    I("cuFuncGetName", 12030, false, cuFuncGetName),
+    E("cuGetErrorName", 6000, false, cuGetErrorName),
+    E("cuGetErrorString", 6000, false, cuGetErrorString),
+    I("cuGetExportTable", 3000, false, cuGetExportTable),
+    I("cuGetProcAddress", 11030, false, cuGetProcAddress),
+    I("cuGetProcAddress", 12000, false, cuGetProcAddress_v2),
+    I("cuGraphAddKernelNode", 10000, false, cuGraphAddKernelNode),
+    I("cuGraphAddKernelNode", 12000, false, cuGraphAddKernelNode_v2),
+    I("cuGraphCreate", 10000, false, cuGraphCreate),
+    I("cuGraphDestroy", 10000, false, cuGraphDestroy),
+    I("cuGraphExecDestroy", 10000, false, cuGraphExecDestroy),
+    I("cuGraphInstantiateWithFlags", 11040, false, cuGraphInstantiateWithFlags),
+    I("cuGraphLaunch", 10000, false, cuGraphLaunch),
+    I("cuGraphLaunch", 10000, true, cuGraphLaunch_ptsz),
+    E("cuInit", 2000, false, cuInit),
+    I("cuKernelGetFunction", 12000, false, cuKernelGetFunction),
+    I("cuKernelGetName", 12030, false, cuKernelGetName),
+    I("cuLaunchCooperativeKernel", 9000, false, cuLaunchCooperativeKernel),
+    I("cuLaunchCooperativeKernel", 9000, true, cuLaunchCooperativeKernel_ptsz),
+    I("cuLaunchKernel", 4000, false, cuLaunchKernel),
+    I("cuLaunchKernel", 7000, true, cuLaunchKernel_ptsz),
+    I("cuLaunchKernelEx", 11060, false, cuLaunchKernelEx),
+    I("cuLaunchKernelEx", 11060, true, cuLaunchKernelEx_ptsz),
+    I("cuLibraryGetKernel", 12000, false, cuLibraryGetKernel),
+    I("cuLibraryLoadData", 12000, false, cuLibraryLoadData),
+    I("cuLibraryUnload", 12000, false, cuLibraryUnload),
+    I("cuMemAlloc", 3020, false, cuMemAlloc_v2),
+    I("cuMemFree", 3020, false, cuMemFree_v2),
+    I("cuMemcpy", 4000, false, cuMemcpy),
+    I("cuMemcpy", 7000, true, cuMemcpy_ptds),
+    I("cuMemcpyAsync", 4000, false, cuMemcpyAsync),
+    I("cuMemcpyAsync", 7000, true, cuMemcpyAsync_ptsz),
+    I("cuMemcpyDtoD", 3020, false, cuMemcpyDtoD_v2),
+    I("cuMemcpyDtoD", 7000, true, cuMemcpyDtoD_v2_ptds),
+    I("cuMemcpyDtoDAsync", 3020, false, cuMemcpyDtoDAsync_v2),
+    I("cuMemcpyDtoDAsync", 7000, true, cuMemcpyDtoDAsync_v2_ptsz),
+    I("cuMemcpyDtoH", 3020, false, cuMemcpyDtoH_v2),
+    I("cuMemcpyDtoH", 7000, true, cuMemcpyDtoH_v2_ptds),
+    I("cuMemcpyDtoHAsync", 3020, false, cuMemcpyDtoHAsync_v2),
+    I("cuMemcpyDtoHAsync", 7000, true, cuMemcpyDtoHAsync_v2_ptsz),
+    I("cuMemcpyHtoD", 3020, false, cuMemcpyHtoD_v2),
+    I("cuMemcpyHtoD", 7000, true, cuMemcpyHtoD_v2_ptds),
+    I("cuMemcpyHtoDAsync", 3020, false, cuMemcpyHtoDAsync_v2),
+    I("cuMemcpyHtoDAsync", 7000, true, cuMemcpyHtoDAsync_v2_ptsz),
+    I("cuMemsetD32", 3020, false, cuMemsetD32_v2),
+    I("cuMemsetD32", 7000, true, cuMemsetD32_v2_ptds),
+    I("cuMemsetD32Async", 3020, false, cuMemsetD32Async),
+    I("cuMemsetD32Async", 7000, true, cuMemsetD32Async_ptsz),
+    I("cuMemsetD8", 3020, false, cuMemsetD8_v2),
+    I("cuMemsetD8", 7000, true, cuMemsetD8_v2_ptds),
+    I("cuMemsetD8Async", 3020, false, cuMemsetD8Async),
+    I("cuMemsetD8Async", 7000, true, cuMemsetD8Async_ptsz),
+    I("cuModuleGetFunction", 2000, false, cuModuleGetFunction),
+    I("cuModuleLoadData", 2000, false, cuModuleLoadData),
+    I("cuModuleUnload", 2000, false, cuModuleUnload),
+    I("cuStreamBeginCapture", 10000, false, cuStreamBeginCapture),
+    I("cuStreamBeginCapture", 10000, true, cuStreamBeginCapture_ptsz),
+    I("cuStreamBeginCapture", 10010, false, cuStreamBeginCapture_v2),
+    I("cuStreamBeginCapture", 10010, true, cuStreamBeginCapture_v2_ptsz),
+    I("cuStreamCreate", 2000, false, cuStreamCreate),
+    I("cuStreamDestroy", 4000, false, cuStreamDestroy_v2),
+    I("cuStreamEndCapture", 10000, false, cuStreamEndCapture),
+    I("cuStreamEndCapture", 10000, true, cuStreamEndCapture_ptsz),
+    I("cuStreamQuery", 2000, false, cuStreamQuery),
+    I("cuStreamQuery", 7000, true, cuStreamQuery_ptsz),
+    I("cuStreamSynchronize", 2000, false, cuStreamSynchronize),
+    I("cuStreamSynchronize", 7000, true, cuStreamSynchronize_ptsz),
+};
+
+#undef I
+#undef E
+
+CUresult get_proc_address(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                          CUdriverProcAddressQueryResult* status) {
+  if (symbol == nullptr || pfn == nullptr ||
+      (flags & ~cuuint64_t(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                            CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  bool known = false;
+  const ProcVersion* legacy = nullptr;
+  const ProcVersion* threaded = nullptr;
+  for (const ProcVersion& v : kProcVersions) {
+    if (std::strcmp(v.symbol, symbol) != 0) continue;
+    known = true;
+    if (v.version > version) continue;
+    (v.per_thread ? threaded : legacy) = &v;
+  }
+  const ProcVersion* found = per_thread && threaded != nullptr ? threaded : legacy;
+  *pfn = found == nullptr ? nullptr : found->address;
+  if (status != nullptr) {
+    *status = found != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS
+              : known          ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                               : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  }
+  return found == nullptr ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
+}
+
+}  // namespace

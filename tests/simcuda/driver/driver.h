@@ -1,0 +1,50 @@
+// What the driver's translation units share: contexts, stream resolution and status translation
+// over the simulated device in core/.
+#pragma once
+
+// As in the real driver's build: cuda.h then declares every legacy, _v2, _ptds and _ptsz export
+// under its own name, and each definition here is checked against the real prototype.
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "core/config.h"
+#include "core/handles.h"
+#include "core/kernels.h"
+#include "core/memory.h"
+#include "core/timeline.h"
+
+#define SIMCUDA_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace simcuda::drv {
+
+// What stream 0 means to the entry point called: the legacy default stream, or the calling thread's
+// per-thread default stream (the _ptsz and _ptds exports).
+enum class DefaultStream : uint8_t { kLegacy, kPerThread };
+inline constexpr DefaultStream kLegacy = DefaultStream::kLegacy;
+inline constexpr DefaultStream kPerThread = DefaultStream::kPerThread;
+
+CUresult from_status(Status s);
+
+// CUDA_ERROR_NOT_INITIALIZED before cuInit, else the device of the calling thread's context.
+CUresult current_device(int* device);
+CUresult check_initialized();
+
+// Resolves a stream argument to the device's stream: 0 as the entry point's flavour says,
+// CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, or a handle of a created stream (validated by its user).
+CUresult resolve_stream(CUstream stream, DefaultStream flavour, StreamId* out);
+
+// Contexts are the primary contexts, one per device.
+CUcontext primary_context(int device);
+// The device of a context handle, or -1.
+int context_device(CUcontext ctx);
+void set_current_context(CUcontext ctx);
+CUcontext current_context();
+void mark_initialized();
+
+// Name and description of a result code, nullptr for an unknown one.
+const char* error_name(CUresult e);
+const char* error_string(CUresult e);
+
+}  // namespace simcuda::drv

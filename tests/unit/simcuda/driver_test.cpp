@@ -1,0 +1,391 @@
+// The simulated driver, libcuda.so.1: cuGetProcAddress's version rule, kernel naming through
+// modules, libraries and kernels, launch timings, graphs, and the runtime reaching the driver.
+// As an application sees the driver: cuda.h maps cuMemAlloc to cuMemAlloc_v2 and so on.
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "core/config.h"
+#include "core/sync.h"
+#include "process.h"
+#include "simcuda.h"
+
+namespace simcuda {
+namespace {
+
+constexpr uint64_t kMs = 1000000;
+
+// Two kernels named as the simulated driver's module convention says (simcuda.h).
+constexpr char kImage[] = "SIMCUDA-MODULE-1\0first_kernel\0second_sleep_us_300\0";
+constexpr char kLongImage[] = "SIMCUDA-MODULE-1\0blocker_sleep_us_40000\0";
+
+void init() { ASSERT_EQ(cuInit(0), CUDA_SUCCESS); }
+
+struct Lookup {
+  CUresult result;
+  void* pfn;
+  CUdriverProcAddressQueryResult status;
+};
+
+Lookup lookup(const char* symbol, int version, cuuint64_t flags = 0) {
+  Lookup l{CUDA_ERROR_UNKNOWN, reinterpret_cast<void*>(1), CUdriverProcAddressQueryResult(-1)};
+  l.result = cuGetProcAddress_v2(symbol, &l.pfn, version, flags, &l.status);
+  return l;
+}
+
+void* found(const char* symbol, int version, cuuint64_t flags = 0) {
+  Lookup l = lookup(symbol, version, flags);
+  EXPECT_EQ(l.result, CUDA_SUCCESS) << symbol << "@" << version;
+  EXPECT_EQ(l.status, CU_GET_PROC_ADDRESS_SUCCESS) << symbol << "@" << version;
+  EXPECT_NE(l.pfn, nullptr);
+  return l.pfn;
+}
+
+void* exported(const char* name) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(lib, nullptr);
+  return lib == nullptr ? nullptr : dlsym(lib, name);
+}
+
+std::string library_of(void* address) {
+  Dl_info info{};
+  if (dladdr(address, &info) == 0 || info.dli_fname == nullptr) return "";
+  std::string path = info.dli_fname;
+  return path.substr(path.rfind('/') + 1);
+}
+
+TEST(DriverProcAddress, PicksTheNewestVersionNotNewerThanTheOneAskedFor) {
+  // cuMemAlloc's second version (cuMemAlloc_v2) came with 3.2; every later request gets it.
+  void* v2 = found("cuMemAlloc", 3020);
+  EXPECT_EQ(found("cuMemAlloc", 13000), v2);
+  EXPECT_EQ(found("cuMemAlloc", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), v2);
+  // cuStreamBeginCapture gained a mode argument (cuStreamBeginCapture_v2) in 10.1.
+  void* capture_v1 = found("cuStreamBeginCapture", 10000);
+  void* capture_v2 = found("cuStreamBeginCapture", 10010);
+  EXPECT_NE(capture_v1, capture_v2);
+  EXPECT_EQ(found("cuStreamBeginCapture", 10009), capture_v1);
+  EXPECT_EQ(found("cuStreamBeginCapture", 13000), capture_v2);
+  // cuCtxSynchronize takes its context from 13.0 on.
+  EXPECT_NE(found("cuCtxSynchronize", 12090), found("cuCtxSynchronize", 13000));
+}
+
+TEST(DriverProcAddress, ThePerThreadFlagPicksThePerThreadFlavourWhereOneExists) {
+  void* legacy = found("cuLaunchKernel", 13000);
+  void* per_thread = found("cuLaunchKernel", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+  EXPECT_NE(legacy, per_thread);
+  EXPECT_EQ(found("cuLaunchKernel", 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM), legacy);
+  // cuLaunchKernel_ptsz came with 7.0: an older request gets the legacy flavour.
+  EXPECT_EQ(found("cuLaunchKernel", 6050, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), legacy);
+  // cuStreamBeginCapture_v2_ptsz for 10.1, cuStreamBeginCapture_ptsz before.
+  void* capture_ptsz_v1 =
+      found("cuStreamBeginCapture", 10000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+  void* capture_ptsz_v2 =
+      found("cuStreamBeginCapture", 10010, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+  EXPECT_NE(capture_ptsz_v1, capture_ptsz_v2);
+  EXPECT_NE(capture_ptsz_v2, found("cuStreamBeginCapture", 10010));
+
+  // The per-thread flavour really queues on the calling thread's default stream for stream 0.
+  init();
+  CUmodule m;
+  ASSERT_EQ(cuModuleLoadData(&m, kLongImage), CUDA_SUCCESS);
+  CUfunction f;
+  ASSERT_EQ(cuModuleGetFunction(&f, m, "blocker_sleep_us_40000"), CUDA_SUCCESS);
+  auto launch_ptsz = reinterpret_cast<PFN_cuLaunchKernel_v7000_ptsz>(per_thread);
+  ASSERT_EQ(launch_ptsz(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(cuStreamQuery(CU_STREAM_LEGACY), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+TEST(DriverProcAddress, UnknownSymbolsAndTooOldVersionsAreNotFound) {
+  Lookup unknown = lookup("cuNoSuchFunction", 13000);
+  EXPECT_EQ(unknown.result, CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(unknown.status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  EXPECT_EQ(unknown.pfn, nullptr);
+  // Symbols are asked for without their version suffix.
+  EXPECT_EQ(lookup("cuMemAlloc_v2", 13000).status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  Lookup too_old = lookup("cuLibraryLoadData", 11080);
+  EXPECT_EQ(too_old.result, CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(too_old.status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  EXPECT_EQ(too_old.pfn, nullptr);
+  // Only the 64-bit memory functions are implemented: 2.0's cuMemAlloc is not there.
+  EXPECT_EQ(lookup("cuMemAlloc", 3010).status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  void* pfn = nullptr;
+  EXPECT_EQ(cuGetProcAddress_v2(nullptr, &pfn, 13000, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetProcAddress_v2("cuInit", &pfn, 13000, 4, nullptr), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST(DriverProcAddress, CuGetProcAddressItselfHasTwoVersions) {
+  auto v1 = reinterpret_cast<PFN_cuGetProcAddress_v11030>(found("cuGetProcAddress", 11030));
+  auto v2 = reinterpret_cast<PFN_cuGetProcAddress_v12000>(found("cuGetProcAddress", 12000));
+  ASSERT_NE(reinterpret_cast<void*>(v1), reinterpret_cast<void*>(v2));
+  void* init_v1 = nullptr;
+  ASSERT_EQ(v1("cuInit", &init_v1, 13000, 0), CUDA_SUCCESS);
+  void* init_v2 = nullptr;
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  ASSERT_EQ(v2("cuInit", &init_v2, 13000, 0, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
+  EXPECT_EQ(init_v1, init_v2);
+  EXPECT_EQ(v2("cuGetProcAddress", &init_v2, 11020, 0, &status), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+}
+
+TEST(DriverProcAddress, MostAddressesAreInternalFunctionsNotExports) {
+  // Internal: inside libcuda.so.1 but not the export of the same version.
+  for (const char* sym : {"cuMemAlloc", "cuLaunchKernel", "cuGetProcAddress", "cuStreamSynchronize"}) {
+    void* p = found(sym, 13000);
+    EXPECT_EQ(library_of(p), "libcuda.so.1") << sym;
+  }
+  EXPECT_NE(found("cuMemAlloc", 13000), exported("cuMemAlloc_v2"));
+  EXPECT_NE(found("cuLaunchKernel", 13000), exported("cuLaunchKernel"));
+  EXPECT_NE(found("cuGetProcAddress", 12000), exported("cuGetProcAddress_v2"));
+  // These few are the exports themselves.
+  EXPECT_EQ(found("cuInit", 13000), exported("cuInit"));
+  EXPECT_EQ(found("cuDriverGetVersion", 13000), exported("cuDriverGetVersion"));
+  // And an internal function works as its export does.
+  init();
+  auto alloc = reinterpret_cast<PFN_cuMemAlloc_v3020>(found("cuMemAlloc", 13000));
+  CUdeviceptr p = 0;
+  ASSERT_EQ(alloc(&p, 4096), CUDA_SUCCESS);
+  EXPECT_NE(p, 0u);
+  EXPECT_EQ(cuMemFree(p), CUDA_SUCCESS);
+}
+
+TEST(DriverBasics, VersionDevicesContextsAndErrors) {
+  int version = 0;
+  ASSERT_EQ(cuDriverGetVersion(&version), CUDA_SUCCESS);
+  EXPECT_EQ(version, 13000);
+  init();
+  int count = 0;
+  ASSERT_EQ(cuDeviceGetCount(&count), CUDA_SUCCESS);
+  EXPECT_EQ(count, config().device_count);
+  CUdevice dev;
+  ASSERT_EQ(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuDeviceGet(&dev, count), CUDA_ERROR_INVALID_DEVICE);
+  char name[64];
+  ASSERT_EQ(cuDeviceGetName(name, sizeof name, 0), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "Simulated CUDA Device 0");
+  int warp = 0;
+  ASSERT_EQ(cuDeviceGetAttribute(&warp, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 0), CUDA_SUCCESS);
+  EXPECT_EQ(warp, 32);
+  CUcontext ctx = nullptr, current = nullptr;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+  EXPECT_EQ(current, ctx);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  const char* text = nullptr;
+  ASSERT_EQ(cuGetErrorName(CUDA_ERROR_INVALID_HANDLE, &text), CUDA_SUCCESS);
+  EXPECT_STREQ(text, "CUDA_ERROR_INVALID_HANDLE");
+  ASSERT_EQ(cuGetErrorString(CUDA_ERROR_NOT_FOUND, &text), CUDA_SUCCESS);
+  EXPECT_STREQ(text, "named symbol not found");
+  EXPECT_EQ(cuGetErrorName(CUresult(12345), &text), CUDA_ERROR_INVALID_VALUE);
+  const void* table = nullptr;
+  CUuuid id{};
+  EXPECT_EQ(cuGetExportTable(&table, &id), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+TEST(DriverModules, KernelsAreNamedByTheImageThroughModulesLibrariesAndKernels) {
+  init();
+  CUmodule m;
+  ASSERT_EQ(cuModuleLoadData(&m, kImage), CUDA_SUCCESS);
+  CUfunction first, second, missing;
+  ASSERT_EQ(cuModuleGetFunction(&first, m, "first_kernel"), CUDA_SUCCESS);
+  ASSERT_EQ(cuModuleGetFunction(&second, m, "second_sleep_us_300"), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleGetFunction(&missing, m, "third"), CUDA_ERROR_NOT_FOUND);
+  const char* name = nullptr;
+  ASSERT_EQ(cuFuncGetName(&name, first), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "first_kernel");
+  ASSERT_EQ(cuFuncGetName(&name, second), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "second_sleep_us_300");
+
+  CUlibrary lib;
+  ASSERT_EQ(cuLibraryLoadData(&lib, kImage, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+  CUkernel k;
+  ASSERT_EQ(cuLibraryGetKernel(&k, lib, "second_sleep_us_300"), CUDA_SUCCESS);
+  ASSERT_EQ(cuKernelGetName(&name, k), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "second_sleep_us_300");
+  CUfunction from_kernel;
+  ASSERT_EQ(cuKernelGetFunction(&from_kernel, k), CUDA_SUCCESS);
+  ASSERT_EQ(cuFuncGetName(&name, from_kernel), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "second_sleep_us_300");
+  // A module is not a library.
+  EXPECT_EQ(cuLibraryGetKernel(&k, reinterpret_cast<CUlibrary>(m), "first_kernel"),
+            CUDA_ERROR_INVALID_HANDLE);
+
+  // An image without the convention's magic loads, with no kernels.
+  CUmodule plain;
+  ASSERT_EQ(cuModuleLoadData(&plain, "\x7f" "ELF whatever"), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleGetFunction(&missing, plain, "first_kernel"), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(cuModuleLoadData(&plain, nullptr), CUDA_ERROR_INVALID_VALUE);
+
+  // Unloaded kernels cannot be launched or named.
+  ASSERT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+  EXPECT_EQ(cuLaunchKernel(first, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuFuncGetName(&name, first), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLibraryUnload(lib), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleUnload(plain), CUDA_SUCCESS);
+}
+
+// Measures the events around `issue` on a fresh stream, behind a 40 ms blocker so that the stream
+// is never idle in between: the elapsed time is then exactly the work's device time.
+template <class Issue>
+int64_t device_time_ns(Issue issue) {
+  init();
+  CUmodule m;
+  EXPECT_EQ(cuModuleLoadData(&m, kLongImage), CUDA_SUCCESS);
+  CUfunction blocker;
+  EXPECT_EQ(cuModuleGetFunction(&blocker, m, "blocker_sleep_us_40000"), CUDA_SUCCESS);
+  CUstream s;
+  CUevent start, stop;
+  EXPECT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventCreate(&start, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventCreate(&stop, 0), CUDA_SUCCESS);
+  uint64_t t0 = now_ns();
+  EXPECT_EQ(cuLaunchKernel(blocker, 1, 1, 1, 1, 1, 1, 0, s, nullptr, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventRecord(start, s), CUDA_SUCCESS);
+  issue(s);
+  EXPECT_EQ(cuEventRecord(stop, s), CUDA_SUCCESS);
+  bool issued_while_busy = now_ns() < t0 + 40 * kMs;
+  EXPECT_EQ(cuEventSynchronize(stop), CUDA_SUCCESS);
+  float ms = 0;
+  EXPECT_EQ(cuEventElapsedTime(&ms, start, stop), CUDA_SUCCESS);
+  EXPECT_TRUE(issued_while_busy) << "the machine was too slow to measure exactly";
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy(start), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy(stop), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+  return int64_t(double(ms) * 1e6 + 0.5);
+}
+
+TEST(DriverLaunch, DurationsFollowTheModel) {
+  CUmodule m;
+  init();
+  ASSERT_EQ(cuModuleLoadData(&m, kImage), CUDA_SUCCESS);
+  CUfunction plain, sleepy;
+  ASSERT_EQ(cuModuleGetFunction(&plain, m, "first_kernel"), CUDA_SUCCESS);
+  ASSERT_EQ(cuModuleGetFunction(&sleepy, m, "second_sleep_us_300"), CUDA_SUCCESS);
+  // Three launches of the default duration and one of 300 us, by each launch entry point.
+  int64_t ns = device_time_ns([&](CUstream s) {
+    EXPECT_EQ(cuLaunchKernel(plain, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr), CUDA_SUCCESS);
+    CUlaunchConfig c{};
+    c.gridDimX = c.gridDimY = c.gridDimZ = 2;
+    c.blockDimX = c.blockDimY = c.blockDimZ = 4;
+    c.hStream = s;
+    EXPECT_EQ(cuLaunchKernelEx(&c, plain, nullptr, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(cuLaunchCooperativeKernel(plain, 1, 1, 1, 1, 1, 1, 0, s, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(cuLaunchKernel(sleepy, 1, 1, 1, 1, 1, 1, 0, s, nullptr, nullptr), CUDA_SUCCESS);
+  });
+  EXPECT_NEAR(double(ns), double(3 * config().kernel_ns + 300000), 1000.0);
+  // A launch's own duration through `extra`.
+  uint64_t own = 123456;
+  void* extra[] = {kLaunchParamDurationNs, &own, CU_LAUNCH_PARAM_END};
+  ns = device_time_ns([&](CUstream s) {
+    EXPECT_EQ(cuLaunchKernel(plain, 1, 1, 1, 1, 1, 1, 0, s, nullptr, extra), CUDA_SUCCESS);
+  });
+  EXPECT_NEAR(double(ns), double(own), 1000.0);
+  // Invalid configurations and arguments.
+  EXPECT_EQ(cuLaunchKernel(plain, 0, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuLaunchKernel(plain, 1, 1, 1, 1025, 1, 1, 0, nullptr, nullptr, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  void* bad_extra[] = {reinterpret_cast<void*>(0x77), nullptr, CU_LAUNCH_PARAM_END};
+  EXPECT_EQ(cuLaunchKernel(plain, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, bad_extra),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+TEST(DriverLaunch, ACapturedGraphReplaysItsKernels) {
+  init();
+  CUmodule m;
+  ASSERT_EQ(cuModuleLoadData(&m, kImage), CUDA_SUCCESS);
+  CUfunction sleepy;
+  ASSERT_EQ(cuModuleGetFunction(&sleepy, m, "second_sleep_us_300"), CUDA_SUCCESS);
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchKernel(sleepy, 1, 1, 1, 1, 1, 1, 0, s, nullptr, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuLaunchKernel(sleepy, 1, 1, 1, 1, 1, 1, 0, s, nullptr, nullptr), CUDA_SUCCESS);
+  // Nothing was queued while capturing; copies cannot be captured.
+  EXPECT_EQ(cuStreamQuery(s), CUDA_SUCCESS);
+  char host[16];
+  CUdeviceptr d;
+  ASSERT_EQ(cuMemAlloc(&d, sizeof host), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemcpyHtoDAsync(d, host, sizeof host, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUgraph graph;
+  ASSERT_EQ(cuStreamEndCapture(s, &graph), CUDA_SUCCESS);
+  // A third node added by hand.
+  CUgraphNode node;
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = sleepy;
+  p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimX = p.blockDimY = p.blockDimZ = 1;
+  ASSERT_EQ(cuGraphAddKernelNode(&node, graph, nullptr, 0, &p), CUDA_SUCCESS);
+  CUgraphExec exec;
+  ASSERT_EQ(cuGraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
+  int64_t ns = device_time_ns([&](CUstream on) {
+    EXPECT_EQ(cuGraphLaunch(exec, on), CUDA_SUCCESS);
+  });
+  EXPECT_NEAR(double(ns), 3 * 300000.0, 1000.0);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree(d), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+TEST(DriverMemory, CopiesAndMemsetsMoveTheBytes) {
+  init();
+  constexpr size_t kN = 256;
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemAlloc(&d, kN * 4), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAlloc(&d, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemsetD32(d, 0x01020304u, kN), CUDA_SUCCESS);
+  unsigned back[kN] = {};
+  ASSERT_EQ(cuMemcpyDtoH(back, d, sizeof back), CUDA_SUCCESS);
+  for (unsigned v : back) ASSERT_EQ(v, 0x01020304u);
+  ASSERT_EQ(cuMemsetD8(d, 0xab, kN * 4), CUDA_SUCCESS);
+  unsigned char bytes[kN * 4];
+  ASSERT_EQ(cuMemcpyDtoH(bytes, d, sizeof bytes), CUDA_SUCCESS);
+  for (unsigned char b : bytes) ASSERT_EQ(b, 0xab);
+  unsigned src[kN];
+  for (size_t i = 0; i < kN; ++i) src[i] = unsigned(i * 7);
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyHtoDAsync(d, src, sizeof src, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoHAsync(back, d, sizeof back, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(std::memcmp(back, src, sizeof src), 0);
+  // The device side must lie inside one allocation.
+  EXPECT_EQ(cuMemcpyHtoD(d + 4, src, sizeof src), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD32(d + 1, 0, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree(d), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(d), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
+}
+
+// The runtime's calls reach the driver when it is there, and the runtime works without it.
+TEST(DriverRuntime, TheRuntimeLoadsTheDriverUnlessToldNot) {
+  test::Result with = test::run({HELPER, "driver-route"}, test::on_simulator());
+  EXPECT_EQ(with.exit_code, 0) << with.out << with.err;
+  EXPECT_EQ(test::field(with.out, "driver-loaded"), "1") << with.out;
+  EXPECT_EQ(test::field(with.out, "driver-route"), "ok") << with.out;
+  test::Result without =
+      test::run({HELPER, "driver-route"}, test::on_simulator({{"SIMCUDA_RUNTIME_DRIVER", "0"}}));
+  EXPECT_EQ(without.exit_code, 0) << without.out << without.err;
+  EXPECT_EQ(test::field(without.out, "driver-loaded"), "0") << without.out;
+  EXPECT_EQ(test::field(without.out, "driver-route"), "ok") << without.out;
+}
+
+}  // namespace
+}  // namespace simcuda
