@@ -184,7 +184,17 @@ void hand_out_driver_wrapper(const char* symbol, void** pfn, int cuda_version, u
   // means is known from the versions cudaTypedefs.h lists.
   if (id < 0 && symbol) id = driver_proc_api(symbol, cuda_version, flags);
   if (id < 0) return;
-  *pfn = wrapper_for(id, found, real_function<void*>(uint32_t(id)));
+  void* real = real_function<void*>(uint32_t(id));
+  // The driver hands out its internal implementations, not its exports (the exports are thin entry
+  // points to the same code). A function inside the library whose export the wrapper calls is that
+  // export's implementation; one in another object (a tool's replacement) is kept as it is.
+  elf::Object found_in{}, real_in{};
+  if (real && real != found && elf::object_containing(reinterpret_cast<uintptr_t>(found), &found_in) &&
+      elf::object_containing(reinterpret_cast<uintptr_t>(real), &real_in) && found_in.bias == real_in.bias) {
+    *pfn = g_wrapper_addresses[id];
+    return;
+  }
+  *pfn = wrapper_for(id, found, real);
 }
 
 namespace hooks {

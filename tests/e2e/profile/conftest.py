@@ -86,10 +86,12 @@ def run_tool(*args, check=True, expect=0):
     return proc
 
 
-def api_sum(trace):
-    """cuda_api_sum as {name: row} with numeric columns converted. Internal calls (kernel registration)
-    are included: the tests count them against what nvcc's generated code must have made."""
-    proc = run_tool("stats", "--report", "cuda_api_sum", "--format", "csv", "--show-internal", "true", trace)
+def api_sum(trace, report="cuda_api_sum", show_internal=True):
+    """A summary report as {name: row} with numeric columns converted. Internal calls (kernel
+    registration) are included unless asked: the tests count them against what nvcc's generated code
+    must have made."""
+    proc = run_tool("stats", "--report", report, "--format", "csv", "--show-internal",
+                    "true" if show_internal else "false", trace)
     lines = [l for l in proc.stdout.splitlines() if l and not l.startswith("#")]
     rows = {}
     for row in csv.DictReader(io.StringIO("\n".join(lines))):
@@ -97,16 +99,17 @@ def api_sum(trace):
     return rows
 
 
-def calls(trace, tmp_path):
-    """Every recorded call as the Perfetto export shows it: list of dicts with name, pid, tid, ts, dur, args.
-    Internal calls are included, and a call is named by its entry point (the export shows
-    __cudaLaunchKernel as cudaLaunchKernel and keeps the entry point in args), which is what the
-    programs count themselves."""
+def calls(trace, tmp_path, domains=("cuda_runtime",)):
+    """Every recorded call of `domains` (None: all) as the Perfetto export shows it: list of dicts with
+    name, cat (the domain), pid, tid, ts, dur, args. Internal calls are included, and a call is named by
+    its entry point (the export shows __cudaLaunchKernel as cudaLaunchKernel and keeps the entry point
+    in args), which is what the programs count themselves. The simulated runtime makes driver calls
+    inside its own, as the real one does: runtime-only by default, so that programs' counts compare."""
     out = tmp_path / (Path(trace).stem + ".json")
     run_tool("export", "--type", "perfetto", "-o", out, "--force-overwrite", "true", "--show-internal", "true", trace)
     with open(out) as f:
         doc = json.load(f)
-    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X" and (domains is None or e.get("cat") in domains)]
     for e in events:
         e["name"] = e["args"].get("entry_point", e["name"])
     return events, doc
