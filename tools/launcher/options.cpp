@@ -446,8 +446,10 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
 const char* help_text() {
   return R"(usage: cutrace profile [options] [--] <command> [args...]
 
-Runs <command> with its CUDA runtime and driver calls recorded into a .cutrace file, then exits with
-the command's exit code (128+N if signal N killed it). Options follow `nsys profile`.
+Runs <command> with its CUDA runtime and driver calls (and with -t, its cuBLAS, cuBLASLt and cuDNN
+calls) recorded into a .cutrace file, however the program reaches them (linked, dlopen/dlsym,
+cuGetProcAddress, the static runtime's driver calls), then exits with the command's exit code
+(128+N if signal N killed it). Options follow `nsys profile`.
 
 options:
   -o, --output NAME           trace file; ".cutrace" is appended unless NAME ends with it; missing
