@@ -1,10 +1,11 @@
 // cutrace-recorder: drains a session's rings into a .cutrace file. Started by `cutrace profile`:
 //
-//   cutrace-recorder --session /cutrace-... --output trace.cutrace [--ready-fd N] [--meta key=value]...
-//                    [--force] [--compression-level N] [--compression-threads N]
+//   cutrace-recorder --session /cutrace-... --output trace.cutrace [--part FILE] [--claim-fd N]
+//                    [--ready-fd N] [--meta key=value]... [--force] [--compression-level N]
+//                    [--compression-threads N]
 //
 // Writes "ready\n" to the ready fd once the file is set up (nothing if it cannot start), records until
-// the session asks for shutdown (or SIGTERM, or the launcher dies), then renames <output>.part to
+// the session asks for shutdown (or SIGTERM, or the launcher dies), then renames the partial file to
 // <output> and writes the one-line summary to the ready fd.
 #include <fcntl.h>
 #include <setjmp.h>
@@ -22,6 +23,7 @@
 #include <thread>
 
 #include "cutrace/api_table.h"
+#include "reader/trace_claim.h"
 #include "recorder/recorder.h"
 #include "recorder/trace_writer.h"
 #include "session/session.h"
@@ -33,13 +35,17 @@ volatile sig_atomic_t g_terminate = 0;
 void on_sigterm(int) { g_terminate = 1; }
 
 constexpr const char* kUsage =
-    "usage: cutrace-recorder --session NAME --output FILE [--ready-fd N] [--meta KEY=VALUE]... [--force]\n"
+    "usage: cutrace-recorder --session NAME --output FILE [--part FILE] [--claim-fd N] [--ready-fd N]\n"
+    "                        [--meta KEY=VALUE]... [--force]\n"
     "\n"
-    "Records the CUDA calls pushed into the shared-memory session NAME into FILE (written as FILE.part\n"
-    "until complete). Normally started by `cutrace profile`, not by hand.\n"
+    "Records the CUDA calls pushed into the shared-memory session NAME into FILE (written as a partial\n"
+    "file until complete). Normally started by `cutrace profile`, not by hand.\n"
     "\n"
     "  --session NAME     the session's shared-memory object, e.g. /cutrace-1000-...\n"
     "  --output FILE      the trace to write\n"
+    "  --part FILE        the partial file, renamed to FILE when complete (default FILE.part)\n"
+    "  --claim-fd N       the launcher's claim on FILE (a lock on FILE.lock), kept open until FILE is in\n"
+    "                     place; the lock file is removed here when the launcher is gone by then\n"
     "  --ready-fd N       write \"ready\" here once recording, and the summary line at the end\n"
     "  --meta KEY=VALUE   add a metadata pair to the trace (repeatable)\n"
     "  --force            the caller allowed overwriting FILE (recorded in the metadata)\n"
@@ -59,8 +65,9 @@ unsigned default_compression_threads() {
 }
 
 struct Args {
-  std::string session, output;
+  std::string session, output, part;
   int ready_fd = -1;
+  int claim_fd = -1;
   bool force = false;
   int compression_level = kDefaultCompressionLevel;
   unsigned compression_threads = default_compression_threads();
@@ -107,16 +114,20 @@ int parse_args(int argc, char** argv, Args* args) {
     } else if (arg == "--output") {
       if (!take(arg)) return 2;
       args->output = value;
-    } else if (arg == "--ready-fd") {
+    } else if (arg == "--part") {
+      if (!take(arg)) return 2;
+      args->part = value;
+    } else if (arg == "--ready-fd" || arg == "--claim-fd") {
       if (!take(arg)) return 2;
       char* end = nullptr;
       const std::string text(value);
       long fd = std::strtol(text.c_str(), &end, 10);
       if (text.empty() || *end || fd < 0 || fd > 1 << 20 || fcntl(int(fd), F_GETFD) < 0) {
-        std::fprintf(stderr, "cutrace-recorder: --ready-fd %s is not an open file descriptor.\n", text.c_str());
+        std::fprintf(stderr, "cutrace-recorder: %.*s %s is not an open file descriptor.\n", int(arg.size()),
+                     arg.data(), text.c_str());
         return 2;
       }
-      args->ready_fd = int(fd);
+      (arg == "--ready-fd" ? args->ready_fd : args->claim_fd) = int(fd);
     } else if (arg == "--compression-level" || arg == "--compression-threads") {
       if (!take(arg)) return 2;
       const std::string text(value);
@@ -150,6 +161,7 @@ int parse_args(int argc, char** argv, Args* args) {
     std::fputs("cutrace-recorder: --session and --output are required; see --help.\n", stderr);
     return 2;
   }
+  if (args->part.empty()) args->part = args->output + ".part";
   return -1;
 }
 
@@ -217,7 +229,7 @@ int main(int argc, char** argv) {
                 ") has exited, so there is nothing to record.");
   header->recorder_pid.store(uint32_t(getpid()), std::memory_order_release);
 
-  const std::string part = args.output + ".part";
+  const std::string& part = args.part;
   cutrace::trace::TraceWriter writer;
   // No fsync at the end, of the file or of its directory after the rename: the trace only has to
   // survive the processes involved (the kernel keeps written pages and the rename), and waiting for
@@ -291,6 +303,9 @@ int main(int argc, char** argv) {
     return fail(writer.error() + "; the partial trace is in " + part + ".");
   if (::rename(part.c_str(), args.output.c_str()) != 0)
     return fail("cannot rename " + part + " to " + args.output + ": " + std::strerror(errno) + ".");
+  // The launcher removes its claim after reporting; one that is gone leaves that to us, so no lock
+  // file stays behind (another run would simply claim it again, but it would be clutter).
+  if (getppid() != parent) cutrace::reader::remove_claim_file_if_ours(args.claim_fd, cutrace::reader::claim_path(args.output));
 
   if (args.ready_fd >= 0) {
     write_all(args.ready_fd, recorder.summary_line(writer.bytes_written()));

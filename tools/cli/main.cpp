@@ -17,7 +17,23 @@ constexpr const char* kUsage =
     "  stats     summary tables (nsys report names, e.g. cuda_api_sum)\n"
     "  export    convert a trace (perfetto: Chrome trace-event JSON for ui.perfetto.dev)\n"
     "\n"
-    "`cutrace <command> --help` describes each command.\n";
+    "`cutrace help <command>` or `cutrace <command> --help` describes each command;\n"
+    "`cutrace -v` (--version) prints the version.\n";
+
+using Main = int (*)(int, char**);
+
+Main command_main(std::string_view name) {
+  if (name == "profile") return cutrace::launcher::profile_main;
+  if (name == "info") return cutrace::report::info_main;
+  if (name == "stats") return cutrace::report::stats_main;
+  if (name == "export") return cutrace::report::export_main;
+  return nullptr;
+}
+
+int unknown_command(const char* name) {
+  std::fprintf(stderr, "cutrace: unknown command '%s'; run `cutrace --help` for the list of commands.\n", name);
+  return 2;
+}
 
 }  // namespace
 
@@ -27,19 +43,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string_view command = argv[1];
-  if (command == "-h" || command == "--help" || command == "help") {
+  if (command == "-h" || command == "--help" || (command == "help" && argc == 2)) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (command == "--version" || command == "version") {
+  if (command == "help") {
+    // `cutrace help stats` is `cutrace stats --help`, as with nsys.
+    Main help_of = command_main(argv[2]);
+    if (!help_of) return unknown_command(argv[2]);
+    char help_flag[] = "--help";
+    char* help_argv[] = {argv[2], help_flag, nullptr};
+    return help_of(2, help_argv);
+  }
+  if (command == "-v" || command == "--version" || command == "version") {
     std::printf("cutrace %s\n", CUTRACE_VERSION_STRING);
     return 0;
   }
   // Each subcommand sees argv starting at its own name, like a standalone program.
-  if (command == "profile") return cutrace::launcher::profile_main(argc - 1, argv + 1);
-  if (command == "info") return cutrace::report::info_main(argc - 1, argv + 1);
-  if (command == "stats") return cutrace::report::stats_main(argc - 1, argv + 1);
-  if (command == "export") return cutrace::report::export_main(argc - 1, argv + 1);
-  std::fprintf(stderr, "cutrace: unknown command '%s'; run `cutrace --help` for the list of commands.\n", argv[1]);
-  return 2;
+  if (Main main_of = command_main(command)) return main_of(argc - 1, argv + 1);
+  return unknown_command(argv[1]);
 }

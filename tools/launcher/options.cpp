@@ -10,7 +10,7 @@ namespace cutrace::launcher {
 namespace {
 
 enum class Arity { kValue, kBool, kNone };
-enum class Id { kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kStats, kRingSize, kRingSlots, kHelp };
+enum class Id { kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kHelp };
 
 struct Supported {
   char short_name;  // 0: long spelling only
@@ -25,6 +25,7 @@ constexpr Supported kSupported[] = {
     {'w', "show-output", Arity::kBool, Id::kShowOutput},
     {'x', "stop-on-exit", Arity::kBool, Id::kStopOnExit},
     {'t', "trace", Arity::kValue, Id::kTrace},
+    {0, "wait", Arity::kValue, Id::kWait},
     {0, "stats", Arity::kBool, Id::kStats},
     {0, "ring-size", Arity::kValue, Id::kRingSize},
     {0, "ring-slots", Arity::kValue, Id::kRingSlots},
@@ -115,7 +116,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "debug-symbols", nullptr},
     {0, "run-as", nullptr},
     {0, "start-frame-index", nullptr},
-    {0, "wait", nullptr},
     {0, "xhv-trace", nullptr},
     {0, "enable", nullptr},
     {0, "clock-frequency-changes", nullptr},
@@ -212,7 +212,11 @@ const Unsupported* find_unsupported(const Word& w) {
   return nullptr;
 }
 
-bool parse_trace_list(const std::string& spelled, const std::string& list, ProfileOptions* options, UsageError* error) {
+// `not_yet` is set when the only problem is values cutrace does not record yet, so the caller can
+// name it beside the command line's other refusals.
+bool parse_trace_list(const std::string& spelled, const std::string& list, ProfileOptions* options, UsageError* error,
+                      bool* not_yet) {
+  *not_yet = false;
   uint32_t domains = 0;
   bool any = false, none = false;
   std::string refused;  // every value not recorded yet, so that one message names them all
@@ -248,6 +252,7 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
     *error = usage(spelled + " " + refused + (refused.find(',') == std::string::npos ? " is" : " are") +
                    " not supported yet by cutrace; leave " + (refused.find(',') == std::string::npos ? "it" : "them") +
                    " out (cutrace traces cuda, cublas and cudnn)");
+    *not_yet = true;
     return false;
   }
   if (!any && !none) {
@@ -268,6 +273,22 @@ bool parse_u32(const std::string& text, uint64_t min, uint64_t max, uint32_t* ou
   if (!parse_byte_count(text, &value) || value < min || value > max) return false;
   *out = uint32_t(value);
   return true;
+}
+
+// `-w maybe`, `-f yes`: words people use for a switch's value. Taking one as the command would end
+// in "command 'maybe' not found" after setting everything up; naming the option says what is wrong.
+bool looks_like_a_mistyped_value(std::string_view word) {
+  for (const char* w : {"yes", "no", "y", "n", "on", "off", "1", "0", "maybe", "enable", "disable", "enabled",
+                        "disabled", "none", "all", "t", "f"})
+    if (equals_ignoring_case(word, w)) return true;
+  return false;
+}
+
+// "cutrace profile: " and the final period off a refusal, to list it with others.
+std::string refusal_body(const UsageError& e) {
+  std::string body = e.message.substr(kPrefix.size());
+  if (!body.empty() && body.back() == '.') body.pop_back();
+  return body;
 }
 
 }  // namespace
@@ -297,6 +318,9 @@ bool parse_byte_count(const std::string& text, uint64_t* bytes) {
 
 bool parse_options(int argc, const char* const* argv, ProfileOptions* options, UsageError* error) {
   *options = ProfileOptions{};
+  // Options cutrace knows of but cannot honour yet, and unknown ones, are all named in one message,
+  // so porting a command line takes one run, not one per option.
+  std::vector<std::string> refusals;
   int i = 1;
   for (; i < argc; ++i) {
     std::string_view arg = argv[i];
@@ -330,6 +354,8 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
       } else if (i + 1 < argc && is_bool_word(argv[i + 1])) {
         word = argv[++i];
         options->given.emplace_back(word);
+      } else if (i + 1 < argc && looks_like_a_mistyped_value(argv[i + 1])) {
+        word = argv[i + 1];
       } else {
         *value = true;
         return true;
@@ -388,7 +414,18 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             *error = usage("option '" + w.spelled + "' needs a value such as cuda");
             return false;
           }
-          if (!parse_trace_list(w.spelled, value, options, error)) return false;
+          if (bool not_yet = false; !parse_trace_list(w.spelled, value, options, error, &not_yet)) {
+            if (!not_yet) return false;
+            refusals.push_back(refusal_body(*error));
+          }
+          break;
+        case Id::kWait:
+          if (!take_value(&value) || !(equals_ignoring_case(value, "all") || equals_ignoring_case(value, "primary"))) {
+            *error = usage("option '" + w.spelled + "' takes primary or all" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          options->wait_all = equals_ignoring_case(value, "all");
           break;
         case Id::kRingSize:
           if (!take_value(&value) || !parse_u32(value, abi::kMinRingBytes, uint64_t(1) << 31, &options->ring_bytes) ||
@@ -424,14 +461,26 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
         // The remedy: profile without it, or spell out the value that asks for nothing.
         std::string remedy = "remove it to profile without it";
         if (u->off) remedy += ", or pass " + w.spelled + (w.short_name ? " " : "=") + u->off;
-        *error = usage("option '" + w.spelled + "' is not supported yet; " + remedy);
-        return false;
+        refusals.push_back("option '" + w.spelled + "' is not supported yet; " + remedy);
+        // nsys's options take a value; passing over it keeps it from being read as the command.
+        if (!w.has_attached && i + 1 < argc && argv[i + 1][0] != '-') options->given.emplace_back(argv[++i]);
       }
       continue;
     }
 
-    *error =
-        usage("unknown option '" + (w.short_name ? std::string(arg) : w.spelled) + "'; run `cutrace profile --help`");
+    refusals.push_back("unknown option '" + (w.short_name ? std::string(arg) : w.spelled) +
+                       "'; run `cutrace profile --help`");
+  }
+
+  if (refusals.size() == 1) {
+    *error = usage(refusals[0]);
+    return false;
+  }
+  if (refusals.size() > 1) {
+    std::string all = std::to_string(refusals.size()) + " options cannot be used";
+    for (size_t k = 0; k < refusals.size(); ++k)
+      all += (k ? "; (" : ": (") + std::to_string(k + 1) + ") " + refusals[k];
+    *error = usage(all);
     return false;
   }
 
@@ -460,6 +509,9 @@ options:
                                 %p       the process id of <command>
                                 %%       a literal %
                               e.g. -o /out/job%q{SLURM_JOB_ID}/rank%q{SLURM_PROCID}
+                              A name is claimed (NAME.cutrace.lock) before the command starts: a
+                              name another run is writing is refused, even with -f, and runs
+                              started together without -o each get their own reportN.
   -f, --force-overwrite true|false
                               overwrite an existing trace file (default false)
   -w, --show-output true|false
@@ -472,15 +524,19 @@ options:
                               (each of those also records cuda); none runs the command with
                               recording off
   -x, --stop-on-exit true     stop when the command exits (the only mode cutrace has)
+      --wait all|primary      all (default): after the command exits, keep recording until every
+                              process it started has exited, also those it left running in the
+                              background; primary: stop when the command itself exits, and say how
+                              many processes were still running (their later calls are not recorded)
       --stats true|false      print the cuda_api_sum table after the run (default false)
       --ring-size BYTES       per-thread ring size, a power of two (default 16M, halved down to
                               4M when /dev/shm is small; suffixes K, M, G)
       --ring-slots N          rings in the session, one per recording thread (default 256)
   -h, --help                  print this help
 
-A boolean option given alone (-f) means true. Other nsys options are refused by name, except those
-given the value that turns them off (-s none, -b none, -c none, --cudabacktrace none, ...), which
-match what cutrace does.
+A boolean option given alone (-f) means true. Other nsys options are refused by name, all of them in
+one message, except those given the value that turns them off (-s none, -b none, -c none,
+--cudabacktrace none, ...), which match what cutrace does.
 
 Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cutrace with kill are passed on to the command;
 a terminal's Ctrl+C or Ctrl+\ already reaches the command directly. The trace is finished after the

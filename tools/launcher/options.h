@@ -20,6 +20,8 @@ struct ProfileOptions {
   bool force_overwrite = false;
   bool show_output = true;
   bool stats = false;
+  // --wait all (nsys's default): recording ends when every process the command started has exited.
+  bool wait_all = true;
   // abi::domain_bit() of each domain `-t` selected; 0 for `-t none` (the program runs under the
   // session with capture off).
   uint32_t trace_domains = abi::kCudaDomains;

@@ -1,5 +1,6 @@
 #include "launcher/output_path.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -9,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <set>
 
 namespace cutrace::launcher {
 namespace {
@@ -94,18 +97,103 @@ std::string with_trace_extension(const std::string& name) {
   return ends_with(name, kTraceExtension) ? name : name + kTraceExtension;
 }
 
-std::string first_free_report_name(const std::string& dir) {
-  std::string base = dir.empty() || dir.back() == '/' ? dir : dir + "/";
-  for (unsigned n = 1;; ++n) {
-    std::string candidate = base + "report" + std::to_string(n) + kTraceExtension;
-    int file = probe_exists(candidate);
-    int part = probe_exists(candidate + kPartialSuffix);
-    // An unreadable directory answers neither "exists" nor "free"; the writability check that follows
-    // reports it, so stop here instead of probing forever.
-    if ((file != 0 && file != ENOENT) || (part != 0 && part != ENOENT)) return candidate;
-    if (file == ENOENT && part == ENOENT) return candidate;
+namespace {
+
+std::set<unsigned> report_numbers_in_use(const std::string& dir) {
+  std::set<unsigned> used;
+  DIR* d = opendir(dir.empty() ? "." : dir.c_str());
+  if (!d) return used;
+  // reportN.cutrace, and anything named after it: its lock, the partial file of a run that was cut
+  // off, the program's output files. A number with any of them is left alone.
+  while (const dirent* entry = readdir(d)) {
+    const char* name = entry->d_name;
+    if (std::strncmp(name, "report", 6) != 0) continue;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long n = std::strtoul(name + 6, &end, 10);
+    if (end == name + 6 || errno || n == 0 || n > std::numeric_limits<unsigned>::max()) continue;
+    if (std::strncmp(end, kTraceExtension, std::strlen(kTraceExtension)) == 0) used.insert(unsigned(n));
   }
+  closedir(d);
+  return used;
 }
+
+std::string report_name(const std::string& dir, unsigned n) {
+  std::string base = dir.empty() || dir.back() == '/' ? dir : dir + "/";
+  return base + "report" + std::to_string(n) + kTraceExtension;
+}
+
+}  // namespace
+
+std::string first_free_report_name(const std::string& dir) {
+  const std::set<unsigned> used = report_numbers_in_use(dir);
+  unsigned n = 1;
+  while (used.count(n)) ++n;
+  return report_name(dir, n);
+}
+
+namespace {
+
+// Claims `path` for this run: refuses a name another run is writing, and without `force` one that
+// already holds a trace.
+bool claim_name(const std::string& path, bool force, reader::TraceClaim* claim, UsageError* error) {
+  switch (claim->acquire(path)) {
+    case reader::TraceClaim::Result::kClaimed:
+      break;
+    case reader::TraceClaim::Result::kHeld:
+      *error = failure(kExitSetupFailed, path + " is being written by " + claim->holder() +
+                                             "; wait for that run to end, or give each run its own name with -o "
+                                             "(for example -o run%p, or -o rank%q{SLURM_PROCID})");
+      return false;
+    case reader::TraceClaim::Result::kFailed:
+      *error = failure(kExitSetupFailed, claim->error() + "; choose another name with -o");
+      return false;
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      claim->release();
+      *error = failure(kExitSetupFailed, path + " is a directory; choose another name with -o");
+      return false;
+    }
+    if (!force) {
+      claim->release();
+      *error = failure(kExitSetupFailed,
+                       path + " already exists; pass -f true to overwrite it or choose another name with -o");
+      return false;
+    }
+  }
+  return true;
+}
+
+// The default name: the first reportN.cutrace that nothing in the directory uses and no other run has
+// claimed. Runs started together in one directory each get their own number.
+bool claim_report_name(const std::string& dir, OutputTarget* target, UsageError* error) {
+  const std::set<unsigned> used = report_numbers_in_use(dir);
+  for (unsigned n = 1; n != 0; ++n) {
+    if (used.count(n)) continue;
+    const std::string candidate = report_name(dir, n);
+    switch (target->claim.acquire(candidate)) {
+      case reader::TraceClaim::Result::kClaimed:
+        // Another run may have finished this number between the directory scan and the claim.
+        if (probe_exists(candidate) == ENOENT) {
+          target->path = candidate;
+          return true;
+        }
+        target->claim.release();
+        continue;
+      case reader::TraceClaim::Result::kHeld:
+        continue;
+      case reader::TraceClaim::Result::kFailed:
+        *error = failure(kExitSetupFailed, target->claim.error() + "; choose another name with -o");
+        return false;
+    }
+  }
+  *error = failure(kExitSetupFailed, "every reportN name in " + dir + " is taken; choose a name with -o");
+  return false;
+}
+
+}  // namespace
 
 bool make_directories(const std::string& dir, std::vector<std::string>* created, std::string* error) {
   std::filesystem::path target = std::filesystem::path(dir).lexically_normal();
@@ -148,9 +236,10 @@ bool prepare_output(const std::string& pattern, bool force, pid_t pid, OutputTar
     return false;
   }
 
-  std::string name;
+  // Either a directory to number a reportN in, or the trace's name.
+  std::string report_dir, name;
   if (pattern.empty()) {
-    name = first_free_report_name(cwd.string());
+    report_dir = cwd.string();
   } else {
     std::string expanded;
     if (!expand_output_pattern(pattern, pid, &expanded, error)) return false;
@@ -162,35 +251,18 @@ bool prepare_output(const std::string& pattern, bool force, pid_t pid, OutputTar
     if (p.is_relative()) p = cwd / p;
     // A trailing slash names a directory to put the next free reportN in, as a bare directory would.
     if (expanded.back() == '/')
-      name = first_free_report_name(p.lexically_normal().string());
+      report_dir = p.lexically_normal().string();
     else
-      name = with_trace_extension(p.lexically_normal().string());
+      name = std::filesystem::path(with_trace_extension(p.lexically_normal().string())).lexically_normal().string();
   }
-  target->path = std::filesystem::path(name).lexically_normal().string();
-  const std::string part = target->part();
-
+  // A name that is a directory is refused before any directory is made for it.
   struct stat st;
-  if (stat(target->path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) {
-      *error = failure(kExitSetupFailed, target->path + " is a directory; choose another name with -o");
-      return false;
-    }
-    if (!force) {
-      *error = failure(kExitSetupFailed,
-                       target->path + " already exists; pass -f true to overwrite it or choose another name with -o");
-      return false;
-    }
-  }
-  const bool part_exists = probe_exists(part) == 0;
-  if (part_exists && !force) {
-    *error = failure(kExitSetupFailed,
-                     part +
-                         " exists, so another cutrace run is writing this trace or one crashed while writing it; "
-                         "remove it, pass -f true, or choose another name with -o");
+  if (!name.empty() && stat(name.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    *error = failure(kExitSetupFailed, name + " is a directory; choose another name with -o");
     return false;
   }
 
-  const std::string dir = parent_of(target->path);
+  const std::string dir = name.empty() ? report_dir : parent_of(name);
   std::string why;
   if (!make_directories(dir, &target->created_dirs, &why)) {
     discard_created_dirs(*target);
@@ -198,20 +270,41 @@ bool prepare_output(const std::string& pattern, bool force, pid_t pid, OutputTar
     return false;
   }
 
-  // Creating the very file the recorder will create is the only check that also holds for root, for
-  // read-only mounts and for names the file system rejects.
-  int fd = part_exists ? open(part.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
-                       : open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) {
-    int e = errno;
+  const bool claimed = name.empty() ? claim_report_name(report_dir, target, error)
+                                    : claim_name(name, force, &target->claim, error);
+  if (!claimed) {
     discard_created_dirs(*target);
-    *error =
-        failure(kExitSetupFailed, "cannot write " + part + " (" + std::strerror(e) + "); choose another name with -o");
     return false;
   }
+  if (!name.empty()) target->path = name;
+
+  // The partial file is this run's own, so a run that was cut off never shares one with the next.
+  // Creating it here is also the only writability check that holds for root, read-only mounts and
+  // names the file system rejects.
+  std::string part_template = target->path + ".XXXXXX" + kPartialSuffix;
+  int fd = mkostemps(part_template.data(), int(std::strlen(kPartialSuffix)), O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    const std::string shown = target->path + ".XXXXXX" + kPartialSuffix;
+    target->claim.release();
+    discard_created_dirs(*target);
+    *error = failure(kExitSetupFailed,
+                     "cannot write " + shown + " (" + std::strerror(e) + "); choose another name with -o");
+    return false;
+  }
+  // mkostemps makes it private; a trace is as readable as any file the user creates.
+  const mode_t mask = umask(0);
+  umask(mask);
+  fchmod(fd, 0666 & ~mask);
   close(fd);
-  if (!part_exists) unlink(part.c_str());
+  target->part = part_template;
   return true;
+}
+
+void abandon_output(OutputTarget* target) {
+  if (!target->part.empty()) unlink(target->part.c_str());
+  target->claim.release();
+  discard_created_dirs(*target);
 }
 
 }  // namespace cutrace::launcher

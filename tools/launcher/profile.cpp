@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/descendants.h"
 #include "launcher/environment.h"
 #include "launcher/locate.h"
 #include "launcher/options.h"
@@ -114,8 +115,8 @@ bool report_trace(const RecorderFinish& finish, const OutputTarget& output, mill
   }
   const std::string what = describe_wait_status(finish.wait_status);
   uint64_t bytes = 0;
-  const std::string part = output.part();
-  if (file_size(part, &bytes)) {
+  const std::string& part = output.part;
+  if (file_size(part, &bytes) && bytes > 0) {
     // The recorder renames the .part away when it finishes, so one left here is the newest data of this
     // run: chunks are self-contained, and the reader reads it up to the last complete one.
     const std::string cause = clean ? "exited without finishing the trace" : what;
@@ -176,6 +177,8 @@ int run(const ProfileOptions& options) {
   // Installed before anything needs cleaning up, so a signal can no longer end the launcher with
   // shared memory left behind.
   SignalForwarding signals;
+  // Processes the command leaves behind become the launcher's to wait for (--wait all) or count.
+  const bool adopts_orphans = become_subreaper();
 
   session::Options session_options;
   session_options.slot_count = options.ring_slots;
@@ -228,7 +231,7 @@ int run(const ProfileOptions& options) {
     return fail(error);
   if (!options.show_output) {
     if (!relay.open_files(output.path, options.force_overwrite, &why)) {
-      discard_created_dirs(output);
+      abandon_output(&output);
       return fail(kExitSetupFailed, why);
     }
     relay.start();
@@ -237,6 +240,8 @@ int run(const ProfileOptions& options) {
   std::vector<std::string> recorder_args = {
       "--session",  session.name(),
       "--output",   output.path,
+      "--part",     output.part,
+      "--claim-fd", std::to_string(RecorderProcess::kClaimFd),
       "--ready-fd", std::to_string(RecorderProcess::kReadyFd),
       "--meta",     "command=" + shell_join(options.command),
       "--meta",     "options=" + shell_join(options.given),
@@ -249,11 +254,10 @@ int run(const ProfileOptions& options) {
 
   const std::vector<std::string> recorder_env = recorder_environment(environ);
   RecorderProcess recorder;
-  if (!recorder.start(recorder_path, recorder_args, recorder_env, dev_null, std_fds.was_closed(2), start_timeout,
-                      &error)) {
+  if (!recorder.start(recorder_path, recorder_args, recorder_env, dev_null, std_fds.was_closed(2),
+                      output.claim.fd(), start_timeout, &error)) {
     relay.discard();
-    unlink(output.part().c_str());
-    discard_created_dirs(output);
+    abandon_output(&output);
     return fail(error);
   }
   // An old trace under the same name would otherwise survive a run whose recorder dies before it
@@ -266,6 +270,13 @@ int run(const ProfileOptions& options) {
          "cannot run " + program_path + " (" + std::strerror(exec_errno) + ")");
   }
   const int program_status = program.wait();
+  size_t cut_off = 0;
+  if (adopts_orphans) {
+    if (options.wait_all)
+      wait_for_descendants(recorder.pid());
+    else
+      cut_off = live_descendants(recorder.pid()).size();
+  }
 
   session::request_shutdown(session.header());
   const RecorderFinish finish = recorder.finish(stop_timeout, std::min(stop_timeout, kMaxKillGrace));
@@ -277,6 +288,13 @@ int run(const ProfileOptions& options) {
   const std::string output_files =
       options.show_output ? "" : "; program output -> " + relay.stdout_path() + ", " + relay.stderr_path();
   const bool have_trace = report_trace(finish, output, stop_timeout, output_files);
+  if (cut_off)
+    warn(std::to_string(cut_off) + (cut_off == 1 ? " process" : " processes") +
+         " the command started " + (cut_off == 1 ? "was" : "were") +
+         " still running when it exited and recording stopped (--wait primary): calls made after that are not "
+         "in the trace; --wait all waits for them");
+  // The trace is in place (or reported missing): the name is free for the next run.
+  output.claim.release();
   if (options.stats && have_trace) print_stats(output.path);
   return exit_code_of(program_status);
 }

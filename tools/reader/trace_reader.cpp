@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "reader/decode.h"
+#include "reader/trace_claim.h"
 
 namespace cutrace::reader {
 namespace {
@@ -149,8 +150,14 @@ std::string Status::describe() const {
       return s;
     }
     case TraceState::kIncomplete:
+      if (!in_progress_by.empty())
+        return "in progress: " + in_progress_by + " is still writing it; " + ev + " in " + ch + " so far are shown" +
+               earlier;
       return "incomplete: the recorder did not finish (killed or crashed); " + ev + " in " + ch + " are shown" + earlier;
     case TraceState::kTruncated:
+      if (!in_progress_by.empty())
+        return "in progress: " + in_progress_by + " is still writing it; " + ev + " in " + ch + " so far are shown" +
+               earlier;
       return "truncated at byte " + thousands(offset) + " after " + ch +
              ": the recorder did not finish writing chunk " + std::to_string(bad_chunk) + "; " + ev + " are shown" +
              earlier;
@@ -173,7 +180,11 @@ bool TraceReader::open(const std::string& path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     int e = errno;
-    if (e == ENOENT) error_ = path + ": no such file; check the path (traces end in .cutrace).";
+    std::string writer;
+    if (e == ENOENT && claim_is_held(path, &writer))
+      error_ = path + ": not there yet: " + writer + " is still writing it (its data so far is in " + path +
+               ".*.part); read it when that run has ended.";
+    else if (e == ENOENT) error_ = path + ": no such file; check the path (traces end in .cutrace).";
     else error_ = path + ": cannot open (" + std::strerror(e) + "); check its permissions.";
     return false;
   }
@@ -183,8 +194,18 @@ bool TraceReader::open(const std::string& path) {
     return false;
   }
   file_bytes_ = uint64_t(st.st_size);
+  // A partial file whose run still holds the claim is not cut off: it is still growing.
+  if (const std::string trace = trace_of_partial(path); !trace.empty()) {
+    std::string writer;
+    if (claim_is_held(trace, &writer)) status_.in_progress_by = writer;
+  }
   uint8_t buf[sizeof(format::FileHeader)] = {};
   size_t got = pread_full(fd_, buf, sizeof buf, 0);
+  if (got < sizeof buf && !status_.in_progress_by.empty()) {
+    error_ = path + ": in progress: " + status_.in_progress_by +
+             " is still writing it and has not written its first chunk yet; read it again later.";
+    return false;
+  }
   if (got == 0) {
     error_ = path + ": the file is empty; the recorder wrote nothing (was it killed before it started?).";
     return false;

@@ -204,6 +204,8 @@ struct Status {
   uint64_t first_damage_chunk = 0;
   uint64_t first_damage_offset = 0;
   std::string first_damage_reason;
+  // Set when the file is the partial file of a run still in progress: who is writing it.
+  std::string in_progress_by;
 
   // The whole trace was read: the end chunk, and no damaged chunk on the way.
   bool complete() const { return state == TraceState::kComplete && damaged_chunks == 0; }

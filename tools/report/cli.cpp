@@ -189,8 +189,8 @@ int warn_status(const reader::TraceReader& reader, const char* command) {
   if (s.complete() && !s.trailing_bytes) return kExitOk;
   std::string text = reader.path() + ": " + s.describe();
   if (reader.summary().empty()) text += "; drop counts are unknown because the trace has no end summary";
-  if (s.damaged_chunks || s.state == reader::TraceState::kCorrupt)
-    text += "; the file was damaged after it was written: a copy made before would read whole";
+  if (!s.in_progress_by.empty())
+    text += "; read the finished trace when that run has ended";
   else if (!s.complete())
     text += "; record again for a whole trace";
   std::fprintf(stderr, "cutrace %s: warning: %s.\n", command, text.c_str());

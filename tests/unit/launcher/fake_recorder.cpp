@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "reader/trace_claim.h"
 #include "recorder/trace_writer.h"
 #include "session/session.h"
 
@@ -61,8 +62,8 @@ std::string link_of(const char* path) {
 int main(int argc, char** argv) {
   const char* mode_env = std::getenv("FAKE_RECORDER_MODE");
   const std::string mode = mode_env ? mode_env : "";
-  std::string session_name, output;
-  int ready_fd = -1;
+  std::string session_name, output, part;
+  int ready_fd = -1, claim_fd = -1;
   bool force = false;
   cutrace::trace::KeyValues meta;
   for (int i = 1; i < argc; ++i) {
@@ -78,8 +79,12 @@ int main(int argc, char** argv) {
       session_name = next();
     else if (a == "--output")
       output = next();
+    else if (a == "--part")
+      part = next();
     else if (a == "--ready-fd")
       ready_fd = std::atoi(next().c_str());
+    else if (a == "--claim-fd")
+      claim_fd = std::atoi(next().c_str());
     else if (a == "--force")
       force = true;
     else if (a == "--meta") {
@@ -93,7 +98,11 @@ int main(int argc, char** argv) {
   }
 
   std::string log = "session=" + session_name + "\noutput=" + output + "\nforce=" + (force ? "1" : "0") +
-                    "\nready_fd=" + std::to_string(ready_fd) + "\n";
+                    "\nready_fd=" + std::to_string(ready_fd) + "\npart=" + part +
+                    "\nclaim_fd=" + std::to_string(claim_fd) + "\n";
+  // Asked from a descriptor of its own, as another run would ask: the launcher's claim must be alive
+  // in this process too.
+  log += std::string("claim_held=") + (cutrace::reader::claim_is_held(output) ? "1" : "0") + "\n";
   for (const auto& [k, v] : meta) log += "meta " + k + "=" + v + "\n";
   const char* preload = std::getenv("LD_PRELOAD");
   log += std::string("ld_preload=") + (preload ? preload : "(unset)") + "\n";
@@ -131,12 +140,7 @@ int main(int argc, char** argv) {
   signal(SIGHUP, SIG_IGN);
   signal(SIGTERM, mode == "stubborn" ? SIG_IGN : on_term);
 
-  const std::string part = output + ".part";
-  struct stat st;
-  if (!force && stat(part.c_str(), &st) == 0) {
-    std::fprintf(stderr, "fake recorder: %s exists\n", part.c_str());
-    return 1;
-  }
+  if (part.empty()) part = output + ".part";
   cutrace::trace::TraceWriter writer;
   if (!writer.open(part) || !writer.write_metadata(meta) || !writer.write_api_table(nullptr, 0) ||
       !writer.flush_events()) {

@@ -271,6 +271,40 @@ TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
   EXPECT_EQ(p.options.command, (std::vector<std::string>{"app", "-s", "cpu"}));
 }
 
+// A published command line is ported in one run: every option cutrace cannot take is named at once,
+// each with its remedy, and their values are not mistaken for the command.
+TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
+  expect_refused({"-s", "cpu", "--capture-range=cudaProfilerApi", "-t", "cuda,nvtx", "--bogus", "--cudabacktrace",
+                  "all", "python3", "train.py"},
+                 "cutrace profile: 5 options cannot be used: "
+                 "(1) option '-s' is not supported yet; remove it to profile without it, or pass -s none; "
+                 "(2) option '--capture-range' is not supported yet; remove it to profile without it, or pass "
+                 "--capture-range=none; "
+                 "(3) -t nvtx is not supported yet by cutrace; leave it out (cutrace traces cuda, cublas and cudnn); "
+                 "(4) unknown option '--bogus'; run `cutrace profile --help`; "
+                 "(5) option '--cudabacktrace' is not supported yet; remove it to profile without it, or pass "
+                 "--cudabacktrace=none.");
+  // Other mistakes are still reported alone and first.
+  expect_refused({"-s", "cpu", "-o"}, "cutrace profile: option '-o' needs a file name.");
+}
+
+// `-w maybe` names the option, not a command called maybe; a real command after a bare flag runs.
+TEST(LauncherOptions, MistypedBooleanValueNamesItsOption) {
+  expect_refused({"-w", "maybe", "app"}, "cutrace profile: option '-w' takes true or false, not 'maybe'.");
+  expect_refused({"--stats", "yes", "app"}, "cutrace profile: option '--stats' takes true or false, not 'yes'.");
+  Parsed p = parse({"-f", "true", "-w", "sh", "-c", "true"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_FALSE(p.options.show_output == false);
+  EXPECT_EQ(p.options.command, (std::vector<std::string>{"sh", "-c", "true"}));
+}
+
+TEST(LauncherOptions, WaitTakesNsysValues) {
+  EXPECT_TRUE(parse({"app"}).options.wait_all);  // nsys's default
+  EXPECT_FALSE(parse({"--wait", "primary", "app"}).options.wait_all);
+  EXPECT_TRUE(parse({"--wait=all", "app"}).options.wait_all);
+  expect_refused({"--wait", "some", "app"}, "cutrace profile: option '--wait' takes primary or all, not 'some'.");
+}
+
 TEST(LauncherOptions, UnknownOptions) {
   expect_refused({"--foo", "app"}, "cutrace profile: unknown option '--foo'; run `cutrace profile --help`.");
   expect_refused({"--foo=bar", "app"}, "cutrace profile: unknown option '--foo'; run `cutrace profile --help`.");

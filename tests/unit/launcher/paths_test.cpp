@@ -103,7 +103,7 @@ TEST(LauncherOutputName, MakeDirectories) {
   EXPECT_EQ(error, dir / "file" + " is not a directory");
 }
 
-TEST(LauncherOutputName, PrepareCreatesDirectoriesAndLeavesNoFile) {
+TEST(LauncherOutputName, PrepareCreatesDirectoriesClaimsTheNameAndMakesAPartialFile) {
   ScratchDir dir;
   setenv("CUTRACE_TEST_JOB", "12", 1);
   OutputTarget target;
@@ -111,12 +111,50 @@ TEST(LauncherOutputName, PrepareCreatesDirectoriesAndLeavesNoFile) {
   ASSERT_TRUE(prepare_output(dir / "out/job%q{CUTRACE_TEST_JOB}/rank%p", false, 555, &target, &error)) << error.message;
   unsetenv("CUTRACE_TEST_JOB");
   EXPECT_EQ(target.path, dir / "out/job12/rank555.cutrace");
-  EXPECT_EQ(target.part(), dir / "out/job12/rank555.cutrace.part");
+  EXPECT_EQ(target.part.rfind(dir / "out/job12/rank555.cutrace.", 0), 0u) << target.part;
+  EXPECT_TRUE(target.part.ends_with(".part")) << target.part;
+  EXPECT_EQ(read_file(target.part), "");
   EXPECT_EQ(target.created_dirs, (std::vector<std::string>{dir / "out", dir / "out/job12"}));
-  // The writability probe leaves nothing behind.
-  EXPECT_TRUE(list_dir(dir / "out/job12").empty());
-  discard_created_dirs(target);
+  EXPECT_TRUE(target.claim.held());
+  EXPECT_TRUE(reader::claim_is_held(target.path));
+  EXPECT_FALSE(exists(target.path));
+  // Two runs never share a partial file.
+  OutputTarget second;
+  ASSERT_TRUE(prepare_output(dir / "out/other", false, 1, &second, &error)) << error.message;
+  EXPECT_NE(second.part, target.part);
+  abandon_output(&second);
+  abandon_output(&target);
+  EXPECT_FALSE(reader::claim_is_held(target.path));
   EXPECT_FALSE(exists(dir / "out"));
+}
+
+TEST(LauncherOutputName, ClaimedNameIsRefusedEvenWithForce) {
+  ScratchDir dir;
+  OutputTarget first, second;
+  UsageError error;
+  ASSERT_TRUE(prepare_output(dir / "run", false, 1, &first, &error)) << error.message;
+  for (bool force : {false, true}) {
+    ASSERT_FALSE(prepare_output(dir / "run", force, 2, &second, &error));
+    EXPECT_EQ(error.exit_code, kExitSetupFailed);
+    EXPECT_NE(error.message.find(dir / "run.cutrace is being written by cutrace run " + std::to_string(getpid())),
+              std::string::npos)
+        << error.message;
+  }
+  // The default name goes past it.
+  char old_cwd[PATH_MAX];
+  ASSERT_NE(getcwd(old_cwd, sizeof old_cwd), nullptr);
+  ASSERT_EQ(chdir(dir.path().c_str()), 0);
+  OutputTarget report1, report2;
+  const bool ok1 = prepare_output("", false, 1, &report1, &error);
+  const bool ok2 = prepare_output("", false, 1, &report2, &error);
+  ASSERT_EQ(chdir(old_cwd), 0);
+  ASSERT_TRUE(ok1 && ok2) << error.message;
+  EXPECT_EQ(report1.path, dir / "report1.cutrace");
+  EXPECT_EQ(report2.path, dir / "report2.cutrace");
+  abandon_output(&report1);
+  abandon_output(&report2);
+  abandon_output(&first);
+  EXPECT_TRUE(list_dir(dir.path()).empty());
 }
 
 TEST(LauncherOutputName, RelativeNamesAndDirectories) {
@@ -128,10 +166,13 @@ TEST(LauncherOutputName, RelativeNamesAndDirectories) {
   UsageError error;
   const bool relative_ok = prepare_output("sub/../run", false, 1, &target, &error);
   const std::string relative_path = target.path;
+  abandon_output(&target);
   const bool default_ok = prepare_output("", false, 1, &target, &error);
   const std::string default_path = target.path;
+  abandon_output(&target);
   const bool dir_ok = prepare_output("traces/", false, 1, &target, &error);
   const std::string dir_path = target.path;
+  abandon_output(&target);
   ASSERT_EQ(chdir(old_cwd), 0);
 
   ASSERT_TRUE(relative_ok && default_ok && dir_ok) << error.message;
@@ -150,20 +191,22 @@ TEST(LauncherOutputName, ExistingTraceNeedsForce) {
   EXPECT_EQ(error.message, "cutrace profile: " + dir / "run.cutrace" +
                                " already exists; pass -f true to overwrite it or choose another name with -o.");
   EXPECT_EQ(read_file(dir / "run.cutrace"), "old");
+  EXPECT_FALSE(exists(dir / "run.cutrace.lock"));  // a refused run leaves no claim
 
   ASSERT_TRUE(prepare_output(dir / "run.cutrace", true, 1, &target, &error)) << error.message;
   EXPECT_EQ(read_file(dir / "run.cutrace"), "old");  // overwriting is the recorder's job, at the end
+  abandon_output(&target);
 }
 
-TEST(LauncherOutputName, LeftoverPartNeedsForce) {
+// The partial file of a run that was cut off holds that run's data: a new run writes its own.
+TEST(LauncherOutputName, LeftoverPartialFileIsLeftAlone) {
   ScratchDir dir;
   write_file(dir / "run.cutrace.part", "someone's");
   OutputTarget target;
   UsageError error;
-  ASSERT_FALSE(prepare_output(dir / "run", false, 1, &target, &error));
-  EXPECT_NE(error.message.find(dir / "run.cutrace.part exists"), std::string::npos) << error.message;
-  EXPECT_EQ(error.exit_code, kExitSetupFailed);
-  ASSERT_TRUE(prepare_output(dir / "run", true, 1, &target, &error)) << error.message;
+  ASSERT_TRUE(prepare_output(dir / "run", false, 1, &target, &error)) << error.message;
+  EXPECT_NE(target.part, dir / "run.cutrace.part");
+  abandon_output(&target);
   EXPECT_EQ(read_file(dir / "run.cutrace.part"), "someone's");
 }
 
@@ -182,7 +225,7 @@ TEST(LauncherOutputName, UnwritableDirectoryIsRefused) {
   UsageError error;
   ASSERT_FALSE(prepare_output("/proc/cutrace-launcher-test", false, 1, &target, &error));
   EXPECT_EQ(error.exit_code, kExitSetupFailed);
-  EXPECT_EQ(error.message.rfind("cutrace profile: cannot write /proc/cutrace-launcher-test.cutrace.part (", 0), 0)
+  EXPECT_EQ(error.message.rfind("cutrace profile: cannot write /proc/cutrace-launcher-test.cutrace.lock (", 0), 0)
       << error.message;
 
   ASSERT_FALSE(prepare_output("/proc/cutrace-launcher-test/sub/run", false, 1, &target, &error));
@@ -194,7 +237,7 @@ TEST(LauncherOutputName, FailureRemovesTheDirectoriesItMade) {
   ScratchDir dir;
   OutputTarget target;
   UsageError error;
-  // A file name the file system rejects fails only when the .part is created, after mkdir.
+  // A file name the file system rejects fails only when the claim is created, after mkdir.
   ASSERT_FALSE(prepare_output(dir / "new/deeper/" + std::string(300, 'x'), false, 1, &target, &error));
   EXPECT_NE(error.message.find("File name too long"), std::string::npos) << error.message;
   EXPECT_TRUE(list_dir(dir.path()).empty());

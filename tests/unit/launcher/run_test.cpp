@@ -11,12 +11,19 @@
 #include <vector>
 
 #include "launcher/outcome.h"
+#include "reader/trace_claim.h"
 #include "test_util.h"
 
 namespace cutrace::launcher {
 namespace {
 
 using namespace testing;
+
+std::string host_name() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
 
 class LauncherRun : public ::testing::Test {
  protected:
@@ -51,6 +58,14 @@ class LauncherRun : public ::testing::Test {
   std::string recorder_log() const { return read_file(dir_ / "recorder.log"); }
   bool recorder_ran() const { return exists(dir_ / "recorder.log"); }
 
+  // Neither a partial file nor a claim is left in the scratch directory (or `sub`).
+  void expect_no_partial_or_claim(const std::string& sub = "") const {
+    for (const std::string& name : list_dir(sub.empty() ? dir_.path() : dir_ / sub)) {
+      EXPECT_FALSE(name.ends_with(".part")) << name;
+      EXPECT_FALSE(name.ends_with(".lock")) << name;
+    }
+  }
+
   // The run left no shared memory behind.
   void expect_session_removed() {
     const std::string session = value_of(recorder_log(), "session");
@@ -71,7 +86,7 @@ TEST_F(LauncherRun, ExitCodeAndOutputOfTheProgramPassThrough) {
   EXPECT_EQ(lines[1].rfind("cutrace: 42 events, 1 process, 2 threads, 0 dropped -> " + dir_ / "run.cutrace (", 0), 0u)
       << lines[1];
   EXPECT_TRUE(exists(dir_ / "run.cutrace"));
-  EXPECT_FALSE(exists(dir_ / "run.cutrace.part"));
+  expect_no_partial_or_claim();
   EXPECT_EQ(value_of(recorder_log(), "finished_by"), "shutdown");
   expect_session_removed();
 }
@@ -119,10 +134,28 @@ TEST_F(LauncherRun, ShowOutputFalseKeepsTheProgramsOutputInFilesBesideTheTrace) 
 }
 
 TEST_F(LauncherRun, ShowOutputFalseDoesNotWaitForAProcessLeftHoldingTheOutput) {
-  // The background process keeps stdout open long after the program exited; the launcher copies what
-  // is there and finishes without it.
-  EXPECT_EQ(profile({"-w", "false", "-o", "run", "sh", "-c", "echo first; (sleep 3; echo late) & exit 0"}), 0);
+  // The background process keeps stdout open long after the program exited; with --wait primary the
+  // launcher copies what is there, finishes without it, and says that it was cut off.
+  EXPECT_EQ(profile({"--wait", "primary", "-w", "false", "-o", "run", "sh", "-c",
+                     "echo first; (sleep 3; echo late) & exit 0"}),
+            0);
   EXPECT_EQ(read_file(dir_ / "run.stdout"), "first\n");
+  EXPECT_NE(err().find(" the command started were still running when it exited and recording stopped (--wait "
+                       "primary): calls made after that are not in the trace; --wait all waits for them.\n"),
+            std::string::npos)
+      << err();
+}
+
+// nsys's default, --wait all: recording goes on until the processes the command left running, also
+// orphaned ones, have exited.
+TEST_F(LauncherRun, WaitAllIsTheDefaultAndCoversOrphans) {
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(profile({"-w", "false", "-o", "run", "sh", "-c", "echo first; (sleep 0.5; echo late) & exit 7"}), 7);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(500));
+  EXPECT_EQ(read_file(dir_ / "run.stdout"), "first\nlate\n");
+  EXPECT_EQ(err().find("warning"), std::string::npos) << err();
+  EXPECT_EQ(profile({"--wait", "all", "-o", "run2", "sh", "-c", "(sleep 0.2; touch late) & exit 0"}), 0);
+  EXPECT_TRUE(exists(dir_ / "late"));
 }
 
 TEST_F(LauncherRun, CommandNotFoundStartsNothing) {
@@ -155,9 +188,62 @@ TEST_F(LauncherRun, ForceOverwrites) {
   EXPECT_EQ(value_of(recorder_log(), "force"), "1");
 }
 
+// The recorder writes its own partial file and holds the claim with the launcher.
+TEST_F(LauncherRun, RecorderGetsAPartialFileOfItsOwnAndTheClaim) {
+  EXPECT_EQ(profile({"-o", "run", "true"}), 0);
+  const std::string log = recorder_log();
+  const std::string part = value_of(log, "part");
+  EXPECT_EQ(part.rfind(dir_ / "run.cutrace.", 0), 0u) << log;
+  EXPECT_TRUE(part.ends_with(".part")) << log;
+  EXPECT_EQ(part.size(), (dir_ / "run.cutrace.XXXXXX.part").size()) << log;
+  EXPECT_EQ(value_of(log, "claim_fd"), "4");
+  EXPECT_EQ(value_of(log, "claim_held"), "1");
+  EXPECT_TRUE(exists(dir_ / "run.cutrace"));
+  expect_no_partial_or_claim();
+}
+
+// Another live run holds the name: refused before the program starts, with or without -f, and the
+// holder's files are untouched.
+TEST_F(LauncherRun, NameAnotherRunIsWritingIsRefusedBeforeAnythingStarts) {
+  reader::TraceClaim other;
+  ASSERT_EQ(other.acquire(dir_ / "run.cutrace"), reader::TraceClaim::Result::kClaimed) << other.error();
+  for (const char* force : {"false", "true"}) {
+    EXPECT_EQ(profile({"-f", force, "-o", "run", "sh", "-c", "touch ran"}), 1);
+    EXPECT_EQ(err(), "cutrace profile: " + dir_ / "run.cutrace" + " is being written by cutrace run " +
+                         std::to_string(getpid()) + " on host " + host_name() +
+                         "; wait for that run to end, or give each run its own name with -o (for example -o "
+                         "run%p, or -o rank%q{SLURM_PROCID}).\n");
+    EXPECT_FALSE(exists(dir_ / "ran"));
+    EXPECT_FALSE(recorder_ran());
+  }
+  EXPECT_TRUE(exists(dir_ / "run.cutrace.lock"));
+  other.release();
+  EXPECT_EQ(profile({"-o", "run", "sh", "-c", "touch ran"}), 0);
+  EXPECT_TRUE(exists(dir_ / "ran"));
+  expect_no_partial_or_claim();
+}
+
+// The default name skips a number another run has claimed but not yet written.
+TEST_F(LauncherRun, DefaultNameSkipsClaimedNumbers) {
+  reader::TraceClaim other;
+  ASSERT_EQ(other.acquire(dir_ / "report1.cutrace"), reader::TraceClaim::Result::kClaimed) << other.error();
+  EXPECT_EQ(profile({"true"}), 0);
+  EXPECT_EQ(value_of(recorder_log(), "output"), dir_ / "report2.cutrace");
+  EXPECT_TRUE(exists(dir_ / "report2.cutrace"));
+  EXPECT_FALSE(exists(dir_ / "report1.cutrace"));
+}
+
+// A lock file whose run is gone (killed with SIGKILL) claims nothing.
+TEST_F(LauncherRun, LockFileOfAFinishedRunIsNoClaim) {
+  write_file(dir_ / "run.cutrace.lock", "cutrace run 1 on host gone\n");
+  EXPECT_EQ(profile({"-o", "run", "true"}), 0);
+  EXPECT_TRUE(exists(dir_ / "run.cutrace"));
+  expect_no_partial_or_claim();
+}
+
 TEST_F(LauncherRun, UnwritableDirectoryStartsNothing) {
   EXPECT_EQ(profile({"-o", "/proc/cutrace-launcher-test", "sh", "-c", "touch ran"}), 1);
-  EXPECT_EQ(err().rfind("cutrace profile: cannot write /proc/cutrace-launcher-test.cutrace.part (", 0), 0u) << err();
+  EXPECT_EQ(err().rfind("cutrace profile: cannot write /proc/cutrace-launcher-test.cutrace.lock (", 0), 0u) << err();
   EXPECT_FALSE(exists(dir_ / "ran"));
   EXPECT_FALSE(recorder_ran());
 }
@@ -231,7 +317,7 @@ TEST_F(LauncherRun, RecorderContract) {
   EXPECT_EQ(value_of(log, "meta cwd"), dir_.path());
   EXPECT_FALSE(value_of(log, "meta host").empty());
   EXPECT_EQ(value_of(log, "own_group"), "1");
-  EXPECT_EQ(value_of(log, "fds"), "0,1,2,3");  // nothing of the launcher's but the ready pipe
+  EXPECT_EQ(value_of(log, "fds"), "0,1,2,3,4");  // nothing of the launcher's but the ready pipe and the claim
   EXPECT_EQ(value_of(log, "stdin"), "/dev/null");
   EXPECT_EQ(value_of(log, "stdout"), "/dev/null");
 }
@@ -290,7 +376,7 @@ TEST_F(LauncherRun, RecorderThatNeverGetsReadyTimesOut) {
   EXPECT_NE(err().find("did not become ready within 300 ms"), std::string::npos) << err();
   EXPECT_FALSE(exists(dir_ / "ran"));
   EXPECT_FALSE(exists(dir_ / "run.cutrace"));
-  EXPECT_FALSE(exists(dir_ / "run.cutrace.part"));
+  expect_no_partial_or_claim();
   expect_session_removed();
 }
 
@@ -302,7 +388,7 @@ TEST_F(LauncherRun, RecorderCrashLeavesTheProgramAloneAndTheTraceSalvaged) {
                        human_size(std::filesystem::file_size(dir_ / "run.cutrace")) +
                        ") holds what it wrote before.\n");
   EXPECT_TRUE(exists(dir_ / "run.cutrace"));
-  EXPECT_FALSE(exists(dir_ / "run.cutrace.part"));
+  expect_no_partial_or_claim();
   expect_session_removed();
 }
 
