@@ -33,6 +33,10 @@ def sim_env(**extra):
     env["LD_LIBRARY_PATH"] = str(SIM_LIB) + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env.pop("LD_PRELOAD", None)
     env.pop("CUTRACE_SESSION", None)
+    # Under scripts/test.sh --sanitizers the launcher is an ASan build; a test that preloads a tool of
+    # its own would otherwise have ASan refuse to start it (the runtime must come first).
+    # Uninstrumented programs ignore the variable.
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
