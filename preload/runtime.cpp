@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -251,7 +252,11 @@ bool prepare_thread(ThreadState& ts) {
     pthread_setspecific(g_thread_exit_key, reinterpret_cast<void*>(1));
     const bool first_in_process = !g_process_announced.exchange(true, std::memory_order_relaxed);
     abi::ThreadStartRecord start{};
-    start.header = {uint16_t(abi::RecordKind::kThreadStart), uint16_t(sizeof start), 0};
+    // Once per thread: nsys's cuda_api_trace shows it (T-Pri). errno is restored below.
+    errno = 0;
+    const int nice = getpriority(PRIO_PROCESS, 0);
+    const uint32_t priority = errno == 0 && nice >= -20 && nice <= 19 ? abi::kThreadPriorityKnown | uint32_t(20 + nice) : 0;
+    start.header = {uint16_t(abi::RecordKind::kThreadStart), uint16_t(sizeof start), priority};
     start.time = now();
     start.pid = ts.producer.header->pid;
     start.tid = ts.producer.header->tid;

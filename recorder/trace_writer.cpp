@@ -275,7 +275,7 @@ bool TraceWriter::open(const std::string& path, int compression_level) {
   header.format_version = format::kFormatVersion;
   header.header_bytes = sizeof header;
   header.created_realtime_ns = clock_ns(CLOCK_REALTIME);
-  header.created_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+  header.created_monotonic_ns = creation_monotonic_ns_.value_or(clock_ns(CLOCK_MONOTONIC));
   header.abi_version = abi::kAbiVersion;
   if (std::fwrite(&header, sizeof header, 1, file_) != 1 || std::fflush(file_) != 0) return fail_errno("write");
   bytes_written_.store(sizeof header, std::memory_order_relaxed);

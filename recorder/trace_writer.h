@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,9 @@ class TraceWriter {
   // Creates (truncates) `path` and writes the FileHeader. Every write below returns false and sets
   // error() to one sentence once the file cannot be written; later calls then do nothing.
   bool open(const std::string& path, int compression_level = 3);
+  // Synthetic traces (tests, benchmarks) choose the creation time the header records, so that their
+  // made-up event times lie after it; call before open().
+  void set_creation_monotonic_ns(uint64_t ns) { creation_monotonic_ns_ = ns; }
 
   bool write_metadata(const KeyValues& pairs);
   // The kNames chunk (names_chunk.h); written once, before finish().
@@ -84,6 +88,7 @@ class TraceWriter {
   bool fail_errno(const char* action);
   FILE* file_ = nullptr;
   std::string path_, error_;
+  std::optional<uint64_t> creation_monotonic_ns_;  // unset: CLOCK_MONOTONIC at open()
   int level_ = 3;
   uint64_t sequence_ = 0;
   std::atomic<uint64_t> bytes_written_{0};

@@ -166,8 +166,12 @@ inline constexpr uint32_t kMaxStringBytes = kMaxRecordBytes - sizeof(StringRecor
 inline constexpr uint32_t kThreadFlagForkedChild = 1;  // first ring of a child created by fork() without exec
 inline constexpr uint32_t kThreadFlagFirstInProcess = 2;
 
+// ThreadStartRecord's aux: the thread's scheduling priority as the kernel shows it for normal threads
+// (20 + nice, 0..39), read when the thread claims its ring, flagged as known; 0 = unknown.
+inline constexpr uint32_t kThreadPriorityKnown = 1u << 31;
+
 struct ThreadStartRecord {
-  RecordHeader header;  // kind = kThreadStart, aux = 0
+  RecordHeader header;  // kind = kThreadStart, aux = kThreadPriorityKnown | priority, or 0
   uint64_t time;        // ClockKind units in the ring
   uint32_t pid;
   uint32_t tid;

@@ -873,7 +873,7 @@ bool TraceReader::deliver_event(Event& ev) {
           c.depth = rec.depth;
           c.outer_domains = rec.outer_domains;
           c.flags = rec.flags;
-          c.correlation = rec.correlation;
+          c.correlation = rec.correlation ? rec.correlation : ++call_sequence_;
           c.arg_count = rec.arg_count;
           std::memcpy(c.args, r + sizeof(abi::ApiCallRecord), 8u * rec.arg_count);
           return true;
@@ -889,7 +889,10 @@ bool TraceReader::deliver_event(Event& ev) {
         case abi::RecordKind::kThreadStart: {
           auto rec = load<abi::ThreadStartRecord>(r);
           ev.kind = EventKind::kThreadStart;
-          ev.thread_start = {rec.time, rec.pid, rec.tid, rec.ppid, rec.flags};
+          const int32_t priority =
+              rec.header.aux & abi::kThreadPriorityKnown ? int32_t(rec.header.aux & 0xff) : -1;
+          ev.thread_start = {rec.time, rec.pid, rec.tid, rec.ppid, rec.flags, priority};
+          if (priority >= 0) block_thread_->priority = priority;
           return true;
         }
         case abi::RecordKind::kModuleMap: {

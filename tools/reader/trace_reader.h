@@ -113,6 +113,7 @@ struct Thread {
   uint64_t first_seen_ns = 0;
   uint32_t process = 0;  // index into TraceReader::processes()
   std::string name;      // kThreadName; empty when the trace has none
+  int32_t priority = -1;  // from its thread start record (20 + nice); -1 until known
   uint64_t records_read = 0;  // records of this thread delivered so far
   bool has_stats = false;     // stats below come from the kEnd chunk: false for an incomplete trace
   uint64_t records_written = 0;
@@ -149,6 +150,7 @@ struct StringEvent {
 struct ThreadStartEvent {
   uint64_t time_ns = 0;
   uint32_t pid = 0, tid = 0, ppid = 0, flags = 0;
+  int32_t priority = -1;  // 20 + nice when the thread started recording; -1 unknown
 };
 
 // A record of a kind this reader does not decode (backtraces, module maps, NVTX, GPU activity, ...).
@@ -295,6 +297,9 @@ class TraceReader {
   std::string path_, error_;
   int fd_ = -1;
   uint64_t file_bytes_ = 0;
+  // Calls without a CUPTI correlation id are numbered in file order, so every report names a call by
+  // the same CorrID.
+  uint32_t call_sequence_ = 0;
   uint64_t offset_ = 0;  // where the next chunk starts
   uint64_t next_sequence_ = 0;
   format::FileHeader header_{};

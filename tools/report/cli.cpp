@@ -56,6 +56,22 @@ int ArgCursor::take_common(const char* command, const std::string& hint, std::st
   return kNextArgument;
 }
 
+int ArgCursor::take_common(const char* command, const std::string& hint, std::vector<std::string>& trace_paths) {
+  const std::string_view a = current();
+  if (!options_done_ && a == "--") {
+    options_done_ = true;
+    advance();
+    return kNextArgument;
+  }
+  if (!options_done_ && a.size() > 1 && a[0] == '-') {
+    std::fprintf(stderr, "cutrace %s: unknown option '%s'; %s.\n", command, std::string(a).c_str(), hint.c_str());
+    return kExitUsage;
+  }
+  trace_paths.emplace_back(a);
+  advance();
+  return kNextArgument;
+}
+
 bool ArgCursor::bool_option(const char* short_name, const char* long_name, bool& value, bool& bad) {
   std::string_view a = current();
   const std::string_view long_view = long_name;

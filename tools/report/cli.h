@@ -38,6 +38,8 @@ class ArgCursor {
   // `command` and ending with `hint` (how to get help).
   static constexpr int kNextArgument = -1;
   int take_common(const char* command, const std::string& hint, std::string& trace_path);
+  // The same for a command that takes several traces: each positional argument is appended.
+  int take_common(const char* command, const std::string& hint, std::vector<std::string>& trace_paths);
   bool options_done() const { return options_done_; }
 
  private:

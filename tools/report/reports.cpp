@@ -108,9 +108,12 @@ class CudaApiTrace : public Report {
 
   Table table(TraceReader& reader) override {
     std::stable_sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) { return a.begin < b.begin; });
+    // As nsys: Start counts from the session's start, which is when the recorder created the file
+    // (the program is held until then, so no call starts before it).
+    const uint64_t origin = reader.file_header().created_monotonic_ns;
     Table t;
     t.title = "CUDA API Trace (cuda_api_trace)";
-    t.columns = {"Start (ns)", "Duration (ns)", "Name", "Result", "CorrID", "Pid", "Tid", "Thread Name"};
+    t.columns = {"Start (ns)", "Duration (ns)", "Name", "Result", "CorrID", "Pid", "Tid", "T-Pri", "Thread Name"};
     t.rows.reserve(rows_.size());
     for (const Row& r : rows_) {
       const reader::Thread* th = reader.thread(r.thread);
@@ -118,8 +121,10 @@ class CudaApiTrace : public Report {
                     : r.api->result_kind == format::ResultKind::kVoid    ? Cell::string("")
                     : r.api->result_kind == format::ResultKind::kPointer ? Cell::string(reader::hex(r.result), true)
                                                                          : Cell::integer(r.result);
-      t.rows.push_back({Cell::integer(r.begin), Cell::integer(r.duration), Cell::string(r.api->display_name), result,
-                        Cell::integer(r.correlation), Cell::integer(th->pid), Cell::integer(th->tid),
+      t.rows.push_back({Cell::integer(r.begin > origin ? r.begin - origin : 0), Cell::integer(r.duration),
+                        Cell::string(r.api->display_name), result, Cell::integer(r.correlation),
+                        Cell::integer(th->pid), Cell::integer(th->tid),
+                        th->priority >= 0 ? Cell::integer(uint64_t(th->priority)) : Cell::string("", true),
                         Cell::string(th->name)});
     }
     rows_.clear();
@@ -222,13 +227,23 @@ class ApiTrace : public Report {
 
 const std::vector<ReportInfo>& stats_reports() {
   static const std::vector<ReportInfo> kReports = {
-      {"cuda_api_sum", "CUDA API Summary: time, calls, average, median, min, max, stddev per API (default)"},
-      {"cuda_api_trace", "CUDA API Trace: every call by start time, with result, pid, tid and thread name"},
-      {"cublas_api_sum", "cuBLAS API Summary: cuda_api_sum's columns for cuBLAS and cuBLASLt calls"},
-      {"cudnn_api_sum", "cuDNN API Summary: cuda_api_sum's columns for cuDNN calls"},
-      {"api_trace", "every call of every domain, nested ones too, with depth, self time and decoded arguments"},
+      {"cuda_api_sum", "CUDA API Summary: time, calls, average, median, min, max, stddev per API (default)",
+       "CUDA trace data"},
+      {"cuda_api_trace", "CUDA API Trace: every call by start time, with result, pid, tid and thread name",
+       "CUDA trace data"},
+      {"cublas_api_sum", "cuBLAS API Summary: cuda_api_sum's columns for cuBLAS and cuBLASLt calls",
+       "cuBLAS trace data"},
+      {"cudnn_api_sum", "cuDNN API Summary: cuda_api_sum's columns for cuDNN calls", "cuDNN trace data"},
+      {"api_trace", "every call of every domain, nested ones too, with depth, self time and decoded arguments",
+       "API trace data"},
   };
   return kReports;
+}
+
+const ReportInfo* find_report(std::string_view name) {
+  for (const ReportInfo& r : stats_reports())
+    if (name == r.name) return &r;
+  return nullptr;
 }
 
 std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& options) {

@@ -14,7 +14,10 @@ namespace cutrace::report {
 struct ReportInfo {
   const char* name;         // as given to --report, nsys's spelling
   const char* description;  // one line for --help
+  const char* data;         // what a trace lacks when the report is empty: "SKIPPED: T does not contain ..."
 };
+// nullptr for a name stats_reports() does not list.
+const ReportInfo* find_report(std::string_view name);
 const std::vector<ReportInfo>& stats_reports();
 inline constexpr const char* kDefaultReport = "cuda_api_sum";
 

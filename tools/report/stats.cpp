@@ -1,4 +1,9 @@
-// `cutrace stats`: nsys-style summary tables over a trace.
+// `cutrace stats`: nsys-style summary tables over one or more traces, with `nsys stats`'s options:
+// several reports (-r, repeatable or comma-separated), paired in order with formats (-f) and outputs
+// (-o), the last of each repeating; -o - for standard output, -o . for the trace's own name, any other
+// -o a base name for <base>_<report>.<format> files.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -12,23 +17,38 @@
 namespace cutrace::report {
 namespace {
 
+// Every requested report of every trace came out empty: nothing to show, which a script should be able
+// to tell from a table.
+constexpr int kExitNoData = 4;
+
 void print_help() {
   std::printf(
-      "usage: cutrace stats [options] FILE.cutrace\n"
+      "usage: cutrace stats [options] FILE.cutrace [FILE.cutrace...]\n"
       "\n"
-      "Prints summary tables of a trace, with nsys's report names and columns.\n"
+      "Prints summary tables of traces, with nsys's report names, columns and options.\n"
       "\n"
       "options:\n"
-      "  -r, --report NAME[,NAME...]   reports to print (default: %s)\n"
-      "  -f, --format column|csv|json  output format (default: column)\n"
-      "  -o, --output FILE             write to FILE instead of standard output ('-' is standard output)\n"
-      "      --force-overwrite true    replace an existing output file\n"
+      "  -r, --report NAME[,NAME...]   reports to produce, in order (repeatable; default: %s)\n"
+      "  -f, --format FORMAT[,...]     column, table, csv, tsv or json, paired with the reports in order,\n"
+      "                                the last one repeating (default: column to standard output, csv\n"
+      "                                to files)\n"
+      "  -o, --output OUT[,...]        paired with the reports the same way: - is standard output\n"
+      "                                (default); . is the trace's name without .cutrace; anything else\n"
+      "                                is a base name: the report goes to BASE_REPORT.FORMAT\n"
+      "      --timeunit UNIT           nsec (default), usec, msec or sec for every (ns) column\n"
+      "      --force-overwrite true    replace existing output files\n"
       "      --show-internal true      also count the CUDA runtime's internal calls (kernel registration,\n"
       "                                __cudaPushCallConfiguration, ...), which are left out by default\n"
+      "  -q, --quiet                   do not name the files written\n"
       "  -h, --help                    show this help\n"
       "\n"
-      "exit status: 0; 3 when the trace is cut off or damaged (everything intact in it is still shown,\n"
-      "and a warning says what is missing); 1 or 2 when nothing could be shown.\n"
+      "A report with nothing to show prints \"SKIPPED: FILE does not contain ... data.\" on stderr instead of\n"
+      "an empty table. JSON on standard output is one array of {\"trace\", \"report\", \"rows\"} objects,\n"
+      "whatever the number of reports and traces; a JSON file holds one report's rows.\n"
+      "\n"
+      "exit status: 0; 3 when a trace is cut off or damaged (everything intact in it is still shown,\n"
+      "and a warning says what is missing); 4 when every report of every trace was SKIPPED; 1 when a\n"
+      "trace or an output could not be used; 2 for a mistake on the command line.\n"
       "\n"
       "reports:\n",
       kDefaultReport);
@@ -41,12 +61,168 @@ std::string report_names() {
   return out;
 }
 
+void split_into(const std::string& list, std::vector<std::string>& out) {
+  for (size_t start = 0; start <= list.size();) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    if (comma > start) out.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+}
+
+template <typename T>
+const T& paired(const std::vector<T>& list, size_t i) {
+  return list[std::min(i, list.size() - 1)];
+}
+
+std::string without_extension(const std::string& trace) {
+  const std::string ext = ".cutrace";
+  if (trace.size() > ext.size() && trace.compare(trace.size() - ext.size(), ext.size(), ext) == 0)
+    return trace.substr(0, trace.size() - ext.size());
+  return trace;
+}
+
+int usage_error(const std::string& sentence) {
+  std::fprintf(stderr, "cutrace stats: %s.\n", sentence.c_str());
+  return kExitUsage;
+}
+
+struct Request {
+  std::vector<std::string> reports, formats, outputs;
+  TimeUnit unit = TimeUnit::kNanoseconds;
+  bool overwrite = false, quiet = false;
+  ReportOptions options;
+};
+
+// The worst of two exit codes: a usage mistake, then a failure, then a partial trace, then no data.
+int worse(int a, int b) {
+  auto rank = [](int code) {
+    switch (code) {
+      case kExitUsage: return 4;
+      case kExitFailure: return 3;
+      case kExitPartialTrace: return 2;
+      case kExitNoData: return 1;
+      default: return 0;
+    }
+  };
+  return rank(a) >= rank(b) ? a : b;
+}
+
+// Standard output in JSON collects every table into one document, written once at the end.
+struct JsonDocument {
+  std::string text;
+  size_t items = 0;
+  void add(const std::string& trace, const std::string& report, const Table& table) {
+    text += items++ ? ",\n{\"trace\": " : "{\"trace\": ";
+    append_json_string(text, trace);
+    text += ", \"report\": ";
+    append_json_string(text, report);
+    text += ", \"rows\": ";
+    FILE* mem = nullptr;
+    char* buf = nullptr;
+    size_t len = 0;
+    mem = open_memstream(&buf, &len);
+    if (mem) {
+      write_table(mem, table, TableFormat::kJson);
+      std::fclose(mem);
+      std::string rows(buf, len);
+      std::free(buf);
+      while (!rows.empty() && rows.back() == '\n') rows.pop_back();
+      text += rows;
+    } else {
+      text += "[]";
+    }
+    text += "}";
+  }
+};
+
+// Produces every requested report of one trace. Returns its exit code; `shown` counts the reports
+// that had something to show.
+int stats_of(const std::string& trace_path, const Request& req, JsonDocument& json, bool& stdout_used,
+             size_t& shown) {
+  std::vector<std::unique_ptr<Report>> reports;
+  for (const std::string& name : req.reports) reports.push_back(make_report(name, req.options));
+
+  reader::TraceReader trace;
+  if (!open_trace(trace, trace_path, "stats")) return kExitFailure;
+  reader::Event ev;
+  while (trace.next(ev))
+    for (auto& r : reports) r->add(trace, ev);
+  int exit_code = warn_status(trace, "stats");
+  print_trace_warnings(trace, "stats");
+
+  // Loss is never silent: on the console it heads the first table; elsewhere data stays pure data, so
+  // it goes to stderr.
+  const std::string loss = loss_sentence(loss_counts(trace));
+  bool loss_told = loss.empty();
+  auto tell_loss_on_stderr = [&] {
+    if (loss_told) return;
+    std::fprintf(stderr, "cutrace stats: warning: %s; the tables undercount.\n", loss.c_str());
+    loss_told = true;
+  };
+
+  size_t empty = 0;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const std::string& name = req.reports[i];
+    const std::string& output = paired(req.outputs, i);
+    const bool to_stdout = output == "-";
+    TableFormat format = TableFormat::kColumn;
+    if (!req.formats.empty()) parse_table_format(paired(req.formats, i), format);
+    else if (!to_stdout) format = TableFormat::kCsv;
+
+    Table table = reports[i]->table(trace);
+    if (table.rows.empty()) {
+      std::fprintf(stderr, "SKIPPED: %s does not contain %s.\n", trace_path.c_str(), find_report(name)->data);
+      ++empty;
+      continue;
+    }
+    convert_time_unit(table, req.unit);
+
+    if (to_stdout && format == TableFormat::kJson) {
+      tell_loss_on_stderr();
+      json.add(trace_path, name, table);
+      continue;
+    }
+    if (to_stdout) {
+      const bool console = format == TableFormat::kColumn || format == TableFormat::kTable;
+      if (stdout_used) std::fputc('\n', stdout);
+      if (console && !loss_told) {
+        std::printf("Note: %s; the tables undercount.\n\n", loss.c_str());
+        loss_told = true;
+      }
+      tell_loss_on_stderr();
+      write_table(stdout, table, format);
+      stdout_used = true;
+      continue;
+    }
+    tell_loss_on_stderr();
+    const std::string base = output == "." ? without_extension(trace_path) : output;
+    const std::string file = base + "_" + name + "." + table_format_name(format);
+    Output out;
+    std::string error;
+    if (!out.open(file, req.overwrite, "--force-overwrite true", error)) {
+      std::fprintf(stderr, "cutrace stats: %s\n", error.c_str());
+      exit_code = worse(exit_code, kExitFailure);
+      continue;
+    }
+    write_table(out.file(), table, format);
+    if (!out.commit(error)) {
+      std::fprintf(stderr, "cutrace stats: %s\n", error.c_str());
+      exit_code = worse(exit_code, kExitFailure);
+      continue;
+    }
+    if (!req.quiet) std::printf("Generated: %s\n", file.c_str());
+  }
+  shown += reports.size() - empty;
+  return exit_code;
+}
+
 }  // namespace
 
 int stats_main(int argc, char** argv) {
-  std::string reports_arg = kDefaultReport, format_arg = "column", output_arg, trace_path;
-  bool overwrite = false;
-  ReportOptions options;
+  Request req;
+  std::vector<std::string> traces;
+  std::string value;
   ArgCursor args(argc, argv);
   while (!args.done()) {
     std::string_view a = args.current();
@@ -55,102 +231,68 @@ int stats_main(int argc, char** argv) {
       print_help();
       return kExitOk;
     }
-    if (!args.options_done() && (args.value_option("-r", "--report", reports_arg, missing) ||
-                          args.value_option("-f", "--format", format_arg, missing) ||
-                          args.value_option("-o", "--output", output_arg, missing))) {
-      if (missing) {
-        std::fprintf(stderr, "cutrace stats: %s needs a value; see `cutrace stats --help`.\n", std::string(a).c_str());
-        return kExitUsage;
-      }
+    if (!args.options_done() && (a == "-q" || a == "--quiet")) {
+      req.quiet = true;
+      args.advance();
       continue;
     }
-    if (!args.options_done() && args.bool_option(nullptr, "--force-overwrite", overwrite, bad)) {
-      if (bad) {
-        std::fprintf(stderr, "cutrace stats: --force-overwrite takes true or false.\n");
-        return kExitUsage;
+    if (!args.options_done()) {
+      std::vector<std::string>* list = nullptr;
+      if (args.value_option("-r", "--report", value, missing)) list = &req.reports;
+      else if (args.value_option("-f", "--format", value, missing)) list = &req.formats;
+      else if (args.value_option("-o", "--output", value, missing)) list = &req.outputs;
+      else if (args.value_option(nullptr, "--timeunit", value, missing)) {
+        if (missing) return usage_error("--timeunit needs a value: nsec, usec, msec or sec");
+        if (!parse_time_unit(value, req.unit))
+          return usage_error("unknown --timeunit '" + value + "'; use nsec, usec, msec or sec");
+        continue;
       }
+      if (list) {
+        if (missing) return usage_error(std::string(a) + " needs a value; see `cutrace stats --help`");
+        const size_t before = list->size();
+        split_into(value, *list);
+        if (list->size() == before) return usage_error(std::string(a) + " names nothing; see `cutrace stats --help`");
+        continue;
+      }
+    }
+    if (!args.options_done() && args.bool_option(nullptr, "--force-overwrite", req.overwrite, bad)) {
+      if (bad) return usage_error("--force-overwrite takes true or false");
       continue;
     }
-    if (!args.options_done() && args.bool_option(nullptr, "--show-internal", options.show_internal, bad)) {
-      if (bad) {
-        std::fprintf(stderr, "cutrace stats: --show-internal takes true or false.\n");
-        return kExitUsage;
-      }
+    if (!args.options_done() && args.bool_option(nullptr, "--show-internal", req.options.show_internal, bad)) {
+      if (bad) return usage_error("--show-internal takes true or false");
       continue;
     }
-    if (const int exit_code = args.take_common("stats", "see `cutrace stats --help`", trace_path); exit_code != ArgCursor::kNextArgument)
+    if (const int exit_code = args.take_common("stats", "see `cutrace stats --help`", traces);
+        exit_code != ArgCursor::kNextArgument)
       return exit_code;
   }
-  if (trace_path.empty()) {
-    std::fprintf(stderr, "cutrace stats: no trace given; usage: cutrace stats [options] FILE.cutrace.\n");
-    return kExitUsage;
-  }
-  TableFormat format;
-  if (!parse_table_format(format_arg, format)) {
-    std::fprintf(stderr, "cutrace stats: unknown format '%s'; use column, csv or json.\n", format_arg.c_str());
-    return kExitUsage;
-  }
-  std::vector<std::unique_ptr<Report>> reports;
-  std::vector<std::string> names;
-  for (size_t start = 0; start <= reports_arg.size();) {
-    size_t comma = reports_arg.find(',', start);
-    if (comma == std::string::npos) comma = reports_arg.size();
-    std::string name = reports_arg.substr(start, comma - start);
-    start = comma + 1;
-    if (name.empty()) continue;
-    auto report = make_report(name, options);
-    if (!report) {
-      std::fprintf(stderr, "cutrace stats: unknown report '%s'; available reports: %s.\n", name.c_str(),
-                   report_names().c_str());
-      return kExitUsage;
-    }
-    reports.push_back(std::move(report));
-    names.push_back(name);
-  }
-  if (reports.empty()) {
-    std::fprintf(stderr, "cutrace stats: --report names no report; available reports: %s.\n", report_names().c_str());
-    return kExitUsage;
-  }
+  if (traces.empty()) return usage_error("no trace given; usage: cutrace stats [options] FILE.cutrace");
+  if (req.reports.empty()) req.reports.push_back(kDefaultReport);
+  if (req.outputs.empty()) req.outputs.push_back("-");
+  for (const std::string& name : req.reports)
+    if (!find_report(name)) return usage_error("unknown report '" + name + "'; available reports: " + report_names());
+  TableFormat unused;
+  for (const std::string& f : req.formats)
+    if (!parse_table_format(f, unused)) return usage_error("unknown format '" + f + "'; use column, table, csv, tsv or json");
+  if (traces.size() > 1)
+    for (const std::string& o : req.outputs)
+      if (o != "-" && o != ".")
+        return usage_error("-o " + o + " with several traces would write their reports to the same files; use -o . "
+                           "(each trace's own name) or -o -");
 
-  reader::TraceReader trace;
-  if (!open_trace(trace, trace_path, "stats")) return kExitFailure;
-  Output out;
-  std::string error;
-  if (!out.open(output_arg, overwrite, "--force-overwrite true", error)) {
-    std::fprintf(stderr, "cutrace stats: %s\n", error.c_str());
+  JsonDocument json;
+  bool stdout_used = false;
+  size_t shown = 0;
+  int exit_code = kExitOk;
+  for (const std::string& trace : traces) exit_code = worse(exit_code, stats_of(trace, req, json, stdout_used, shown));
+  if (json.items) std::printf("[\n%s\n]\n", json.text.c_str());
+  std::fflush(stdout);
+  if (std::ferror(stdout)) {
+    std::fprintf(stderr, "cutrace stats: cannot write to standard output.\n");
     return kExitFailure;
   }
-  reader::Event ev;
-  while (trace.next(ev))
-    for (auto& r : reports) r->add(trace, ev);
-  const int exit_code = warn_status(trace, "stats");
-  print_trace_warnings(trace, "stats");
-
-  // Loss is never silent: in column output it heads the report; csv and json stay pure data, so there
-  // it goes to stderr.
-  const std::string loss = loss_sentence(loss_counts(trace));
-  if (!loss.empty()) {
-    if (format == TableFormat::kColumn) std::fprintf(out.file(), "Note: %s; the tables undercount.\n\n", loss.c_str());
-    else std::fprintf(stderr, "cutrace stats: warning: %s; the tables undercount.\n", loss.c_str());
-  }
-  // Several json reports form one object keyed by report name, so the output stays one JSON document.
-  const bool json_object = format == TableFormat::kJson && reports.size() > 1;
-  if (json_object) std::fputs("{\n", out.file());
-  for (size_t i = 0; i < reports.size(); ++i) {
-    if (json_object) {
-      std::string key;
-      append_json_string(key, names[i]);
-      std::fprintf(out.file(), "%s%s: ", i ? ",\n" : "", key.c_str());
-    } else if (i) {
-      std::fputc('\n', out.file());
-    }
-    write_table(out.file(), reports[i]->table(trace), format);
-  }
-  if (json_object) std::fputs("}\n", out.file());
-  if (!out.commit(error)) {
-    std::fprintf(stderr, "cutrace stats: %s\n", error.c_str());
-    return kExitFailure;
-  }
+  if (shown == 0 && exit_code == kExitOk) return kExitNoData;
   return exit_code;
 }
 

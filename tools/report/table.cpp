@@ -8,19 +8,20 @@
 namespace cutrace::report {
 namespace {
 
-std::string plain_decimal(double v) {
-  if (!std::isfinite(v)) return "0.0";
+std::string plain_decimal(double v, int decimals) {
+  if (!std::isfinite(v)) v = 0;
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
 
 // "1234567.8" -> "1,234,567.8"
-std::string grouped_decimal(double v) {
-  std::string s = plain_decimal(v);
+std::string grouped_decimal(double v, int decimals) {
+  std::string s = plain_decimal(v, decimals);
   const bool negative = s[0] == '-';
   const size_t start = negative ? 1 : 0;
-  const size_t dot = s.find('.');
+  size_t dot = s.find('.');
+  if (dot == std::string::npos) dot = s.size();
   std::string digits = s.substr(start, dot - start);
   std::string out = negative ? "-" : "";
   for (size_t i = 0; i < digits.size(); ++i) {
@@ -40,7 +41,7 @@ std::string column_text(const Cell& c) {
     case Cell::Kind::kText: return c.text;
     case Cell::Kind::kInteger: return reader::thousands(c.u);
     case Cell::Kind::kSignedInteger: return grouped_signed(c.s);
-    case Cell::Kind::kDecimal: return grouped_decimal(c.d);
+    case Cell::Kind::kDecimal: return grouped_decimal(c.d, c.decimals);
   }
   return {};
 }
@@ -50,7 +51,7 @@ std::string raw_text(const Cell& c) {
     case Cell::Kind::kText: return c.text;
     case Cell::Kind::kInteger: return std::to_string(c.u);
     case Cell::Kind::kSignedInteger: return std::to_string(c.s);
-    case Cell::Kind::kDecimal: return plain_decimal(c.d);
+    case Cell::Kind::kDecimal: return plain_decimal(c.d, c.decimals);
   }
   return {};
 }
@@ -76,7 +77,14 @@ void write_line(FILE* out, std::string line) {
   std::fwrite(line.data(), 1, line.size(), out);
 }
 
-void write_column(FILE* out, const Table& t) {
+std::string tsv_field(std::string s) {
+  for (char& ch : s)
+    if (ch == '\t' || ch == '\n' || ch == '\r') ch = ' ';
+  return s;
+}
+
+// `bordered`: nsys's "table" format, columns between '|'.
+void write_column(FILE* out, const Table& t, bool bordered) {
   const size_t n = t.columns.size();
   std::vector<std::vector<std::string>> cells(t.rows.size());
   std::vector<size_t> w(n);
@@ -90,10 +98,11 @@ void write_column(FILE* out, const Table& t) {
   }
   std::fprintf(out, " ** %s:\n\n", t.title.c_str());
   std::string header, rule;
+  const char* sep = bordered ? "|" : "";
   for (size_t c = 0; c < n; ++c) {
     const size_t pad = w[c] - width(t.columns[c]);
-    header += ' ' + std::string(pad / 2, ' ') + t.columns[c] + std::string(pad - pad / 2, ' ') + ' ';
-    rule += ' ' + std::string(w[c], '-') + ' ';
+    header += (c ? sep : "") + (' ' + std::string(pad / 2, ' ') + t.columns[c] + std::string(pad - pad / 2, ' ') + ' ');
+    rule += (c && bordered ? "+" : "") + (bordered ? std::string(w[c] + 2, '-') : ' ' + std::string(w[c], '-') + ' ');
   }
   write_line(out, header);
   write_line(out, rule);
@@ -103,6 +112,7 @@ void write_column(FILE* out, const Table& t) {
       const std::string& s = cells[r][c];
       const size_t pad = w[c] - width(s);
       const bool right = c < t.rows[r].size() && t.rows[r][c].right;
+      if (c) line += sep;
       line += ' ';
       line += right ? std::string(pad, ' ') + s : s + std::string(pad, ' ');
       line += ' ';
@@ -118,6 +128,17 @@ void write_csv(FILE* out, const Table& t) {
   for (const auto& row : t.rows) {
     line.clear();
     for (size_t c = 0; c < row.size(); ++c) line += (c ? "," : "") + csv_field(raw_text(row[c]));
+    std::fprintf(out, "%s\n", line.c_str());
+  }
+}
+
+void write_tsv(FILE* out, const Table& t) {
+  std::string line;
+  for (size_t c = 0; c < t.columns.size(); ++c) line += (c ? "\t" : "") + tsv_field(t.columns[c]);
+  std::fprintf(out, "%s\n", line.c_str());
+  for (const auto& row : t.rows) {
+    line.clear();
+    for (size_t c = 0; c < row.size(); ++c) line += (c ? "\t" : "") + tsv_field(raw_text(row[c]));
     std::fprintf(out, "%s\n", line.c_str());
   }
 }
@@ -144,17 +165,59 @@ void write_json(FILE* out, const Table& t) {
 }  // namespace
 
 bool parse_table_format(std::string_view name, TableFormat& out) {
-  if (name == "column") out = TableFormat::kColumn;
-  else if (name == "csv") out = TableFormat::kCsv;
-  else if (name == "json") out = TableFormat::kJson;
+  for (TableFormat f : {TableFormat::kColumn, TableFormat::kTable, TableFormat::kCsv, TableFormat::kTsv, TableFormat::kJson})
+    if (name == table_format_name(f)) {
+      out = f;
+      return true;
+    }
+  return false;
+}
+
+const char* table_format_name(TableFormat format) {
+  switch (format) {
+    case TableFormat::kColumn: return "column";
+    case TableFormat::kTable: return "table";
+    case TableFormat::kCsv: return "csv";
+    case TableFormat::kTsv: return "tsv";
+    case TableFormat::kJson: return "json";
+  }
+  return "";
+}
+
+bool parse_time_unit(std::string_view name, TimeUnit& out) {
+  if (name == "nsec" || name == "nanoseconds") out = TimeUnit::kNanoseconds;
+  else if (name == "usec" || name == "microseconds") out = TimeUnit::kMicroseconds;
+  else if (name == "msec" || name == "milliseconds") out = TimeUnit::kMilliseconds;
+  else if (name == "sec" || name == "seconds") out = TimeUnit::kSeconds;
   else return false;
   return true;
 }
 
+void convert_time_unit(Table& table, TimeUnit unit) {
+  if (unit == TimeUnit::kNanoseconds) return;
+  const char* label = unit == TimeUnit::kMicroseconds ? "(us)" : unit == TimeUnit::kMilliseconds ? "(ms)" : "(s)";
+  const uint8_t digits = unit == TimeUnit::kMicroseconds ? 3 : unit == TimeUnit::kMilliseconds ? 6 : 9;
+  const double divisor = unit == TimeUnit::kMicroseconds ? 1e3 : unit == TimeUnit::kMilliseconds ? 1e6 : 1e9;
+  for (size_t c = 0; c < table.columns.size(); ++c) {
+    const size_t at = table.columns[c].find("(ns)");
+    if (at == std::string::npos) continue;
+    table.columns[c].replace(at, 4, label);
+    for (auto& row : table.rows) {
+      if (c >= row.size()) continue;
+      Cell& cell = row[c];
+      if (cell.kind == Cell::Kind::kInteger) cell = Cell::decimal(double(cell.u) / divisor, digits);
+      else if (cell.kind == Cell::Kind::kSignedInteger) cell = Cell::decimal(double(cell.s) / divisor, digits);
+      else if (cell.kind == Cell::Kind::kDecimal) cell = Cell::decimal(cell.d / divisor, uint8_t(digits + cell.decimals));
+    }
+  }
+}
+
 void write_table(FILE* out, const Table& table, TableFormat format) {
   switch (format) {
-    case TableFormat::kColumn: write_column(out, table); break;
+    case TableFormat::kColumn: write_column(out, table, false); break;
+    case TableFormat::kTable: write_column(out, table, true); break;
     case TableFormat::kCsv: write_csv(out, table); break;
+    case TableFormat::kTsv: write_tsv(out, table); break;
     case TableFormat::kJson: write_json(out, table); break;
   }
 }

@@ -148,8 +148,9 @@ def test_stats_formats_and_perfetto_export_are_well_formed(tmp_path):
     for heading in ("Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
                     "StdDev (ns)", "Name"):
         assert heading in column
-    rows = json.loads(run_tool("stats", "--format", "json", trace).stdout)
-    assert rows
+    doc = json.loads(run_tool("stats", "--format", "json", trace).stdout)
+    assert [(d["trace"], d["report"]) for d in doc] == [(str(trace), "cuda_api_sum")]
+    assert {r["Name"] for r in doc[0]["rows"]} >= {"cudaMalloc", "cudaMemcpy", "cudaLaunchKernel", "cudaFree"}
     out = tmp_path / "trace.json"
     run_tool("export", "--type", "perfetto", "-o", out, trace)
     # An existing export is not overwritten without being asked to.

@@ -191,6 +191,7 @@ SmallTrace write_small_trace(const std::string& path, bool finish) {
   const uint64_t t = kT0;
   SmallTrace st;
   trace::TraceWriter w;
+  w.set_creation_monotonic_ns(kT0);
   EXPECT_TRUE(w.open(path)) << w.error();
   EXPECT_TRUE(w.write_metadata({{"host", "node01"},
                                 {"command", "./app --n 3"},

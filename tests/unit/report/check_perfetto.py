@@ -56,8 +56,11 @@ def main():
     expect(abs(malloc["ts"] - (t0 + 1000 - origin) / 1000) < 0.0005, f"cudaMalloc ts {malloc['ts']}")
     expect(malloc["dur"] == 5.0, f"cudaMalloc dur {malloc['dur']}")
     expect(malloc["cat"] == "cuda_runtime", f"cudaMalloc cat {malloc['cat']}")
-    expect(malloc["args"] == {"size": 1048576, "devPtr": "0x7f0000000000", "result": 0, "result_name": "cudaSuccess"},
-           f"cudaMalloc args {malloc['args']}")
+    expect(malloc["args"] == {"size": 1048576, "devPtr": "0x7f0000000000", "result": 0, "result_name": "cudaSuccess",
+                              "correlation": malloc["args"].get("correlation")}, f"cudaMalloc args {malloc['args']}")
+    # Every call has its own CorrID, the one cutrace stats shows.
+    ids = [e["args"]["correlation"] for e in calls]
+    expect(len(ids) == len(set(ids)) and min(ids) > 0, f"correlation ids {ids}")
 
     memcpy = first("cudaMemcpy")
     expect(memcpy["args"]["kind"] == "cudaMemcpyHostToDevice", f"memcpy kind {memcpy['args']}")
@@ -83,7 +86,8 @@ def main():
            failed[0]["args"]["result_name"] == "cudaErrorMemoryAllocation", f"failed cudaMalloc {failed}")
 
     err = first("cudaGetErrorString")
-    expect(err["args"] == {"error": 35, "result": "0x7ffff000"}, f"cudaGetErrorString {err['args']}")
+    expect({k: v for k, v in err["args"].items() if k != "correlation"} == {"error": 35, "result": "0x7ffff000"},
+           f"cudaGetErrorString {err['args']}")
 
     nested = first("cuMemAlloc_v2", 4242)
     expect(nested["cat"] == "cuda_driver" and nested["args"].get("depth") == 1, f"nested driver call {nested}")

@@ -121,10 +121,13 @@ TEST_F(ReportTest, CudaApiSumCsvMatchesGolden) {
 }
 
 TEST_F(ReportTest, CudaApiSumJsonMatchesGoldenAndParses) {
-  const std::string out = temp_path("sum.json");
-  Result r = cli({"stats", "--format=json", "-o", out, trace_});
+  // -o is a base name, as in nsys: the report goes to BASE_cuda_api_sum.json.
+  const std::string base = temp_path("sum");
+  const std::string out = base + "_cuda_api_sum.json";
+  Result r = cli({"stats", "--format=json", "-o", base, trace_});
   ASSERT_EQ(r.exit, 0) << r.err;
-  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.out, "Generated: " + out + "\n");
+  EXPECT_EQ(cli({"stats", "-q", "--force-overwrite", "--format=json", "-o", base, trace_}).out, "");
   expect_golden("cuda_api_sum.json", slurp(out));
   const std::string check =
       "import json,sys; rows=json.load(open(sys.argv[1])); "
@@ -151,15 +154,69 @@ TEST_F(ReportTest, SeveralReportsReadTheTraceOnce) {
   ASSERT_EQ(both.exit, 0) << both.err;
   EXPECT_TRUE(contains(both.out, " ** CUDA API Summary (cuda_api_sum):"));
   EXPECT_TRUE(contains(both.out, " ** CUDA API Trace (cuda_api_trace):"));
-  // In json they form one document keyed by report name.
+  // JSON on standard output has one shape, however many reports and traces: a list of
+  // {trace, report, rows}.
   const std::string out = temp_path("both.json");
-  ASSERT_EQ(cli({"stats", "-r", "cuda_api_sum,cuda_api_trace", "-f", "json", "-o", out, trace_}).exit, 0);
+  Result json = cli({"stats", "-r", "cuda_api_sum,cuda_api_trace", "-f", "json", trace_});
+  ASSERT_EQ(json.exit, 0) << json.err;
+  std::ofstream(out) << json.out;
   const std::string check =
       "import json,sys; d=json.load(open(sys.argv[1])); "
-      "assert sorted(d)==['cuda_api_sum','cuda_api_trace'], d.keys(); "
-      "assert len(d['cuda_api_trace'])==int(sys.argv[2]); print('ok')";
+      "assert [x['report'] for x in d]==['cuda_api_sum','cuda_api_trace'], d; "
+      "assert len(d[1]['rows'])==int(sys.argv[2]); print('ok')";
   Result py = run({PYTHON3, "-c", check, out, std::to_string(expected_.counted_calls)});
   EXPECT_EQ(py.exit, 0) << py.out << py.err;
+}
+
+// `nsys stats` conventions: repeated -r, formats and outputs paired in order with the last repeating,
+// -o as a base name (and . for the trace's own), several traces, tsv and table, --timeunit.
+TEST_F(ReportTest, NsysStatsConventions) {
+  const std::string base = temp_path("conv");
+  Result r = cli({"stats", "-r", "cuda_api_sum", "-r", "cuda_api_trace", "-f", "csv,tsv", "-o", base, trace_});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out, "Generated: " + base + "_cuda_api_sum.csv\nGenerated: " + base + "_cuda_api_trace.tsv\n");
+  EXPECT_EQ(slurp(base + "_cuda_api_sum.csv"), cli({"stats", "-f", "csv", trace_}).out);
+  const std::string tsv = slurp(base + "_cuda_api_trace.tsv");
+  EXPECT_EQ(tsv.rfind("Start (ns)\tDuration (ns)\tName\tResult\tCorrID\tPid\tTid\tT-Pri\tThread Name\n", 0), 0u) << tsv;
+  EXPECT_EQ(count_lines(tsv), 1 + expected_.counted_calls);
+
+  // Several traces: -o . names each report after its trace; one fixed base name would collide.
+  const std::string one = temp_path("one.cutrace"), two = temp_path("two.cutrace");
+  std::ofstream(one, std::ios::binary) << slurp(trace_);
+  std::ofstream(two, std::ios::binary) << slurp(trace_);
+  r = cli({"stats", "-q", "-o", ".", one, two});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(slurp(one.substr(0, one.size() - 8) + "_cuda_api_sum.csv"), slurp(base + "_cuda_api_sum.csv"));
+  EXPECT_EQ(slurp(two.substr(0, two.size() - 8) + "_cuda_api_sum.csv"), slurp(base + "_cuda_api_sum.csv"));
+  r = cli({"stats", "-o", base, one, two});
+  EXPECT_EQ(r.exit, 2);
+  EXPECT_EQ(r.err, "cutrace stats: -o " + base +
+                       " with several traces would write their reports to the same files; use -o . (each trace's own "
+                       "name) or -o -.\n");
+  r = cli({"stats", "-f", "json", one, two});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  const std::string json_file = temp_path("two.json");
+  std::ofstream(json_file) << r.out;
+  Result py = run({PYTHON3, "-c",
+                   "import json,sys; d=json.load(open(sys.argv[1])); "
+                   "assert [x['trace'] for x in d]==sys.argv[2:], d; print('ok')",
+                   json_file, one, two});
+  EXPECT_EQ(py.out, "ok\n") << py.err;
+
+  // --timeunit: every (ns) column in the unit, with every nanosecond kept.
+  r = cli({"stats", "-f", "csv", "--timeunit", "usec", trace_});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Time (%),Total Time (us),Num Calls,Avg (us),Med (us),Min (us),Max (us),StdDev (us),Name\n"
+                        "38.4,18.000,3,6.0000,6.0000,4.000,8.000,2.0000,cudaMemcpy\n", 0),
+            0u)
+      << r.out;
+  EXPECT_EQ(cli({"stats", "--timeunit", "fortnights", trace_}).exit, 2);
+  // table: the column layout between bars.
+  r = cli({"stats", "-f", "table", trace_});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, " Time (%) | Total Time (ns) | ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "----------+-----------------+")) << r.out;
 }
 
 TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
@@ -170,7 +227,7 @@ TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
             "cublas_api_sum, cudnn_api_sum, api_trace.\n");
   r = cli({"stats", "--format", "xml", trace_});
   EXPECT_EQ(r.exit, 2);
-  EXPECT_EQ(r.err, "cutrace stats: unknown format 'xml'; use column, csv or json.\n");
+  EXPECT_EQ(r.err, "cutrace stats: unknown format 'xml'; use column, table, csv, tsv or json.\n");
   r = cli({"stats", "--frobnicate", trace_});
   EXPECT_EQ(r.exit, 2);
   EXPECT_EQ(r.err, "cutrace stats: unknown option '--frobnicate'; see `cutrace stats --help`.\n");
@@ -186,18 +243,21 @@ TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
 }
 
 TEST_F(ReportTest, OutputFilesAreNeverOverwrittenByAccident) {
-  const std::string out = temp_path("sum.txt");
-  ASSERT_EQ(cli({"stats", "-o", out, trace_}).exit, 0);
+  const std::string base = temp_path("sum");
+  const std::string out = base + "_cuda_api_sum.column";
+  ASSERT_EQ(cli({"stats", "-f", "column", "-o", base, trace_}).exit, 0);
   const std::string first = slurp(out);
   EXPECT_FALSE(first.empty());
-  Result again = cli({"stats", "-f", "csv", "-o", out, trace_});
+  Result again = cli({"stats", "-f", "column", "-o", base, trace_});
   EXPECT_EQ(again.exit, 1);
-  EXPECT_EQ(again.err, "cutrace stats: " + out +
-                           " already exists; pass --force-overwrite true to overwrite it or choose another name with "
-                           "-o.\n");
+  EXPECT_TRUE(contains(again.err, "cutrace stats: " + out +
+                                      " already exists; pass --force-overwrite true to overwrite it or choose another "
+                                      "name with -o.\n"))
+      << again.err;
   EXPECT_EQ(slurp(out), first);
-  ASSERT_EQ(cli({"stats", "-f", "csv", "-o", out, "--force-overwrite", "true", trace_}).exit, 0);
-  EXPECT_EQ(slurp(out).rfind("Time (%),", 0), 0u);
+  ASSERT_EQ(cli({"stats", "-f", "column", "-o", base, "--force-overwrite", "true", "-r", "cuda_api_sum", trace_}).exit,
+            0);
+  EXPECT_EQ(slurp(out), first);
 }
 
 TEST_F(ReportTest, InfoShowsProcessesThreadsTotalsAndMetadata) {
@@ -415,6 +475,7 @@ std::string write_nesting_trace() {
   const uint8_t dnn = uint8_t(abi::domain_bit(ApiDomain::kCudnn));
   const std::string path = temp_path("nesting.cutrace");
   trace::TraceWriter w;
+  w.set_creation_monotonic_ns(0);  // its calls start at 1000 ns
   EXPECT_TRUE(w.open(path)) << w.error();
   EXPECT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
   w.add_thread_def(thread_def(0, 100, 100));
@@ -484,15 +545,16 @@ TEST(NestedCalls, CudaApiSumCountsWhatNsysCounts) {
   Result api_trace = cli({"stats", "-r", "cuda_api_trace", "-f", "csv", trace});
   ASSERT_EQ(api_trace.exit, 0) << api_trace.err;
   EXPECT_EQ(api_trace.out,
-            "Start (ns),Duration (ns),Name,Result,CorrID,Pid,Tid,Thread Name\n"
-            "1000,1000,cudaMalloc,0,0,100,100,main\n"
-            "3000,500,cuMemAlloc_v2,0,0,100,100,main\n"
-            "5000,1000,cudaLaunchKernel,0,0,100,100,main\n"
-            "7000,400,cudaLaunchKernel,0,0,100,100,main\n"
-            "8200,100,cuLaunchKernel,0,0,100,100,main\n"
-            "10200,50,cuLaunchKernel,0,0,100,100,main\n"
-            "10600,100,cuLaunchKernel,0,0,100,100,main\n"
-            "12000,100,cuCtxSetLimit,1,0,100,100,main\n");
+            // CorrID numbers every call of the file in order, the nested ones not shown here too.
+            "Start (ns),Duration (ns),Name,Result,CorrID,Pid,Tid,T-Pri,Thread Name\n"
+            "1000,1000,cudaMalloc,0,2,100,100,,main\n"
+            "3000,500,cuMemAlloc_v2,0,3,100,100,,main\n"
+            "5000,1000,cudaLaunchKernel,0,6,100,100,,main\n"
+            "7000,400,cudaLaunchKernel,0,7,100,100,,main\n"
+            "8200,100,cuLaunchKernel,0,8,100,100,,main\n"
+            "10200,50,cuLaunchKernel,0,11,100,100,,main\n"
+            "10600,100,cuLaunchKernel,0,13,100,100,,main\n"
+            "12000,100,cuCtxSetLimit,1,15,100,100,,main\n");
 }
 
 TEST(NestedCalls, LibrarySumsCountTheOutermostCallOfTheirLibrary) {
@@ -508,13 +570,18 @@ TEST(NestedCalls, LibrarySumsCountTheOutermostCallOfTheirLibrary) {
   Result col = cli({"stats", "-r", "cublas_api_sum,cudnn_api_sum", trace});
   EXPECT_TRUE(contains(col.out, " ** cuBLAS API Summary (cublas_api_sum):")) << col.out;
   EXPECT_TRUE(contains(col.out, " ** cuDNN API Summary (cudnn_api_sum):")) << col.out;
-  // The small trace has one cuBLAS call and no cuDNN call: an empty table, not an error.
+  // The small trace has one cuBLAS call and no cuDNN call: SKIPPED, as nsys says it, and exit 4 when
+  // no report had anything to show.
   const std::string small = temp_path("small.cutrace");
   write_small_trace(small);
   EXPECT_EQ(sum_rows(cli({"stats", "-r", "cublas_api_sum", "-f", "csv", small}).out), "cublasSgemm_v2 1 10000\n");
   Result none = cli({"stats", "-r", "cudnn_api_sum", "-f", "csv", small});
-  EXPECT_EQ(none.exit, 0);
-  EXPECT_EQ(none.out, "Time (%),Total Time (ns),Num Calls,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n");
+  EXPECT_EQ(none.exit, 4);
+  EXPECT_EQ(none.out, "");
+  EXPECT_TRUE(contains(none.err, "SKIPPED: " + small + " does not contain cuDNN trace data.\n")) << none.err;
+  Result some = cli({"stats", "-r", "cudnn_api_sum,cublas_api_sum", "-f", "csv", small});
+  EXPECT_EQ(some.exit, 0);
+  EXPECT_EQ(sum_rows(some.out), "cublasSgemm_v2 1 10000\n");
 }
 
 TEST(NestedCalls, ApiTraceShowsDepthSelfTimeAndDecodedArguments) {
@@ -624,7 +691,8 @@ TEST(TraceWarnings, StatsExportAndInfoRepeatThem) {
   ASSERT_TRUE(w.finish({{"dropped", "0"}, {"warning.0", first}, {"warning.1", second}}, {{0, 0, 1, 0, 0}}));
   Result stats = cli({"stats", "-r", "cuda_api_sum,cublas_api_sum", path});
   EXPECT_EQ(stats.exit, 0);
-  EXPECT_EQ(stats.err, "cutrace stats: warning: " + first + ".\ncutrace stats: warning: " + second + ".\n");
+  EXPECT_EQ(stats.err, "cutrace stats: warning: " + first + ".\ncutrace stats: warning: " + second +
+                           ".\nSKIPPED: " + path + " does not contain cuBLAS trace data.\n");
   Result exported = cli({"export", "--type", "perfetto", "-o", temp_path("warned.json"), path});
   EXPECT_EQ(exported.exit, 0);
   EXPECT_TRUE(contains(exported.err, "cutrace export: warning: " + first + ".\n")) << exported.err;
