@@ -75,14 +75,25 @@ bool usable(const Object& o, const Dynamic& d, uint32_t index, const char* name)
 
 }  // namespace
 
+namespace {
+
+bool read_dynamic_at(const Object& o, const ElfW(Dyn)* dyn, Dynamic* d);
+
+}  // namespace
+
 bool read_dynamic(const Object& o, Dynamic* d) {
   *d = Dynamic{};
-  for (uint16_t i = 0; i < o.phnum; ++i) {
-    if (o.phdr[i].p_type == PT_DYNAMIC) {
-      d->dyn = reinterpret_cast<const ElfW(Dyn)*>(o.bias + o.phdr[i].p_vaddr);
-      break;
-    }
-  }
+  for (uint16_t i = 0; i < o.phnum; ++i)
+    if (o.phdr[i].p_type == PT_DYNAMIC)
+      return read_dynamic_at(o, reinterpret_cast<const ElfW(Dyn)*>(o.bias + o.phdr[i].p_vaddr), d);
+  return false;
+}
+
+namespace {
+
+bool read_dynamic_at(const Object& o, const ElfW(Dyn)* dyn, Dynamic* d) {
+  *d = Dynamic{};
+  d->dyn = dyn;
   if (!d->dyn) return false;
   ElfW(Addr) soname_offset = 0;
   bool has_soname = false;
@@ -108,6 +119,33 @@ bool read_dynamic(const Object& o, Dynamic* d) {
   if (!d->symtab || !d->strtab) return false;
   if (has_soname && soname_offset < d->strsz) d->soname = d->strtab + soname_offset;
   return true;
+}
+
+using IteratePhdr = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
+
+// libc's own definition, found through the loader's list of objects (_r_debug), which is plain memory:
+// no function that a sanitizer intercepts is called on the way.
+IteratePhdr libc_dl_iterate_phdr() {
+  static IteratePhdr cached = nullptr;
+  if (IteratePhdr p = __atomic_load_n(&cached, __ATOMIC_ACQUIRE)) return p;
+  IteratePhdr found = nullptr;
+  for (const link_map* m = _r_debug.r_map; m && !found; m = m->l_next) {
+    Object o;
+    o.bias = m->l_addr;
+    o.name = m->l_name ? m->l_name : "";
+    Dynamic d;
+    if (!m->l_ld || !read_dynamic_at(o, m->l_ld, &d) || !d.soname || !same_prefix(d.soname, "libc.so.", 8)) continue;
+    found = reinterpret_cast<IteratePhdr>(find_symbol(o, d, "dl_iterate_phdr"));
+  }
+  if (!found) found = &dl_iterate_phdr;
+  __atomic_store_n(&cached, found, __ATOMIC_RELEASE);
+  return found;
+}
+
+}  // namespace
+
+int iterate_phdr(int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
+  return libc_dl_iterate_phdr()(callback, data);
 }
 
 void* find_symbol(const Object& o, const Dynamic& d, const char* name) {
@@ -157,7 +195,7 @@ void load_counts(uint64_t* adds, uint64_t* subs) {
   struct Counts {
     uint64_t adds = 0, subs = 0;
   } counts;
-  dl_iterate_phdr(
+  iterate_phdr(
       [](dl_phdr_info* info, size_t size, void* data) -> int {
         auto* c = static_cast<Counts*>(data);
         // The counters exist since glibc 2.4; `size` says whether this loader filled them in.

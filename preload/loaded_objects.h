@@ -53,6 +53,11 @@ void* find_symbol(const Object& o, const Dynamic& d, const char* name);
 // Whether `address` lies in one of `o`'s loaded segments.
 bool contains(const Object& o, uintptr_t address);
 
+// glibc's dl_iterate_phdr, called directly: a sanitizer runtime (TSan) intercepts the name, and its
+// interceptor crashes when it runs before the runtime has initialised, which is exactly when the
+// runtime calls the shim's dlsym to find the functions it intercepts.
+int iterate_phdr(int (*callback)(dl_phdr_info*, size_t, void*), void* data);
+
 // Calls `visit(const Object&)` for every loaded object in the loader's order until it returns true.
 // Returns whether a visit returned true. Takes the loader's list lock for the walk: do not load or
 // unload objects from `visit`.
@@ -62,7 +67,7 @@ bool for_each_object(Visit&& visit) {
     Visit* visit;
     uint32_t index;
   } context{&visit, 0};
-  return dl_iterate_phdr(
+  return iterate_phdr(
              [](dl_phdr_info* info, size_t, void* data) -> int {
                auto* c = static_cast<Context*>(data);
                Object o;

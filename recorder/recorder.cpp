@@ -159,6 +159,7 @@ void Recorder::final_drain() {
   for (uint32_t i = 0; i < slot_count_; ++i)
     if (slots_[i].tracked) capture_counters(slots_[i], slot_at(i));
   final_lost_no_slot_ = session_->lost_no_slot.load(std::memory_order_relaxed);
+  processes_cut_off_ = session_->processes_cut_off.load(std::memory_order_acquire);
   finished_ = true;
 }
 
@@ -418,6 +419,11 @@ std::vector<std::string> Recorder::warnings() const {
   // function of, is silent by design.
   const uint32_t watched = trace_domains_ & table_domains_;
   std::vector<std::string> out;
+  if (processes_cut_off_)
+    out.push_back(std::to_string(processes_cut_off_) + (processes_cut_off_ == 1 ? " process" : " processes") +
+                  " the command started " + (processes_cut_off_ == 1 ? "was" : "were") +
+                  " still running when it exited and recording stopped (--wait primary): calls made after that are "
+                  "not in the trace; --wait all waits for them");
   if (!(watched & cuda_any)) return out;
   bool any_cuda = false;
   for (const ProcessKernels& p : kernels_) {

@@ -210,6 +210,7 @@ class Recorder {
   const std::atomic<uint32_t>* wake_word_ = nullptr;
   uint32_t slots_in_use_ = 0;  // claimed (or being claimed) in the last poll() pass
   uint64_t final_lost_no_slot_ = 0;
+  uint32_t processes_cut_off_ = 0;  // SessionHeader::processes_cut_off at the final drain
 };
 
 }  // namespace cutrace::recorder

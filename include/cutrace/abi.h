@@ -281,7 +281,10 @@ struct alignas(64) SessionHeader {
   // of its nap, bumps the word and wakes it (wake_recorder): a thread that claimed a ring, the
   // launcher asking for shutdown. So a recorder with no ring in use can nap long.
   std::atomic<uint32_t> recorder_wake;
-  uint8_t shared_pad[24];
+  // Set by the launcher before shutdown_requested with --wait primary: processes the command started
+  // that were still running, whose later calls the trace cannot have.
+  std::atomic<uint32_t> processes_cut_off;
+  uint8_t shared_pad[20];
 };
 static_assert(sizeof(SessionHeader) == 192);
 static_assert(offsetof(SessionHeader, capture_domains) == 64);

@@ -277,6 +277,8 @@ int run(const ProfileOptions& options) {
     else
       cut_off = live_descendants(recorder.pid()).size();
   }
+  // The recorder states it as a warning in the trace, which the summary below repeats.
+  session.header()->processes_cut_off.store(uint32_t(cut_off), std::memory_order_release);
 
   session::request_shutdown(session.header());
   const RecorderFinish finish = recorder.finish(stop_timeout, std::min(stop_timeout, kMaxKillGrace));
@@ -288,11 +290,7 @@ int run(const ProfileOptions& options) {
   const std::string output_files =
       options.show_output ? "" : "; program output -> " + relay.stdout_path() + ", " + relay.stderr_path();
   const bool have_trace = report_trace(finish, output, stop_timeout, output_files);
-  if (cut_off)
-    warn(std::to_string(cut_off) + (cut_off == 1 ? " process" : " processes") +
-         " the command started " + (cut_off == 1 ? "was" : "were") +
-         " still running when it exited and recording stopped (--wait primary): calls made after that are not "
-         "in the trace; --wait all waits for them");
+
   // The trace is in place (or reported missing): the name is free for the next run.
   output.claim.release();
   if (options.stats && have_trace) print_stats(output.path);

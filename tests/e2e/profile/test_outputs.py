@@ -91,3 +91,6 @@ def test_wait_primary_stops_with_the_command_and_says_what_was_cut_off(tmp_path)
                      r"exited and recording stopped \(--wait primary\): calls made after that are not in the trace; "
                      r"--wait all waits for them\.\n", proc.stderr), proc.stderr
     assert "cudaGetDevice" not in api_sum(trace)
+    # The trace keeps the warning: the tools repeat it.
+    shown = run_tool("info", trace)
+    assert "still running when it exited and recording stopped (--wait primary)" in shown.stdout + shown.stderr

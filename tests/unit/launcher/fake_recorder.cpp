@@ -196,6 +196,11 @@ int main(int argc, char** argv) {
     std::perror("fake recorder: rename");
     return 1;
   }
+  // The real recorder words this count as a warning; here it is passed on as a number to check.
+  if (const uint32_t cut_off = session.header()->processes_cut_off.load()) {
+    const std::string warning = "warning processes_cut_off=" + std::to_string(cut_off) + "\n";
+    if (write(ready_fd, warning.data(), warning.size()) != ssize_t(warning.size())) return 1;
+  }
   if (mode == "warn") {
     const std::string warning =
         "warning process 4242 (./gemm): libcublas.so.13 was loaded but none of its calls was recorded\n";
