@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <unordered_map>
 
 #include "reader/decode.h"
+#include "report/spill.h"
 
 namespace cutrace::report {
 namespace {
@@ -15,9 +17,9 @@ using reader::Event;
 using reader::EventKind;
 using reader::TraceReader;
 
-// cuda_api_sum (and the cuBLAS and cuDNN sums) keep every duration of every API so the median is
-// exact, as nsys's is: 8 bytes per counted call. Everything else in the reader stays bounded; a trace of
-// a billion calls needs 8 GB here.
+// cuda_api_sum (and the cuBLAS and cuDNN sums): per display name, as nsys groups by name
+// (__cudaLaunchKernel and __cudaLaunchKernel_ptsz are both the one cudaLaunchKernel users wrote).
+// Count, total, min, max and the deviation are kept as running values; the median is exact (above).
 class ApiSum : public Report {
  public:
   ApiSum(const char* title, CallFamily family, const ReportOptions& options)
@@ -25,129 +27,160 @@ class ApiSum : public Report {
 
   void add(TraceReader&, const Event& ev) override {
     if (ev.kind != EventKind::kApiCall || !is_counted_call(ev.call, family_, options_.show_internal)) return;
-    durations_[ev.call.api].push_back(ev.call.duration_ns());
+    Row& r = row_of(ev.call);
+    const uint64_t d = ev.call.duration_ns();
+    if (r.count == 0 || d < r.min) r.min = d;
+    if (d > r.max) r.max = d;
+    ++r.count;
+    r.total += d;
+    // Welford's running mean and sum of squared deviations.
+    const long double delta = (long double)d - r.mean;
+    r.mean += delta / (long double)r.count;
+    r.m2 += delta * ((long double)d - r.mean);
+    r.durations.add(d);
+    // Half the budget: the vectors holding them may have up to twice the room they use.
+    if (++held_ >= kSpillBudgetBytes / sizeof(uint64_t) / 2) {
+      for (Row& each : rows_) ok_ = each.durations.spill() && ok_;
+      held_ = 0;
+    }
   }
 
-  Table table(TraceReader&) override {
-    struct Row {
-      const std::string* name;
-      uint64_t total = 0, count = 0, min = 0, max = 0;
-      double avg = 0, median = 0, stddev = 0;
-    };
-    // Rows are by display name, as nsys groups by name: __cudaLaunchKernel and __cudaLaunchKernel_ptsz
-    // are both the one cudaLaunchKernel users wrote.
-    std::unordered_map<std::string_view, std::vector<uint64_t>> by_name;
-    std::unordered_map<std::string_view, const std::string*> names;
-    for (auto& [api, d] : durations_) {
-      auto& v = by_name[api->display_name];
-      if (v.empty()) v = std::move(d);
-      else v.insert(v.end(), d.begin(), d.end());
-      names[api->display_name] = &api->display_name;
-    }
-    durations_.clear();
-    std::vector<Row> rows;
-    uint64_t grand_total = 0;
-    for (auto& [name, d] : by_name) {
-      std::sort(d.begin(), d.end());
-      Row r;
-      r.name = names[name];
-      r.count = d.size();
-      long double sum = 0;
-      for (uint64_t x : d) {
-        r.total += x;
-        sum += x;
-      }
-      r.min = d.front();
-      r.max = d.back();
-      const long double mean = sum / d.size();
-      r.avg = double(mean);
-      const size_t mid = d.size() / 2;
-      r.median = d.size() % 2 ? double(d[mid]) : (double(d[mid - 1]) + double(d[mid])) / 2;
-      if (d.size() > 1) {
-        long double sq = 0;
-        for (uint64_t x : d) sq += (x - mean) * (x - mean);
-        r.stddev = double(std::sqrt(sq / (d.size() - 1)));  // sample deviation, as nsys
-      }
-      grand_total += r.total;
-      rows.push_back(r);
-    }
-    std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-      return a.total != b.total ? a.total > b.total : *a.name < *b.name;
-    });
-    Table t;
-    t.title = title_;
-    t.columns = {"Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)",   "Med (ns)",
-                 "Min (ns)", "Max (ns)",        "StdDev (ns)", "Name"};
-    for (const Row& r : rows) {
-      const double pct = grand_total ? 100.0 * double(r.total) / double(grand_total) : 0.0;
-      t.rows.push_back({Cell::decimal(pct), Cell::integer(r.total), Cell::integer(r.count), Cell::decimal(r.avg),
-                        Cell::decimal(r.median), Cell::integer(r.min), Cell::integer(r.max), Cell::decimal(r.stddev),
-                        Cell::string(*r.name)});
-    }
-    return t;
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader&, TableSink& sink) override {
+    if (!table_ready_) build_table();
+    replay(table_, sink);
+    return ok_;
   }
 
  private:
+  struct Row {
+    const std::string* name = nullptr;
+    uint64_t count = 0, total = 0, min = 0, max = 0;
+    long double mean = 0, m2 = 0;
+    SpillingValues durations;
+  };
+
+  Row& row_of(const ApiCall& call) {
+    if (call.api_id < row_by_api_.size() && row_by_api_[call.api_id] >= 0) return rows_[size_t(row_by_api_[call.api_id])];
+    auto [it, added] = row_by_name_.emplace(call.api->display_name, rows_.size());
+    if (added) {
+      rows_.emplace_back();
+      rows_.back().name = &call.api->display_name;
+    }
+    if (call.api_id >= row_by_api_.size()) row_by_api_.resize(call.api_id + 1, -1);
+    row_by_api_[call.api_id] = int32_t(it->second);
+    return rows_[it->second];
+  }
+
+  void build_table() {
+    table_ready_ = true;
+    uint64_t grand_total = 0;
+    for (const Row& r : rows_) grand_total += r.total;
+    std::vector<Row*> order;
+    for (Row& r : rows_) order.push_back(&r);
+    std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) {
+      return a->total != b->total ? a->total > b->total : *a->name < *b->name;
+    });
+    table_.title = title_;
+    table_.columns = {"Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)",   "Med (ns)",
+                      "Min (ns)", "Max (ns)",        "StdDev (ns)", "Name"};
+    for (Row* r : order) {
+      const uint64_t n = r->count;
+      double median = double(r->durations.select(n / 2, n, r->min, r->max, &ok_));
+      if (n % 2 == 0) median = (double(r->durations.select(n / 2 - 1, n, r->min, r->max, &ok_)) + median) / 2;
+      const double stddev = n > 1 ? double(std::sqrt(r->m2 / (long double)(n - 1))) : 0.0;  // sample, as nsys
+      const double pct = grand_total ? 100.0 * double(r->total) / double(grand_total) : 0.0;
+      table_.rows.push_back({Cell::decimal(pct), Cell::integer(r->total), Cell::integer(n),
+                             Cell::decimal(double((long double)r->total / (long double)n)), Cell::decimal(median),
+                             Cell::integer(r->min), Cell::integer(r->max), Cell::decimal(stddev),
+                             Cell::string(*r->name)});
+    }
+    // The durations are not needed any more.
+    rows_.clear();
+  }
+
   const char* title_;
   CallFamily family_;
   ReportOptions options_;
-  std::unordered_map<const ApiSpec*, std::vector<uint64_t>> durations_;
+  std::deque<Row> rows_;
+  std::unordered_map<std::string_view, size_t> row_by_name_;
+  std::vector<int32_t> row_by_api_;
+  uint64_t held_ = 0;
+  bool ok_ = true;
+  bool table_ready_ = false;
+  Table table_;
 };
 
+// The result cell of a call, as nsys shows it: the number.
+Cell result_cell(const ApiSpec& api, uint64_t result) {
+  return api.result_kind == format::ResultKind::kErrorCode ? Cell::signed_integer(int64_t(result))
+         : api.result_kind == format::ResultKind::kVoid    ? Cell::string("")
+         : api.result_kind == format::ResultKind::kPointer ? Cell::string(reader::hex(result), true)
+                                                           : Cell::integer(result);
+}
+
 // cuda_api_trace lists calls by start time. Threads reach the file in drain order, not time order, so
-// rows are held and sorted at the end: about 40 bytes per counted call.
+// rows are sorted through temporary files (SpillSorter) in bounded memory; equal start times keep
+// the order of the file.
 class CudaApiTrace : public Report {
  public:
   explicit CudaApiTrace(const ReportOptions& options) : options_(options) {}
 
   void add(TraceReader&, const Event& ev) override {
     if (ev.kind != EventKind::kApiCall || !is_counted_cuda_call(ev.call, options_.show_internal)) return;
-    rows_.push_back({ev.call.begin_ns, ev.call.duration_ns(), ev.call.result, ev.call.api, ev.thread->index,
-                     ev.call.correlation});
+    rows_.push({ev.call.begin_ns, ev.call.duration_ns(), ev.call.result, next_++, ev.call.api_id, ev.thread->index,
+                ev.call.correlation, 0});
   }
 
-  Table table(TraceReader& reader) override {
-    std::stable_sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) { return a.begin < b.begin; });
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader& reader, TableSink& sink) override {
     // As nsys: Start counts from the session's start, which is when the recorder created the file
     // (the program is held until then, so no call starts before it).
     const uint64_t origin = reader.file_header().created_monotonic_ns;
-    Table t;
-    t.title = "CUDA API Trace (cuda_api_trace)";
-    t.columns = {"Start (ns)", "Duration (ns)", "Name", "Result", "CorrID", "Pid", "Tid", "T-Pri", "Thread Name"};
-    t.rows.reserve(rows_.size());
-    for (const Row& r : rows_) {
+    sink.begin("CUDA API Trace (cuda_api_trace)",
+               {"Start (ns)", "Duration (ns)", "Name", "Result", "CorrID", "Pid", "Tid", "T-Pri", "Thread Name"});
+    std::vector<Cell> cells(9);
+    const bool ok = rows_.for_each([&](const Row& r) {
+      const ApiSpec& api = reader.api(r.api);
       const reader::Thread* th = reader.thread(r.thread);
-      Cell result = r.api->result_kind == format::ResultKind::kErrorCode ? Cell::signed_integer(int64_t(r.result))
-                    : r.api->result_kind == format::ResultKind::kVoid    ? Cell::string("")
-                    : r.api->result_kind == format::ResultKind::kPointer ? Cell::string(reader::hex(r.result), true)
-                                                                         : Cell::integer(r.result);
-      t.rows.push_back({Cell::integer(r.begin > origin ? r.begin - origin : 0), Cell::integer(r.duration),
-                        Cell::string(r.api->display_name), result, Cell::integer(r.correlation),
-                        Cell::integer(th->pid), Cell::integer(th->tid),
-                        th->priority >= 0 ? Cell::integer(uint64_t(th->priority)) : Cell::string("", true),
-                        Cell::string(th->name)});
-    }
-    rows_.clear();
-    rows_.shrink_to_fit();
-    return t;
+      cells[0].set_integer(r.begin > origin ? r.begin - origin : 0);
+      cells[1].set_integer(r.duration);
+      cells[2].set_borrowed(api.display_name);
+      if (api.result_kind == format::ResultKind::kErrorCode) cells[3].set_signed(int64_t(r.result));
+      else cells[3] = result_cell(api, r.result);
+      cells[4].set_integer(r.correlation);
+      cells[5].set_integer(th->pid);
+      cells[6].set_integer(th->tid);
+      if (th->priority >= 0) cells[7].set_integer(uint64_t(th->priority));
+      else cells[7].set_borrowed("", true);
+      cells[8].set_borrowed(th->name);
+      sink.row(cells);
+    });
+    sink.end();
+    return ok;
   }
 
  private:
   struct Row {
-    uint64_t begin, duration, result;
-    const ApiSpec* api;
-    uint32_t thread, correlation;
+    uint64_t begin, duration, result, order;
+    uint32_t api, thread, correlation, unused;
+  };
+  struct Earlier {
+    bool operator()(const Row& a, const Row& b) const { return a.begin != b.begin ? a.begin < b.begin : a.order < b.order; }
   };
   ReportOptions options_;
-  std::vector<Row> rows_;
+  SpillSorter<Row, Earlier> rows_;
+  uint64_t next_ = 0;
 };
 
 // api_trace: every shown call of every domain, nested ones included, so that what a library did inside
 // a call can be read: Depth and Domain say where a call sits, Self (ns) is its duration less that of
 // the recorded calls made directly inside it. A thread's records arrive in the order its calls ended,
 // children before their parent, so per thread the time of finished calls is summed per depth and the
-// parent takes the sum one level below it. Rows are held and sorted like cuda_api_trace's; their
-// arguments are decoded at the end, when every kernel name is known.
+// parent takes the sum one level below it. Rows are sorted like cuda_api_trace's, with their arguments
+// kept in a temporary file; they are decoded at the end, when every kernel name is known.
 class ApiTrace : public Report {
  public:
   explicit ApiTrace(const ReportOptions& options) : options_(options) {}
@@ -166,61 +199,80 @@ class ApiTrace : public Report {
     std::fill(below.begin() + long(d) + 1, below.end(), 0);
     below[d] += c.duration_ns();
     if (!is_shown_call(c, options_.show_internal)) return;
-    Row r;
+    Row r{};
     r.begin = c.begin_ns;
     r.duration = c.duration_ns();
     r.self = children > r.duration ? 0 : r.duration - children;
     r.result = c.result;
-    r.api = c.api;
+    r.order = next_++;
+    r.args_at = args_.bytes();
+    r.api = c.api_id;
     r.thread = ev.thread->index;
     r.depth = c.depth;
-    r.args.assign(c.args, c.args + c.arg_count);
-    rows_.push_back(std::move(r));
+    r.arg_count = c.arg_count;
+    if (c.arg_count && !args_.write(c.args, 8u * c.arg_count)) ok_ = false;
+    rows_.push(r);
   }
 
-  Table table(TraceReader& reader) override {
-    // A parent starts no later than its children; on a tie the outer call comes first.
-    std::stable_sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) {
-      return a.begin != b.begin ? a.begin < b.begin : a.depth < b.depth;
-    });
-    Table t;
-    t.title = "API Trace, all domains (api_trace)";
-    t.columns = {"Start (ns)", "Duration (ns)", "Self (ns)", "Depth", "Domain", "Name",
-                 "Result", "Args", "Pid", "Tid", "Thread Name"};
-    t.rows.reserve(rows_.size());
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader& reader, TableSink& sink) override {
+    sink.begin("API Trace, all domains (api_trace)", {"Start (ns)", "Duration (ns)", "Self (ns)", "Depth", "Domain",
+                                                      "Name", "Result", "Args", "Pid", "Tid", "Thread Name"});
+    std::vector<Cell> cells(11);
     ApiCall call;
-    for (const Row& r : rows_) {
+    const bool sorted_ok = rows_.for_each([&](const Row& r) {
       const reader::Thread* th = reader.thread(r.thread);
-      call.api = r.api;
-      call.arg_count = uint8_t(r.args.size());
-      std::copy(r.args.begin(), r.args.end(), call.args);
+      call.api = &reader.api(r.api);
+      call.api_id = r.api;
+      call.arg_count = r.arg_count;
+      if (r.arg_count && !args_.read_at(r.args_at, call.args, 8u * r.arg_count)) {
+        ok_ = false;
+        call.arg_count = 0;
+      }
       std::string args;
       for (uint32_t i = 0; i < call.arg_count; ++i) {
         if (i) args += ", ";
-        args += reader::arg_name(*r.api, i) + "=" + reader::decode_call_arg(reader, *th, call, i).to_string();
+        args += reader::arg_name(*call.api, i) + "=" + reader::decode_call_arg(reader, *th, call, i).to_string();
       }
-      t.rows.push_back({Cell::integer(r.begin), Cell::integer(r.duration), Cell::integer(r.self),
-                        Cell::integer(r.depth), Cell::string(std::string(reader::domain_name(r.api->domain))),
-                        Cell::string(r.api->display_name), Cell::string(reader::result_text(*r.api, r.result)),
-                        Cell::string(std::move(args)), Cell::integer(th->pid), Cell::integer(th->tid),
-                        Cell::string(th->name)});
-    }
-    rows_.clear();
-    rows_.shrink_to_fit();
-    return t;
+      cells[0] = Cell::integer(r.begin);
+      cells[1] = Cell::integer(r.duration);
+      cells[2] = Cell::integer(r.self);
+      cells[3] = Cell::integer(r.depth);
+      cells[4] = Cell::borrowed(reader::domain_name(call.api->domain));
+      cells[5] = Cell::borrowed(call.api->display_name);
+      cells[6] = Cell::string(reader::result_text(*call.api, r.result));
+      cells[7] = Cell::string(std::move(args));
+      cells[8] = Cell::integer(th->pid);
+      cells[9] = Cell::integer(th->tid);
+      cells[10] = Cell::borrowed(th->name);
+      sink.row(cells);
+    });
+    sink.end();
+    return sorted_ok && ok_;
   }
 
  private:
   struct Row {
-    uint64_t begin = 0, duration = 0, self = 0, result = 0;
-    const ApiSpec* api = nullptr;
-    uint32_t thread = 0;
-    uint16_t depth = 0;
-    std::vector<uint64_t> args;
+    uint64_t begin, duration, self, result, order, args_at;
+    uint32_t api, thread;
+    uint16_t depth;
+    uint8_t arg_count, unused[5];
+  };
+  // A parent starts no later than its children; on a tie the outer call comes first.
+  struct Earlier {
+    bool operator()(const Row& a, const Row& b) const {
+      if (a.begin != b.begin) return a.begin < b.begin;
+      if (a.depth != b.depth) return a.depth < b.depth;
+      return a.order < b.order;
+    }
   };
   ReportOptions options_;
   std::unordered_map<uint32_t, std::vector<uint64_t>> children_;  // thread -> time of ended calls per depth
-  std::vector<Row> rows_;
+  SpillSorter<Row, Earlier> rows_;
+  TempFile args_;
+  uint64_t next_ = 0;
+  bool ok_ = true;
 };
 
 }  // namespace

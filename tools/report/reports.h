@@ -25,7 +25,11 @@ class Report {
  public:
   virtual ~Report() = default;
   virtual void add(reader::TraceReader& reader, const reader::Event& ev) = 0;
-  virtual Table table(reader::TraceReader& reader) = 0;
+  // Rows the table has, once every event was added; 0: nothing to show (SKIPPED).
+  virtual uint64_t row_count(reader::TraceReader& reader) = 0;
+  // Streams the table into `sink`; may be called again (the column layouts measure first). False when
+  // a temporary file could not be written or read back.
+  virtual bool write(reader::TraceReader& reader, TableSink& sink) = 0;
 };
 
 struct ReportOptions {

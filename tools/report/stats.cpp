@@ -108,33 +108,35 @@ int worse(int a, int b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
-// Standard output in JSON collects every table into one document, written once at the end.
+// Standard output in JSON is one array of {trace, report, rows}, streamed as the tables come.
 struct JsonDocument {
-  std::string text;
   size_t items = 0;
-  void add(const std::string& trace, const std::string& report, const Table& table) {
-    text += items++ ? ",\n{\"trace\": " : "{\"trace\": ";
-    append_json_string(text, trace);
-    text += ", \"report\": ";
-    append_json_string(text, report);
-    text += ", \"rows\": ";
-    FILE* mem = nullptr;
-    char* buf = nullptr;
-    size_t len = 0;
-    mem = open_memstream(&buf, &len);
-    if (mem) {
-      write_table(mem, table, TableFormat::kJson);
-      std::fclose(mem);
-      std::string rows(buf, len);
-      std::free(buf);
-      while (!rows.empty() && rows.back() == '\n') rows.pop_back();
-      text += rows;
-    } else {
-      text += "[]";
-    }
-    text += "}";
+  void open_item(const std::string& trace, const std::string& report) {
+    std::string head = items++ ? ",\n{\"trace\": " : "[\n{\"trace\": ";
+    append_json_string(head, trace);
+    head += ", \"report\": ";
+    append_json_string(head, report);
+    head += ", \"rows\": ";
+    std::fputs(head.c_str(), stdout);
+  }
+  void close_item() { std::fputs("}", stdout); }
+  void finish() {
+    if (items) std::fputs("\n]\n", stdout);
   }
 };
+
+// Streams one report's table into `out`, measuring the column widths first where the layout needs them.
+bool write_report(Report& report, reader::TraceReader& trace, FILE* out, TableFormat format, TimeUnit unit) {
+  std::vector<size_t> widths;
+  bool ok = true;
+  if (needs_widths(format)) {
+    WidthSink measure(unit);
+    ok = report.write(trace, measure);
+    widths = measure.widths();
+  }
+  auto sink = make_table_sink(out, format, unit, &widths);
+  return report.write(trace, *sink) && ok;
+}
 
 // Produces every requested report of one trace. Returns its exit code; `shown` counts the reports
 // that had something to show.
@@ -170,28 +172,33 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
     if (!req.formats.empty()) parse_table_format(paired(req.formats, i), format);
     else if (!to_stdout) format = TableFormat::kCsv;
 
-    Table table = reports[i]->table(trace);
-    if (table.rows.empty()) {
+    if (reports[i]->row_count(trace) == 0) {
       std::fprintf(stderr, "SKIPPED: %s does not contain %s.\n", trace_path.c_str(), find_report(name)->data);
       ++empty;
       continue;
     }
-    convert_time_unit(table, req.unit);
+    auto temp_failure = [&] {
+      std::fprintf(stderr, "cutrace stats: %s: a temporary file for %s could not be written or read back; check "
+                   "the space in $TMPDIR (default /tmp).\n", trace_path.c_str(), name.c_str());
+      exit_code = worse(exit_code, kExitFailure);
+    };
 
     if (to_stdout && format == TableFormat::kJson) {
       tell_loss_on_stderr();
-      json.add(trace_path, name, table);
+      json.open_item(trace_path, name);
+      if (!write_report(*reports[i], trace, stdout, format, req.unit)) temp_failure();
+      json.close_item();
       continue;
     }
     if (to_stdout) {
-      const bool console = format == TableFormat::kColumn || format == TableFormat::kTable;
+      const bool console = needs_widths(format);
       if (stdout_used) std::fputc('\n', stdout);
       if (console && !loss_told) {
         std::printf("Note: %s; the tables undercount.\n\n", loss.c_str());
         loss_told = true;
       }
       tell_loss_on_stderr();
-      write_table(stdout, table, format);
+      if (!write_report(*reports[i], trace, stdout, format, req.unit)) temp_failure();
       stdout_used = true;
       continue;
     }
@@ -205,7 +212,10 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
       exit_code = worse(exit_code, kExitFailure);
       continue;
     }
-    write_table(out.file(), table, format);
+    if (!write_report(*reports[i], trace, out.file(), format, req.unit)) {
+      temp_failure();
+      continue;  // the partial file is discarded with `out`
+    }
     if (!out.commit(error)) {
       std::fprintf(stderr, "cutrace stats: %s\n", error.c_str());
       exit_code = worse(exit_code, kExitFailure);
@@ -286,7 +296,7 @@ int stats_main(int argc, char** argv) {
   size_t shown = 0;
   int exit_code = kExitOk;
   for (const std::string& trace : traces) exit_code = worse(exit_code, stats_of(trace, req, json, stdout_used, shown));
-  if (json.items) std::printf("[\n%s\n]\n", json.text.c_str());
+  json.finish();
   std::fflush(stdout);
   if (std::ferror(stdout)) {
     std::fprintf(stderr, "cutrace stats: cannot write to standard output.\n");

@@ -1,6 +1,7 @@
 #include "report/table.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "reader/decode.h"
@@ -8,159 +9,234 @@
 namespace cutrace::report {
 namespace {
 
-std::string plain_decimal(double v, int decimals) {
+void append_decimal(std::string& out, double v, int decimals) {
   if (!std::isfinite(v)) v = 0;
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
+  const int n = std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  out.append(buf, size_t(std::max(0, std::min<int>(n, sizeof buf - 1))));
 }
 
-// "1234567.8" -> "1,234,567.8"
-std::string grouped_decimal(double v, int decimals) {
-  std::string s = plain_decimal(v, decimals);
-  const bool negative = s[0] == '-';
-  const size_t start = negative ? 1 : 0;
-  size_t dot = s.find('.');
-  if (dot == std::string::npos) dot = s.size();
-  std::string digits = s.substr(start, dot - start);
-  std::string out = negative ? "-" : "";
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
+template <class T>
+void append_number(std::string& out, T v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, size_t(r.ptr - buf));
+}
+
+// Inserts thousands separators into the integer part of the number text at out[from...].
+void group_digits(std::string& out, size_t from) {
+  size_t start = from + (out.size() > from && out[from] == '-' ? 1 : 0);
+  size_t end = out.find('.', start);
+  if (end == std::string::npos) end = out.size();
+  for (size_t pos = end; pos > start + 3;) {
+    pos -= 3;
+    out.insert(pos, 1, ',');
   }
-  return out + s.substr(dot);
 }
 
-std::string grouped_signed(int64_t v) {
-  if (v >= 0) return reader::thousands(uint64_t(v));
-  return "-" + reader::thousands(uint64_t(0) - uint64_t(v));
-}
-
-std::string column_text(const Cell& c) {
+// The text of a cell: plain (csv, tsv, json) or as the column layouts show numbers.
+void append_cell(std::string& out, const Cell& c, bool grouped) {
+  const size_t from = out.size();
   switch (c.kind) {
-    case Cell::Kind::kText: return c.text;
-    case Cell::Kind::kInteger: return reader::thousands(c.u);
-    case Cell::Kind::kSignedInteger: return grouped_signed(c.s);
-    case Cell::Kind::kDecimal: return grouped_decimal(c.d, c.decimals);
+    case Cell::Kind::kText: {
+      const std::string_view t = c.text_view();
+      out.append(t.data(), t.size());
+      return;
+    }
+    case Cell::Kind::kInteger: append_number(out, c.u); break;
+    case Cell::Kind::kSignedInteger: append_number(out, c.s); break;
+    case Cell::Kind::kDecimal: append_decimal(out, c.d, c.decimals); break;
   }
-  return {};
-}
-
-std::string raw_text(const Cell& c) {
-  switch (c.kind) {
-    case Cell::Kind::kText: return c.text;
-    case Cell::Kind::kInteger: return std::to_string(c.u);
-    case Cell::Kind::kSignedInteger: return std::to_string(c.s);
-    case Cell::Kind::kDecimal: return plain_decimal(c.d, c.decimals);
-  }
-  return {};
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"') out += "\"\"";
-    else out.push_back(ch);
-  }
-  return out + "\"";
+  if (grouped) group_digits(out, from);
 }
 
 // Display width in terminal columns: UTF-8 continuation bytes take none.
-size_t width(const std::string& s) {
+size_t width(std::string_view s) {
   return size_t(std::count_if(s.begin(), s.end(), [](char ch) { return (uint8_t(ch) & 0xc0) != 0x80; }));
 }
 
-void write_line(FILE* out, std::string line) {
-  while (!line.empty() && line.back() == ' ') line.pop_back();
-  line.push_back('\n');
-  std::fwrite(line.data(), 1, line.size(), out);
+// The "(ns)" columns and their titles in `unit`.
+std::vector<bool> time_columns(std::vector<std::string>& columns, TimeUnit unit) {
+  std::vector<bool> is_time(columns.size(), false);
+  if (unit == TimeUnit::kNanoseconds) return is_time;
+  const char* label = unit == TimeUnit::kMicroseconds ? "(us)" : unit == TimeUnit::kMilliseconds ? "(ms)" : "(s)";
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const size_t at = columns[c].find("(ns)");
+    if (at == std::string::npos) continue;
+    columns[c].replace(at, 4, label);
+    is_time[c] = true;
+  }
+  return is_time;
 }
 
-std::string tsv_field(std::string s) {
-  for (char& ch : s)
-    if (ch == '\t' || ch == '\n' || ch == '\r') ch = ' ';
-  return s;
+void convert_row(std::vector<Cell>& row, const std::vector<bool>& is_time, TimeUnit unit) {
+  if (unit == TimeUnit::kNanoseconds) return;
+  const uint8_t digits = unit == TimeUnit::kMicroseconds ? 3 : unit == TimeUnit::kMilliseconds ? 6 : 9;
+  const double divisor = unit == TimeUnit::kMicroseconds ? 1e3 : unit == TimeUnit::kMilliseconds ? 1e6 : 1e9;
+  for (size_t c = 0; c < row.size() && c < is_time.size(); ++c) {
+    if (!is_time[c]) continue;
+    Cell& cell = row[c];
+    if (cell.kind == Cell::Kind::kInteger) cell = Cell::decimal(double(cell.u) / divisor, digits);
+    else if (cell.kind == Cell::Kind::kSignedInteger) cell = Cell::decimal(double(cell.s) / divisor, digits);
+    else if (cell.kind == Cell::Kind::kDecimal) cell = Cell::decimal(cell.d / divisor, uint8_t(digits + cell.decimals));
+  }
 }
+
+// Rows are gathered into a buffer and written in large pieces.
+class BufferedSink : public TableSink {
+ public:
+  BufferedSink(FILE* out, TimeUnit unit) : out_(out), unit_(unit) {}
+  void begin(const std::string& title, const std::vector<std::string>& columns) override {
+    columns_ = columns;
+    is_time_ = time_columns(columns_, unit_);
+    header(title);
+  }
+  void row(std::vector<Cell>& cells) override {
+    convert_row(cells, is_time_, unit_);
+    write_row(cells);
+    if (buf_.size() >= (size_t(1) << 16)) flush();
+  }
+  void end() override {
+    footer();
+    flush();
+  }
+
+ protected:
+  virtual void header(const std::string& title) = 0;
+  virtual void write_row(const std::vector<Cell>& cells) = 0;
+  virtual void footer() {}
+  void flush() {
+    if (!buf_.empty()) std::fwrite(buf_.data(), 1, buf_.size(), out_);
+    buf_.clear();
+  }
+
+  FILE* out_;
+  TimeUnit unit_;
+  std::vector<std::string> columns_;
+  std::vector<bool> is_time_;
+  std::string buf_;
+};
+
+class CsvSink : public BufferedSink {
+ public:
+  CsvSink(FILE* out, TimeUnit unit, char separator) : BufferedSink(out, unit), sep_(separator) {}
+
+ protected:
+  void header(const std::string&) override {
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      if (c) buf_ += sep_;
+      field(columns_[c]);
+    }
+    buf_ += '\n';
+  }
+  void write_row(const std::vector<Cell>& cells) override {
+    for (size_t c = 0; c < cells.size(); ++c) {
+      if (c) buf_ += sep_;
+      if (cells[c].kind == Cell::Kind::kText) field(cells[c].text_view());
+      else append_cell(buf_, cells[c], false);
+    }
+    buf_ += '\n';
+  }
+
+ private:
+  void field(std::string_view s) {
+    if (sep_ == '\t') {
+      const size_t from = buf_.size();
+      buf_.append(s.data(), s.size());
+      for (size_t i = from; i < buf_.size(); ++i)
+        if (buf_[i] == '\t' || buf_[i] == '\n' || buf_[i] == '\r') buf_[i] = ' ';
+      return;
+    }
+    bool plain = true;
+    for (char ch : s) plain &= ch != ',' && ch != '"' && ch != '\r' && ch != '\n';
+    if (plain) {
+      buf_.append(s.data(), s.size());
+      return;
+    }
+    buf_ += '"';
+    for (char ch : s) {
+      if (ch == '"') buf_ += '"';
+      buf_ += ch;
+    }
+    buf_ += '"';
+  }
+  char sep_;
+};
+
+class JsonSink : public BufferedSink {
+ public:
+  using BufferedSink::BufferedSink;
+
+ protected:
+  void header(const std::string&) override { buf_ += '['; }
+  void write_row(const std::vector<Cell>& cells) override {
+    buf_ += rows_++ ? ",\n  {" : "\n  {";
+    for (size_t c = 0; c < columns_.size() && c < cells.size(); ++c) {
+      if (c) buf_ += ", ";
+      append_json_string(buf_, columns_[c]);
+      buf_ += ": ";
+      if (cells[c].kind == Cell::Kind::kText) append_json_string(buf_, cells[c].text_view());
+      else append_cell(buf_, cells[c], false);
+    }
+    buf_ += '}';
+  }
+  void footer() override { buf_ += rows_ ? "\n]\n" : "]\n"; }
+
+ private:
+  uint64_t rows_ = 0;
+};
 
 // `bordered`: nsys's "table" format, columns between '|'.
-void write_column(FILE* out, const Table& t, bool bordered) {
-  const size_t n = t.columns.size();
-  std::vector<std::vector<std::string>> cells(t.rows.size());
-  std::vector<size_t> w(n);
-  for (size_t c = 0; c < n; ++c) w[c] = width(t.columns[c]);
-  for (size_t r = 0; r < t.rows.size(); ++r) {
-    for (size_t c = 0; c < n && c < t.rows[r].size(); ++c) {
-      cells[r].push_back(column_text(t.rows[r][c]));
-      w[c] = std::max(w[c], width(cells[r].back()));
-    }
-    cells[r].resize(n);
-  }
-  std::fprintf(out, " ** %s:\n\n", t.title.c_str());
-  std::string header, rule;
-  const char* sep = bordered ? "|" : "";
-  for (size_t c = 0; c < n; ++c) {
-    const size_t pad = w[c] - width(t.columns[c]);
-    header += (c ? sep : "") + (' ' + std::string(pad / 2, ' ') + t.columns[c] + std::string(pad - pad / 2, ' ') + ' ');
-    rule += (c && bordered ? "+" : "") + (bordered ? std::string(w[c] + 2, '-') : ' ' + std::string(w[c], '-') + ' ');
-  }
-  write_line(out, header);
-  write_line(out, rule);
-  for (size_t r = 0; r < cells.size(); ++r) {
-    std::string line;
-    for (size_t c = 0; c < n; ++c) {
-      const std::string& s = cells[r][c];
-      const size_t pad = w[c] - width(s);
-      const bool right = c < t.rows[r].size() && t.rows[r][c].right;
-      if (c) line += sep;
-      line += ' ';
-      line += right ? std::string(pad, ' ') + s : s + std::string(pad, ' ');
-      line += ' ';
-    }
-    write_line(out, line);
-  }
-}
+class ColumnSink : public BufferedSink {
+ public:
+  ColumnSink(FILE* out, TimeUnit unit, bool bordered, const std::vector<size_t>& widths)
+      : BufferedSink(out, unit), bordered_(bordered), widths_(widths) {}
 
-void write_csv(FILE* out, const Table& t) {
-  std::string line;
-  for (size_t c = 0; c < t.columns.size(); ++c) line += (c ? "," : "") + csv_field(t.columns[c]);
-  std::fprintf(out, "%s\n", line.c_str());
-  for (const auto& row : t.rows) {
-    line.clear();
-    for (size_t c = 0; c < row.size(); ++c) line += (c ? "," : "") + csv_field(raw_text(row[c]));
-    std::fprintf(out, "%s\n", line.c_str());
-  }
-}
-
-void write_tsv(FILE* out, const Table& t) {
-  std::string line;
-  for (size_t c = 0; c < t.columns.size(); ++c) line += (c ? "\t" : "") + tsv_field(t.columns[c]);
-  std::fprintf(out, "%s\n", line.c_str());
-  for (const auto& row : t.rows) {
-    line.clear();
-    for (size_t c = 0; c < row.size(); ++c) line += (c ? "\t" : "") + tsv_field(raw_text(row[c]));
-    std::fprintf(out, "%s\n", line.c_str());
-  }
-}
-
-void write_json(FILE* out, const Table& t) {
-  std::fputs("[", out);
-  std::string obj;
-  for (size_t r = 0; r < t.rows.size(); ++r) {
-    obj = r ? ",\n  {" : "\n  {";
-    for (size_t c = 0; c < t.columns.size() && c < t.rows[r].size(); ++c) {
-      if (c) obj += ", ";
-      append_json_string(obj, t.columns[c]);
-      obj += ": ";
-      const Cell& cell = t.rows[r][c];
-      if (cell.kind == Cell::Kind::kText) append_json_string(obj, cell.text);
-      else obj += raw_text(cell);
+ protected:
+  void header(const std::string& title) override {
+    widths_.resize(columns_.size(), 0);
+    for (size_t c = 0; c < columns_.size(); ++c) widths_[c] = std::max(widths_[c], width(columns_[c]));
+    buf_ += " ** " + title + ":\n\n";
+    std::string header, rule;
+    const char* sep = bordered_ ? "|" : "";
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t pad = widths_[c] - width(columns_[c]);
+      header += (c ? sep : "") + (' ' + std::string(pad / 2, ' ') + columns_[c] + std::string(pad - pad / 2, ' ') + ' ');
+      rule += (c && bordered_ ? "+" : "") +
+              (bordered_ ? std::string(widths_[c] + 2, '-') : ' ' + std::string(widths_[c], '-') + ' ');
     }
-    obj += "}";
-    std::fwrite(obj.data(), 1, obj.size(), out);
+    line(header);
+    line(rule);
   }
-  std::fputs(t.rows.empty() ? "]\n" : "\n]\n", out);
-}
+  void write_row(const std::vector<Cell>& cells) override {
+    std::string& l = scratch_;
+    l.clear();
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      text_.clear();
+      if (c < cells.size()) append_cell(text_, cells[c], true);
+      const size_t pad = widths_[c] > width(text_) ? widths_[c] - width(text_) : 0;
+      const bool right = c < cells.size() && cells[c].right;
+      if (c && bordered_) l += '|';
+      l += ' ';
+      if (right) l.append(pad, ' ');
+      l += text_;
+      if (!right) l.append(pad, ' ');
+      l += ' ';
+    }
+    line(l);
+  }
+
+ private:
+  void line(const std::string& text) {
+    size_t end = text.size();
+    while (end && text[end - 1] == ' ') --end;
+    buf_.append(text, 0, end);
+    buf_ += '\n';
+  }
+  bool bordered_;
+  std::vector<size_t> widths_;
+  std::string scratch_, text_;
+};
 
 }  // namespace
 
@@ -193,33 +269,44 @@ bool parse_time_unit(std::string_view name, TimeUnit& out) {
   return true;
 }
 
-void convert_time_unit(Table& table, TimeUnit unit) {
-  if (unit == TimeUnit::kNanoseconds) return;
-  const char* label = unit == TimeUnit::kMicroseconds ? "(us)" : unit == TimeUnit::kMilliseconds ? "(ms)" : "(s)";
-  const uint8_t digits = unit == TimeUnit::kMicroseconds ? 3 : unit == TimeUnit::kMilliseconds ? 6 : 9;
-  const double divisor = unit == TimeUnit::kMicroseconds ? 1e3 : unit == TimeUnit::kMilliseconds ? 1e6 : 1e9;
-  for (size_t c = 0; c < table.columns.size(); ++c) {
-    const size_t at = table.columns[c].find("(ns)");
-    if (at == std::string::npos) continue;
-    table.columns[c].replace(at, 4, label);
-    for (auto& row : table.rows) {
-      if (c >= row.size()) continue;
-      Cell& cell = row[c];
-      if (cell.kind == Cell::Kind::kInteger) cell = Cell::decimal(double(cell.u) / divisor, digits);
-      else if (cell.kind == Cell::Kind::kSignedInteger) cell = Cell::decimal(double(cell.s) / divisor, digits);
-      else if (cell.kind == Cell::Kind::kDecimal) cell = Cell::decimal(cell.d / divisor, uint8_t(digits + cell.decimals));
-    }
+std::unique_ptr<TableSink> make_table_sink(FILE* out, TableFormat format, TimeUnit unit,
+                                           const std::vector<size_t>* widths) {
+  static const std::vector<size_t> kNone;
+  switch (format) {
+    case TableFormat::kColumn: return std::make_unique<ColumnSink>(out, unit, false, widths ? *widths : kNone);
+    case TableFormat::kTable: return std::make_unique<ColumnSink>(out, unit, true, widths ? *widths : kNone);
+    case TableFormat::kCsv: return std::make_unique<CsvSink>(out, unit, ',');
+    case TableFormat::kTsv: return std::make_unique<CsvSink>(out, unit, '\t');
+    case TableFormat::kJson: return std::make_unique<JsonSink>(out, unit);
+  }
+  return nullptr;
+}
+
+void WidthSink::begin(const std::string&, const std::vector<std::string>& columns) {
+  std::vector<std::string> titles = columns;
+  time_columns_ = time_columns(titles, unit_);
+  widths_.assign(titles.size(), 0);
+  for (size_t c = 0; c < titles.size(); ++c) widths_[c] = width(titles[c]);
+}
+
+void WidthSink::row(std::vector<Cell>& cells) {
+  convert_row(cells, time_columns_, unit_);
+  std::string text;
+  for (size_t c = 0; c < cells.size() && c < widths_.size(); ++c) {
+    text.clear();
+    append_cell(text, cells[c], true);
+    widths_[c] = std::max(widths_[c], width(text));
   }
 }
 
-void write_table(FILE* out, const Table& table, TableFormat format) {
-  switch (format) {
-    case TableFormat::kColumn: write_column(out, table, false); break;
-    case TableFormat::kTable: write_column(out, table, true); break;
-    case TableFormat::kCsv: write_csv(out, table); break;
-    case TableFormat::kTsv: write_tsv(out, table); break;
-    case TableFormat::kJson: write_json(out, table); break;
+void replay(Table& table, TableSink& sink) {
+  sink.begin(table.title, table.columns);
+  std::vector<Cell> row;
+  for (const auto& r : table.rows) {
+    row = r;
+    sink.row(row);
   }
+  sink.end();
 }
 
 void append_json_string(std::string& out, std::string_view s) {
