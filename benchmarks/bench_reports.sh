@@ -10,7 +10,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # A ring large enough that a 2-core machine drops nothing while the recorder competes for the CPU.
-LD_LIBRARY_PATH="$build/simcuda/lib" "$build/bin/cutrace" profile --ring-size 256M -o "$work/big" -- \
+LD_LIBRARY_PATH="$build/simcuda/lib" "$build/bin/cutrace" profile --ring-size 128M -o "$work/big" -- \
   "$build/tests/bin/cheap_calls" "$calls" > /dev/null
 trace="$work/big.cutrace"
 events=$("$build/bin/cutrace" info "$trace" | awk '$1 == "events" {gsub(",", "", $2); print $2; exit}')
@@ -19,8 +19,9 @@ echo "trace: $events events, $(du -h "$trace" | cut -f1) on disk"
 measure() {  # label, rows, command...
   local label=$1 rows=$2
   shift 2
+  /usr/bin/time -o "$work/time" -f "%e %M" "$@" > /dev/null 2> /dev/null || true
   local stats
-  stats=$( { /usr/bin/time -f "%e %M" "$@" > /dev/null 2> /dev/null; } 2>&1 | tail -1)
+  stats=$(tail -1 "$work/time")
   local seconds=${stats% *} kb=${stats#* }
   awk -v l="$label" -v s="$seconds" -v kb="$kb" -v n="$rows" \
     'BEGIN { printf "%-28s %7.2f s  %6.0f MB  %6.2f M rows/s\n", l, s, kb / 1024, n / s / 1e6 }'
