@@ -14,6 +14,7 @@ packages=(
   pkg-config          # finds libzstd
   binutils            # nm: the wrapper generator reads the exports of the CUDA libraries
   libzstd-dev         # trace file compression
+  zlib1g-dev          # gzip-compressed Perfetto JSON (cutrace export --gzip), which the Perfetto UI opens
   libgtest-dev        # unit tests (GoogleTest)
   libbenchmark-dev    # benchmarks (Google Benchmark)
   python3             # the wrapper generator and build-time code generators (3.11: tomllib)

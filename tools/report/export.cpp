@@ -1,10 +1,15 @@
 // `cutrace export`: converts a trace for other tools.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <tuple>
 
 #include "reader/decode.h"
 #include "report/cli.h"
 #include "report/commands.h"
+#include "report/gzip_stream.h"
 #include "report/perfetto.h"
 
 namespace cutrace::report {
@@ -18,31 +23,71 @@ void print_help() {
       "\n"
       "options:\n"
       "  -t, --type perfetto             Chrome trace-event JSON, for ui.perfetto.dev and chrome://tracing\n"
-      "  -o, --output FILE               output file (default: the trace's name with .json)\n"
+      "  -o, --output FILE               output file (default: the trace's name with .json, or .json.gz)\n"
       "  -f, --force-overwrite true      replace an existing output file\n"
+      "  -z, --gzip true                 gzip-compress the JSON (the Perfetto UI opens it as it is); also\n"
+      "                                  chosen by an output name ending in .gz\n"
+      "      --from TIME, --to TIME      only the calls that overlap this window, counted from the start\n"
+      "                                  of the session: seconds, or a number with ns, us, ms or s\n"
       "      --show-internal true        also export the CUDA runtime's internal calls (kernel registration,\n"
       "                                  __cudaPushCallConfiguration, ...), which are left out by default\n"
       "  -h, --help                      show this help\n"
+      "\n"
+      "The Perfetto UI keeps a trace in the browser's memory (about 2 GB): a warning says when the JSON\n"
+      "is larger than it can load (CUTRACE_PERFETTO_UI_LIMIT_BYTES, default 1 GiB of JSON); export a\n"
+      "window, or open the file with trace_processor --httpd.\n"
       "\n"
       "exit status: 0; 3 when the trace is cut off or damaged (everything intact in it is still\n"
       "exported, and a warning says what is missing); 1 or 2 when nothing could be exported.\n");
 }
 
-// trace.cutrace -> trace.json; any other name gets .json appended.
-std::string default_output(const std::string& trace_path) {
+// trace.cutrace -> trace.json (or .json.gz); any other name gets it appended.
+std::string default_output(const std::string& trace_path, bool gzip) {
   const std::string ext = format::kFileExtension;
+  const std::string json = gzip ? ".json.gz" : ".json";
   const size_t slash = trace_path.rfind('/');
   if (trace_path.size() > ext.size() && trace_path.compare(trace_path.size() - ext.size(), ext.size(), ext) == 0 &&
       (slash == std::string::npos || trace_path.size() - ext.size() > slash + 1))
-    return trace_path.substr(0, trace_path.size() - ext.size()) + ".json";
-  return trace_path + ".json";
+    return trace_path.substr(0, trace_path.size() - ext.size()) + json;
+  return trace_path + json;
+}
+
+// "1.5" (seconds), "200ms", "30us", "1000ns", "2s" -> nanoseconds.
+bool parse_time_ns(const std::string& text, uint64_t* ns) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || !(value >= 0) || value > 1e10) return false;
+  const std::string unit = end;
+  double scale;
+  if (unit.empty() || unit == "s") scale = 1e9;
+  else if (unit == "ms") scale = 1e6;
+  else if (unit == "us") scale = 1e3;
+  else if (unit == "ns") scale = 1;
+  else return false;
+  *ns = uint64_t(value * scale + 0.5);
+  return true;
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+uint64_t ui_limit_bytes() {
+  const char* text = std::getenv("CUTRACE_PERFETTO_UI_LIMIT_BYTES");
+  if (text && *text) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(text, &end, 10);
+    if (*end == '\0') return v;
+  }
+  return uint64_t(1) << 30;
 }
 
 }  // namespace
 
 int export_main(int argc, char** argv) {
-  std::string type, output_arg, trace_path;
-  bool overwrite = false;
+  std::string type, output_arg, trace_path, from_arg, to_arg;
+  bool overwrite = false, gzip = false;
   PerfettoOptions options;
   ArgCursor args(argc, argv);
   while (!args.done()) {
@@ -53,9 +98,17 @@ int export_main(int argc, char** argv) {
       return kExitOk;
     }
     if (!args.options_done() &&
-        (args.value_option("-t", "--type", type, missing) || args.value_option("-o", "--output", output_arg, missing))) {
+        (args.value_option("-t", "--type", type, missing) || args.value_option("-o", "--output", output_arg, missing) ||
+         args.value_option(nullptr, "--from", from_arg, missing) || args.value_option(nullptr, "--to", to_arg, missing))) {
       if (missing) {
         std::fprintf(stderr, "cutrace export: %s needs a value; see `cutrace export --help`.\n", std::string(a).c_str());
+        return kExitUsage;
+      }
+      continue;
+    }
+    if (!args.options_done() && args.bool_option("-z", "--gzip", gzip, bad)) {
+      if (bad) {
+        std::fprintf(stderr, "cutrace export: --gzip takes true or false.\n");
         return kExitUsage;
       }
       continue;
@@ -90,22 +143,56 @@ int export_main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  for (auto [arg, name, field] : {std::tuple{&from_arg, "--from", &options.window_begin_ns},
+                                   std::tuple{&to_arg, "--to", &options.window_end_ns}}) {
+    if (!arg->empty() && !parse_time_ns(*arg, field)) {
+      std::fprintf(stderr, "cutrace export: %s takes a time such as 1.5 (seconds), 200ms, 30us or 1000ns, not '%s'.\n",
+                   name, arg->c_str());
+      return kExitUsage;
+    }
+  }
+  if (options.window_end_ns <= options.window_begin_ns) {
+    std::fprintf(stderr, "cutrace export: --to must come after --from.\n");
+    return kExitUsage;
+  }
+
   reader::TraceReader trace;
   if (!open_trace(trace, trace_path, "export")) return kExitFailure;
-  const std::string output_path = output_arg.empty() ? default_output(trace_path) : output_arg;
+  if (ends_with(output_arg, ".gz")) gzip = true;
+  const std::string output_path = output_arg.empty() ? default_output(trace_path, gzip) : output_arg;
   Output out;
   std::string error;
   if (!out.open(output_path, overwrite, "-f true", error)) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;
   }
-  const PerfettoCounts counts = write_perfetto(trace, out.file(), options);
+  uint64_t json_bytes = 0;
+  FILE* json = gzip ? open_gzip_stream(out.file(), &json_bytes) : out.file();
+  if (!json) {
+    std::fprintf(stderr, "cutrace export: cannot start the gzip compression (out of memory).\n");
+    return kExitFailure;
+  }
+  const PerfettoCounts counts = write_perfetto(trace, json, options);
+  if (gzip && std::fclose(json) != 0) {
+    std::fprintf(stderr, "cutrace export: cannot write %s (%s).\n", output_path.c_str(), std::strerror(errno));
+    return kExitFailure;
+  }
+  if (!gzip) {
+    std::fflush(json);
+    const long at = std::ftell(json);
+    json_bytes = at > 0 ? uint64_t(at) : 0;
+  }
   const int exit_code = warn_status(trace, "export");
   print_trace_warnings(trace, "export");
   if (!out.commit(error)) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;
   }
+  if (json_bytes > ui_limit_bytes())
+    std::fprintf(stderr,
+                 "cutrace export: warning: %s holds %s bytes of JSON, more than the Perfetto UI can load in a "
+                 "browser; export a part with --from and --to, or open it with trace_processor --httpd.\n",
+                 output_path.c_str(), reader::thousands(json_bytes).c_str());
   const LossCounts loss = loss_counts(trace);
   const std::string loss_text = loss_sentence(loss);
   if (!loss_text.empty()) std::fprintf(stderr, "cutrace export: warning: %s; the timeline has gaps.\n", loss_text.c_str());

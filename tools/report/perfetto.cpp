@@ -141,7 +141,9 @@ class Writer {
   void call(const reader::ApiCall& c, const reader::Thread& t) {
     // Nested calls wait for their outermost parent; a parent lost to a drop only delays them to the
     // next outermost call, and a bound keeps a thread that never returns to depth 0 from holding more.
-    const bool shown = report::is_shown_call(c, options_.show_internal);
+    const uint64_t from = c.begin_ns > origin_ ? c.begin_ns - origin_ : 0, to = from + c.duration_ns();
+    const bool in_window = to >= options_.window_begin_ns && from < options_.window_end_ns;
+    const bool shown = in_window && report::is_shown_call(c, options_.show_internal);
     auto held = nested_.find(t.index);
     if (c.depth == 0 && (held == nested_.end() || held->second.empty())) {
       if (!shown) return;

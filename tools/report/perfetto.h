@@ -23,6 +23,10 @@ struct PerfettoCounts {
 
 struct PerfettoOptions {
   bool show_internal = false;  // also export calls of internal apis (format::kApiFlagInternal)
+  // Only calls that overlap [window_begin_ns, window_end_ns), counted from the file's creation (the
+  // session start, the export's time 0).
+  uint64_t window_begin_ns = 0;
+  uint64_t window_end_ns = UINT64_MAX;
 };
 
 // Reads `reader` to its end and writes the JSON document to `out`.

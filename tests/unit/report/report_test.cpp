@@ -219,6 +219,40 @@ TEST_F(ReportTest, NsysStatsConventions) {
   EXPECT_TRUE(contains(r.out, "----------+-----------------+")) << r.out;
 }
 
+// The Perfetto export compressed (what the UI opens as it is), limited to a time window, and with a
+// warning when the JSON is larger than the UI can load.
+TEST_F(ReportTest, PerfettoExportGzipWindowAndSizeWarning) {
+  const std::string gz = temp_path("trace.json.gz");
+  Result r = cli({"export", "--type", "perfetto", "-o", gz, trace_});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  const std::string all_check =
+      "import gzip,json,sys; d=json.load(gzip.open(sys.argv[1])); "
+      "print(len([e for e in d['traceEvents'] if e['ph']=='X']))";
+  Result all = run({PYTHON3, "-c", all_check, gz});
+  ASSERT_EQ(all.exit, 0) << all.err;
+  EXPECT_GT(std::stoul(all.out), 10u);
+
+  const std::string window = temp_path("window.json");
+  r = cli({"export", "--type", "perfetto", "-o", window, "--from", "10us", "--to", "0.00004", trace_});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  const std::string window_check =
+      "import json,sys; d=json.load(open(sys.argv[1])); x=[e for e in d['traceEvents'] if e['ph']=='X']; "
+      "assert x and all(e['ts']+e['dur']>=10 and e['ts']<40 for e in x), x; print(len(x))";
+  Result in_window = run({PYTHON3, "-c", window_check, window});
+  ASSERT_EQ(in_window.exit, 0) << in_window.err;
+  EXPECT_LT(std::stoul(in_window.out), std::stoul(all.out));
+  EXPECT_EQ(cli({"export", "--type", "perfetto", "--from", "5ms", "--to", "1ms", trace_}).exit, 2);
+  EXPECT_EQ(cli({"export", "--type", "perfetto", "--from", "soon", trace_}).exit, 2);
+
+  Result big = run({"/usr/bin/env", "CUTRACE_PERFETTO_UI_LIMIT_BYTES=100", REPORT_CLI, "export", "--type", "perfetto",
+                    "-o", temp_path("big.json"), trace_});
+  EXPECT_EQ(big.exit, 0) << big.err;
+  EXPECT_TRUE(contains(big.err, "bytes of JSON, more than the Perfetto UI can load in a browser; export a part with "
+                                "--from and --to, or open it with trace_processor --httpd.\n"))
+      << big.err;
+  EXPECT_FALSE(contains(r.err, "more than the Perfetto UI can load")) << r.err;
+}
+
 TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
   Result r = cli({"stats", "-r", "gpu_kern_magic", trace_});
   EXPECT_EQ(r.exit, 2);
