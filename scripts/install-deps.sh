@@ -10,6 +10,7 @@ packages=(
   cmake               # the build (3.25 on Debian 12; the project needs 3.25)
   ninja-build         # a faster generator than make; optional for the build, used when present
   g++                 # C++20 compiler
+  clang               # libFuzzer targets of the reader and the recorder (scripts/fuzz.sh, run by CI)
   make                # CMake's default generator when ninja is not used
   pkg-config          # finds libzstd
   binutils            # nm: the wrapper generator reads the exports of the CUDA libraries

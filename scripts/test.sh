@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds cutrace and runs the whole test suite; with --sanitizers also the ASan/UBSan and TSan builds
-# of the tests. Usage: scripts/test.sh [--sanitizers] [build-dir]
+# of the tests and a bounded fuzzing run of the trace reader and the recorder (scripts/fuzz.sh).
+# Usage: scripts/test.sh [--sanitizers] [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,4 +29,6 @@ if (( sanitizers )); then
     CUTRACE_BUILD_DIR="$plain" CUTRACE_TOOLS_DIR="$(realpath "$dir")/bin" \
       CUTRACE_PRELOAD_LIB="$plain/lib/libcutrace-preload.so" python3 -m pytest -q -p no:cacheprovider tests/e2e/profile
   done
+  # libFuzzer under ASan/UBSan: 60 s for each target.
+  scripts/fuzz.sh 60 "$build-fuzz"
 fi
