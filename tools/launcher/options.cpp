@@ -10,7 +10,7 @@ namespace cutrace::launcher {
 namespace {
 
 enum class Arity { kValue, kBool, kNone };
-enum class Id { kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kHelp };
+enum class Id { kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kQuiet, kHelp };
 
 struct Supported {
   char short_name;  // 0: long spelling only
@@ -29,6 +29,7 @@ constexpr Supported kSupported[] = {
     {0, "stats", Arity::kBool, Id::kStats},
     {0, "ring-size", Arity::kValue, Id::kRingSize},
     {0, "ring-slots", Arity::kValue, Id::kRingSlots},
+    {'q', "quiet", Arity::kNone, Id::kQuiet},
     {'h', "help", Arity::kNone, Id::kHelp},
 };
 
@@ -376,6 +377,13 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
       }
       std::string value;
       switch (s->id) {
+        case Id::kQuiet:
+          if (w.has_attached) {
+            *error = usage("option '" + w.spelled + "' takes no value");
+            return false;
+          }
+          options->quiet = true;
+          break;
         case Id::kHelp:
           if (w.has_attached) {
             *error = usage("option '" + w.spelled + "' takes no value");
@@ -532,6 +540,8 @@ options:
       --ring-size BYTES       per-thread ring size, a power of two (default 16M, halved down to
                               4M when /dev/shm is small; suffixes K, M, G)
       --ring-slots N          rings in the session, one per recording thread (default 256)
+  -q, --quiet                 leave out the lines that say where collection starts and what it
+                              wrote (warnings are still printed)
   -h, --help                  print this help
 
 A boolean option given alone (-f) means true. Other nsys options are refused by name, all of them in

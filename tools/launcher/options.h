@@ -29,6 +29,7 @@ struct ProfileOptions {
   bool ring_bytes_given = false;  // --ring-size was given: the session must not shrink the rings
   uint32_t ring_slots = abi::kDefaultSlotCount;
   bool help = false;
+  bool quiet = false;  // -q: no "collecting" line and no summary line, only warnings and errors
   std::vector<std::string> given;    // the option words exactly as typed, stored in the trace
   std::vector<std::string> command;  // the program and its arguments
 };

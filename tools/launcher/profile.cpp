@@ -106,7 +106,7 @@ class FdCloser {
 // Says what became of the trace once the recorder is gone. Returns true when a trace file exists.
 // `also` is appended to the summary line (where the program's output went, with -w false).
 bool report_trace(const RecorderFinish& finish, const OutputTarget& output, milliseconds stop_timeout,
-                  const std::string& also) {
+                  const std::string& also, bool quiet) {
   const bool clean = WIFEXITED(finish.wait_status) && WEXITSTATUS(finish.wait_status) == 0;
   if (finish.timed_out) {
     warn("the recorder had not finished " + seconds_text(stop_timeout) +
@@ -140,7 +140,7 @@ bool report_trace(const RecorderFinish& finish, const OutputTarget& output, mill
     warn("the recorder reported no counts; " + output.path + " (" + human_size(bytes) + ") was written");
     return true;
   }
-  std::fprintf(stderr, "%s%s\n", summary_line(finish.summary, output.path, bytes).c_str(), also.c_str());
+  if (!quiet) std::fprintf(stderr, "%s%s\n", summary_line(finish.summary, output.path, bytes).c_str(), also.c_str());
   for (const std::string& w : finish.summary.warnings) warn(w);
   return true;
 }
@@ -264,6 +264,8 @@ int run(const ProfileOptions& options) {
   // finishes, and pass for this run's.
   if (options.force_overwrite) unlink(output.path.c_str());
 
+  // As nsys says "Collecting data...": the user sees where the trace goes before the program's output.
+  if (!options.quiet) std::fprintf(stderr, "cutrace: collecting data into %s\n", output.path.c_str());
   program.release();
   if (int exec_errno = program.exec_result()) {
     fail(exec_errno == ENOENT ? kExitCommandNotFound : kExitNotExecutable,
@@ -289,7 +291,7 @@ int run(const ProfileOptions& options) {
 
   const std::string output_files =
       options.show_output ? "" : "; program output -> " + relay.stdout_path() + ", " + relay.stderr_path();
-  const bool have_trace = report_trace(finish, output, stop_timeout, output_files);
+  const bool have_trace = report_trace(finish, output, stop_timeout, output_files, options.quiet);
 
   // The trace is in place (or reported missing): the name is free for the next run.
   output.claim.release();

@@ -127,9 +127,12 @@ def test_program_output_and_exit_code_are_unchanged(tmp_path):
     assert plain.returncode == 5
     assert traced.returncode == 5
     assert traced.stdout == plain.stdout
-    # cutrace adds exactly one line to stderr, after everything the program wrote: its summary.
-    extra = traced.stderr[len(plain.stderr):]
-    assert traced.stderr.startswith(plain.stderr)
+    # cutrace adds exactly two lines to stderr: where it collects, before the program starts, and its
+    # summary after everything the program wrote.
+    first, _, rest = traced.stderr.partition("\n")
+    assert first == f"cutrace: collecting data into {trace}", traced.stderr
+    extra = rest[len(plain.stderr):]
+    assert rest.startswith(plain.stderr)
     assert extra.startswith("cutrace: ") and extra.count("\n") == 1, traced.stderr
     assert trace.exists()
     table = api_sum(trace)

@@ -55,6 +55,15 @@ class LauncherRun : public ::testing::Test {
 
   std::string out() const { return read_file(dir_ / "stdout"); }
   std::string err() const { return read_file(dir_ / "stderr"); }
+  // stderr without the "cutrace: collecting data into ..." line every run starts with (unless -q).
+  std::string run_err() const {
+    std::string text = err();
+    const std::string start = "cutrace: collecting data into ";
+    const size_t at = text.find(start);
+    if (at == std::string::npos || (at > 0 && text[at - 1] != '\n')) return text;
+    const size_t end = text.find('\n', at);
+    return text.erase(at, end == std::string::npos ? std::string::npos : end - at + 1);
+  }
   std::string recorder_log() const { return read_file(dir_ / "recorder.log"); }
   bool recorder_ran() const { return exists(dir_ / "recorder.log"); }
 
@@ -79,7 +88,9 @@ class LauncherRun : public ::testing::Test {
 TEST_F(LauncherRun, ExitCodeAndOutputOfTheProgramPassThrough) {
   EXPECT_EQ(profile({"-o", "run", "sh", "-c", "echo out; echo err >&2; exit 3"}), 3);
   EXPECT_EQ(out(), "out\n");
-  auto lines = lines_of(err());
+  // The line nsys's "Collecting data..." stands for comes before anything the program prints.
+  EXPECT_EQ(err().rfind("cutrace: collecting data into " + dir_ / "run.cutrace\n", 0), 0u) << err();
+  auto lines = lines_of(run_err());
   ASSERT_EQ(lines.size(), 2u) << err();
   EXPECT_EQ(lines[0], "err");
   // The fake recorder reports 42 events, 1 process, 2 threads.
@@ -91,10 +102,19 @@ TEST_F(LauncherRun, ExitCodeAndOutputOfTheProgramPassThrough) {
   expect_session_removed();
 }
 
+// -q leaves out the start and summary lines, never a warning.
+TEST_F(LauncherRun, QuietLeavesOnlyWarnings) {
+  EXPECT_EQ(profile({"-q", "-o", "run", "sh", "-c", "echo err >&2; exit 3"}), 3);
+  EXPECT_EQ(err(), "err\n");
+  EXPECT_EQ(profile({"--quiet", "-o", "run2", "true"}, {{"FAKE_RECORDER_MODE", "warn"}}), 0);
+  EXPECT_EQ(err(), "cutrace: warning: process 4242 (./gemm): libcublas.so.13 was loaded but none of its calls was "
+                   "recorded.\n");
+}
+
 // The recorder's warnings reach the user after the summary line, and change nothing else.
 TEST_F(LauncherRun, RecorderWarningsArePrintedAndTheExitCodeStaysTheProgramsOwn) {
   EXPECT_EQ(profile({"-o", "run", "sh", "-c", "echo err >&2; exit 4"}, {{"FAKE_RECORDER_MODE", "warn"}}), 4);
-  auto lines = lines_of(err());
+  auto lines = lines_of(run_err());
   ASSERT_EQ(lines.size(), 3u) << err();
   EXPECT_EQ(lines[0], "err");
   EXPECT_EQ(lines[1].rfind("cutrace: 42 events, 1 process, 2 threads", 0), 0u) << lines[1];
@@ -112,7 +132,7 @@ TEST_F(LauncherRun, ProgramKilledBySignalGives128PlusN) {
 TEST_F(LauncherRun, ShowOutputFalseKeepsTheProgramsOutputInFilesBesideTheTrace) {
   EXPECT_EQ(profile({"-w", "false", "-o", "run", "sh", "-c", "echo out; echo err >&2; printf 'no newline'"}), 0);
   EXPECT_EQ(out(), "");
-  auto lines = lines_of(err());
+  auto lines = lines_of(run_err());
   ASSERT_EQ(lines.size(), 1u) << err();
   EXPECT_EQ(lines[0].rfind("cutrace: ", 0), 0u);
   const std::string base = std::filesystem::weakly_canonical(dir_ / "run").string();
@@ -385,7 +405,7 @@ TEST_F(LauncherRun, RecorderCrashLeavesTheProgramAloneAndTheTraceSalvaged) {
   EXPECT_EQ(profile({"-o", "run", "sh", "-c", "sleep 0.2; echo still-here; exit 5"}, {{"FAKE_RECORDER_MODE", "crash"}}),
             5);
   EXPECT_EQ(out(), "still-here\n");
-  EXPECT_EQ(err(), "cutrace: warning: the recorder was killed by signal 9 (SIGKILL); " + dir_ / "run.cutrace (" +
+  EXPECT_EQ(run_err(), "cutrace: warning: the recorder was killed by signal 9 (SIGKILL); " + dir_ / "run.cutrace (" +
                        human_size(std::filesystem::file_size(dir_ / "run.cutrace")) +
                        ") holds what it wrote before.\n");
   EXPECT_TRUE(exists(dir_ / "run.cutrace"));
@@ -398,7 +418,7 @@ TEST_F(LauncherRun, RecorderThatIgnoresShutdownIsStopped) {
                     {{"FAKE_RECORDER_MODE", "term-only"}, {"CUTRACE_RECORDER_STOP_TIMEOUT", "0.2"}}),
             4);
   EXPECT_EQ(value_of(recorder_log(), "finished_by"), "sigterm");
-  auto lines = lines_of(err());
+  auto lines = lines_of(run_err());
   ASSERT_EQ(lines.size(), 2u) << err();
   EXPECT_EQ(lines[0],
             "cutrace: warning: the recorder had not finished 0.2 s after the program ended and was sent SIGTERM; "
@@ -426,7 +446,7 @@ TEST_F(LauncherRun, SignalAfterTheProgramEndedHurriesTheRecorder) {
   ASSERT_EQ(kill(launcher, SIGINT), 0);
   EXPECT_EQ(wait_exit(launcher), 7);
   EXPECT_EQ(value_of(recorder_log(), "finished_by"), "sigterm");
-  auto lines = lines_of(err());
+  auto lines = lines_of(run_err());
   ASSERT_EQ(lines.size(), 1u) << err();  // finishing early on request is no failure: no warning
   EXPECT_EQ(lines[0].rfind("cutrace: 42 events", 0), 0u) << lines[0];
 }
