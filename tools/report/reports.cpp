@@ -17,9 +17,12 @@ using reader::Event;
 using reader::EventKind;
 using reader::TraceReader;
 
+double sample_deviation(uint64_t n, uint64_t sum, unsigned __int128 squares);
+
 // cuda_api_sum (and the cuBLAS and cuDNN sums): per display name, as nsys groups by name
 // (__cudaLaunchKernel and __cudaLaunchKernel_ptsz are both the one cudaLaunchKernel users wrote).
-// Count, total, min, max and the deviation are kept as running values; the median is exact (above).
+// Count, total, min, max and the sum of squares (exact, in 128 bits) are kept as running values; the
+// median is exact (SpillingValues).
 class ApiSum : public Report {
  public:
   ApiSum(const char* title, CallFamily family, const ReportOptions& options)
@@ -33,10 +36,7 @@ class ApiSum : public Report {
     if (d > r.max) r.max = d;
     ++r.count;
     r.total += d;
-    // Welford's running mean and sum of squared deviations.
-    const long double delta = (long double)d - r.mean;
-    r.mean += delta / (long double)r.count;
-    r.m2 += delta * ((long double)d - r.mean);
+    r.squares += (unsigned __int128)d * d;
     r.durations.add(d);
     // Half the budget: the vectors holding them may have up to twice the room they use.
     if (++held_ >= kSpillBudgetBytes / sizeof(uint64_t) / 2) {
@@ -57,7 +57,7 @@ class ApiSum : public Report {
   struct Row {
     const std::string* name = nullptr;
     uint64_t count = 0, total = 0, min = 0, max = 0;
-    long double mean = 0, m2 = 0;
+    unsigned __int128 squares = 0;
     SpillingValues durations;
   };
 
@@ -89,7 +89,7 @@ class ApiSum : public Report {
       const uint64_t n = r->count;
       double median = double(r->durations.select(n / 2, n, r->min, r->max, &ok_));
       if (n % 2 == 0) median = (double(r->durations.select(n / 2 - 1, n, r->min, r->max, &ok_)) + median) / 2;
-      const double stddev = n > 1 ? double(std::sqrt(r->m2 / (long double)(n - 1))) : 0.0;  // sample, as nsys
+      const double stddev = sample_deviation(n, r->total, r->squares);
       const double pct = grand_total ? 100.0 * double(r->total) / double(grand_total) : 0.0;
       table_.rows.push_back({Cell::decimal(pct), Cell::integer(r->total), Cell::integer(n),
                              Cell::decimal(double((long double)r->total / (long double)n)), Cell::decimal(median),
@@ -111,6 +111,20 @@ class ApiSum : public Report {
   bool table_ready_ = false;
   Table table_;
 };
+
+// The sample standard deviation, as nsys shows it, from the count, sum and sum of squares:
+// (n * squares - sum^2) / (n * (n - 1)), exact in 128 bits where it fits.
+double sample_deviation(uint64_t n, uint64_t sum, unsigned __int128 squares) {
+  if (n < 2) return 0.0;
+  unsigned __int128 n_squares = 0;
+  const unsigned __int128 sum_squared = (unsigned __int128)sum * sum;
+  long double variance;
+  if (!__builtin_mul_overflow((unsigned __int128)n, squares, &n_squares) && n_squares >= sum_squared)
+    variance = (long double)(n_squares - sum_squared) / ((long double)n * (long double)(n - 1));
+  else
+    variance = ((long double)squares - (long double)sum * (long double)sum / (long double)n) / (long double)(n - 1);
+  return variance > 0 ? double(std::sqrt(variance)) : 0.0;
+}
 
 // The result cell of a call, as nsys shows it: the number.
 Cell result_cell(const ApiSpec& api, uint64_t result) {
