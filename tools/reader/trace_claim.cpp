@@ -32,11 +32,18 @@ bool still_named(int fd, const std::string& path) {
 }
 
 std::string read_holder(int fd) {
-  char text[256] = {};
-  ssize_t n = pread(fd, text, sizeof text - 1, 0);
-  std::string s = n > 0 ? std::string(text, size_t(n)) : std::string();
+  // The holder writes its description just after it took the lock, so a run refused in between finds
+  // the file empty: wait for it a little (100 ms at most) rather than name no one.
+  std::string s;
+  for (int attempt = 0; attempt < 100 && s.empty(); ++attempt) {
+    if (attempt) usleep(1000);
+    char text[256] = {};
+    const ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    s = n > 0 ? std::string(text, size_t(n)) : std::string();
+    // Only a whole line counts: the holder may be in the middle of writing it.
+    if (s.empty() || s.back() != '\n') s.clear();
+  }
   while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
-  // The file is written by the holder after it took the lock; a reader may see it empty for a moment.
   return s.empty() ? "another cutrace run" : s;
 }
 
