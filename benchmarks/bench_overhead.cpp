@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "session/session.h"
+#include "cutrace/session.h"
 
 extern char** environ;
 

@@ -16,7 +16,7 @@
 #include "cutrace/ring.h"
 #include "recorder/recorder.h"
 #include "recorder/trace_writer.h"
-#include "session/session.h"
+#include "cutrace/session.h"
 
 namespace {
 

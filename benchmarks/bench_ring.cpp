@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cutrace/ring.h"
-#include "session/session.h"
+#include "cutrace/session.h"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include "reader/trace_claim.h"
 #include "recorder/recorder.h"
 #include "recorder/trace_writer.h"
-#include "session/session.h"
+#include "cutrace/session.h"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include "launcher/process.h"
 #include "launcher/recorder_process.h"
 #include "report/commands.h"
-#include "session/session.h"
+#include "cutrace/session.h"
 
 namespace cutrace::launcher {
 namespace {

@@ -31,7 +31,7 @@
 
 #include "reader/trace_claim.h"
 #include "recorder/trace_writer.h"
-#include "session/session.h"
+#include "cutrace/session.h"
 
 namespace {
 

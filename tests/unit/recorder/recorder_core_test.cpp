@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "recorder/recorder.h"
-#include "session/session.h"
+#include "cutrace/session.h"
 #include "test_support.h"
 
 namespace cutrace {

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "cutrace/api_table.h"
-#include "session/session.h"
+#include "cutrace/session.h"
 #include "test_support.h"
 
 #ifndef CUTRACE_RECORDER_PATH

@@ -14,7 +14,7 @@
 
 #include "recorder/recorder.h"
 #include "recorder/trace_writer.h"
-#include "session/session.h"
+#include "cutrace/session.h"
 
 namespace {
 

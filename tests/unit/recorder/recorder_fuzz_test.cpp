@@ -7,7 +7,7 @@
 #include <random>
 
 #include "recorder/recorder.h"
-#include "session/session.h"
+#include "cutrace/session.h"
 #include "test_support.h"
 
 namespace cutrace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cutrace/ring.h"
-#include "session/session.h"
+#include "cutrace/session.h"
 
 namespace cutrace {
 namespace {

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "session/session.h"
+#include "cutrace/session.h"
 
 namespace cutrace {
 namespace {

@@ -1,4 +1,4 @@
-#include "session/session.h"
+#include "cutrace/session.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
