@@ -554,7 +554,8 @@ command exits, also when a signal ended it.
 
 environment:
   CUTRACE_PRELOAD_LIB         path of libcutrace-preload.so (default: found next to cutrace)
-  CUTRACE_RECORDER            path of cutrace-recorder (default: found next to cutrace)
+  CUTRACE_RECORDER            path of cutrace-recorder (default: found next to cutrace, or in
+                              libexec/cutrace of its installation)
   CUTRACE_RECORDER_START_TIMEOUT
                               seconds the recorder may take to start (default 10)
   CUTRACE_RECORDER_STOP_TIMEOUT
