@@ -11,10 +11,6 @@
 namespace cutrace::reader {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 struct flock whole_file(short type) {
   struct flock lock {};
   lock.l_type = type;
@@ -58,13 +54,13 @@ std::string this_run() {
 std::string claim_path(const std::string& trace_path) { return trace_path + kClaimSuffix; }
 
 std::string trace_of_partial(const std::string& path) {
-  if (!ends_with(path, ".part")) return {};
+  if (!path.ends_with(".part")) return {};
   std::string stem = path.substr(0, path.size() - 5);
-  if (ends_with(stem, ".cutrace")) return stem;
+  if (stem.ends_with(".cutrace")) return stem;
   size_t dot = stem.rfind('.');
   if (dot == std::string::npos || dot + 1 == stem.size()) return {};
   std::string trace = stem.substr(0, dot);
-  return ends_with(trace, ".cutrace") ? trace : std::string();
+  return trace.ends_with(".cutrace") ? trace : std::string();
 }
 
 TraceClaim::Result TraceClaim::acquire(const std::string& trace_path) {

@@ -36,23 +36,15 @@ bool ArgCursor::value_option(const char* short_name, const char* long_name, std:
 }
 
 int ArgCursor::take_common(const char* command, const std::string& hint, std::string& trace_path) {
-  const std::string_view a = current();
-  if (!options_done_ && a == "--") {
-    options_done_ = true;
-    advance();
-    return kNextArgument;
-  }
-  if (!options_done_ && a.size() > 1 && a[0] == '-') {
-    std::fprintf(stderr, "cutrace %s: unknown option '%s'; %s.\n", command, std::string(a).c_str(), hint.c_str());
-    return kExitUsage;
-  }
+  std::vector<std::string> taken;
+  const int status = take_common(command, hint, taken);
+  if (status != kNextArgument || taken.empty()) return status;
   if (!trace_path.empty()) {
     std::fprintf(stderr, "cutrace %s: more than one trace given ('%s' and '%s'); give one trace file.\n", command,
-                 trace_path.c_str(), std::string(a).c_str());
+                 trace_path.c_str(), taken[0].c_str());
     return kExitUsage;
   }
-  trace_path = a;
-  advance();
+  trace_path = std::move(taken[0]);
   return kNextArgument;
 }
 

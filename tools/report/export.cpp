@@ -68,11 +68,6 @@ bool parse_time_ns(const std::string& text, uint64_t* ns) {
   return true;
 }
 
-bool ends_with(const std::string& s, const char* suffix) {
-  const size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
 uint64_t ui_limit_bytes() {
   const char* text = std::getenv("CUTRACE_PERFETTO_UI_LIMIT_BYTES");
   if (text && *text) {
@@ -158,7 +153,7 @@ int export_main(int argc, char** argv) {
 
   reader::TraceReader trace;
   if (!open_trace(trace, trace_path, "export")) return kExitFailure;
-  if (ends_with(output_arg, ".gz")) gzip = true;
+  if (output_arg.ends_with(".gz")) gzip = true;
   const std::string output_path = output_arg.empty() ? default_output(trace_path, gzip) : output_arg;
   Output out;
   std::string error;
