@@ -40,6 +40,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -70,6 +71,11 @@ inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
 
 // Returns false on a truncated or over-long varint.
 inline bool get_varint(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
+  // Most fields of a loop's calls fit in one byte.
+  if (p != end && *p < 0x80) {
+    v = *p++;
+    return true;
+  }
   v = 0;
   for (int shift = 0; shift < 64; shift += 7) {
     if (p == end) return false;
@@ -94,10 +100,11 @@ struct CallHistory {
   uint64_t generation = 0;
   uint64_t result = 0;
   uint64_t duration = 0;
+  // In the order of abi::ApiCallRecord, so that the decoder copies the four with one store.
   uint8_t depth = 0;
   uint8_t outer_domains = 0;
-  uint8_t flags = 0;
   uint8_t arg_count = 0;
+  uint8_t flags = 0;
   std::array<uint64_t, abi::kMaxApiArgs> args{};
 };
 
@@ -328,22 +335,28 @@ inline uint32_t decode(BlockState& state, BlockInput& in, uint8_t* record) {
       prev.args[i] += uint64_t(unzigzag(v));
     }
   }
-  abi::ApiCallRecord r{};
-  r.header.kind = uint16_t(abi::RecordKind::kApiCall);
-  r.header.aux = uint32_t(api);
-  r.header.size = uint16_t(sizeof(abi::ApiCallRecord) + 8 * prev.arg_count);
-  r.begin = state.prev_end() + uint64_t(unzigzag(gap));
-  r.end = r.begin + prev.duration;
-  state.prev_end() = r.end;
-  r.result = prev.result;
-  r.depth = prev.depth;
-  r.outer_domains = prev.outer_domains;
-  r.flags = prev.flags;
-  r.arg_count = prev.arg_count;
-  r.correlation = correlation;
-  std::memcpy(record, &r, sizeof r);
-  std::memcpy(record + sizeof r, prev.args.data(), 8u * prev.arg_count);
-  return r.header.size;
+  static_assert(std::endian::native == std::endian::little, "the header is assembled as one little-endian word");
+  // Field by field into the output: a record assembled on the stack and then copied costs a
+  // store-forwarding stall per call (narrow stores read back as one wide load).
+  const uint32_t size = uint32_t(sizeof(abi::ApiCallRecord) + 8 * prev.arg_count);
+  const uint64_t header = uint64_t(abi::RecordKind::kApiCall) | uint64_t(size) << 16 | api << 32;
+  const uint64_t begin = state.prev_end() + uint64_t(unzigzag(gap));
+  const uint64_t call_end = begin + prev.duration;
+  state.prev_end() = call_end;
+  static_assert(offsetof(abi::ApiCallRecord, header) == 0 && offsetof(abi::ApiCallRecord, result) == 24 &&
+                offsetof(abi::ApiCallRecord, depth) == 32 && offsetof(abi::ApiCallRecord, outer_domains) == 33 &&
+                offsetof(abi::ApiCallRecord, flags) == 35 && offsetof(abi::ApiCallRecord, correlation) == 36);
+  static_assert(offsetof(CallHistory, outer_domains) == offsetof(CallHistory, depth) + 1 &&
+                offsetof(CallHistory, arg_count) == offsetof(CallHistory, depth) + 2 &&
+                offsetof(CallHistory, flags) == offsetof(CallHistory, depth) + 3);
+  std::memcpy(record, &header, 8);
+  std::memcpy(record + 8, &begin, 8);
+  std::memcpy(record + 16, &call_end, 8);
+  std::memcpy(record + 24, &prev.result, 8);
+  std::memcpy(record + 32, &prev.depth, 4);
+  std::memcpy(record + 36, &correlation, 4);
+  std::memcpy(record + sizeof(abi::ApiCallRecord), prev.args.data(), 8u * prev.arg_count);
+  return size;
 }
 
 // Builds one block body in memory: for writers of synthetic traces (tests, tools) that have no

@@ -693,9 +693,20 @@ bool TraceReader::validate_events() {
   // Decoded records are at most kMaxRecordBytes each and every encoded one takes at least 2 bytes,
   // so this bound is never hit by a well-formed chunk; it stops a hostile one from exhausting memory.
   const size_t max_decoded = size_t(format::kMaxChunkRawBytes) * 8;
-  decoded_.clear();
+  // Records are decoded straight into decoded_, which always has room for one more record beyond
+  // decoded_size plus kDeliverySlack (deliver_event copies argument slots at a fixed width).
+  size_t decoded_size = 0;
+  auto room_for = [&](size_t bytes) {
+    const size_t need = decoded_size + bytes + abi::kMaxRecordBytes + kDeliverySlack;
+    if (decoded_.size() < need) decoded_.resize(std::max(need, decoded_.size() * 2));
+  };
+  auto append = [&](const void* data, size_t bytes) {
+    room_for(bytes);
+    std::memcpy(decoded_.data() + decoded_size, data, bytes);
+    decoded_size += bytes;
+  };
+  to_apply_.clear();
   size_t pos = 0;
-  uint8_t record[abi::kMaxRecordBytes];
   while (pos < n) {
     if (n - pos < sizeof(BlockHeader)) return chunk_error_ = "a block header is cut off", false;
     auto bh = load<BlockHeader>(p + pos);
@@ -709,15 +720,15 @@ bool TraceReader::validate_events() {
       format::ThreadDef def{};
       def.thread_index = bh.thread_index;
       const BlockHeader dh{uint32_t(BlockType::kThreadDef), uint32_t(sizeof def), bh.thread_index, 0};
-      const size_t at = decoded_.size();
-      decoded_.resize(at + sizeof dh + sizeof def);
-      std::memcpy(decoded_.data() + at, &dh, sizeof dh);
-      std::memcpy(decoded_.data() + at + sizeof dh, &def, sizeof def);
+      to_apply_.push_back({decoded_size, bh.thread_index, true});
+      append(&dh, sizeof dh);
+      append(&def, sizeof def);
       defined_here.insert(bh.thread_index);
       known_thread = true;
     }
-    const size_t out_header = decoded_.size();
-    decoded_.resize(out_header + sizeof bh);
+    const size_t out_header = decoded_size;
+    room_for(sizeof bh);
+    decoded_size += sizeof bh;
     switch (BlockType(bh.type)) {
       case BlockType::kThreadDef: {
         if (bh.bytes < sizeof(format::ThreadDef)) return chunk_error_ = "a thread definition is too short", false;
@@ -727,7 +738,8 @@ bool TraceReader::validate_events() {
         if (known_thread)
           return chunk_error_ = "thread " + std::to_string(def.thread_index) + " is defined twice", false;
         defined_here.insert(def.thread_index);
-        decoded_.insert(decoded_.end(), p + pos, p + pos + bh.bytes);
+        to_apply_.push_back({out_header, bh.thread_index, true});
+        append(p + pos, bh.bytes);
         break;
       }
       case BlockType::kRecords: {
@@ -740,11 +752,23 @@ bool TraceReader::validate_events() {
         uint32_t count = 0;
         codec_state_.start_block();
         while (!in.done()) {
+          room_for(0);
+          uint8_t* record = decoded_.data() + decoded_size;
           const uint32_t size = codec::decode(codec_state_, in, record);
           if (size == 0) return chunk_error_ = "a record of thread " + std::to_string(bh.thread_index) + " cannot be decoded", false;
-          if (const char* why = check_record(record, size)) return chunk_error_ = why, false;
-          if (decoded_.size() + size > max_decoded) return chunk_error_ = "the chunk decodes to an implausible size", false;
-          decoded_.insert(decoded_.end(), record, record + size);
+          const auto kind = abi::RecordKind(load<uint16_t>(record));
+          if (kind == abi::RecordKind::kApiCall) {
+            // The decoder built it: well-formed by construction. Only calls that name a kernel by
+            // another handle have something to apply.
+            const ApiSpec* spec = find_api(load<uint32_t>(record + offsetof(abi::RecordHeader, aux)));
+            if (spec && spec->alias_out_arg >= 0) to_apply_.push_back({decoded_size, bh.thread_index, false});
+          } else {
+            if (const char* why = check_record(record, size)) return chunk_error_ = why, false;
+            if (kind == abi::RecordKind::kString || kind == abi::RecordKind::kModuleMap)
+              to_apply_.push_back({decoded_size, bh.thread_index, false});
+          }
+          if (decoded_size + size > max_decoded) return chunk_error_ = "the chunk decodes to an implausible size", false;
+          decoded_size += size;
           ++count;
         }
         if (count != bh.record_count)
@@ -755,16 +779,17 @@ bool TraceReader::validate_events() {
       }
       default:
         // A block type from a later writer: its size is known, so it is skipped.
-        decoded_.resize(out_header);
+        decoded_size = out_header;
         pos += encoded_bytes;
         continue;
     }
-    bh.bytes = uint32_t(decoded_.size() - out_header - sizeof bh);
+    bh.bytes = uint32_t(decoded_size - out_header - sizeof bh);
     std::memcpy(decoded_.data() + out_header, &bh, sizeof bh);
     pos += encoded_bytes;
   }
+  room_for(0);
   raw_.swap(decoded_);
-  raw_size_ = raw_.size();
+  raw_size_ = decoded_size;
   return true;
 }
 
@@ -794,12 +819,12 @@ void TraceReader::apply_module(Thread& t, const uint8_t* rec) {
 
 void TraceReader::apply_events() {
   const uint8_t* p = raw_.data();
-  size_t pos = 0;
-  while (pos < raw_size_) {
-    auto bh = load<BlockHeader>(p + pos);
-    pos += sizeof bh;
-    if (BlockType(bh.type) == BlockType::kThreadDef) {
-      auto def = load<format::ThreadDef>(p + pos);
+  // Only what validate_events() found to apply: thread definitions (at their block header) and the
+  // records that name things; in file order.
+  for (const PendingApply& at : to_apply_) {
+    const uint8_t* r = p + at.offset;
+    if (at.thread_def) {
+      auto def = load<format::ThreadDef>(r + sizeof(BlockHeader));
       Process& proc = process_for(def);
       Thread& t = threads_.emplace_back();
       t.index = def.thread_index;
@@ -812,39 +837,35 @@ void TraceReader::apply_events() {
       t.process = proc.index;
       proc.threads.push_back(def.thread_index);
       thread_pos_[def.thread_index] = uint32_t(threads_.size() - 1);
-    } else if (BlockType(bh.type) == BlockType::kRecords) {
-      Thread& t = *mutable_thread(bh.thread_index);
-      for (size_t r = pos, end = pos + bh.bytes; r < end;) {
-        auto h = load<abi::RecordHeader>(p + r);
-        if (abi::RecordKind(h.kind) == abi::RecordKind::kString) {
-          auto length = load<uint32_t>(p + r + offsetof(abi::StringRecord, length));
-          std::string_view text(reinterpret_cast<const char*>(p + r + sizeof(abi::StringRecord)), length);
-          Process& proc = processes_[t.process];
-          switch (abi::StringKind(h.aux)) {
-            case abi::StringKind::kKernelName: {
-              uint64_t key = load<uint64_t>(p + r + offsetof(abi::StringRecord, key));
-              KernelName& k = proc.kernel_names[key];
-              k.mangled.assign(text);
-              k.demangled = demangle(text);
-              break;
-            }
-            case abi::StringKind::kThreadName: t.name.assign(text); break;
-            case abi::StringKind::kProcessCommand: proc.command.assign(text); break;
-            case abi::StringKind::kProcessExe: proc.exe.assign(text); break;
-            case abi::StringKind::kCudaRuntime:
-              proc.cuda_runtime_version = uint32_t(load<uint64_t>(p + r + offsetof(abi::StringRecord, key)));
-              proc.cuda_runtime_path.assign(text);
-              break;
-          }
-        } else if (abi::RecordKind(h.kind) == abi::RecordKind::kApiCall) {
-          apply_call_names(t, p + r, h.size);
-        } else if (abi::RecordKind(h.kind) == abi::RecordKind::kModuleMap) {
-          apply_module(t, p + r);
-        }
-        r += h.size;
-      }
+      continue;
     }
-    pos += bh.bytes;
+    Thread& t = *mutable_thread(at.thread_index);
+    auto h = load<abi::RecordHeader>(r);
+    if (abi::RecordKind(h.kind) == abi::RecordKind::kString) {
+      auto length = load<uint32_t>(r + offsetof(abi::StringRecord, length));
+      std::string_view text(reinterpret_cast<const char*>(r + sizeof(abi::StringRecord)), length);
+      Process& proc = processes_[t.process];
+      switch (abi::StringKind(h.aux)) {
+        case abi::StringKind::kKernelName: {
+          uint64_t key = load<uint64_t>(r + offsetof(abi::StringRecord, key));
+          KernelName& k = proc.kernel_names[key];
+          k.mangled.assign(text);
+          k.demangled = demangle(text);
+          break;
+        }
+        case abi::StringKind::kThreadName: t.name.assign(text); break;
+        case abi::StringKind::kProcessCommand: proc.command.assign(text); break;
+        case abi::StringKind::kProcessExe: proc.exe.assign(text); break;
+        case abi::StringKind::kCudaRuntime:
+          proc.cuda_runtime_version = uint32_t(load<uint64_t>(r + offsetof(abi::StringRecord, key)));
+          proc.cuda_runtime_path.assign(text);
+          break;
+      }
+    } else if (abi::RecordKind(h.kind) == abi::RecordKind::kApiCall) {
+      apply_call_names(t, r, h.size);
+    } else if (abi::RecordKind(h.kind) == abi::RecordKind::kModuleMap) {
+      apply_module(t, r);
+    }
   }
 }
 
@@ -875,7 +896,10 @@ bool TraceReader::deliver_event(Event& ev) {
           c.flags = rec.flags;
           c.correlation = rec.correlation ? rec.correlation : ++call_sequence_;
           c.arg_count = rec.arg_count;
-          std::memcpy(c.args, r + sizeof(abi::ApiCallRecord), 8u * rec.arg_count);
+          // A fixed width (decoded calls have at most kMaxApiArgs; raw_ has the slack): an inline copy
+          // instead of a call into memcpy. Slots past arg_count hold whatever followed.
+          static_assert(kDeliverySlack >= 8 * abi::kMaxApiArgs);
+          std::memcpy(c.args, r + sizeof(abi::ApiCallRecord), 8 * abi::kMaxApiArgs);
           return true;
         }
         case abi::RecordKind::kString: {

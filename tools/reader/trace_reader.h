@@ -27,6 +27,8 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -308,7 +310,34 @@ class TraceReader {
   // raw_ holds the chunk's payload; for an events chunk, validate_events() replaces every kRecords
   // block by its decoded records (ring layout, absolute times) so the rest of the reader walks
   // fixed-layout records.
-  std::vector<uint8_t> stored_, raw_, decoded_;
+  // Growing a buffer leaves the new bytes uninitialised: they are about to be overwritten, and zeroing
+  // them would touch every page of the largest chunk twice.
+  template <class T>
+  struct UninitializedAllocator : std::allocator<T> {
+    template <class U>
+    struct rebind {
+      using other = UninitializedAllocator<U>;
+    };
+    template <class U>
+    void construct(U* p) noexcept {
+      ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+  };
+  using ByteBuffer = std::vector<uint8_t, UninitializedAllocator<uint8_t>>;
+  ByteBuffer stored_, raw_, decoded_;
+  // Bytes raw_ holds past raw_size_ after validate_events(), so deliveries can copy fixed widths.
+  static constexpr size_t kDeliverySlack = 8 * abi::kMaxApiArgs;
+  // What apply_events() must look at: a thread definition (offset of its block header) or a record.
+  struct PendingApply {
+    size_t offset;
+    uint32_t thread_index;
+    bool thread_def;
+  };
+  std::vector<PendingApply> to_apply_;
   codec::BlockState codec_state_;
   size_t raw_size_ = 0;
   std::string chunk_error_;
