@@ -37,9 +37,8 @@ class ApiSum : public Report {
     ++r.count;
     r.total += d;
     r.squares += (unsigned __int128)d * d;
-    r.durations.add(d);
-    // Half the budget: the vectors holding them may have up to twice the room they use.
-    if (++held_ >= kSpillBudgetBytes / sizeof(uint64_t) / 2) {
+    // Half the budget for the durations of all rows together.
+    if (r.durations.add(d) && ++held_ >= kSpillBudgetBytes / 2 / SpillingValues::kBytesPerHeldValue) {
       for (Row& each : rows_) ok_ = each.durations.spill() && ok_;
       held_ = 0;
     }
@@ -87,8 +86,8 @@ class ApiSum : public Report {
                       "Min (ns)", "Max (ns)",        "StdDev (ns)", "Name"};
     for (Row* r : order) {
       const uint64_t n = r->count;
-      double median = double(r->durations.select(n / 2, n, r->min, r->max, &ok_));
-      if (n % 2 == 0) median = (double(r->durations.select(n / 2 - 1, n, r->min, r->max, &ok_)) + median) / 2;
+      double median = double(r->durations.select(n / 2, r->min, r->max, &ok_));
+      if (n % 2 == 0) median = (double(r->durations.select(n / 2 - 1, r->min, r->max, &ok_)) + median) / 2;
       const double stddev = sample_deviation(n, r->total, r->squares);
       const double pct = grand_total ? 100.0 * double(r->total) / double(grand_total) : 0.0;
       table_.rows.push_back({Cell::decimal(pct), Cell::integer(r->total), Cell::integer(n),
