@@ -10,50 +10,86 @@
 namespace cutrace::report {
 namespace {
 
-void append_decimal(std::string& out, double v, int decimals) {
-  if (!std::isfinite(v)) v = 0;
-  char buf[64];
-  const int n = std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  out.append(buf, size_t(std::max(0, std::min<int>(n, sizeof buf - 1))));
+// Display width in terminal columns: UTF-8 continuation bytes take none.
+size_t width(std::string_view s) {
+  return size_t(std::count_if(s.begin(), s.end(), [](char ch) { return (uint8_t(ch) & 0xc0) != 0x80; }));
 }
 
-template <class T>
-void append_number(std::string& out, T v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, size_t(r.ptr - buf));
-}
-
-// Inserts thousands separators into the integer part of the number text at out[from...].
-void group_digits(std::string& out, size_t from) {
-  size_t start = from + (out.size() > from && out[from] == '-' ? 1 : 0);
-  size_t end = out.find('.', start);
-  if (end == std::string::npos) end = out.size();
-  for (size_t pos = end; pos > start + 3;) {
-    pos -= 3;
-    out.insert(pos, 1, ',');
+// Copies the number text s[0..n) to `out` with thousands separators in its integer part
+// ("-1234567.5" -> "-1,234,567.5"); `out` has room for n + n / 3 bytes. Returns the end.
+char* write_grouped(char* out, const char* s, size_t n) {
+  const size_t sign = n && s[0] == '-' ? 1 : 0;
+  size_t int_end = sign;
+  while (int_end < n && s[int_end] != '.') ++int_end;
+  const size_t digits = int_end - sign;
+  char* p = out;
+  if (sign) *p++ = '-';
+  for (size_t i = 0; i < digits; ++i) {
+    if (i && (digits - i) % 3 == 0) *p++ = ',';
+    *p++ = s[sign + i];
   }
+  std::memcpy(p, s + int_end, n - int_end);
+  return p + (n - int_end);
+}
+
+// Room a number cell's text may need: "%.*f" of a finite double takes at most 309 integer digits, a
+// sign, a point and the decimals; grouped, a third more.
+constexpr size_t kNumberRoom = 400;
+constexpr size_t kGroupedNumberRoom = kNumberRoom + kNumberRoom / 3;
+
+// Writes the text of a number cell (any kind but kText) at `out`, which has room for
+// kGroupedNumberRoom bytes. Returns the end.
+char* write_number(char* out, const Cell& c, bool grouped) {
+  char buf[kNumberRoom];
+  size_t n = 0;
+  switch (c.kind) {
+    case Cell::Kind::kText: return out;
+    case Cell::Kind::kInteger: n = size_t(std::to_chars(buf, buf + sizeof buf, c.u).ptr - buf); break;
+    case Cell::Kind::kSignedInteger: n = size_t(std::to_chars(buf, buf + sizeof buf, c.s).ptr - buf); break;
+    case Cell::Kind::kDecimal: {
+      const int written = std::snprintf(buf, sizeof buf, "%.*f", int(c.decimals), std::isfinite(c.d) ? c.d : 0.0);
+      n = size_t(std::max(0, std::min<int>(written, sizeof buf - 1)));
+      break;
+    }
+  }
+  if (grouped) return write_grouped(out, buf, n);
+  std::memcpy(out, buf, n);
+  return out + n;
 }
 
 // The text of a cell: plain (csv, tsv, json) or as the column layouts show numbers.
 void append_cell(std::string& out, const Cell& c, bool grouped) {
-  const size_t from = out.size();
-  switch (c.kind) {
-    case Cell::Kind::kText: {
-      const std::string_view t = c.text_view();
-      out.append(t.data(), t.size());
-      return;
-    }
-    case Cell::Kind::kInteger: append_number(out, c.u); break;
-    case Cell::Kind::kSignedInteger: append_number(out, c.s); break;
-    case Cell::Kind::kDecimal: append_decimal(out, c.d, c.decimals); break;
+  if (c.kind == Cell::Kind::kText) {
+    const std::string_view t = c.text_view();
+    out.append(t.data(), t.size());
+    return;
   }
-  if (grouped) group_digits(out, from);
+  char buf[kGroupedNumberRoom];
+  out.append(buf, size_t(write_number(buf, c, grouped) - buf));
 }
 
-// Display width in terminal columns: UTF-8 continuation bytes take none.
-size_t width(std::string_view s) {
-  return size_t(std::count_if(s.begin(), s.end(), [](char ch) { return (uint8_t(ch) & 0xc0) != 0x80; }));
+// The width of a cell as the column layouts show it; integers are measured, not formatted.
+size_t grouped_width(const Cell& c) {
+  auto digits = [](uint64_t v) {
+    size_t d = 1;
+    while (v >= 10) v /= 10, ++d;
+    return d;
+  };
+  switch (c.kind) {
+    case Cell::Kind::kInteger: {
+      const size_t d = digits(c.u);
+      return d + (d - 1) / 3;
+    }
+    case Cell::Kind::kSignedInteger: {
+      const size_t d = digits(c.s < 0 ? 0 - uint64_t(c.s) : uint64_t(c.s));
+      return (c.s < 0) + d + (d - 1) / 3;
+    }
+    default: {
+      std::string text;
+      append_cell(text, c, true);
+      return width(text);
+    }
+  }
 }
 
 // The "(ns)" columns and their titles in `unit`.
@@ -132,10 +168,7 @@ class CsvSink : public BufferedSink {
   // appended whole, instead of a string append (and its capacity check) per field and separator.
   void write_row(const std::vector<Cell>& cells) override {
     size_t bound = 1;
-    // A double printed with "%.*f" takes up to 309 integer digits.
-    for (const Cell& c : cells)
-      bound += 1 + (c.kind == Cell::Kind::kText ? 2 * c.text_view().size() + 2
-                    : c.kind == Cell::Kind::kDecimal ? 400 : 24);
+    for (const Cell& c : cells) bound += 1 + (c.kind == Cell::Kind::kText ? 2 * c.text_view().size() + 2 : kNumberRoom);
     if (line_.size() < bound) line_.resize(std::max(bound, line_.size() * 2));
     char* p = line_.data();
     for (size_t c = 0; c < cells.size(); ++c) {
@@ -143,15 +176,7 @@ class CsvSink : public BufferedSink {
       const Cell& cell = cells[c];
       switch (cell.kind) {
         case Cell::Kind::kText: p = field(p, cell.text_view()); break;
-        case Cell::Kind::kInteger: p = std::to_chars(p, p + 24, cell.u).ptr; break;
-        case Cell::Kind::kSignedInteger: p = std::to_chars(p, p + 24, cell.s).ptr; break;
-        case Cell::Kind::kDecimal: {
-          std::string text;
-          append_cell(text, cell, false);
-          std::memcpy(p, text.data(), std::min<size_t>(text.size(), 400));
-          p += std::min<size_t>(text.size(), 400);
-          break;
-        }
+        default: p = write_number(p, cell, false); break;
       }
     }
     *p++ = '\n';
@@ -229,22 +254,37 @@ class ColumnSink : public BufferedSink {
     line(header);
     line(rule);
   }
+  // Pointer writes into one line per row, as CsvSink does: rows come by the million.
   void write_row(const std::vector<Cell>& cells) override {
-    std::string& l = scratch_;
-    l.clear();
+    size_t bound = 1;
+    for (size_t c = 0; c < columns_.size(); ++c)
+      bound += widths_[c] + 3 +
+               (c >= cells.size() ? 0 : cells[c].kind == Cell::Kind::kText ? cells[c].text_view().size() : kGroupedNumberRoom);
+    if (line_.size() < bound) line_.resize(std::max(bound, line_.size() * 2));
+    char* p = line_.data();
+    char number[kGroupedNumberRoom];
     for (size_t c = 0; c < columns_.size(); ++c) {
-      text_.clear();
-      if (c < cells.size()) append_cell(text_, cells[c], true);
-      const size_t pad = widths_[c] > width(text_) ? widths_[c] - width(text_) : 0;
+      std::string_view text;
+      size_t text_width = 0;
+      if (c < cells.size() && cells[c].kind == Cell::Kind::kText) {
+        text = cells[c].text_view();
+        text_width = width(text);
+      } else if (c < cells.size()) {
+        text = std::string_view(number, size_t(write_number(number, cells[c], true) - number));
+        text_width = text.size();
+      }
+      const size_t pad = widths_[c] > text_width ? widths_[c] - text_width : 0;
       const bool right = c < cells.size() && cells[c].right;
-      if (c && bordered_) l += '|';
-      l += ' ';
-      if (right) l.append(pad, ' ');
-      l += text_;
-      if (!right) l.append(pad, ' ');
-      l += ' ';
+      if (c && bordered_) *p++ = '|';
+      *p++ = ' ';
+      if (right) p = std::fill_n(p, pad, ' ');
+      p = std::copy(text.begin(), text.end(), p);
+      if (!right) p = std::fill_n(p, pad, ' ');
+      *p++ = ' ';
     }
-    line(l);
+    while (p > line_.data() && p[-1] == ' ') --p;
+    *p++ = '\n';
+    buf_.append(line_.data(), size_t(p - line_.data()));
   }
 
  private:
@@ -256,7 +296,7 @@ class ColumnSink : public BufferedSink {
   }
   bool bordered_;
   std::vector<size_t> widths_;
-  std::string scratch_, text_;
+  std::vector<char> line_;
 };
 
 }  // namespace
@@ -312,12 +352,9 @@ void WidthSink::begin(const std::string&, const std::vector<std::string>& column
 
 void WidthSink::row(std::vector<Cell>& cells) {
   convert_row(cells, time_columns_, unit_);
-  std::string text;
-  for (size_t c = 0; c < cells.size() && c < widths_.size(); ++c) {
-    text.clear();
-    append_cell(text, cells[c], true);
-    widths_[c] = std::max(widths_[c], width(text));
-  }
+  for (size_t c = 0; c < cells.size() && c < widths_.size(); ++c)
+    widths_[c] = std::max(widths_[c], cells[c].kind == Cell::Kind::kText ? width(cells[c].text_view())
+                                                                          : grouped_width(cells[c]));
 }
 
 void replay(Table& table, TableSink& sink) {
