@@ -52,6 +52,7 @@ char* write_number(char* out, const Cell& c, bool grouped) {
       break;
     }
   }
+  if (n == 0) return out;
   if (grouped) return write_grouped(out, buf, n);
   std::memcpy(out, buf, n);
   return out + n;
