@@ -310,6 +310,17 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       codec::encode(codec_, converted, sizeof converted, batch_cursors_);
       break;
     }
+    case abi::RecordKind::kNvtx: {
+      // Annotations are few next to calls: a copy with the converted time is fine.
+      uint8_t converted[abi::kMaxRecordBytes];
+      std::memcpy(converted, record, bytes);
+      uint64_t time;
+      std::memcpy(&time, record + offsetof(abi::NvtxRecord, time), sizeof time);
+      time = clock_.to_ns(time);
+      std::memcpy(converted + offsetof(abi::NvtxRecord, time), &time, sizeof time);
+      codec::encode(codec_, converted, bytes, batch_cursors_);
+      break;
+    }
     case abi::RecordKind::kString:
       remember_string(record);
       codec::encode(codec_, record, bytes, batch_cursors_);

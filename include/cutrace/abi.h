@@ -206,6 +206,59 @@ struct ModuleRecord {
 static_assert(sizeof(ModuleRecord) == 80);
 inline constexpr uint32_t kMaxModulePathBytes = kMaxRecordBytes - sizeof(ModuleRecord);
 
+// NVTX annotations (the shim is the program's NVTX tool, loaded through NVTX_INJECTION64_PATH).
+// aux = NvtxEvent. Ranges and marks are recorded while the nvtx domain is captured; the records that
+// name things (domains, registered strings, categories, threads, CUDA resources) whenever the thread
+// has a ring, since later events refer to them.
+enum class NvtxEvent : uint32_t {
+  kPush = 1,            // a thread range opens on this thread (nvtxRangePush*, nvtxDomainRangePushEx)
+  kPop = 2,             // the innermost open thread range of `domain` on this thread closes
+  kStart = 3,           // a process range `range_id` opens (nvtxRangeStart*, nvtxDomainRangeStartEx)
+  kEnd = 4,             // process range `range_id` closes, on any thread of the process
+  kMark = 5,            // an instant (nvtxMark*, nvtxDomainMarkEx)
+  kDomainCreate = 6,    // domain id `domain` is named text
+  kRegisterString = 7,  // registered string `string_id` of `domain` is text
+  kNameCategory = 8,    // category `category` of `domain` is named text
+  kNameThread = 9,      // OS thread `range_id` (a tid) is named text (nvtxNameOsThread*)
+  kNameResource = 10,   // CUDA object `range_id` of NvtxResource `category` is named text
+};
+
+// The kind of a named CUDA object (kNameResource).
+enum class NvtxResource : uint32_t {
+  kCuDevice = 1,
+  kCuContext = 2,
+  kCuStream = 3,
+  kCuEvent = 4,
+  kCudaDevice = 5,
+  kCudaStream = 6,
+  kCudaEvent = 7,
+};
+
+enum class NvtxMessage : uint8_t { kNone = 0, kText = 1, kRegistered = 2 };
+// As nvtxEventAttributes_t says them (NVTX_PAYLOAD_TYPE_*, NVTX_COLOR_*): 0 = none.
+enum class NvtxPayload : uint8_t { kNone = 0, kUnsigned64 = 1, kSigned64 = 2, kDouble = 3, kUnsigned32 = 4, kSigned32 = 5, kFloat = 6 };
+
+struct NvtxRecord {
+  RecordHeader header;   // kind = kNvtx, aux = NvtxEvent
+  uint64_t time;         // ClockKind units in the ring, ns in the file
+  uint64_t range_id;     // kStart/kEnd: the range; kNameThread: the tid; kNameResource: the handle
+  uint64_t payload;      // the payload's bits as given (a double stays a double)
+  uint64_t string_id;    // message_type kRegistered, and kRegisterString: the registered string's id
+  uint32_t domain;       // 0 = the default domain; others numbered per process by the shim
+  uint32_t category;     // 0 = none; kNameResource: NvtxResource
+  uint32_t color;        // ARGB when has_color
+  uint32_t text_bytes;   // bytes of text that follow (UTF-8, no terminator, possibly cut)
+  uint8_t has_color;
+  uint8_t payload_type;  // NvtxPayload
+  uint8_t message_type;  // NvtxMessage
+  uint8_t text_cut;      // the program's text was longer than kMaxNvtxTextBytes
+  uint32_t reserved;
+  char text[];
+};
+static_assert(sizeof(NvtxRecord) == 64);
+// Longer messages are cut (and flagged); an annotation is a label, and this keeps a record small.
+inline constexpr uint32_t kMaxNvtxTextBytes = 1024;
+
 inline constexpr uint32_t align_record(uint32_t bytes) {
   return (bytes + kRecordAlign - 1) & ~(kRecordAlign - 1);
 }

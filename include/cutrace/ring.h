@@ -190,6 +190,12 @@ inline bool record_well_formed(const uint8_t* p, uint32_t bytes) {
       return p[offsetof(abi::ModuleRecord, build_id_bytes)] <= abi::kMaxBuildIdBytes &&
              length <= abi::kMaxModulePathBytes && abi::align_record(sizeof(abi::ModuleRecord) + length) == bytes;
     }
+    case abi::RecordKind::kNvtx: {
+      if (bytes < sizeof(abi::NvtxRecord)) return false;
+      uint32_t length;
+      std::memcpy(&length, p + offsetof(abi::NvtxRecord, text_bytes), sizeof length);
+      return length <= abi::kMaxNvtxTextBytes && abi::align_record(sizeof(abi::NvtxRecord) + length) == bytes;
+    }
     default:
       return false;
   }

@@ -93,6 +93,18 @@ class Cursor {
 };
 
 // Checks one record of a kRecords block against its kind's layout. `left` is what remains of the block.
+// NVTX records that name things rather than mark time.
+bool is_nvtx_naming(uint32_t event) {
+  switch (abi::NvtxEvent(event)) {
+    case abi::NvtxEvent::kDomainCreate:
+    case abi::NvtxEvent::kRegisterString:
+    case abi::NvtxEvent::kNameCategory:
+    case abi::NvtxEvent::kNameThread:
+    case abi::NvtxEvent::kNameResource: return true;
+    default: return false;
+  }
+}
+
 const char* check_record(const uint8_t* p, size_t left) {
   if (left < sizeof(abi::RecordHeader)) return "a record header is cut off";
   auto h = load<abi::RecordHeader>(p);
@@ -121,6 +133,12 @@ const char* check_record(const uint8_t* p, size_t left) {
       if (length > h.size - sizeof(abi::ModuleRecord)) return "a module record is shorter than its path";
       if (p[offsetof(abi::ModuleRecord, build_id_bytes)] > abi::kMaxBuildIdBytes)
         return "a module record claims a build-id longer than its field";
+      return nullptr;
+    }
+    case abi::RecordKind::kNvtx: {
+      if (h.size < sizeof(abi::NvtxRecord)) return "an NVTX record is too short";
+      uint32_t length = load<uint32_t>(p + offsetof(abi::NvtxRecord, text_bytes));
+      if (length > h.size - sizeof(abi::NvtxRecord)) return "an NVTX record is shorter than its text";
       return nullptr;
     }
     default:
@@ -764,7 +782,8 @@ bool TraceReader::validate_events() {
             if (spec && spec->alias_out_arg >= 0) to_apply_.push_back({decoded_size, bh.thread_index, false});
           } else {
             if (const char* why = check_record(record, size)) return chunk_error_ = why, false;
-            if (kind == abi::RecordKind::kString || kind == abi::RecordKind::kModuleMap)
+            if (kind == abi::RecordKind::kString || kind == abi::RecordKind::kModuleMap ||
+                (kind == abi::RecordKind::kNvtx && is_nvtx_naming(load<uint32_t>(record + 4))))
               to_apply_.push_back({decoded_size, bh.thread_index, false});
           }
           if (decoded_size + size > max_decoded) return chunk_error_ = "the chunk decodes to an implausible size", false;
@@ -865,7 +884,25 @@ void TraceReader::apply_events() {
       apply_call_names(t, r, h.size);
     } else if (abi::RecordKind(h.kind) == abi::RecordKind::kModuleMap) {
       apply_module(t, r);
+    } else if (abi::RecordKind(h.kind) == abi::RecordKind::kNvtx) {
+      apply_nvtx_name(t, r);
     }
+  }
+}
+
+void TraceReader::apply_nvtx_name(Thread& t, const uint8_t* rec) {
+  auto r = load<abi::NvtxRecord>(rec);
+  std::string text(reinterpret_cast<const char*>(rec + sizeof(abi::NvtxRecord)), r.text_bytes);
+  Process& proc = processes_[t.process];
+  switch (abi::NvtxEvent(r.header.aux)) {
+    case abi::NvtxEvent::kDomainCreate: proc.nvtx_domains[r.domain] = std::move(text); break;
+    case abi::NvtxEvent::kRegisterString: proc.nvtx_strings[r.string_id] = std::move(text); break;
+    case abi::NvtxEvent::kNameCategory: proc.nvtx_categories[uint64_t(r.domain) << 32 | r.category] = std::move(text); break;
+    case abi::NvtxEvent::kNameThread: proc.nvtx_thread_names[uint32_t(r.range_id)] = std::move(text); break;
+    case abi::NvtxEvent::kNameResource:
+      proc.nvtx_resources[uint64_t(r.category) << 56 ^ r.range_id] = std::move(text);
+      break;
+    default: break;
   }
 }
 
@@ -928,6 +965,14 @@ bool TraceReader::deliver_event(Event& ev) {
           ev.module = &proc.modules[delivered++];
           return true;
         }
+        case abi::RecordKind::kNvtx:
+          if (!is_nvtx_naming(h.aux)) {
+            deliver_nvtx(ev, r);
+            return true;
+          }
+          ev.kind = EventKind::kRecord;
+          ev.record = {h.kind, h.aux, r, h.size};
+          return true;
         default:
           ev.kind = EventKind::kRecord;
           ev.record = {h.kind, h.aux, r, h.size};
@@ -951,6 +996,34 @@ bool TraceReader::deliver_event(Event& ev) {
     } else {
       rec_pos_ = block_pos_;
     }
+  }
+}
+
+void TraceReader::deliver_nvtx(Event& ev, const uint8_t* r) {
+  auto rec = load<abi::NvtxRecord>(r);
+  NvtxEvent& n = ev.nvtx;
+  ev.kind = EventKind::kNvtx;
+  n.type = abi::NvtxEvent(rec.header.aux);
+  n.time_ns = rec.time;
+  n.range_id = rec.range_id;
+  n.domain = rec.domain;
+  n.category = rec.category;
+  n.color = rec.has_color ? std::optional<uint32_t>(rec.color) : std::nullopt;
+  n.payload_type = abi::NvtxPayload(rec.payload_type);
+  n.payload = rec.payload;
+  n.text_cut = rec.text_cut;
+  n.text = {};
+  if (abi::NvtxMessage(rec.message_type) == abi::NvtxMessage::kRegistered) {
+    const Process& proc = processes_[block_thread_->process];
+    auto it = proc.nvtx_strings.find(rec.string_id);
+    if (it != proc.nvtx_strings.end()) {
+      n.text = it->second;
+    } else {
+      nvtx_unnamed_ = "#" + std::to_string(rec.string_id);
+      n.text = nvtx_unnamed_;
+    }
+  } else if (abi::NvtxMessage(rec.message_type) == abi::NvtxMessage::kText) {
+    n.text = std::string_view(reinterpret_cast<const char*>(r + sizeof(abi::NvtxRecord)), rec.text_bytes);
   }
 }
 

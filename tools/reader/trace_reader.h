@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <memory>
 #include <new>
 #include <string>
@@ -102,6 +103,14 @@ struct Process {
   std::unordered_map<uint64_t, KernelName> kernel_names;
   std::unordered_map<uint64_t, uint64_t> kernel_aliases;
   std::vector<Module> modules;  // in the order reported; a path may repeat after a reload
+  // NVTX names, from the naming records (already applied when the chunk's events are delivered):
+  // domain id -> name; (domain << 32 | category) -> name; registered string id -> text; (NvtxResource
+  // << 56 ^ handle) -> name; tid -> the name nvtxNameOsThread gave it.
+  std::unordered_map<uint32_t, std::string> nvtx_domains;
+  std::unordered_map<uint64_t, std::string> nvtx_categories;
+  std::unordered_map<uint64_t, std::string> nvtx_strings;
+  std::unordered_map<uint64_t, std::string> nvtx_resources;
+  std::unordered_map<uint32_t, std::string> nvtx_thread_names;
 };
 
 // A thread instance (one claimed ring). Indexes are the file's; they are unique even when tids repeat.
@@ -155,6 +164,23 @@ struct ThreadStartEvent {
   int32_t priority = -1;  // 20 + nice when the thread started recording; -1 unknown
 };
 
+// An NVTX range event or mark (abi::NvtxRecord). Naming records are applied to the process instead
+// and delivered as kRecord.
+struct NvtxEvent {
+  abi::NvtxEvent type = abi::NvtxEvent::kMark;
+  uint64_t time_ns = 0;
+  uint64_t range_id = 0;  // kStart, kEnd
+  uint32_t domain = 0;    // 0: the default domain
+  uint32_t category = 0;
+  std::optional<uint32_t> color;  // ARGB
+  abi::NvtxPayload payload_type = abi::NvtxPayload::kNone;
+  uint64_t payload = 0;
+  // The message: inline text, or the registered string's text (the id's own "#<id>" when the trace
+  // never named it). Valid until the next call of next().
+  std::string_view text;
+  bool text_cut = false;
+};
+
 // A record of a kind this reader does not decode (backtraces, module maps, NVTX, GPU activity, ...).
 struct RawRecord {
   uint16_t kind = 0;
@@ -171,6 +197,7 @@ enum class EventKind : uint8_t {
   kString,       // ev.string on ev.thread (already applied: names, command lines, kernel names)
   kThreadStart,  // ev.thread_start on ev.thread
   kModule,       // ev.module on ev.thread: its process reported a loaded object (already applied)
+  kNvtx,         // ev.nvtx on ev.thread: an NVTX range event or mark
   kRecord,       // ev.record on ev.thread: a record kind without a decoder here
   kEnd,          // the kEnd chunk: summary() and per-thread stats are filled in
 };
@@ -183,6 +210,7 @@ struct Event {
   StringEvent string;
   ThreadStartEvent thread_start;
   const Module* module = nullptr;  // kModule: in processes()[thread->process].modules
+  NvtxEvent nvtx;
   RawRecord record;
 };
 
@@ -286,6 +314,8 @@ class TraceReader {
   void apply_events();
   void apply_call_names(Thread& t, const uint8_t* rec, uint32_t size);
   void apply_module(Thread& t, const uint8_t* rec);
+  void apply_nvtx_name(Thread& t, const uint8_t* rec);
+  void deliver_nvtx(Event& ev, const uint8_t* rec);
   bool deliver_event(Event& ev);
   Process& process_for(const format::ThreadDef& def);
   const ApiSpec* find_api(uint32_t id) const;
@@ -338,6 +368,7 @@ class TraceReader {
     bool thread_def;
   };
   std::vector<PendingApply> to_apply_;
+  std::string nvtx_unnamed_;  // the text of a registered string the trace does not name
   codec::BlockState codec_state_;
   size_t raw_size_ = 0;
   std::string chunk_error_;

@@ -236,7 +236,7 @@ SmallTrace write_small_trace(const std::string& path, bool finish) {
   // Chunk: both threads go on.
   Records a2;
   a2.call(kCudaLaunchKernel, t + 40000, t + 43000, 0, {kStubAxpy, 512 | 1ull << 32 | 1ull << 48, 128 | 1ull << 32 | 1ull << 48, 0, 0})
-      .raw(abi::RecordKind::kNvtx, 7, 16)
+      .raw(abi::RecordKind::kGpuActivity, 7, 16)
       .call(kCudaMemcpy, t + 44000, t + 50000, 0, {0x5556000, 0x7f0000000000, 1 << 20, 2})
       .call(kCudaMalloc, t + 51000, t + 52000, 2, {1ull << 40, 0});
   a2.add_to(w, 0);

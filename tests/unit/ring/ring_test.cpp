@@ -253,6 +253,19 @@ TEST(RingRecords, WellFormedChecksEveryKindsLayout) {
   m->path_bytes = 8;  // the record is larger than its path needs
   EXPECT_FALSE(ring::record_well_formed(buf, m->header.size));
 
+  auto* n = reinterpret_cast<abi::NvtxRecord*>(buf);
+  std::memset(buf, 0, sizeof buf);
+  n->header = {uint16_t(abi::RecordKind::kNvtx), uint16_t(abi::align_record(sizeof *n + 9)),
+               uint32_t(abi::NvtxEvent::kPush)};
+  n->text_bytes = 9;
+  EXPECT_TRUE(ring::record_well_formed(buf, n->header.size));
+  n->text_bytes = 40;  // longer than the record
+  EXPECT_FALSE(ring::record_well_formed(buf, n->header.size));
+  n->text_bytes = 1;  // the record is larger than its text needs
+  EXPECT_FALSE(ring::record_well_formed(buf, n->header.size));
+  n->text_bytes = 9;
+  EXPECT_FALSE(ring::record_well_formed(buf, sizeof *n));  // its size says otherwise
+
   std::memset(buf, 0, sizeof buf);
   EXPECT_FALSE(ring::record_well_formed(buf, 8));  // kInvalid
 }
