@@ -14,8 +14,9 @@ std::string add_ld_preload(const std::string& preload, const char* existing) {
 }
 
 std::vector<std::string> program_environment(char* const* environ_entries, const std::string& preload,
-                                             const std::string& session_name) {
+                                             const std::string& session_name, bool inject_nvtx) {
   const std::string preload_key = "LD_PRELOAD=";
+  const std::string nvtx_key = "NVTX_INJECTION64_PATH=";
   const std::string session_key = std::string(abi::kSessionEnvVar) + "=";
   // With duplicate LD_PRELOAD entries the loader uses the last one, so that is the value kept (in the
   // first one's place; the others would only confuse programs that read the environment).
@@ -31,6 +32,8 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
       if (have_preload) continue;
       env.push_back(preload_key + add_ld_preload(preload, user_preload));
       have_preload = true;
+    } else if (inject_nvtx && entry.starts_with(nvtx_key)) {
+      continue;  // NVTX loads one tool; while nvtx is traced, it is the shim (as under nsys)
     } else if (entry.starts_with(session_key)) {
       if (have_session) continue;
       env.push_back(session_key + session_name);
@@ -41,6 +44,8 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
   }
   if (!have_preload) env.push_back(preload_key + preload);
   if (!have_session) env.push_back(session_key + session_name);
+  // The shim is already loaded (LD_PRELOAD), so NVTX's dlopen of this path hands back the same copy.
+  if (inject_nvtx) env.push_back(nvtx_key + preload);
   return env;
 }
 

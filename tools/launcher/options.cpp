@@ -140,12 +140,13 @@ constexpr TraceValue kTraceValues[] = {
     {"cuda", abi::kCudaDomains},
     {"cublas", abi::kCublasDomains | abi::kCudaDomains},
     {"cudnn", abi::kCudnnDomains | abi::kCudaDomains},
+    {"nvtx", abi::domain_bit(abi::ApiDomain::kNvtx)},
 };
 
 // -t values nsys knows that cutrace does not record yet; refused by name.
 // clang-format off
 constexpr const char* kKnownTraceValues[] = {
-    "nvtx", "osrt", "cublas-verbose", "cusolver", "cusolver-verbose", "cusparse",
+    "osrt", "cublas-verbose", "cusolver", "cusolver-verbose", "cusparse",
     "cusparse-verbose", "mpi", "nccl", "ucx", "oshmem", "openacc", "openmp", "opengl", "opengl-annotations",
     "vulkan", "vulkan-annotations", "nvvideo", "python-gil", "gds", "syscall", "dx11", "dx12", "dx12-annotations",
     "wddm", "tegra-accelerators", "nvmedia",
@@ -243,8 +244,8 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
     bool known = false;
     for (const char* k : kKnownTraceValues) known = known || equals_ignoring_case(value, k);
     if (!known) {
-      *error = usage("unknown " + spelled + " value '" + value + "'; cutrace traces cuda, cublas and cudnn (" +
-                     spelled + " cuda,cublas,cudnn)");
+      *error = usage("unknown " + spelled + " value '" + value + "'; cutrace traces cuda, nvtx, cublas and cudnn (" +
+                     spelled + " cuda,nvtx,cublas,cudnn)");
       return false;
     }
     refused += (refused.empty() ? "" : ",") + value;
@@ -252,7 +253,7 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
   if (!refused.empty()) {
     *error = usage(spelled + " " + refused + (refused.find(',') == std::string::npos ? " is" : " are") +
                    " not supported yet by cutrace; leave " + (refused.find(',') == std::string::npos ? "it" : "them") +
-                   " out (cutrace traces cuda, cublas and cudnn)");
+                   " out (cutrace traces cuda, nvtx, cublas and cudnn)");
     *not_yet = true;
     return false;
   }
@@ -526,11 +527,11 @@ options:
                               false writes the command's stdout and stderr to files named after
                               the trace (NAME.stdout, NAME.stderr) instead of the terminal
                               (default true)
-  -t, --trace cuda,cublas,cudnn|none
-                              what to record, comma-separated (default cuda): cuda is the CUDA
-                              runtime and driver, cublas adds cuBLAS and cuBLASLt, cudnn adds cuDNN
-                              (each of those also records cuda); none runs the command with
-                              recording off
+  -t, --trace cuda,nvtx,cublas,cudnn|none
+                              what to record, comma-separated (default cuda,nvtx): cuda is the
+                              CUDA runtime and driver, nvtx the program's NVTX ranges and marks,
+                              cublas adds cuBLAS and cuBLASLt, cudnn adds cuDNN (each of those
+                              also records cuda); none runs the command with recording off
   -x, --stop-on-exit true     stop when the command exits (the only mode cutrace has)
       --wait all|primary      all (default): after the command exits, keep recording until every
                               process it started has exited, also those it left running in the

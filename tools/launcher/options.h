@@ -24,7 +24,8 @@ struct ProfileOptions {
   bool wait_all = true;
   // abi::domain_bit() of each domain `-t` selected; 0 for `-t none` (the program runs under the
   // session with capture off).
-  uint32_t trace_domains = abi::kCudaDomains;
+  // The default is nsys's, less what cutrace does not trace yet (opengl, osrt).
+  uint32_t trace_domains = abi::kCudaDomains | abi::domain_bit(abi::ApiDomain::kNvtx);
   uint32_t ring_bytes = abi::kDefaultRingBytes;
   bool ring_bytes_given = false;  // --ring-size was given: the session must not shrink the rings
   uint32_t ring_slots = abi::kDefaultSlotCount;

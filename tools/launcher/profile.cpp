@@ -195,7 +195,8 @@ int run(const ProfileOptions& options) {
                  "cutrace: /dev/shm has room for %u rings of the %u asked for; threads beyond that are counted as "
                  "lost (pass --ring-size to trade ring size for count).\n",
                  session.header()->slot_count, session_options.slot_count);
-  const std::vector<std::string> program_env = program_environment(environ, preload_path, session.name());
+  const std::vector<std::string> program_env = program_environment(
+      environ, preload_path, session.name(), (options.trace_domains & abi::domain_bit(abi::ApiDomain::kNvtx)) != 0);
 
   const int dev_null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (dev_null < 0) return fail(kExitSetupFailed, std::string("cannot open /dev/null: ") + std::strerror(errno));

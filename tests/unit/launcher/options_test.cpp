@@ -37,7 +37,8 @@ TEST(LauncherOptions, DefaultsFollowNsys) {
   EXPECT_FALSE(p.options.force_overwrite);
   EXPECT_TRUE(p.options.show_output);
   EXPECT_FALSE(p.options.stats);
-  EXPECT_EQ(p.options.trace_domains, abi::kCudaDomains);
+  // nsys's default is cuda,opengl,nvtx,osrt; cutrace records the first and the third of those.
+  EXPECT_EQ(p.options.trace_domains, abi::kCudaDomains | abi::domain_bit(abi::ApiDomain::kNvtx));
   EXPECT_EQ(p.options.ring_bytes, abi::kDefaultRingBytes);
   EXPECT_EQ(p.options.ring_slots, abi::kDefaultSlotCount);
   EXPECT_EQ(p.options.command, std::vector<std::string>{"./app"});
@@ -129,22 +130,25 @@ TEST(LauncherOptions, TraceLibrariesAlsoTraceCuda) {
   p = parse({"-t", "cudnn,cublas", "app"});
   ASSERT_TRUE(p.ok) << p.error.message;
   EXPECT_EQ(p.options.trace_domains, kCudaDomains | kCublasDomains | kCudnnDomains);
-  EXPECT_EQ(parse({"app"}).options.trace_domains, kCudaDomains);
+  EXPECT_EQ(parse({"app"}).options.trace_domains, kCudaDomains | domain_bit(ApiDomain::kNvtx));
+  p = parse({"-t", "nvtx", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.trace_domains, domain_bit(ApiDomain::kNvtx));
 }
 
 TEST(LauncherOptions, TraceValuesNotYetSupportedAreNamed) {
-  expect_refused({"-t", "nvtx", "app"},
-                 "cutrace profile: -t nvtx is not supported yet by cutrace; leave it out (cutrace traces cuda, cublas "
-                 "and cudnn).");
-  expect_refused({"-t", "cuda,nvtx,osrt", "app"},
-                 "cutrace profile: -t nvtx,osrt are not supported yet by cutrace; leave them out (cutrace traces "
-                 "cuda, cublas and cudnn).");
+  expect_refused({"-t", "osrt", "app"},
+                 "cutrace profile: -t osrt is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, "
+                 "cublas and cudnn).");
+  expect_refused({"-t", "cuda,nvtx,osrt,mpi", "app"},
+                 "cutrace profile: -t osrt,mpi are not supported yet by cutrace; leave them out (cutrace traces "
+                 "cuda, nvtx, cublas and cudnn).");
   expect_refused({"--trace=cuda,mpi", "app"},
                  "cutrace profile: --trace mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, "
-                 "cublas and cudnn).");
+                 "nvtx, cublas and cudnn).");
   expect_refused({"-t", "frobnicate", "app"},
-                 "cutrace profile: unknown -t value 'frobnicate'; cutrace traces cuda, cublas and cudnn (-t "
-                 "cuda,cublas,cudnn).");
+                 "cutrace profile: unknown -t value 'frobnicate'; cutrace traces cuda, nvtx, cublas and cudnn (-t "
+                 "cuda,nvtx,cublas,cudnn).");
   expect_refused({"-t", "cuda,none", "app"},
                  "cutrace profile: -t none cannot be combined with other values; use -t cuda or -t none.");
   expect_refused({"-t", ",", "app"}, "cutrace profile: option '-t' needs a value such as cuda.");
@@ -274,13 +278,13 @@ TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
 // A published command line is ported in one run: every option cutrace cannot take is named at once,
 // each with its remedy, and their values are not mistaken for the command.
 TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
-  expect_refused({"-s", "cpu", "--capture-range=cudaProfilerApi", "-t", "cuda,nvtx", "--bogus", "--cudabacktrace",
+  expect_refused({"-s", "cpu", "--capture-range=cudaProfilerApi", "-t", "cuda,osrt", "--bogus", "--cudabacktrace",
                   "all", "python3", "train.py"},
                  "cutrace profile: 5 options cannot be used: "
                  "(1) option '-s' is not supported yet; remove it to profile without it, or pass -s none; "
                  "(2) option '--capture-range' is not supported yet; remove it to profile without it, or pass "
                  "--capture-range=none; "
-                 "(3) -t nvtx is not supported yet by cutrace; leave it out (cutrace traces cuda, cublas and cudnn); "
+                 "(3) -t osrt is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, cublas and cudnn); "
                  "(4) unknown option '--bogus'; run `cutrace profile --help`; "
                  "(5) option '--cudabacktrace' is not supported yet; remove it to profile without it, or pass "
                  "--cudabacktrace=none.");

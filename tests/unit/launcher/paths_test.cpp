@@ -391,6 +391,18 @@ TEST(LauncherEnvironment, DuplicatePreloadKeepsTheValueTheLoaderUses) {
   EXPECT_EQ(env, (std::vector<std::string>{"LD_PRELOAD=/last.so /other.so:/p.so", "X=1", "CUTRACE_SESSION=/s"}));
 }
 
+// NVTX loads one tool: while nvtx is traced it is the shim, replacing the program's own; otherwise the
+// program's stays.
+TEST(LauncherEnvironment, NvtxToolIsTheShimOnlyWhileNvtxIsTraced) {
+  const char* entries[] = {"NVTX_INJECTION64_PATH=/other/tool.so", "A=1", nullptr};
+  auto env = program_environment(const_cast<char* const*>(entries), "/p.so", "/s", true);
+  EXPECT_EQ(env, (std::vector<std::string>{"A=1", "LD_PRELOAD=/p.so", "CUTRACE_SESSION=/s",
+                                           "NVTX_INJECTION64_PATH=/p.so"}));
+  env = program_environment(const_cast<char* const*>(entries), "/p.so", "/s", false);
+  EXPECT_EQ(env, (std::vector<std::string>{"NVTX_INJECTION64_PATH=/other/tool.so", "A=1", "LD_PRELOAD=/p.so",
+                                           "CUTRACE_SESSION=/s"}));
+}
+
 TEST(LauncherEnvironment, RecorderLeavesAnOuterSessionAlone) {
   const char* entries[] = {"A=1", "CUTRACE_SESSION=/outer", "LD_PRELOAD=/u.so", nullptr};
   EXPECT_EQ(recorder_environment(const_cast<char* const*>(entries)),
