@@ -27,6 +27,7 @@ packages=(
 python_packages=(
   pytest==8.3.5       # end-to-end tests of `cutrace profile` on the simulated device
   zstandard==0.25.0   # runs the Python reader of docs/trace-format.md against real traces
+  nvtx==0.2.17        # NVTX annotations from Python, captured with no change to the script
 )
 
 if [[ "${1:-}" == "--list" ]]; then

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "reader/decode.h"
+#include "report/nvtx_ranges.h"
 #include "report/reports.h"
 #include "report/table.h"
 
@@ -46,6 +48,11 @@ class Writer {
         case EventKind::kThreadDef: thread_def(*ev.thread); break;
         case EventKind::kString: string_event(ev); break;
         case EventKind::kApiCall: call(ev.call, *ev.thread); break;
+        case EventKind::kNvtx:
+          if (ev.nvtx.type == abi::NvtxEvent::kMark) mark(ev);
+          else nvtx_.add(reader_, ev);
+          break;
+        case EventKind::kRecord: named_by_nvtx(ev); break;
         default: break;
       }
     }
@@ -114,6 +121,87 @@ class Writer {
     if (ev.string.kind == abi::StringKind::kThreadName) thread_name(t);
     else if (ev.string.kind == abi::StringKind::kProcessCommand || ev.string.kind == abi::StringKind::kProcessExe)
       process_name(reader_.process_of(t));
+  }
+
+  // A thread named by nvtxNameOsThread shows under that name, as in nsys.
+  void named_by_nvtx(const reader::Event& ev) {
+    if (ev.record.kind != uint16_t(abi::RecordKind::kNvtx) || ev.record.aux != uint32_t(abi::NvtxEvent::kNameThread) ||
+        ev.record.size < sizeof(abi::NvtxRecord))
+      return;
+    abi::NvtxRecord r;
+    std::memcpy(&r, ev.record.bytes, sizeof r);
+    const reader::Process& p = reader_.process_of(*ev.thread);
+    auto it = p.nvtx_thread_names.find(uint32_t(r.range_id));
+    if (it != p.nvtx_thread_names.end()) name_event("thread_name", p.pid, uint32_t(r.range_id), it->second);
+  }
+
+  bool nvtx_in_window(uint64_t begin_ns, uint64_t end_ns) const {
+    const uint64_t from = begin_ns > origin_ ? begin_ns - origin_ : 0, to = end_ns > origin_ ? end_ns - origin_ : 0;
+    return to >= options_.window_begin_ns && from < options_.window_end_ns;
+  }
+
+  void nvtx_args(std::string& j, uint32_t category, const reader::Thread& t, uint32_t domain) {
+    j += ",\"args\":{\"domain\":";
+    const reader::Process& p = reader_.process_of(t);
+    auto d = p.nvtx_domains.find(domain);
+    append_json_string(j, domain == 0 ? std::string() : d != p.nvtx_domains.end() ? d->second : std::to_string(domain));
+    if (category) {
+      j += ",\"category\":";
+      auto c = p.nvtx_categories.find(uint64_t(domain) << 32 | category);
+      if (c != p.nvtx_categories.end()) append_json_string(j, c->second);
+      else append_number(j, category);
+    }
+  }
+
+  // Push/pop ranges are slices on their thread, around the calls made inside them; start/end ranges
+  // may end on another thread, so they are async slices of their process, one track per name.
+  void nvtx_range(const NvtxRange& r) {
+    if (!nvtx_in_window(r.start_ns, r.end_ns)) return;
+    const reader::Thread& t = *r.thread;
+    begin_event();
+    const std::string& name = r.message;  // the domain is an argument
+    if (r.push_pop) {
+      buf_ += "{\"ph\":\"X\",\"name\":";
+      append_json_string(buf_, name);
+      buf_ += ",\"cat\":\"nvtx\",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":";
+      append_us(buf_, int64_t(r.start_ns - origin_));
+      buf_ += ",\"dur\":";
+      append_us(buf_, int64_t(r.end_ns - r.start_ns));
+      nvtx_args(buf_, 0, t, r.domain);
+      buf_ += ",\"level\":" + std::to_string(r.level) + "}}";
+    } else {
+      for (const char* phase : {"b", "e"}) {
+        if (*phase == 'e') begin_event();
+        buf_ += "{\"ph\":\"";
+        buf_ += phase;
+        buf_ += "\",\"name\":";
+        append_json_string(buf_, name);
+        buf_ += ",\"cat\":\"nvtx\",\"id\":" + std::to_string(r.id) + ",\"pid\":" + std::to_string(t.pid) +
+                ",\"tid\":" + std::to_string(*phase == 'b' ? t.tid : r.end_thread->tid) + ",\"ts\":";
+        append_us(buf_, int64_t((*phase == 'b' ? r.start_ns : r.end_ns) - origin_));
+        if (*phase == 'b') {
+          nvtx_args(buf_, 0, t, r.domain);
+          buf_ += "}";
+        }
+        buf_ += "}";
+      }
+    }
+    ++counts_.nvtx;
+    if (buf_.size() >= 1 << 16) flush();
+  }
+
+  void mark(const reader::Event& ev) {
+    const reader::NvtxEvent& n = ev.nvtx;
+    if (!nvtx_in_window(n.time_ns, n.time_ns)) return;
+    const reader::Thread& t = *ev.thread;
+    begin_event();
+    buf_ += "{\"ph\":\"i\",\"s\":\"t\",\"name\":";
+    append_json_string(buf_, n.text);
+    buf_ += ",\"cat\":\"nvtx\",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":";
+    append_us(buf_, int64_t(n.time_ns - origin_));
+    nvtx_args(buf_, n.category, t, n.domain);
+    buf_ += "}}";
+    ++counts_.nvtx;
   }
 
   struct Slice {
@@ -242,6 +330,7 @@ class Writer {
   std::vector<std::string> process_names_;  // last name written per process
   std::unordered_map<uint32_t, std::string> thread_names_;
   PerfettoCounts counts_;
+  NvtxRangeTracker nvtx_{[this](const NvtxRange& r) { nvtx_range(r); }};
 };
 
 }  // namespace

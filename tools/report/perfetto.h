@@ -7,6 +7,10 @@
 // three decimals (nanosecond precision) since the trace file was created, so the numbers stay small
 // enough for a double to hold every nanosecond; otherData.time_origin_ns gives that origin on
 // CLOCK_MONOTONIC. Events are written as they are read: memory does not grow with the trace.
+//
+// NVTX: push/pop ranges are complete events ("cat":"nvtx") on their thread, enclosing the calls made
+// inside them; start/end ranges, which may end on another thread, are async events ("b"/"e") of their
+// process; marks are thread-scoped instants ("i"); a thread named with nvtxNameOsThread shows that name.
 #pragma once
 
 #include <cstdio>
@@ -19,6 +23,7 @@ struct PerfettoCounts {
   uint64_t calls = 0;      // complete events written
   uint64_t processes = 0;  // process tracks
   uint64_t threads = 0;    // thread tracks
+  uint64_t nvtx = 0;       // NVTX ranges and marks written
 };
 
 struct PerfettoOptions {

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "reader/decode.h"
+#include "report/nvtx_ranges.h"
 #include "report/spill.h"
 
 namespace cutrace::report {
@@ -290,6 +291,172 @@ class ApiTrace : public Report {
   bool ok_ = true;
 };
 
+// nvtx_sum: per range name and style, the statistics cuda_api_sum keeps per function. Ranges still
+// open when the trace ends are not counted (they have no duration), as in nsys.
+class NvtxSum : public Report {
+ public:
+  NvtxSum() : tracker_([this](const NvtxRange& r) { add_range(r); }) {}
+
+  void add(TraceReader& reader, const Event& ev) override { tracker_.add(reader, ev); }
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader&, TableSink& sink) override {
+    if (!table_ready_) build_table();
+    replay(table_, sink);
+    return ok_;
+  }
+
+ private:
+  struct Row {
+    std::string name;
+    bool push_pop = true;
+    uint64_t count = 0, total = 0, min = 0, max = 0;
+    unsigned __int128 squares = 0;
+    SpillingValues durations;
+  };
+
+  void add_range(const NvtxRange& range) {
+    const uint64_t d = range.end_ns - range.start_ns;
+    const std::string key = (range.push_pop ? "P" : "S") + range.name;
+    auto [it, added] = row_by_key_.emplace(key, rows_.size());
+    if (added) {
+      rows_.emplace_back();
+      rows_.back().name = range.name;
+      rows_.back().push_pop = range.push_pop;
+    }
+    Row& r = rows_[it->second];
+    if (r.count == 0 || d < r.min) r.min = d;
+    if (d > r.max) r.max = d;
+    ++r.count;
+    r.total += d;
+    r.squares += (unsigned __int128)d * d;
+    if (r.durations.add(d) && ++held_ >= kSpillBudgetBytes / 2 / SpillingValues::kBytesPerHeldValue) {
+      for (Row& each : rows_) ok_ = each.durations.spill() && ok_;
+      held_ = 0;
+    }
+  }
+
+  void build_table() {
+    table_ready_ = true;
+    uint64_t grand_total = 0;
+    for (const Row& r : rows_) grand_total += r.total;
+    std::vector<Row*> order;
+    for (Row& r : rows_) order.push_back(&r);
+    std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) {
+      if (a->total != b->total) return a->total > b->total;
+      if (a->name != b->name) return a->name < b->name;
+      return a->push_pop > b->push_pop;
+    });
+    table_.title = "NVTX Range Summary (nvtx_sum)";
+    table_.columns = {"Time (%)", "Total Time (ns)", "Instances", "Avg (ns)",    "Med (ns)",
+                      "Min (ns)", "Max (ns)",        "StdDev (ns)", "Style",     "Range"};
+    for (Row* r : order) {
+      const uint64_t n = r->count;
+      double median = double(r->durations.select(n / 2, r->min, r->max, &ok_));
+      if (n % 2 == 0) median = (double(r->durations.select(n / 2 - 1, r->min, r->max, &ok_)) + median) / 2;
+      const double pct = grand_total ? 100.0 * double(r->total) / double(grand_total) : 0.0;
+      table_.rows.push_back({Cell::decimal(pct), Cell::integer(r->total), Cell::integer(n),
+                             Cell::decimal(double((long double)r->total / (long double)n)), Cell::decimal(median),
+                             Cell::integer(r->min), Cell::integer(r->max),
+                             Cell::decimal(sample_deviation(n, r->total, r->squares)),
+                             Cell::string(r->push_pop ? "PushPop" : "StartEnd"), Cell::string(r->name)});
+    }
+    rows_.clear();
+  }
+
+  NvtxRangeTracker tracker_;
+  std::deque<Row> rows_;
+  std::unordered_map<std::string, size_t> row_by_key_;
+  uint64_t held_ = 0;
+  bool ok_ = true;
+  bool table_ready_ = false;
+  Table table_;
+};
+
+// nvtx_pushpop_trace: every push/pop range by start time, with nsys's columns. Names, range stacks
+// and name trees are kept in a temporary file; rows sort like the call traces.
+class NvtxPushPopTrace : public Report {
+ public:
+  NvtxPushPopTrace() : tracker_([this](const NvtxRange& r) { add_range(r); }) {}
+
+  void add(TraceReader& reader, const Event& ev) override { tracker_.add(reader, ev); }
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader& reader, TableSink& sink) override {
+    const uint64_t origin = reader.file_header().created_monotonic_ns;
+    sink.begin("NVTX Push/Pop Range Trace (nvtx_pushpop_trace)",
+               {"Start (ns)", "End (ns)", "Duration (ns)", "DurChild (ns)", "DurNonChild (ns)", "Name", "PID", "TID",
+                "Lvl", "NumChild", "RangeId", "ParentId", "RangeStack", "NameTree"});
+    std::vector<Cell> cells(14);
+    std::string text;
+    const bool sorted_ok = rows_.for_each([&](const Row& r) {
+      const reader::Thread* th = reader.thread(r.thread);
+      text.resize(size_t(r.name_bytes) + r.stack_bytes + r.tree_bytes);
+      if (!texts_.read_at(r.text_at, text.data(), text.size())) {
+        ok_ = false;
+        text.assign(text.size(), '?');
+      }
+      const uint64_t duration = r.end - r.start;
+      cells[0].set_integer(r.start > origin ? r.start - origin : 0);
+      cells[1].set_integer(r.end > origin ? r.end - origin : 0);
+      cells[2].set_integer(duration);
+      cells[3].set_integer(r.child_ns);
+      cells[4].set_integer(r.child_ns > duration ? 0 : duration - r.child_ns);
+      cells[5].set_borrowed(std::string_view(text).substr(0, r.name_bytes));
+      cells[6].set_integer(th->pid);
+      cells[7].set_integer(th->tid);
+      cells[8].set_integer(r.level);
+      cells[9].set_integer(r.children);
+      cells[10].set_integer(r.id);
+      if (r.parent_id) cells[11].set_integer(r.parent_id);
+      else cells[11].set_borrowed("");
+      cells[12].set_borrowed(std::string_view(text).substr(r.name_bytes, r.stack_bytes));
+      cells[13].set_borrowed(std::string_view(text).substr(size_t(r.name_bytes) + r.stack_bytes, r.tree_bytes));
+      sink.row(cells);
+    });
+    sink.end();
+    return sorted_ok && ok_;
+  }
+
+ private:
+  struct Row {
+    uint64_t start, end, child_ns, id, parent_id, text_at;
+    uint32_t thread, level, children, name_bytes, stack_bytes, tree_bytes;
+  };
+  struct Earlier {
+    bool operator()(const Row& a, const Row& b) const {
+      if (a.start != b.start) return a.start < b.start;
+      if (a.level != b.level) return a.level < b.level;
+      return a.id < b.id;
+    }
+  };
+
+  void add_range(const NvtxRange& range) {
+    if (!range.push_pop) return;
+    Row r{};
+    r.start = range.start_ns;
+    r.end = range.end_ns;
+    r.child_ns = range.child_ns;
+    r.id = range.id;
+    r.parent_id = range.parent_id;
+    r.text_at = texts_.bytes();
+    r.thread = range.thread->index;
+    r.level = range.level;
+    r.children = range.children;
+    r.name_bytes = uint32_t(range.name.size());
+    r.stack_bytes = uint32_t(range.stack.size());
+    r.tree_bytes = uint32_t(range.name_tree.size());
+    const std::string text = range.name + range.stack + range.name_tree;
+    if (!texts_.write(text.data(), text.size())) ok_ = false;
+    rows_.push(r);
+  }
+
+  NvtxRangeTracker tracker_;
+  SpillSorter<Row, Earlier> rows_;
+  TempFile texts_;
+  bool ok_ = true;
+};
+
 }  // namespace
 
 const std::vector<ReportInfo>& stats_reports() {
@@ -303,6 +470,10 @@ const std::vector<ReportInfo>& stats_reports() {
       {"cudnn_api_sum", "cuDNN API Summary: cuda_api_sum's columns for cuDNN calls", "cuDNN trace data"},
       {"api_trace", "every call of every domain, nested ones too, with depth, self time and decoded arguments",
        "API trace data"},
+      {"nvtx_sum", "NVTX Range Summary: time, instances, average, median, min, max, stddev per range name and style",
+       "NVTX data"},
+      {"nvtx_pushpop_trace", "NVTX Push/Pop Range Trace: every push/pop range by start time, with its level, parent "
+       "and the time of its children", "NVTX push/pop range data"},
   };
   return kReports;
 }
@@ -320,6 +491,8 @@ std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& 
     return std::make_unique<ApiSum>("cuBLAS API Summary (cublas_api_sum)", kCublasFamily, options);
   if (name == "cudnn_api_sum") return std::make_unique<ApiSum>("cuDNN API Summary (cudnn_api_sum)", kCudnnFamily, options);
   if (name == "api_trace") return std::make_unique<ApiTrace>(options);
+  if (name == "nvtx_sum") return std::make_unique<NvtxSum>();
+  if (name == "nvtx_pushpop_trace") return std::make_unique<NvtxPushPopTrace>();
   return nullptr;
 }
 

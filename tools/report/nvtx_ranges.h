@@ -1,0 +1,72 @@
+// NVTX ranges from the reader's NVTX events: push/pop ranges pair on their thread and domain (the
+// innermost open range of the domain closes), start/end ranges pair by id within their process, on any
+// thread. A range is handed on when it closes, with what the push/pop reports need (its level, its
+// parent, the time of its direct children). Only open ranges are held.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "reader/trace_reader.h"
+
+namespace cutrace::report {
+
+struct NvtxRange {
+  bool push_pop = true;        // false: a start/end range
+  uint64_t start_ns = 0, end_ns = 0;
+  const reader::Thread* thread = nullptr;      // where it opened
+  const reader::Thread* end_thread = nullptr;  // where it closed (start/end ranges may close elsewhere)
+  uint32_t domain = 0;
+  std::string name;       // as nsys shows a range: "<domain>:<message>", ":<message>" in the default domain
+  std::string message;    // the message alone
+  uint64_t id = 0;        // numbered in the order ranges open, from 1, across the trace
+  // Push/pop only.
+  uint32_t level = 0;     // 0 = outermost on its thread and domain
+  uint64_t parent_id = 0;  // 0: none
+  uint64_t child_ns = 0;   // the time of its direct children
+  uint32_t children = 0;
+  std::string stack;      // ":1:4:9", the ids from the outermost range to this one
+  std::string name_tree;  // the name of the outermost range, then ":<message>" of each one inside it
+};
+
+class NvtxRangeTracker {
+ public:
+  using Visit = std::function<void(const NvtxRange&)>;
+  explicit NvtxRangeTracker(Visit visit) : visit_(std::move(visit)) {}
+
+  // Feeds one event; a range that closes is visited at once.
+  void add(const reader::TraceReader& reader, const reader::Event& ev);
+  // Pops with nothing open, ends of ranges never started: counted, not shown.
+  uint64_t unmatched() const { return unmatched_ + ended_early_.size(); }
+  // Ranges still open (the program ended, or was cut off, inside them); not shown.
+  uint64_t open() const;
+
+ private:
+  struct Open {
+    NvtxRange range;
+  };
+  Visit visit_;
+  // (thread index << 32 | domain) -> its open push/pop ranges, innermost last.
+  std::unordered_map<uint64_t, std::vector<Open>> stacks_;
+  // (process index << 40 ^ range id) -> the open start/end range.
+  std::unordered_map<uint64_t, Open> started_;
+  // A range ended on one thread is read before its start when the ending thread's ring was drained
+  // first; its end waits here for the start.
+  struct EarlyEnd {
+    uint64_t time_ns;
+    const reader::Thread* thread;
+  };
+  std::unordered_map<uint64_t, EarlyEnd> ended_early_;
+  uint64_t next_id_ = 1;
+  uint64_t unmatched_ = 0;
+};
+
+// "<domain>:<message>" as nsys names a range: the domain's name, empty for the default domain (or the
+// domain's number when the trace never named it).
+std::string nvtx_range_name(const reader::TraceReader& reader, const reader::Thread& thread, uint32_t domain,
+                            std::string_view message);
+
+}  // namespace cutrace::report
