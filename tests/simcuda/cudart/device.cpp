@@ -250,6 +250,13 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetLastError() { return rt::take_last_e
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaPeekAtLastError() { return rt::take_last_error(false); }
 
-SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaProfilerStart() { return cudaSuccess; }
+// As the real runtime does, through the driver: a tracer sees cuProfilerStart inside.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaProfilerStart() {
+  if (const rt::DriverApi* d = rt::driver()) return rt::record(rt::from_driver(d->profiler_start()));
+  return cudaSuccess;
+}
 
-SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaProfilerStop() { return cudaSuccess; }
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaProfilerStop() {
+  if (const rt::DriverApi* d = rt::driver()) return rt::record(rt::from_driver(d->profiler_stop()));
+  return cudaSuccess;
+}

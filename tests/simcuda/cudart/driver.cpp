@@ -60,7 +60,9 @@ const DriverApi* load_driver() {
             lookup_both(get, "cuMemcpyDtoDAsync", d->memcpy_dtod_async) &&
             lookup_both(get, "cuMemsetD8", d->memset_d8) &&
             lookup_both(get, "cuStreamSynchronize", d->stream_synchronize) &&
-            lookup_both(get, "cuLaunchKernel", d->launch_kernel);
+            lookup_both(get, "cuLaunchKernel", d->launch_kernel) &&
+            lookup(get, "cuProfilerStart", 0, &d->profiler_start) &&
+            lookup(get, "cuProfilerStop", 0, &d->profiler_stop);
   if (!ok) {
     delete d;
     return nullptr;

@@ -7,6 +7,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
+#include <cudaProfilerTypedefs.h>
 #include <cudaTypedefs.h>
 
 #include <cstdint>
@@ -77,6 +78,8 @@ struct DriverApi {
   PFN_cuMemsetD8_v3020 memset_d8[2];
   PFN_cuStreamSynchronize_v2000 stream_synchronize[2];
   PFN_cuLaunchKernel_v4000 launch_kernel[2];
+  PFN_cuProfilerStart_v4000 profiler_start;
+  PFN_cuProfilerStop_v4000 profiler_stop;
 };
 // Loaded on first use; nullptr when libcuda.so.1 is not there (or SIMCUDA_RUNTIME_DRIVER=0): the
 // runtime then works on the device directly.

@@ -873,6 +873,10 @@ CUresult CUDAAPI cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
 
 CUresult CUDAAPI cuEventDestroy_v2(CUevent event) { return destroy_event(event); }
 
+// Profiler control: what a tracer's capture range follows. Nothing to do on a simulated device.
+CUresult CUDAAPI cuProfilerStart() { return check_initialized(); }
+CUresult CUDAAPI cuProfilerStop() { return check_initialized(); }
+
 }  // namespace
 }  // namespace impl
 
@@ -921,6 +925,8 @@ EXPORT(cuCtxGetCurrent, (CUcontext* c), (c))
 EXPORT(cuCtxSetCurrent, (CUcontext c), (c))
 EXPORT(cuCtxGetDevice, (CUdevice* d), (d))
 EXPORT(cuCtxSynchronize, (void), ())
+EXPORT(cuProfilerStart, (void), ())
+EXPORT(cuProfilerStop, (void), ())
 EXPORT(cuCtxSynchronize_v2, (CUcontext c), (c))
 EXPORT(cuGetExportTable, (const void** t, const CUuuid* id), (t, id))
 EXPORT(cuGetProcAddress, (const char* s, void** p, int v, cuuint64_t f), (s, p, v, f))
@@ -1062,6 +1068,8 @@ const ProcVersion kProcVersions[] = {
     I("cuEventRecord", 7000, true, cuEventRecord_ptsz),
     I("cuEventSynchronize", 2000, false, cuEventSynchronize),
     I("cuFuncGetName", 12030, false, cuFuncGetName),
+    I("cuProfilerStart", 4000, false, cuProfilerStart),
+    I("cuProfilerStop", 4000, false, cuProfilerStop),
     E("cuGetErrorName", 6000, false, cuGetErrorName),
     E("cuGetErrorString", 6000, false, cuGetErrorString),
     I("cuGetExportTable", 3000, false, cuGetExportTable),

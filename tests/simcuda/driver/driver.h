@@ -6,6 +6,7 @@
 // under its own name, and each definition here is checked against the real prototype.
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include <cstdint>
 
