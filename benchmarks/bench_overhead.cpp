@@ -4,6 +4,8 @@
 //   baseline     the program alone (no shim)
 //   capture off  shim preloaded into a live session whose capture flag is 0
 //   capture on   shim preloaded, every call recorded, a real cutrace-recorder draining the rings
+//   outside a range  capture on for the session, but -c cudaProfilerApi and the program never opens
+//                a range: its process's own gate is closed
 // and reports the median ns per call of each and the nanoseconds the shim adds per call.
 //
 // usage: bench_overhead [--calls N] [--rounds R] [--api cudaGetDevice|cudaPeekAtLastError]
@@ -116,7 +118,7 @@ struct TracedResult {
 };
 
 TracedResult run_traced(const Paths& paths, long calls, const std::string& api, const std::string& route, bool capture,
-                        const std::string& trace) {
+                        const std::string& trace, bool outside_range = false) {
   cutrace::session::Session session;
   cutrace::session::Options options;
   options.clock = cutrace::session::choose_clock();
@@ -140,6 +142,7 @@ TracedResult run_traced(const Paths& paths, long calls, const std::string& api, 
   std::vector<std::string> env = base_environment(paths);
   env.push_back("LD_PRELOAD=" + paths.preload);
   env.push_back("CUTRACE_SESSION=" + session.name());
+  if (outside_range) env.push_back(std::string(cutrace::abi::kCaptureEnvVar) + "=cudaProfilerApi,stop,0");
   TracedResult result;
   result.ns_per_call = run_app(paths, env, calls, api, route);
   cutrace::session::request_shutdown(session.header());
@@ -216,12 +219,13 @@ int main(int argc, char** argv) {
   if (calls <= 0 || rounds <= 0) die("--calls and --rounds must be positive");
   Paths paths;
   const std::string trace = "/tmp/bench_overhead_" + std::to_string(getpid()) + ".cutrace";
-  std::vector<double> baseline, off, on;
+  std::vector<double> baseline, off, on, outside;
   std::string last_summary;
   uint64_t events = 0, dropped = 0;
   for (int r = 0; r < rounds; ++r) {
     baseline.push_back(run_app(paths, base_environment(paths), calls, api, route));
     off.push_back(run_traced(paths, calls, api, route, false, trace).ns_per_call);
+    outside.push_back(run_traced(paths, calls, api, route, true, trace, true).ns_per_call);
     TracedResult traced = run_traced(paths, calls, api, route, true, trace);
     on.push_back(traced.ns_per_call);
     last_summary = traced.summary;
@@ -236,13 +240,14 @@ int main(int argc, char** argv) {
     profiled_ms.push_back(elapsed_ms(paths, {paths.cutrace, "profile", "-f", "true", "-o", startup_trace, "--", "/bin/true"}));
   }
   unlink((startup_trace + ".cutrace").c_str());
-  const double b = median(baseline), f = median(off), n = median(on);
+  const double b = median(baseline), f = median(off), n = median(on), o = median(outside);
   const bool tsc = cutrace::session::choose_clock() == cutrace::abi::ClockKind::kTsc;
   std::printf("%s x %ld calls (route %s), %d rounds, median ns per call (clock: %s)\n",
               route == "getprocaddress" ? "cuDriverGetVersion" : api.c_str(), calls, route.c_str(), rounds,
               tsc ? "tsc" : "monotonic");
   std::printf("  %-28s %8.2f ns\n", "without cutrace", b);
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, capture off", f, f - b);
+  std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, outside a range (-c)", o, o - b);
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, capture on", n, n - b);
   std::printf("  %-28s %8.2f ns   (the floor under capture-on overhead on this machine)\n", "two timestamps", two_timestamps_ns(tsc));
   std::printf("  capture-on rounds: %llu events recorded, %llu dropped (%.3f%%)\n", (unsigned long long)events,

@@ -21,6 +21,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "capture.h"
 #include "runtime.h"
 
 namespace cutrace::preload {
@@ -192,6 +193,15 @@ Annotation from_attributes(abi::NvtxEvent event, uint32_t domain, const nvtxEven
 }
 
 // Records an event whose attributes may carry a wide message.
+// A push or start that opens the capture is recorded inside it.
+void open_capture(const Annotation& a) {
+  if (!nvtx_capture_enabled()) return;
+  if (a.event == abi::NvtxEvent::kPush)
+    nvtx_capture_push(a.domain, push_depth(a.domain), a.text, a.text_bytes, a.string_id);
+  else if (a.event == abi::NvtxEvent::kStart)
+    nvtx_capture_start(a.domain, a.range_id, a.text, a.text_bytes, a.string_id);
+}
+
 void record_with_attributes(abi::NvtxEvent event, uint32_t domain, const nvtxEventAttributes_t* attr,
                             uint64_t range_id = 0) {
   Annotation a = from_attributes(event, domain, attr);
@@ -203,9 +213,11 @@ void record_with_attributes(abi::NvtxEvent event, uint32_t domain, const nvtxEve
     a.text = text.data();
     a.text_bytes = text.size();
     a.text_cut = text.cut();
+    open_capture(a);
     record_event(a);
     return;
   }
+  open_capture(a);
   record_event(a);
 }
 
@@ -236,6 +248,8 @@ void NVTX_API MarkW(const wchar_t* message) {
 
 nvtxRangeId_t start_range(Annotation a) {
   a.range_id = g_next_range_id.fetch_add(1, std::memory_order_relaxed);
+  // A range that opens the capture is itself inside it.
+  nvtx_capture_start(a.domain, a.range_id, a.text, a.text_bytes, a.string_id);
   record_event(a);
   return a.range_id;
 }
@@ -260,10 +274,12 @@ void end_range(uint32_t domain, nvtxRangeId_t id) {
   a.domain = domain;
   a.range_id = id;
   record_event(a);
+  nvtx_capture_end(id);  // after: the end of the capturing range is inside it
 }
 void NVTX_API RangeEnd(nvtxRangeId_t id) { end_range(0, id); }
 
 int push(uint32_t domain, const Annotation& a) {
+  open_capture(a);
   record_event(a);
   return int(push_depth(domain)++);
 }
@@ -275,7 +291,9 @@ int pop(uint32_t domain) {
   a.domain = domain;
   record_event(a);
   if (depth == 0) return -1;
-  return int(--depth);
+  --depth;
+  nvtx_capture_pop(domain, depth);  // after: the pop of the capturing range is inside it
+  return int(depth);
 }
 int NVTX_API RangePushEx(const nvtxEventAttributes_t* attr) {
   record_with_attributes(abi::NvtxEvent::kPush, 0, attr);
@@ -371,6 +389,7 @@ nvtxStringHandle_t register_string(uint32_t domain, const char* text, size_t byt
   // Recorded each time it is registered, not only the first: another module registering the same
   // text may be the first to run on a thread whose records outlive the first's (a forked child).
   (void)added;
+  nvtx_capture_string_registered(domain, id, text, bytes);
   Annotation a;
   a.event = abi::NvtxEvent::kRegisterString;
   a.domain = domain;
@@ -403,6 +422,7 @@ nvtxDomainHandle_t create_domain(const char* name, size_t bytes) {
     id = it->second;
   }
   --ts.in_tracer;
+  nvtx_capture_domain_created(id, name, bytes);
   Annotation a;
   a.event = abi::NvtxEvent::kDomainCreate;
   a.domain = id;

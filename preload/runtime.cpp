@@ -158,6 +158,7 @@ bool attach_once() {
     pthread_key_create(&g_thread_exit_key, on_thread_exit);
     pthread_atfork(nullptr, nullptr, on_fork_child);
     bool attached = map_session();
+    if (attached) init_capture();
     g_attach_state.store(attached ? kAttached : kNoSession, std::memory_order_release);
     return attached;
   }

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "capture.h"
 #include "cutrace/abi.h"
 #include "cutrace/ring.h"
 
@@ -82,9 +83,13 @@ __attribute__((always_inline)) inline uint64_t now() {
 
 // The "capturing?" test of every call: a TLS load, and for threads with a ring one relaxed load of the
 // session's capture word, tested for the call's own domain (a domain `-t` left out costs the same).
+// With capture ranges (-c) the process's own gate is ANDed in: one more load of a word that is all
+// ones without -c and 0 outside a range.
 __attribute__((always_inline)) inline bool should_record(ThreadState& ts, uint32_t domain) {
   if (CUTRACE_UNLIKELY(ts.producer.header == nullptr) && !prepare_thread(ts)) return false;
-  return (g_session->capture_domains.load(std::memory_order_relaxed) & domain) != 0 && ts.in_tracer == 0;
+  return (g_session->capture_domains.load(std::memory_order_relaxed) & g_process_capture.load(std::memory_order_relaxed) &
+          domain) != 0 &&
+         ts.in_tracer == 0;
 }
 
 // For calls whose records the tools need even while capture is off (kernel registration): records
@@ -92,7 +97,9 @@ __attribute__((always_inline)) inline bool should_record(ThreadState& ts, uint32
 inline bool should_record_always(ThreadState& ts, uint32_t domain, uint8_t& flags) {
   if (CUTRACE_UNLIKELY(ts.producer.header == nullptr) && !prepare_thread(ts)) return false;
   if (ts.in_tracer) return false;
-  if ((g_session->capture_domains.load(std::memory_order_relaxed) & domain) == 0) flags |= abi::kCallFlagOutsideCapture;
+  if ((g_session->capture_domains.load(std::memory_order_relaxed) & g_process_capture.load(std::memory_order_relaxed) &
+       domain) == 0)
+    flags |= abi::kCallFlagOutsideCapture;
   return true;
 }
 
@@ -172,6 +179,9 @@ void name_kernel_by_value(const void* handle, const char* const* name_slot);
 void driver_entry_point(const char* symbol, void** pfn, int version, unsigned long long flags);
 void runtime_entry_point(const char* symbol, void** pfn, unsigned long long flags);
 void runtime_entry_point_by_version(const char* symbol, void** pfn, int version, unsigned long long flags);
+// cudaProfilerStart/Stop, cuProfilerStart/Stop: open and close the process's capture range (capture.cpp).
+void capture_start();
+void capture_stop();
 }  // namespace hooks
 
 }  // namespace cutrace::preload

@@ -239,6 +239,8 @@ int main(int argc, char** argv) {
 
   cutrace::recorder::Recorder recorder;
   recorder.set_api_table(cutrace::kApiTable, cutrace::kApiTableSize);
+  for (const auto& [key, value] : args.meta)
+    if (key == "capture.opened_by") recorder.set_capture_range(value);
   if (!recorder.attach(header, session.bytes(), &writer, &error)) {
     ::unlink(part.c_str());
     return fail(error + ".");

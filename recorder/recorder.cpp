@@ -256,11 +256,13 @@ ring::DrainStats Recorder::drain(const SlotTrack& track, abi::RingHeader* ring, 
   batch_records_ = 0;
   codec_.start_block();
   batch_domains_ = 0;
+  batch_capture_ranges_ = false;
   const ring::DrainStats stats =
       ring::drain(ring, ring_bytes_, scratch_.get(), options_.scratch_bytes, max_bytes,
                   [this](const uint8_t* record, uint32_t bytes) { convert(record, bytes); });
   submit_batch();
   kernels_[kernels_of_thread_[track.thread_index]].called_domains |= batch_domains_;
+  if (batch_capture_ranges_) kernels_[kernels_of_thread_[track.thread_index]].opened_capture_range = true;
   threads_[track.thread_index].records_malformed += stats.malformed;
   return stats;
 }
@@ -308,6 +310,17 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       time = clock_.to_ns(time);
       std::memcpy(converted + offsetof(abi::ThreadStartRecord, time), &time, sizeof time);
       codec::encode(codec_, converted, sizeof converted, batch_cursors_);
+      break;
+    }
+    case abi::RecordKind::kCaptureState: {
+      uint8_t converted[sizeof(abi::CaptureStateRecord)];
+      std::memcpy(converted, record, sizeof converted);
+      uint64_t time;
+      std::memcpy(&time, record + offsetof(abi::CaptureStateRecord, time), sizeof time);
+      time = clock_.to_ns(time);
+      std::memcpy(converted + offsetof(abi::CaptureStateRecord, time), &time, sizeof time);
+      codec::encode(codec_, converted, sizeof converted, batch_cursors_);
+      batch_capture_ranges_ = true;
       break;
     }
     case abi::RecordKind::kNvtx: {
@@ -456,6 +469,15 @@ std::vector<std::string> Recorder::warnings() const {
     }
     const std::string who = "process " + std::to_string(p.pid) + (p.command.empty() ? "" : " (" + p.command + ")");
     std::string text;
+    if (!capture_range_.empty() && !p.opened_capture_range) {
+      // With -c a process is recorded only inside its ranges: one that never opened one says so, and
+      // that is the whole story of its silent libraries.
+      if (p.loaded_domains || p.cuda_program || called)
+        out.push_back(who + " never opened a capture range (" + capture_range_ +
+                      "), so none of its calls was recorded; check that it reaches the range, or profile without -c");
+      any_cuda = true;
+      continue;
+    }
     if (!called && p.cuda_program && !(p.loaded_domains & runtime)) {
       // Device code without a shared runtime: the static runtime, which reaches the driver through
       // cuGetProcAddress, so only driver calls could show its work.
@@ -478,7 +500,7 @@ std::vector<std::string> Recorder::warnings() const {
     }
     if (!text.empty()) out.push_back(std::move(text));
   }
-  if (!any_cuda)
+  if (!any_cuda && capture_range_.empty())
     out.push_back("no CUDA call was recorded and no traced process loaded a CUDA library; check that the program uses "
                   "CUDA");
   return out;

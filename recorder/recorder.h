@@ -116,6 +116,9 @@ class Recorder {
   // in-argument that names one (__cudaGetKernel, cuKernelGetFunction) tells which kernel a handle
   // names. Without it no handle is learned.
   void set_api_table(const ApiInfo* table, uint32_t count);
+  // Capture ranges are in use (-c): how warnings() explains a process that recorded nothing, e.g.
+  // "cudaProfilerStart/cuProfilerStart" or "the NVTX range train@*".
+  void set_capture_range(std::string what_opens_a_range) { capture_range_ = std::move(what_opens_a_range); }
   // Every kernel name and handle seen so far, per process instance, for the kNames chunk; sorted so
   // that the same run gives the same file.
   std::vector<names::ProcessNames> kernel_names() const;
@@ -181,6 +184,7 @@ class Recorder {
     uint32_t loaded_domains = 0;
     std::map<uint32_t, std::string> loaded_library;  // domain bit -> file name
     bool cuda_program = false;
+    bool opened_capture_range = false;  // a kCaptureState record came from it
     std::string command;  // kProcessCommand, else kProcessExe; bounded
   };
   void remember_string(const uint8_t* record);
@@ -197,6 +201,8 @@ class Recorder {
   uint32_t table_domains_ = 0;            // domains the api table has functions of
   uint32_t trace_domains_ = 0;            // domains `-t` selected (SessionHeader::trace_domains)
   uint32_t batch_domains_ = 0;            // domains called in the drain under way, merged after it
+  bool batch_capture_ranges_ = false;     // the drain under way held a capture range record
+  std::string capture_range_;             // set_capture_range()
 
   std::unique_ptr<uint8_t[]> scratch_, batch_structure_, batch_times_;
   codec::StreamCursors batch_cursors_{};

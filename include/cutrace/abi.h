@@ -24,6 +24,11 @@ namespace cutrace::abi {
 inline constexpr uint32_t kAbiVersion = 3;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
+// Capture ranges, set by the launcher for every process of the session (each gates itself):
+// "<cudaProfilerApi|nvtx>,<none|stop|stop-shutdown|repeat|repeat-shutdown>,<count, 0 = unlimited>"
+// and, with nvtx, the range to follow as -p gives it: "RANGE", "RANGE@DOMAIN" or "RANGE@*".
+inline constexpr const char* kCaptureEnvVar = "CUTRACE_CAPTURE";
+inline constexpr const char* kNvtxCaptureEnvVar = "CUTRACE_NVTX_CAPTURE";
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
@@ -259,6 +264,19 @@ static_assert(sizeof(NvtxRecord) == 64);
 // Longer messages are cut (and flagged); an annotation is a label, and this keeps a record small.
 inline constexpr uint32_t kMaxNvtxTextBytes = 1024;
 
+// A capture range of one process opened or closed (`-c cudaProfilerApi|nvtx`). aux = CaptureEvent.
+// Each process gates itself: its own cudaProfilerStart/Stop or NVTX range open and close its ranges.
+enum class CaptureEvent : uint32_t { kBegin = 1, kEnd = 2 };
+enum class CaptureReason : uint32_t { kProfilerApi = 1, kNvtx = 2 };
+
+struct CaptureStateRecord {
+  RecordHeader header;  // kind = kCaptureState, aux = CaptureEvent
+  uint64_t time;        // ClockKind units in the ring, ns in the file
+  uint32_t range;       // 1 for the process's first range, 2 for its second, ...
+  uint32_t reason;      // CaptureReason
+};
+static_assert(sizeof(CaptureStateRecord) == 24);
+
 inline constexpr uint32_t align_record(uint32_t bytes) {
   return (bytes + kRecordAlign - 1) & ~(kRecordAlign - 1);
 }
@@ -337,7 +355,10 @@ struct alignas(64) SessionHeader {
   // Set by the launcher before shutdown_requested with --wait primary: processes the command started
   // that were still running, whose later calls the trace cannot have.
   std::atomic<uint32_t> processes_cut_off;
-  uint8_t shared_pad[20];
+  // Set by a process whose capture range ended under --capture-range-end stop-shutdown or
+  // repeat-shutdown: the launcher ends the program (--kill) and the session.
+  std::atomic<uint32_t> capture_shutdown;
+  uint8_t shared_pad[16];
 };
 static_assert(sizeof(SessionHeader) == 192);
 static_assert(offsetof(SessionHeader, capture_domains) == 64);

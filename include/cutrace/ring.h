@@ -190,6 +190,8 @@ inline bool record_well_formed(const uint8_t* p, uint32_t bytes) {
       return p[offsetof(abi::ModuleRecord, build_id_bytes)] <= abi::kMaxBuildIdBytes &&
              length <= abi::kMaxModulePathBytes && abi::align_record(sizeof(abi::ModuleRecord) + length) == bytes;
     }
+    case abi::RecordKind::kCaptureState:
+      return bytes == sizeof(abi::CaptureStateRecord);
     case abi::RecordKind::kNvtx: {
       if (bytes < sizeof(abi::NvtxRecord)) return false;
       uint32_t length;

@@ -14,7 +14,13 @@ std::string add_ld_preload(const std::string& preload, const char* existing) {
 }
 
 std::vector<std::string> program_environment(char* const* environ_entries, const std::string& preload,
-                                             const std::string& session_name, bool inject_nvtx) {
+                                             const std::string& session_name, bool inject_nvtx,
+                                             const std::vector<std::string>& extra) {
+  auto replaced_by_extra = [&extra](std::string_view entry) {
+    for (const std::string& e : extra)
+      if (entry.substr(0, entry.find('=') + 1) == std::string_view(e).substr(0, e.find('=') + 1)) return true;
+    return false;
+  };
   const std::string preload_key = "LD_PRELOAD=";
   const std::string nvtx_key = "NVTX_INJECTION64_PATH=";
   const std::string session_key = std::string(abi::kSessionEnvVar) + "=";
@@ -32,6 +38,8 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
       if (have_preload) continue;
       env.push_back(preload_key + add_ld_preload(preload, user_preload));
       have_preload = true;
+    } else if (replaced_by_extra(entry)) {
+      continue;
     } else if (inject_nvtx && entry.starts_with(nvtx_key)) {
       continue;  // NVTX loads one tool; while nvtx is traced, it is the shim (as under nsys)
     } else if (entry.starts_with(session_key)) {
@@ -46,6 +54,7 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
   if (!have_session) env.push_back(session_key + session_name);
   // The shim is already loaded (LD_PRELOAD), so NVTX's dlopen of this path hands back the same copy.
   if (inject_nvtx) env.push_back(nvtx_key + preload);
+  env.insert(env.end(), extra.begin(), extra.end());
   return env;
 }
 

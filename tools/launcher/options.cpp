@@ -10,7 +10,10 @@ namespace cutrace::launcher {
 namespace {
 
 enum class Arity { kValue, kBool, kNone };
-enum class Id { kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kQuiet, kHelp };
+enum class Id {
+  kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kQuiet, kHelp,
+  kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill,
+};
 
 struct Supported {
   char short_name;  // 0: long spelling only
@@ -30,6 +33,13 @@ constexpr Supported kSupported[] = {
     {0, "ring-size", Arity::kValue, Id::kRingSize},
     {0, "ring-slots", Arity::kValue, Id::kRingSlots},
     {'q', "quiet", Arity::kNone, Id::kQuiet},
+    {'c', "capture-range", Arity::kValue, Id::kCaptureRange},
+    {0, "capture-range-end", Arity::kValue, Id::kCaptureRangeEnd},
+    {'p', "nvtx-capture", Arity::kValue, Id::kNvtxCapture},
+    {0, "stop-on-range-end", Arity::kBool, Id::kStopOnRangeEnd},
+    {'y', "delay", Arity::kValue, Id::kDelay},
+    {'d', "duration", Arity::kValue, Id::kDuration},
+    {0, "kill", Arity::kValue, Id::kKill},
     {'h', "help", Arity::kNone, Id::kHelp},
 };
 
@@ -45,9 +55,6 @@ struct Unsupported {
 constexpr Unsupported kUnsupported[] = {
     {'s', "sample", "none"},
     {'b', "backtrace", "none"},
-    {'c', "capture-range", "none"},
-    {0, "capture-range-end", nullptr},
-    {'p', "nvtx-capture", nullptr},
     {0, "nvtx-domain-include", nullptr},
     {0, "nvtx-domain-exclude", nullptr},
     {0, "cudabacktrace", "none"},
@@ -69,14 +76,10 @@ constexpr Unsupported kUnsupported[] = {
     {0, "cuda-event-trace", "false"},
     {0, "cuda-flush-interval", nullptr},
     {0, "cuda-trace-scope", nullptr},
-    {'y', "delay", "0"},
-    {'d', "duration", "0"},
     {0, "duration-frames", nullptr},
-    {0, "kill", nullptr},
     {0, "export", "none"},
     {0, "trace-fork-before-exec", "false"},
     {'n', "inherit-environment", "true"},
-    {0, "stop-on-range-end", nullptr},
     {'e', "env-var", nullptr},
     {0, "session", nullptr},
     {0, "session-new", nullptr},
@@ -318,6 +321,53 @@ bool parse_byte_count(const std::string& text, uint64_t* bytes) {
   return true;
 }
 
+// Seconds as nsys takes them for -y and -d: a whole or decimal number, optionally with "s".
+bool parse_seconds(std::string text, uint64_t* ns) {
+  if (!text.empty() && (text.back() == 's' || text.back() == 'S')) text.pop_back();
+  if (text.empty() || text.find_first_not_of("0123456789.") != std::string::npos) return false;
+  char* end = nullptr;
+  errno = 0;
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (errno || *end || !(seconds >= 0) || seconds > 1e9) return false;
+  *ns = uint64_t(seconds * 1e9 + 0.5);
+  return true;
+}
+
+// --kill none|sigkill|sigterm|<signal number>; 0 for none.
+bool parse_kill(const std::string& text, int* signal) {
+  if (equals_ignoring_case(text, "none")) return *signal = 0, true;
+  if (equals_ignoring_case(text, "sigterm")) return *signal = 15, true;
+  if (equals_ignoring_case(text, "sigkill")) return *signal = 9, true;
+  if (text.empty() || text.size() > 2 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  const int n = std::atoi(text.c_str());
+  if (n < 1 || n > 64) return false;
+  *signal = n;
+  return true;
+}
+
+// --capture-range-end none|stop|stop-shutdown|repeat[:N]|repeat-shutdown:N
+bool parse_capture_end(const std::string& text, ProfileOptions* options) {
+  const size_t colon = text.find(':');
+  const std::string word = text.substr(0, colon);
+  uint32_t count = 0;
+  if (colon != std::string::npos) {
+    const std::string n = text.substr(colon + 1);
+    if (n.empty() || n.size() > 9 || n.find_first_not_of("0123456789") != std::string::npos) return false;
+    count = uint32_t(std::stoul(n));
+    if (count == 0) return false;
+  }
+  for (const char* known : {"none", "stop", "stop-shutdown", "repeat", "repeat-shutdown"}) {
+    if (!equals_ignoring_case(word, known)) continue;
+    const bool counted = word == "repeat" || word == "repeat-shutdown";
+    if (colon != std::string::npos && !counted) return false;
+    if (equals_ignoring_case(word, "repeat-shutdown") && count == 0) return false;  // N is required
+    options->capture_end = known;
+    options->capture_count = count;
+    return true;
+  }
+  return false;
+}
+
 bool parse_options(int argc, const char* const* argv, ProfileOptions* options, UsageError* error) {
   *options = ProfileOptions{};
   // Options cutrace knows of but cannot honour yet, and unknown ones, are all named in one message,
@@ -445,6 +495,62 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           options->ring_bytes_given = true;
           break;
+        case Id::kCaptureRange:
+          if (!take_value(&value)) value.clear();
+          if (equals_ignoring_case(value, "none")) {
+            options->capture_range = ProfileOptions::CaptureRange::kNone;
+          } else if (equals_ignoring_case(value, "cudaProfilerApi")) {
+            options->capture_range = ProfileOptions::CaptureRange::kProfilerApi;
+          } else if (equals_ignoring_case(value, "nvtx")) {
+            options->capture_range = ProfileOptions::CaptureRange::kNvtx;
+          } else if (equals_ignoring_case(value, "hotkey")) {
+            refusals.push_back("option '" + w.spelled + " hotkey' is not supported; use cudaProfilerApi or nvtx");
+          } else {
+            *error = usage("option '" + w.spelled + "' takes none, cudaProfilerApi or nvtx" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          break;
+        case Id::kCaptureRangeEnd:
+          if (!take_value(&value) || !parse_capture_end(value, options)) {
+            *error = usage("option '" + w.spelled + "' takes none, stop, stop-shutdown, repeat[:N] or repeat-shutdown:N" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          break;
+        case Id::kStopOnRangeEnd: {
+          // The older spelling: true is stop, false lets capture go on after the range (none).
+          bool stop = true;
+          if (!take_bool(&stop)) return false;
+          options->capture_end = stop ? "stop" : "none";
+          options->capture_count = 0;
+          break;
+        }
+        case Id::kNvtxCapture:
+          if (!take_value(&value) || value.front() == '@') {
+            *error = usage("option '" + w.spelled + "' needs a range name: RANGE, RANGE@DOMAIN or RANGE@*");
+            return false;
+          }
+          options->nvtx_capture = value;
+          break;
+        case Id::kDelay:
+        case Id::kDuration: {
+          uint64_t ns = 0;
+          if (!take_value(&value) || !parse_seconds(value, &ns) || (s->id == Id::kDuration && ns == 0 && value != "0")) {
+            *error = usage("option '" + w.spelled + "' takes a number of seconds" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          (s->id == Id::kDelay ? options->delay_ns : options->duration_ns) = ns;
+          break;
+        }
+        case Id::kKill:
+          if (!take_value(&value) || !parse_kill(value, &options->kill_signal)) {
+            *error = usage("option '" + w.spelled + "' takes none, sigterm, sigkill or a signal number" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          break;
         case Id::kRingSlots:
           if (!take_value(&value) || !parse_u32(value, 1, std::numeric_limits<uint32_t>::max(), &options->ring_slots)) {
             *error = usage("--ring-slots needs a whole number of at least 1");
@@ -498,6 +604,10 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
     *error = usage("no command given; usage: cutrace profile [options] [--] <command> [args...]");
     return false;
   }
+  if (options->capture_range == ProfileOptions::CaptureRange::kNvtx && options->nvtx_capture.empty()) {
+    *error = usage("-c nvtx needs the range to follow: add -p RANGE, -p RANGE@DOMAIN or -p RANGE@*");
+    return false;
+  }
   return true;
 }
 
@@ -532,6 +642,25 @@ options:
                               CUDA runtime and driver, nvtx the program's NVTX ranges and marks,
                               cublas adds cuBLAS and cuBLASLt, cudnn adds cuDNN (each of those
                               also records cuda); none runs the command with recording off
+  -c, --capture-range none|cudaProfilerApi|nvtx
+                              record each process only inside its own ranges: between its
+                              cudaProfilerStart and cudaProfilerStop (or cuProfilerStart/Stop),
+                              or inside the NVTX range -p names
+      --capture-range-end stop-shutdown|stop|none|repeat[:N]|repeat-shutdown:N
+                              what the end of a range does (default stop-shutdown): stop
+                              recording that process; stop-shutdown also ends the program
+                              (--kill); none ignores range ends; repeat records every range (the
+                              first N), each told apart in the trace; repeat-shutdown:N ends the
+                              program after N ranges. --stop-on-range-end true|false is the older
+                              spelling of stop and none
+  -p, --nvtx-capture RANGE[@DOMAIN|@*]
+                              the NVTX range -c nvtx follows (push/pop or start/end, plain or
+                              registered message); without @ in the default domain
+  -y, --delay SECONDS         start recording after SECONDS
+  -d, --duration SECONDS      stop recording after SECONDS of it and end the program (--kill)
+      --kill sigterm|sigkill|none|N
+                              the signal that ends the program for -d and the shutdown modes
+                              (default sigterm); none leaves it running unrecorded
   -x, --stop-on-exit true     stop when the command exits (the only mode cutrace has)
       --wait all|primary      all (default): after the command exits, keep recording until every
                               process it started has exited, also those it left running in the

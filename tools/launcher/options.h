@@ -29,6 +29,18 @@ struct ProfileOptions {
   uint32_t ring_bytes = abi::kDefaultRingBytes;
   bool ring_bytes_given = false;  // --ring-size was given: the session must not shrink the rings
   uint32_t ring_slots = abi::kDefaultSlotCount;
+  // Capture ranges (-c): each process records only inside its own ranges.
+  enum class CaptureRange { kNone, kProfilerApi, kNvtx } capture_range = CaptureRange::kNone;
+  // --capture-range-end, nsys's default stop-shutdown; capture_count: N of repeat[:N] and
+  // repeat-shutdown:N, 0 = no limit.
+  std::string capture_end = "stop-shutdown";
+  uint32_t capture_count = 0;
+  std::string nvtx_capture;  // -p RANGE[@DOMAIN|@*]
+  // -y/--delay and -d/--duration, in ns (0: none): recording starts after the delay and ends after
+  // the duration, when the program is sent kill_signal (0: --kill none).
+  uint64_t delay_ns = 0;
+  uint64_t duration_ns = 0;
+  int kill_signal = 15;  // SIGTERM, nsys's default
   bool help = false;
   bool quiet = false;  // -q: no "collecting" line and no summary line, only warnings and errors
   std::vector<std::string> given;    // the option words exactly as typed, stored in the trace

@@ -154,6 +154,57 @@ int print_stats(const std::string& trace) {
   return report::stats_main(int(argv.size() - 1), argv.data());
 }
 
+// What the shim of every process needs to gate itself (abi::kCaptureEnvVar).
+std::vector<std::string> capture_environment(const ProfileOptions& options) {
+  if (options.capture_range == ProfileOptions::CaptureRange::kNone) return {};
+  const bool nvtx = options.capture_range == ProfileOptions::CaptureRange::kNvtx;
+  std::vector<std::string> env = {std::string(abi::kCaptureEnvVar) + "=" + (nvtx ? "nvtx" : "cudaProfilerApi") + "," +
+                                  options.capture_end + "," + std::to_string(options.capture_count)};
+  if (nvtx) env.push_back(std::string(abi::kNvtxCaptureEnvVar) + "=" + options.nvtx_capture);
+  return env;
+}
+
+// For the recorder's explanation of a process that never opened a range.
+std::string capture_opened_by(const ProfileOptions& options) {
+  if (options.capture_range == ProfileOptions::CaptureRange::kNvtx) return "-c nvtx: the NVTX range " + options.nvtx_capture;
+  return "-c cudaProfilerApi: cudaProfilerStart or cuProfilerStart";
+}
+
+// Waits for the program, meanwhile opening the session's gate after -y, closing it after -d, and
+// ending the program (--kill) after -d or when a process's range ended in a shutdown mode.
+int wait_with_capture_control(Child& program, const ProfileOptions& options, abi::SessionHeader* header) {
+  const bool shutdown_mode = options.capture_range != ProfileOptions::CaptureRange::kNone &&
+                             options.capture_end.ends_with("shutdown");
+  if (!options.delay_ns && !options.duration_ns && !shutdown_mode) return program.wait();
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const auto open_at = start + std::chrono::nanoseconds(options.delay_ns);
+  const auto close_at = open_at + std::chrono::nanoseconds(options.duration_ns);
+  bool opened = options.delay_ns == 0, closed = false, killed = false;
+  auto end_program = [&] {
+    if (killed) return;
+    killed = true;
+    if (options.kill_signal) program.signal(options.kill_signal);
+  };
+  for (;;) {
+    siginfo_t info{};
+    if (waitid(P_PID, id_t(program.pid()), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == program.pid())
+      return program.wait();
+    const auto now = clock::now();
+    if (!opened && now >= open_at) {
+      opened = true;
+      header->capture_domains.store(header->trace_domains, std::memory_order_release);
+    }
+    if (options.duration_ns && !closed && now >= close_at) {
+      closed = true;
+      header->capture_domains.store(0, std::memory_order_release);
+      end_program();
+    }
+    if (shutdown_mode && header->capture_shutdown.load(std::memory_order_acquire)) end_program();
+    usleep(5000);
+  }
+}
+
 int run(const ProfileOptions& options) {
   StdFdPlaceholders std_fds;
   UsageError error;
@@ -195,8 +246,13 @@ int run(const ProfileOptions& options) {
                  "cutrace: /dev/shm has room for %u rings of the %u asked for; threads beyond that are counted as "
                  "lost (pass --ring-size to trade ring size for count).\n",
                  session.header()->slot_count, session_options.slot_count);
-  const std::vector<std::string> program_env = program_environment(
-      environ, preload_path, session.name(), (options.trace_domains & abi::domain_bit(abi::ApiDomain::kNvtx)) != 0);
+  // -y: nothing is recorded until the delay has passed (the launcher opens the session's gate then).
+  if (options.delay_ns) session.header()->capture_domains.store(0, std::memory_order_release);
+  const std::vector<std::string> capture_env = capture_environment(options);
+  const bool inject_nvtx = (options.trace_domains & abi::domain_bit(abi::ApiDomain::kNvtx)) != 0 ||
+                           options.capture_range == ProfileOptions::CaptureRange::kNvtx;
+  const std::vector<std::string> program_env =
+      program_environment(environ, preload_path, session.name(), inject_nvtx, capture_env);
 
   const int dev_null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (dev_null < 0) return fail(kExitSetupFailed, std::string("cannot open /dev/null: ") + std::strerror(errno));
@@ -252,6 +308,8 @@ int run(const ProfileOptions& options) {
   const auto cwd = std::filesystem::current_path(cwd_error);
   if (!cwd_error) recorder_args.insert(recorder_args.end(), {"--meta", "cwd=" + cwd.string()});
   if (options.force_overwrite) recorder_args.push_back("--force");
+  if (options.capture_range != ProfileOptions::CaptureRange::kNone)
+    recorder_args.insert(recorder_args.end(), {"--meta", "capture.opened_by=" + capture_opened_by(options)});
 
   const std::vector<std::string> recorder_env = recorder_environment(environ);
   RecorderProcess recorder;
@@ -272,7 +330,7 @@ int run(const ProfileOptions& options) {
     fail(exec_errno == ENOENT ? kExitCommandNotFound : kExitNotExecutable,
          "cannot run " + program_path + " (" + std::strerror(exec_errno) + ")");
   }
-  const int program_status = program.wait();
+  const int program_status = wait_with_capture_control(program, options, session.header());
   size_t cut_off = 0;
   if (adopts_orphans) {
     if (options.wait_all)

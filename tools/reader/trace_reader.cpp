@@ -135,6 +135,9 @@ const char* check_record(const uint8_t* p, size_t left) {
         return "a module record claims a build-id longer than its field";
       return nullptr;
     }
+    case abi::RecordKind::kCaptureState:
+      if (h.size < sizeof(abi::CaptureStateRecord)) return "a capture range record is too short";
+      return nullptr;
     case abi::RecordKind::kNvtx: {
       if (h.size < sizeof(abi::NvtxRecord)) return "an NVTX record is too short";
       uint32_t length = load<uint32_t>(p + offsetof(abi::NvtxRecord, text_bytes));
@@ -963,6 +966,13 @@ bool TraceReader::deliver_event(Event& ev) {
           if (delivered >= proc.modules.size()) continue;
           ev.kind = EventKind::kModule;
           ev.module = &proc.modules[delivered++];
+          return true;
+        }
+        case abi::RecordKind::kCaptureState: {
+          auto rec = load<abi::CaptureStateRecord>(r);
+          ev.kind = EventKind::kCapture;
+          ev.capture = {h.aux == uint32_t(abi::CaptureEvent::kBegin), rec.time, rec.range,
+                        abi::CaptureReason(rec.reason)};
           return true;
         }
         case abi::RecordKind::kNvtx:

@@ -181,6 +181,14 @@ struct NvtxEvent {
   bool text_cut = false;
 };
 
+// A capture range of the thread's process opened or closed (abi::CaptureStateRecord).
+struct CaptureEvent {
+  bool begin = true;
+  uint64_t time_ns = 0;
+  uint32_t range = 0;  // 1 for the process's first range, ...
+  abi::CaptureReason reason = abi::CaptureReason::kProfilerApi;
+};
+
 // A record of a kind this reader does not decode (backtraces, module maps, NVTX, GPU activity, ...).
 struct RawRecord {
   uint16_t kind = 0;
@@ -198,6 +206,7 @@ enum class EventKind : uint8_t {
   kThreadStart,  // ev.thread_start on ev.thread
   kModule,       // ev.module on ev.thread: its process reported a loaded object (already applied)
   kNvtx,         // ev.nvtx on ev.thread: an NVTX range event or mark
+  kCapture,      // ev.capture on ev.thread: its process opened or closed a capture range (-c)
   kRecord,       // ev.record on ev.thread: a record kind without a decoder here
   kEnd,          // the kEnd chunk: summary() and per-thread stats are filled in
 };
@@ -211,6 +220,7 @@ struct Event {
   ThreadStartEvent thread_start;
   const Module* module = nullptr;  // kModule: in processes()[thread->process].modules
   NvtxEvent nvtx;
+  CaptureEvent capture;
   RawRecord record;
 };
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <ctime>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -89,9 +90,30 @@ int info_main(int argc, char** argv) {
 
   reader::TraceReader trace;
   if (!open_trace(trace, trace_path, "info")) return kExitFailure;
-  uint64_t api_calls = 0, timed_calls = 0;
+  uint64_t api_calls = 0, timed_calls = 0, nvtx_events = 0;
+  // Capture ranges (-c) per process: how many opened, and the time recorded inside them.
+  struct Ranges {
+    uint32_t pid = 0;
+    uint32_t opened = 0;
+    uint64_t open_since = 0, inside_ns = 0;
+    bool open = false;
+  };
+  std::map<uint32_t, Ranges> ranges;
   reader::Event ev;
   while (trace.next(ev)) {
+    if (ev.kind == reader::EventKind::kNvtx) ++nvtx_events;
+    if (ev.kind == reader::EventKind::kCapture) {
+      Ranges& r = ranges[ev.thread->process];
+      r.pid = ev.thread->pid;
+      if (ev.capture.begin) {
+        ++r.opened;
+        r.open = true;
+        r.open_since = ev.capture.time_ns;
+      } else if (r.open) {
+        r.open = false;
+        r.inside_ns += ev.capture.time_ns > r.open_since ? ev.capture.time_ns - r.open_since : 0;
+      }
+    }
     if (ev.kind != reader::EventKind::kApiCall) continue;
     ++api_calls;
     if (!ev.call.outside_capture()) ++timed_calls;
@@ -146,8 +168,12 @@ int info_main(int argc, char** argv) {
   auto counted = [&](uint64_t n) { return loss.known ? thousands(n) : std::string("unknown (no end summary)"); };
   std::printf("\nTotals:\n");
   std::printf("  events         %s\n", thousands(status.events).c_str());
-  std::printf("  api calls      %s (%s timed, %s kept only to name kernels)\n", thousands(api_calls).c_str(),
+  std::printf("  api calls      %s (%s timed, %s recorded outside capture, to name later calls or open a range)\n", thousands(api_calls).c_str(),
               thousands(timed_calls).c_str(), thousands(api_calls - timed_calls).c_str());
+  if (nvtx_events) std::printf("  nvtx           %s range events and marks\n", thousands(nvtx_events).c_str());
+  for (const auto& [process, r] : ranges)
+    std::printf("  capture        process %u: %u range%s, %.3f ms inside%s\n", r.pid, r.opened, r.opened == 1 ? "" : "s",
+                double(r.inside_ns) / 1e6, r.open ? " (the last still open at its end)" : "");
   std::printf("  dropped        %s\n", counted(loss.dropped).c_str());
   // Only when it happened: most traces never meet a full /dev/shm.
   if (loss.dropped_no_memory)

@@ -53,6 +53,7 @@ class Writer {
           else nvtx_.add(reader_, ev);
           break;
         case EventKind::kRecord: named_by_nvtx(ev); break;
+        case EventKind::kCapture: capture(ev); break;
         default: break;
       }
     }
@@ -188,6 +189,36 @@ class Writer {
     }
     ++counts_.nvtx;
     if (buf_.size() >= 1 << 16) flush();
+  }
+
+  // A process's capture ranges (-c) as async slices of the process, "capture range N".
+  void capture(const reader::Event& ev) {
+    const reader::Thread& t = *ev.thread;
+    const reader::CaptureEvent& c = ev.capture;
+    if (c.begin) {
+      capture_open_[t.process] = c.time_ns;
+      return;
+    }
+    auto open = capture_open_.find(t.process);
+    if (open == capture_open_.end()) return;
+    const uint64_t from = open->second;
+    capture_open_.erase(open);
+    if (!nvtx_in_window(from, c.time_ns)) return;
+    const std::string name = "capture range " + std::to_string(c.range);
+    for (const char* phase : {"b", "e"}) {
+      begin_event();
+      buf_ += "{\"ph\":\"";
+      buf_ += phase;
+      buf_ += "\",\"name\":";
+      append_json_string(buf_, name);
+      buf_ += ",\"cat\":\"capture\",\"id\":" + std::to_string(uint64_t(t.process) << 32 | c.range) +
+              ",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":";
+      append_us(buf_, int64_t((*phase == 'b' ? from : c.time_ns) - origin_));
+      if (*phase == 'b')
+        buf_ += std::string(",\"args\":{\"opened_by\":\"") +
+                (c.reason == abi::CaptureReason::kNvtx ? "nvtx" : "cudaProfilerApi") + "\"}";
+      buf_ += "}";
+    }
   }
 
   void mark(const reader::Event& ev) {
@@ -331,6 +362,7 @@ class Writer {
   std::unordered_map<uint32_t, std::string> thread_names_;
   PerfettoCounts counts_;
   NvtxRangeTracker nvtx_{[this](const NvtxRange& r) { nvtx_range(r); }};
+  std::unordered_map<uint32_t, uint64_t> capture_open_;  // process -> start of its open capture range
 };
 
 }  // namespace

@@ -211,4 +211,5 @@ def test_trace_none_records_no_timed_calls_but_keeps_kernel_names(tmp_path):
     # Registration is still recorded, flagged as outside capture, so that a capture range starting
     # later can name kernels: fat binary register/end/unregister, two functions, two kernel handles.
     api_line = [l for l in info(trace).splitlines() if l.strip().startswith("api calls")][0]
-    assert api_line.split()[2:] == ["7", "(0", "timed,", "7", "kept", "only", "to", "name", "kernels)"], api_line
+    assert api_line.split()[2:5] == ["7", "(0", "timed,"] and api_line.split()[5:8] == ["7", "recorded", "outside"], \
+        api_line

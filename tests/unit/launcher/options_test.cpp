@@ -198,25 +198,14 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
       {"--sample=process-tree"},
       {"-b", "dwarf"},
       {"--backtrace", "fp"},
-      {"-c", "cudaProfilerApi"},
-      {"--capture-range=nvtx"},
-      {"--capture-range-end", "stop"},
-      {"-p", "range@dom"},
-      {"--nvtx-capture=x"},
       {"--cudabacktrace=all"},
       {"--osrt-threshold", "1000"},
       {"--python-backtrace=cuda"},
       {"--cuda-memory-usage", "true"},
-      {"-y", "5"},
-      {"--delay=5"},
-      {"-d", "10"},
-      {"--duration=10"},
-      {"--kill", "none"},
       {"--export", "sqlite"},
       {"--trace-fork-before-exec=true"},
       {"-n", "false"},
       {"--inherit-environment=false"},
-      {"--stop-on-range-end", "true"},
       {"--env-var", "A=1"},
       {"-e", "A=1"},
       {"--session-new", "s"},
@@ -278,12 +267,12 @@ TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
 // A published command line is ported in one run: every option cutrace cannot take is named at once,
 // each with its remedy, and their values are not mistaken for the command.
 TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
-  expect_refused({"-s", "cpu", "--capture-range=cudaProfilerApi", "-t", "cuda,osrt", "--bogus", "--cudabacktrace",
+  expect_refused({"-s", "cpu", "--cuda-memory-usage=true", "-t", "cuda,osrt", "--bogus", "--cudabacktrace",
                   "all", "python3", "train.py"},
                  "cutrace profile: 5 options cannot be used: "
                  "(1) option '-s' is not supported yet; remove it to profile without it, or pass -s none; "
-                 "(2) option '--capture-range' is not supported yet; remove it to profile without it, or pass "
-                 "--capture-range=none; "
+                 "(2) option '--cuda-memory-usage' is not supported yet; remove it to profile without it, or pass "
+                 "--cuda-memory-usage=false; "
                  "(3) -t osrt is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, cublas and cudnn); "
                  "(4) unknown option '--bogus'; run `cutrace profile --help`; "
                  "(5) option '--cudabacktrace' is not supported yet; remove it to profile without it, or pass "
@@ -359,6 +348,51 @@ TEST(LauncherOptions, LastOccurrenceWins) {
   ASSERT_TRUE(p.ok) << p.error.message;
   EXPECT_EQ(p.options.output_pattern, "b");
   EXPECT_FALSE(p.options.force_overwrite);
+}
+
+
+// Capture ranges as nsys spells them, the older --stop-on-range-end, -y/-d in seconds, --kill.
+TEST(LauncherOptions, CaptureRangesDelayDurationAndKill) {
+  Parsed p = parse({"-c", "cudaProfilerApi", "--capture-range-end=repeat:3", "-y", "1.5", "-d", "2s", "--kill",
+                    "sigkill", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.capture_range, ProfileOptions::CaptureRange::kProfilerApi);
+  EXPECT_EQ(p.options.capture_end, "repeat");
+  EXPECT_EQ(p.options.capture_count, 3u);
+  EXPECT_EQ(p.options.delay_ns, 1'500'000'000u);
+  EXPECT_EQ(p.options.duration_ns, 2'000'000'000u);
+  EXPECT_EQ(p.options.kill_signal, 9);
+
+  p = parse({"--capture-range=nvtx", "-p", "train@*", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.capture_range, ProfileOptions::CaptureRange::kNvtx);
+  EXPECT_EQ(p.options.nvtx_capture, "train@*");
+  EXPECT_EQ(p.options.capture_end, "stop-shutdown");  // nsys's default
+  EXPECT_EQ(p.options.kill_signal, 15);
+
+  p = parse({"-c", "cudaProfilerApi", "--stop-on-range-end", "false", "--kill", "none", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.capture_end, "none");
+  EXPECT_EQ(p.options.kill_signal, 0);
+  p = parse({"-c", "cudaProfilerApi", "--capture-range-end", "repeat-shutdown:2", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.capture_end, "repeat-shutdown");
+  EXPECT_EQ(p.options.capture_count, 2u);
+
+  expect_refused({"-c", "nvtx", "app"},
+                 "cutrace profile: -c nvtx needs the range to follow: add -p RANGE, -p RANGE@DOMAIN or -p RANGE@*.");
+  expect_refused({"-c", "sometimes", "app"},
+                 "cutrace profile: option '-c' takes none, cudaProfilerApi or nvtx, not 'sometimes'.");
+  expect_refused({"--capture-range-end", "repeat-shutdown", "app"},
+                 "cutrace profile: option '--capture-range-end' takes none, stop, stop-shutdown, repeat[:N] or "
+                 "repeat-shutdown:N, not 'repeat-shutdown'.");
+  expect_refused({"--capture-range-end", "stop:2", "app"},
+                 "cutrace profile: option '--capture-range-end' takes none, stop, stop-shutdown, repeat[:N] or "
+                 "repeat-shutdown:N, not 'stop:2'.");
+  expect_refused({"-y", "soon", "app"}, "cutrace profile: option '-y' takes a number of seconds, not 'soon'.");
+  expect_refused({"--kill", "sigwhat", "app"},
+                 "cutrace profile: option '--kill' takes none, sigterm, sigkill or a signal number, not 'sigwhat'.");
+  expect_refused({"-c", "hotkey", "app"}, "cutrace profile: option '-c hotkey' is not supported; use cudaProfilerApi or nvtx.");
 }
 
 }  // namespace

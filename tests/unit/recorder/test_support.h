@@ -322,6 +322,15 @@ inline Events decode_events(const std::vector<Chunk>& chunks) {
             std::memcpy(&m, rec, sizeof m);
             d.key = m.base;
             d.text.assign(reinterpret_cast<const char*>(rec + sizeof m), m.path_bytes);
+          } else if (d.kind == abi::RecordKind::kNvtx) {
+            abi::NvtxRecord n;
+            std::memcpy(&n, rec, sizeof n);
+            d.key = n.range_id;
+            d.text.assign(reinterpret_cast<const char*>(rec + sizeof n), n.text_bytes);
+          } else if (d.kind == abi::RecordKind::kCaptureState) {
+            abi::CaptureStateRecord c;
+            std::memcpy(&c, rec, sizeof c);
+            d.key = c.range;
           } else {
             return ev.error = "unexpected record kind in file", ev;
           }
