@@ -4,14 +4,17 @@
 // -o a base name for <base>_<report>.<format> files.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "reader/decode.h"
 #include "report/cli.h"
 #include "report/commands.h"
+#include "report/nvtx_ranges.h"
 #include "report/reports.h"
 
 namespace cutrace::report {
@@ -37,6 +40,9 @@ void print_help() {
       "                                is a base name: the report goes to BASE_REPORT.FORMAT\n"
       "      --timeunit UNIT           nsec (default), usec, msec or sec for every (ns) column\n"
       "      --force-overwrite true    replace existing output files\n"
+      "      --filter-nvtx RANGE[@DOMAIN|@*][/N]\n"
+      "                                only calls and NVTX events inside the NVTX range RANGE (its Nth\n"
+      "                                instance with /N), in the process that ran it\n"
       "      --show-internal true      also count the CUDA runtime's internal calls (kernel registration,\n"
       "                                __cudaPushCallConfiguration, ...), which are left out by default\n"
       "  -q, --quiet                   do not name the files written\n"
@@ -87,12 +93,83 @@ int usage_error(const std::string& sentence) {
   return kExitUsage;
 }
 
+// --filter-nvtx RANGE[@DOMAIN|@*][/INDEX], as nsys stats takes it.
+struct NvtxFilter {
+  bool on = false;
+  std::string range;
+  enum class Domain { kDefault, kAny, kNamed } domain = Domain::kDefault;
+  std::string domain_name;
+  uint64_t index = 0;  // 1-based instance; 0 = every instance
+};
+
 struct Request {
   std::vector<std::string> reports, formats, outputs;
   TimeUnit unit = TimeUnit::kNanoseconds;
   bool overwrite = false, quiet = false;
   ReportOptions options;
+  NvtxFilter filter;
 };
+
+bool parse_nvtx_filter(const std::string& text, NvtxFilter& f) {
+  std::string spec = text;
+  const size_t slash = spec.rfind('/');
+  if (slash != std::string::npos && slash + 1 < spec.size() &&
+      spec.find_first_not_of("0123456789", slash + 1) == std::string::npos) {
+    f.index = std::stoull(spec.substr(slash + 1));
+    if (f.index == 0) return false;
+    spec.resize(slash);
+  }
+  const size_t at = spec.rfind('@');
+  if (at != std::string::npos) {
+    const std::string domain = spec.substr(at + 1);
+    f.domain = domain == "*" ? NvtxFilter::Domain::kAny : NvtxFilter::Domain::kNamed;
+    f.domain_name = domain;
+    spec.resize(at);
+    if (domain.empty()) return false;
+  }
+  if (spec.empty()) return false;
+  f.range = spec;
+  f.on = true;
+  return true;
+}
+
+// The time windows of the NVTX ranges a filter selects, per process: what the reports are limited to.
+using Windows = std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>>;
+
+bool collect_windows(const std::string& trace_path, const NvtxFilter& f, Windows& windows, uint64_t& found) {
+  reader::TraceReader trace;
+  if (!trace.open(trace_path)) return false;
+  uint64_t seen = 0;
+  NvtxRangeTracker tracker([&](const NvtxRange& r) {
+    if (r.message != f.range) return;
+    if (f.domain == NvtxFilter::Domain::kDefault && r.domain != 0) return;
+    if (f.domain == NvtxFilter::Domain::kNamed &&
+        nvtx_range_name(trace, *r.thread, r.domain, "") != f.domain_name + ":")
+      return;
+    ++seen;
+    if (f.index && seen != f.index) return;
+    windows[r.thread->process].emplace_back(r.start_ns, r.end_ns);
+  });
+  reader::Event ev;
+  while (trace.next(ev)) tracker.add(trace, ev);
+  for (auto& [process, list] : windows) std::sort(list.begin(), list.end());
+  found = seen;
+  return true;
+}
+
+// Whether [from, to] lies inside one of the process's windows.
+bool inside_windows(const Windows& windows, uint32_t process, uint64_t from, uint64_t to) {
+  auto it = windows.find(process);
+  if (it == windows.end()) return false;
+  const auto& list = it->second;
+  auto w = std::upper_bound(list.begin(), list.end(), std::make_pair(from, UINT64_MAX));
+  // Windows may overlap (nested instances): look back over every one that starts no later.
+  while (w != list.begin()) {
+    --w;
+    if (w->first <= from && to <= w->second) return true;
+  }
+  return false;
+}
 
 // The worst of two exit codes: a usage mistake, then a failure, then a partial trace, then no data.
 int worse(int a, int b) {
@@ -145,11 +222,36 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
   std::vector<std::unique_ptr<Report>> reports;
   for (const std::string& name : req.reports) reports.push_back(make_report(name, req.options));
 
+  Windows windows;
+  if (req.filter.on) {
+    uint64_t found = 0;
+    if (!collect_windows(trace_path, req.filter, windows, found)) {
+      reader::TraceReader probe;
+      open_trace(probe, trace_path, "stats");  // says why, in its words
+      return kExitFailure;
+    }
+    if (windows.empty()) {
+      std::fprintf(stderr, "SKIPPED: %s has no NVTX range %s%s%s (%s found).\n", trace_path.c_str(),
+                   req.filter.range.c_str(),
+                   req.filter.domain == NvtxFilter::Domain::kDefault ? "" : ("@" + req.filter.domain_name).c_str(),
+                   req.filter.index ? ("/" + std::to_string(req.filter.index)).c_str() : "",
+                   (std::to_string(found) + (found == 1 ? " instance" : " instances")).c_str());
+      return kExitNoData;
+    }
+  }
+
   reader::TraceReader trace;
   if (!open_trace(trace, trace_path, "stats")) return kExitFailure;
   reader::Event ev;
-  while (trace.next(ev))
+  while (trace.next(ev)) {
+    if (req.filter.on && ev.thread && ev.kind == reader::EventKind::kApiCall &&
+        !inside_windows(windows, ev.thread->process, ev.call.begin_ns, ev.call.end_ns))
+      continue;
+    if (req.filter.on && ev.thread && ev.kind == reader::EventKind::kNvtx &&
+        !inside_windows(windows, ev.thread->process, ev.nvtx.time_ns, ev.nvtx.time_ns))
+      continue;
     for (auto& r : reports) r->add(trace, ev);
+  }
   int exit_code = warn_status(trace, "stats");
   print_trace_warnings(trace, "stats");
 
@@ -267,6 +369,12 @@ int stats_main(int argc, char** argv) {
     }
     if (!args.options_done() && args.bool_option(nullptr, "--force-overwrite", req.overwrite, bad)) {
       if (bad) return usage_error("--force-overwrite takes true or false");
+      continue;
+    }
+    if (!args.options_done() && args.value_option(nullptr, "--filter-nvtx", value, missing)) {
+      if (missing || !parse_nvtx_filter(value, req.filter))
+        return usage_error("--filter-nvtx takes RANGE, RANGE@DOMAIN or RANGE@*, optionally followed by /INDEX" +
+                           (missing ? std::string() : std::string(", not '") + value + "'"));
       continue;
     }
     if (!args.options_done() && args.bool_option(nullptr, "--show-internal", req.options.show_internal, bad)) {

@@ -121,3 +121,22 @@ def test_python_nvtx_package_is_captured_without_changing_the_script(tmp_path):
     inner = [e for e in events if e.get("cat") == "nvtx" and e["name"] == "py.inner"]
     assert len(inner) == 7 and all(e["args"]["domain"] == "py_domain" for e in inner)
     assert [e["name"] for e in events if e.get("cat") == "nvtx" and e["ph"] == "i"] == ["py.mark"]
+
+
+def test_reports_limited_to_one_nvtx_range(tmp_path):
+    _, trace = profile(tmp_path, [app("nvtx_app"), "3", "10"])
+
+    def calls(spec):
+        proc = run_tool("stats", "-r", "cuda_api_sum", "-f", "csv", "--filter-nvtx", spec, trace, check=False)
+        if proc.returncode == 4:
+            return None
+        return {r["Name"]: int(r["Num Calls"]) for r in csv.DictReader(io.StringIO(proc.stdout))}
+
+    # Each "a.work" and each "outer" holds one cudaGetDevice; "b.step" (domain lib_b) holds none.
+    assert calls("a.work") == {"cudaGetDevice": 30}
+    assert calls("outer@*") == {"cudaGetDevice": 30}
+    assert calls("outer/7") == {"cudaGetDevice": 1}
+    assert calls("b.step@lib_b") is None  # nothing inside it: SKIPPED
+    proc = run_tool("stats", "--filter-nvtx", "b.step", trace, expect=4)
+    assert proc.stderr == f"SKIPPED: {trace} has no NVTX range b.step (0 instances found).\n"
+    proc = run_tool("stats", "--filter-nvtx", "x/0", trace, expect=2)
