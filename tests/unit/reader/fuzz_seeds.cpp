@@ -1,8 +1,9 @@
 // Writes the seed corpora of the fuzz targets (scripts/fuzz.sh): usage: fuzz_seeds DIR
-//   DIR/reader:   the test suite's small trace, whole, cut off, and cut inside a chunk, each behind the
-//                 byte that tells reader_fuzz "a whole file";
+//   DIR/reader:   the test suite's small trace, whole, cut off, and cut inside a chunk, and its NVTX
+//                 trace, each behind the byte that tells reader_fuzz "a whole file";
 //   DIR/recorder: ring images in recorder_fuzz's input layout holding well-formed records (a thread
-//                 start, calls with arguments, kernel-name strings), once whole and once wrapped.
+//                 start, calls with arguments, a kernel-name string, an NVTX push, a capture range),
+//                 once whole and once wrapped.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -58,6 +59,22 @@ std::vector<uint8_t> ring_records() {
     append(r, c);
     for (uint8_t a = 0; a < args; ++a) append(r, uint64_t(0x401000 + a));
   }
+  const std::string message = "train step";
+  abi::NvtxRecord n{};
+  const uint16_t nvtx_size = uint16_t((sizeof n + message.size() + 7) / 8 * 8);
+  n.header = {uint16_t(abi::RecordKind::kNvtx), nvtx_size, uint32_t(abi::NvtxEvent::kPush)};
+  n.time = 3000;
+  n.text_bytes = uint32_t(message.size());
+  n.message_type = uint8_t(abi::NvtxMessage::kText);
+  append(r, n);
+  r.insert(r.end(), message.begin(), message.end());
+  r.resize(r.size() + (nvtx_size - sizeof n - message.size()), 0);
+  abi::CaptureStateRecord c{};
+  c.header = {uint16_t(abi::RecordKind::kCaptureState), uint16_t(sizeof c), uint32_t(abi::CaptureEvent::kBegin)};
+  c.time = 3100;
+  c.range = 1;
+  c.reason = uint32_t(abi::CaptureReason::kProfilerApi);
+  append(r, c);
   return r;
 }
 
@@ -95,9 +112,11 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> whole = cutrace::testing::read_file(trace);
   cutrace::testing::write_small_trace(trace, false);
   std::vector<uint8_t> cut = cutrace::testing::read_file(trace);
+  cutrace::testing::write_nvtx_trace(trace);
+  std::vector<uint8_t> nvtx = cutrace::testing::read_file(trace);
   std::remove(trace.c_str());
   int n = 0;
-  for (const std::vector<uint8_t>* file : {&whole, &cut}) {
+  for (const std::vector<uint8_t>* file : {&whole, &cut, &nvtx}) {
     std::vector<uint8_t> seed = {0};
     seed.insert(seed.end(), file->begin(), file->end());
     ok &= write(dir + "/reader/seed" + std::to_string(n++), seed);

@@ -164,6 +164,40 @@ Records& Records::thread_start(uint64_t time_ns, uint32_t pid, uint32_t tid, uin
   return *this;
 }
 
+Records& Records::nvtx(abi::NvtxEvent event, uint64_t time_ns, std::string_view text, uint32_t domain,
+                       uint64_t range_id, uint64_t string_id, uint32_t category) {
+  abi::NvtxRecord r{};
+  const bool inline_text = (string_id == 0 || event == abi::NvtxEvent::kRegisterString) && !text.empty();
+  r.header.kind = uint16_t(abi::RecordKind::kNvtx);
+  r.header.size = uint16_t(abi::align_record(uint32_t(sizeof r + (inline_text ? text.size() : 0))));
+  r.header.aux = uint32_t(event);
+  r.time = time_ns;
+  r.range_id = range_id;
+  r.string_id = string_id;
+  r.domain = domain;
+  r.category = category;
+  r.text_bytes = inline_text ? uint32_t(text.size()) : 0;
+  r.message_type = uint8_t(inline_text ? abi::NvtxMessage::kText
+                           : string_id ? abi::NvtxMessage::kRegistered : abi::NvtxMessage::kNone);
+  append(bytes_, r);
+  if (inline_text) bytes_.insert(bytes_.end(), text.begin(), text.end());
+  bytes_.resize(bytes_.size() + (r.header.size - sizeof r - r.text_bytes), 0);
+  ++count_;
+  return *this;
+}
+
+Records& Records::capture(bool begin, uint64_t time_ns, uint32_t range) {
+  abi::CaptureStateRecord r{};
+  r.header = {uint16_t(abi::RecordKind::kCaptureState), uint16_t(sizeof r),
+              uint32_t(begin ? abi::CaptureEvent::kBegin : abi::CaptureEvent::kEnd)};
+  r.time = time_ns;
+  r.range = range;
+  r.reason = uint32_t(abi::CaptureReason::kNvtx);
+  append(bytes_, r);
+  ++count_;
+  return *this;
+}
+
 Records& Records::raw(abi::RecordKind kind, uint32_t aux, uint32_t payload_bytes) {
   abi::RecordHeader h{uint16_t(kind), uint16_t(sizeof h + payload_bytes), aux};
   append(bytes_, h);
@@ -287,6 +321,43 @@ SmallTrace write_small_trace(const std::string& path, bool finish) {
     w.close();
   }
   return st;
+}
+
+void write_nvtx_trace(const std::string& path) {
+  using abi::NvtxEvent;
+  const uint64_t t = kT0;
+  trace::TraceWriter w;
+  w.set_creation_monotonic_ns(t);
+  EXPECT_TRUE(w.open(path)) << w.error();
+  EXPECT_TRUE(w.write_metadata({{"host", "node01"}}));
+  EXPECT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
+  w.add_thread_def(thread_def(0, 500, 500, 1, 1000, t));
+  w.add_thread_def(thread_def(1, 500, 501, 1, 1000, t));
+  // Thread 1 first, as a drain may order it: it ends range 9, which thread 0 starts.
+  Records worker;
+  worker.nvtx(NvtxEvent::kEnd, t + 400, {}, 0, 9);
+  worker.add_to(w, 1);
+  Records main;
+  main.nvtx(NvtxEvent::kDomainCreate, t + 10, "dom", 1)
+      .nvtx(NvtxEvent::kRegisterString, t + 20, "reg", 1, 0, 5)
+      .nvtx(NvtxEvent::kNameCategory, t + 30, "phase", 1, 0, 0, 3)
+      .nvtx(NvtxEvent::kNameThread, t + 40, "main thread", 0, 500)
+      .capture(true, t + 90, 1)
+      .nvtx(NvtxEvent::kPush, t + 100, "outer")
+      .nvtx(NvtxEvent::kPush, t + 150, {}, 1, 0, 77)  // registered, but string 77 is never named
+      .nvtx(NvtxEvent::kPop, t + 160, {}, 1)
+      .nvtx(NvtxEvent::kPush, t + 162, {}, 1, 0, 5)
+      .nvtx(NvtxEvent::kPop, t + 165, {}, 1)
+      .nvtx(NvtxEvent::kPush, t + 170, "inner")
+      .nvtx(NvtxEvent::kPop, t + 190)
+      .nvtx(NvtxEvent::kMark, t + 195, "m", 1, 0, 0, 3)
+      .nvtx(NvtxEvent::kStart, t + 200, "se", 0, 9)
+      .nvtx(NvtxEvent::kPop, t + 300)
+      .nvtx(NvtxEvent::kPop, t + 310)  // nothing open: unmatched
+      .capture(false, t + 320, 1);
+  main.add_to(w, 0);
+  EXPECT_TRUE(w.flush_events());
+  w.close();
 }
 
 std::string temp_path(const std::string& name) {

@@ -46,7 +46,12 @@ class Records {
                 uint8_t flags = 0, uint16_t depth = 0, uint8_t outer_domains = 0);
   Records& string(abi::StringKind kind, uint64_t key, std::string_view text);
   Records& thread_start(uint64_t time_ns, uint32_t pid, uint32_t tid, uint32_t ppid, uint32_t flags);
-  // A record of a kind the reader has no decoder for (an NVTX record of a later version, say).
+  // An NVTX record; `text` is inline unless `string_id` is set (a registered message), and for
+  // kRegisterString both are (the string and its id).
+  Records& nvtx(abi::NvtxEvent event, uint64_t time_ns, std::string_view text = {}, uint32_t domain = 0,
+                uint64_t range_id = 0, uint64_t string_id = 0, uint32_t category = 0);
+  Records& capture(bool begin, uint64_t time_ns, uint32_t range);
+  // A record of a kind the reader has no decoder for (a GPU activity record of a later version, say).
   Records& raw(abi::RecordKind kind, uint32_t aux, uint32_t payload_bytes);
 
   void add_to(trace::TraceWriter& w, uint32_t thread_index) const;
@@ -82,6 +87,11 @@ struct SmallTrace {
 };
 // `finish`: write the kEnd chunk (with 3 drops on thread 1 and lost_no_slot 2) or stop like a crash.
 SmallTrace write_small_trace(const std::string& path, bool finish = true);
+
+// Process 500 with two threads and NVTX: a domain, a registered string, a category, a thread name,
+// nested push/pop ranges (one with a registered message the trace never names), a mark, a start/end
+// range ended on the other thread (whose block comes first), an unmatched pop, and one capture range.
+void write_nvtx_trace(const std::string& path);
 
 std::string temp_path(const std::string& name);  // a fresh path under the test's temp directory
 std::vector<uint8_t> read_file(const std::string& path);
