@@ -8,7 +8,7 @@
 //                a range: its process's own gate is closed
 // and reports the median ns per call of each and the nanoseconds the shim adds per call.
 //
-// usage: bench_overhead [--calls N] [--rounds R] [--api cudaGetDevice|cudaPeekAtLastError]
+// usage: bench_overhead [--calls N] [--rounds R] [--api cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA]
 //                       [--route plt|dlsym|getprocaddress]
 // --route picks how the program reaches the function (tests/apps/cheap_calls.cpp): bound by the
 // dynamic linker (default), through dlsym on a dlopen handle, or cuDriverGetVersion through the
@@ -122,7 +122,8 @@ TracedResult run_traced(const Paths& paths, long calls, const std::string& api, 
   cutrace::session::Session session;
   cutrace::session::Options options;
   options.clock = cutrace::session::choose_clock();
-  options.trace_domains = capture ? cutrace::abi::kCudaDomains : 0;
+  options.trace_domains =
+      capture ? cutrace::abi::kCudaDomains | cutrace::abi::domain_bit(cutrace::abi::ApiDomain::kNvtx) : 0;
   options.slot_count = 4;
   // The default ring, drained by a real recorder as in any run: the rings' pages are touched once and
   // then reused. Records the recorder could not keep up with show as dropped in the summary line.
@@ -142,6 +143,7 @@ TracedResult run_traced(const Paths& paths, long calls, const std::string& api, 
   std::vector<std::string> env = base_environment(paths);
   env.push_back("LD_PRELOAD=" + paths.preload);
   env.push_back("CUTRACE_SESSION=" + session.name());
+  env.push_back("NVTX_INJECTION64_PATH=" + paths.preload);  // as cutrace profile sets it (-t nvtx)
   if (outside_range) env.push_back(std::string(cutrace::abi::kCaptureEnvVar) + "=cudaProfilerApi,stop,0");
   TracedResult result;
   result.ns_per_call = run_app(paths, env, calls, api, route);
@@ -242,9 +244,11 @@ int main(int argc, char** argv) {
   unlink((startup_trace + ".cutrace").c_str());
   const double b = median(baseline), f = median(off), n = median(on), o = median(outside);
   const bool tsc = cutrace::session::choose_clock() == cutrace::abi::ClockKind::kTsc;
-  std::printf("%s x %ld calls (route %s), %d rounds, median ns per call (clock: %s)\n",
-              route == "getprocaddress" ? "cuDriverGetVersion" : api.c_str(), calls, route.c_str(), rounds,
-              tsc ? "tsc" : "monotonic");
+  std::printf("%s x %ld %s (route %s), %d rounds, median ns per %s (clock: %s)\n",
+              route == "getprocaddress" ? "cuDriverGetVersion" : api == "nvtxRangePushA" ? "nvtxRangePushA+nvtxRangePop"
+                                                                                         : api.c_str(),
+              calls, api == "nvtxRangePushA" ? "pairs" : "calls", route.c_str(), rounds,
+              api == "nvtxRangePushA" ? "pair" : "call", tsc ? "tsc" : "monotonic");
   std::printf("  %-28s %8.2f ns\n", "without cutrace", b);
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, capture off", f, f - b);
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, outside a range (-c)", o, o - b);

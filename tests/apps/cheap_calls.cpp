@@ -5,15 +5,17 @@
 //   getprocaddress  cuDriverGetVersion from the driver's cuGetProcAddress_v2 (how the runtime, cuBLAS
 //                   and cuDNN reach the driver)
 // On the simulator none of these does device work (cudaGetDevice reads a thread-local,
-// cudaPeekAtLastError another, cuDriverGetVersion a constant).
+// cudaPeekAtLastError another, cuDriverGetVersion a constant). nvtxRangePushA times a push/pop pair
+// of NVTX v3 (inline, through NVTX's own table; plt route only): a no-op without a tool.
 //
-// usage: cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError] [plt|dlsym|getprocaddress]
+// usage: cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA] [plt|dlsym|getprocaddress]
 // stdout: "api <function>", "route <route>", "calls <n>", "failed <n>", "total_ns <ns>",
 //         "ns_per_call <ns>" (%.2f).
 // exit: 0, or 64 on a usage error, 1 when the route's library or function cannot be found (a failing
 // runtime still exits 0: its calls are what is timed).
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <nvtx3/nvToolsExt.h>
 #include <time.h>
 
 #include <cstdint>
@@ -24,7 +26,7 @@
 namespace {
 
 constexpr const char kUsage[] =
-    "cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError] [plt|dlsym|getprocaddress]";
+    "cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA] [plt|dlsym|getprocaddress]";
 
 long long now_ns() {
   timespec t;
@@ -58,7 +60,12 @@ int main(int argc, char** argv) {
   const char* api = argc > 2 ? argv[2] : "cudaGetDevice";
   const char* route = argc > 3 ? argv[3] : "plt";
   bool peek = std::strcmp(api, "cudaPeekAtLastError") == 0;
-  if (!peek && std::strcmp(api, "cudaGetDevice") != 0) {
+  const bool nvtx = std::strcmp(api, "nvtxRangePushA") == 0;
+  if (nvtx && std::strcmp(route, "plt") != 0) {
+    std::fprintf(stderr, "error: nvtxRangePushA is timed through NVTX's own table only (route plt)\n");
+    return 64;
+  }
+  if (!peek && !nvtx && std::strcmp(api, "cudaGetDevice") != 0) {
     std::fprintf(stderr, "error: unknown function '%s'\nusage: %s\n", api, kUsage);
     return 64;
   }
@@ -67,7 +74,12 @@ int main(int argc, char** argv) {
   long long start = 0, total = 0;
   if (std::strcmp(route, "plt") == 0) {
     start = now_ns();
-    if (peek) {
+    if (nvtx) {
+      for (long i = 0; i < iterations; ++i) {
+        failed += nvtxRangePushA("step") < 0;
+        nvtxRangePop();
+      }
+    } else if (peek) {
       for (long i = 0; i < iterations; ++i) failed += cudaPeekAtLastError() != cudaSuccess;
     } else {
       int device = 0;
