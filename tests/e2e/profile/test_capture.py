@@ -85,11 +85,11 @@ def test_delay_and_duration_bound_the_recording_and_end_the_program(tmp_path):
                           check=False)
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
     made = int(proc.stdout.split()[-1])
-    assert 900 <= made < 2900  # killed at about one second of its three
+    assert 500 <= made < 2900  # killed at about one second of its three (at most one call a millisecond)
     out = run_tool("stats", "-r", "cuda_api_trace", "-f", "csv", trace).stdout
     starts = [int(r["Start (ns)"]) for r in csv.DictReader(io.StringIO(out))]
     # One call a millisecond (or a little less often), between 0.5 s and 1 s of the session.
-    assert 300 <= len(starts) <= 520, len(starts)
+    assert 200 <= len(starts) <= 520, len(starts)
     # The delay runs from the program's release, a little after the session started (the trace's time 0).
     assert min(starts) >= 0.5e9 and max(starts) <= 1.3e9, (min(starts), max(starts))
 
