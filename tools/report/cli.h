@@ -16,6 +16,9 @@ inline constexpr int kExitFailure = 1;  // the trace or the output could not be 
 inline constexpr int kExitUsage = 2;
 // The trace is cut off or damaged: everything intact in it was shown, and a warning said what is missing.
 inline constexpr int kExitPartialTrace = 3;
+// Nothing to show (every report SKIPPED, or no NVTX range to filter by), which a script should be able
+// to tell from a table.
+inline constexpr int kExitNoData = 4;
 
 // Walks argv of a subcommand. Options come as `-s VALUE`, `--long VALUE` or `--long=VALUE`; `--` ends them.
 class ArgCursor {

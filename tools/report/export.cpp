@@ -10,6 +10,7 @@
 #include "report/cli.h"
 #include "report/commands.h"
 #include "report/gzip_stream.h"
+#include "report/nvtx_ranges.h"
 #include "report/perfetto.h"
 
 namespace cutrace::report {
@@ -27,6 +28,9 @@ void print_help() {
       "  -f, --force-overwrite true      replace an existing output file\n"
       "  -z, --gzip true                 gzip-compress the JSON (the Perfetto UI opens it as it is); also\n"
       "                                  chosen by an output name ending in .gz\n"
+      "      --filter-nvtx RANGE[@DOMAIN|@*][/N]\n"
+      "                                  only the time of the NVTX range RANGE (its Nth instance with /N;\n"
+      "                                  with several, from the first one's start to the last one's end)\n"
       "      --from TIME, --to TIME      only the calls that overlap this window, counted from the start\n"
       "                                  of the session: seconds, or a number with ns, us, ms or s\n"
       "      --show-internal true        also export the CUDA runtime's internal calls (kernel registration,\n"
@@ -81,7 +85,7 @@ uint64_t ui_limit_bytes() {
 }  // namespace
 
 int export_main(int argc, char** argv) {
-  std::string type, output_arg, trace_path, from_arg, to_arg;
+  std::string type, output_arg, trace_path, from_arg, to_arg, filter_arg;
   bool overwrite = false, gzip = false;
   PerfettoOptions options;
   ArgCursor args(argc, argv);
@@ -94,7 +98,8 @@ int export_main(int argc, char** argv) {
     }
     if (!args.options_done() &&
         (args.value_option("-t", "--type", type, missing) || args.value_option("-o", "--output", output_arg, missing) ||
-         args.value_option(nullptr, "--from", from_arg, missing) || args.value_option(nullptr, "--to", to_arg, missing))) {
+         args.value_option(nullptr, "--from", from_arg, missing) || args.value_option(nullptr, "--to", to_arg, missing) ||
+         args.value_option(nullptr, "--filter-nvtx", filter_arg, missing))) {
       if (missing) {
         std::fprintf(stderr, "cutrace export: %s needs a value; see `cutrace export --help`.\n", std::string(a).c_str());
         return kExitUsage;
@@ -151,8 +156,33 @@ int export_main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  NvtxFilter filter;
+  if (!filter_arg.empty() && !parse_nvtx_filter(filter_arg, filter)) {
+    std::fprintf(stderr, "cutrace export: --filter-nvtx takes RANGE, RANGE@DOMAIN or RANGE@*, optionally followed by "
+                         "/INDEX, not '%s'.\n", filter_arg.c_str());
+    return kExitUsage;
+  }
   reader::TraceReader trace;
   if (!open_trace(trace, trace_path, "export")) return kExitFailure;
+  if (filter.on) {
+    // The window from the first selected range's start to the last one's end, within --from/--to.
+    NvtxWindows windows;
+    uint64_t found = 0;
+    collect_nvtx_windows(trace_path, filter, windows, found);
+    uint64_t first = UINT64_MAX, last = 0;
+    for (const auto& [process, list] : windows)
+      for (const auto& [start, end] : list) first = std::min(first, start), last = std::max(last, end);
+    if (first > last) {
+      std::fprintf(stderr, "cutrace export: %s has no NVTX range %s (%s found); nothing was written.\n",
+                   trace_path.c_str(), describe(filter).c_str(),
+                   (std::to_string(found) + (found == 1 ? " instance" : " instances")).c_str());
+      return kExitNoData;
+    }
+    const uint64_t origin = trace.file_header().created_monotonic_ns;
+    const uint64_t from = first > origin ? first - origin : 0, to = (last > origin ? last - origin : 0) + 1;
+    options.window_begin_ns = std::max(options.window_begin_ns, from);
+    options.window_end_ns = std::min(options.window_end_ns, to);
+  }
   if (output_arg.ends_with(".gz")) gzip = true;
   const std::string output_path = output_arg.empty() ? default_output(trace_path, gzip) : output_arg;
   Output out;

@@ -1,5 +1,7 @@
 #include "report/nvtx_ranges.h"
 
+#include <algorithm>
+
 namespace cutrace::report {
 
 std::string nvtx_range_name(const reader::TraceReader& reader, const reader::Thread& thread, uint32_t domain,
@@ -99,6 +101,77 @@ void NvtxRangeTracker::add(const reader::TraceReader& reader, const reader::Even
     }
     default: break;
   }
+}
+
+bool parse_nvtx_filter(const std::string& text, NvtxFilter& f) {
+  std::string spec = text;
+  const size_t slash = spec.rfind('/');
+  if (slash != std::string::npos && slash + 1 < spec.size() &&
+      spec.find_first_not_of("0123456789", slash + 1) == std::string::npos) {
+    f.index = std::stoull(spec.substr(slash + 1));
+    if (f.index == 0) return false;
+    spec.resize(slash);
+  }
+  const size_t at = spec.rfind('@');
+  if (at != std::string::npos) {
+    const std::string domain = spec.substr(at + 1);
+    f.domain = domain == "*" ? NvtxFilter::Domain::kAny : NvtxFilter::Domain::kNamed;
+    f.domain_name = domain;
+    spec.resize(at);
+    if (domain.empty()) return false;
+  }
+  if (spec.empty()) return false;
+  f.range = spec;
+  f.on = true;
+  return true;
+}
+
+
+bool collect_nvtx_windows(const std::string& trace_path, const NvtxFilter& f, NvtxWindows& windows, uint64_t& found) {
+  reader::TraceReader trace;
+  if (!trace.open(trace_path)) return false;
+  struct Match {
+    uint64_t start, end;
+    uint32_t process;
+  };
+  std::vector<Match> matches;  // one per instance: small next to the trace
+  NvtxRangeTracker tracker([&](const NvtxRange& r) {
+    if (r.message != f.range) return;
+    if (f.domain == NvtxFilter::Domain::kDefault && r.domain != 0) return;
+    if (f.domain == NvtxFilter::Domain::kNamed &&
+        nvtx_range_name(trace, *r.thread, r.domain, "") != f.domain_name + ":")
+      return;
+    matches.push_back({r.start_ns, r.end_ns, r.thread->process});
+  });
+  reader::Event ev;
+  while (trace.next(ev)) tracker.add(trace, ev);
+  // Instances are numbered in the order they started.
+  std::sort(matches.begin(), matches.end(), [](const Match& a, const Match& b) { return a.start < b.start; });
+  found = matches.size();
+  for (size_t i = 0; i < matches.size(); ++i)
+    if (!f.index || i + 1 == f.index) windows[matches[i].process].emplace_back(matches[i].start, matches[i].end);
+  for (auto& [process, list] : windows) std::sort(list.begin(), list.end());
+  return true;
+}
+
+bool inside_nvtx_windows(const NvtxWindows& windows, uint32_t process, uint64_t from, uint64_t to) {
+  auto it = windows.find(process);
+  if (it == windows.end()) return false;
+  const auto& list = it->second;
+  auto w = std::upper_bound(list.begin(), list.end(), std::make_pair(from, UINT64_MAX));
+  // Windows may overlap (nested instances): look back over every one that starts no later.
+  while (w != list.begin()) {
+    --w;
+    if (w->first <= from && to <= w->second) return true;
+  }
+  return false;
+}
+
+std::string describe(const NvtxFilter& f) {
+  std::string text = f.range;
+  if (f.domain != NvtxFilter::Domain::kDefault) text += "@" + f.domain_name;
+  if (f.index) text += "/" + std::to_string(f.index);
+  return text;
 }
 
 uint64_t NvtxRangeTracker::open() const {

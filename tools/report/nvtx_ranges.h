@@ -69,4 +69,24 @@ class NvtxRangeTracker {
 std::string nvtx_range_name(const reader::TraceReader& reader, const reader::Thread& thread, uint32_t domain,
                             std::string_view message);
 
+// --filter-nvtx RANGE[@DOMAIN|@*][/INDEX], as nsys stats takes it: the ranges whose message is RANGE,
+// in the default domain, in DOMAIN or in any, every instance or only the INDEXth (1-based, in the
+// order they started).
+struct NvtxFilter {
+  bool on = false;
+  std::string range;
+  enum class Domain { kDefault, kAny, kNamed } domain = Domain::kDefault;
+  std::string domain_name;
+  uint64_t index = 0;  // 0 = every instance
+};
+bool parse_nvtx_filter(const std::string& text, NvtxFilter& f);
+std::string describe(const NvtxFilter& f);  // "RANGE@DOMAIN/INDEX" as given
+
+// The time windows of the ranges a filter selects, per process index, sorted by start.
+using NvtxWindows = std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>>;
+// Reads the trace at `path` for them; false when it cannot be opened. `found`: instances that matched.
+bool collect_nvtx_windows(const std::string& path, const NvtxFilter& f, NvtxWindows& windows, uint64_t& found);
+// Whether [from, to] lies inside one of the process's windows.
+bool inside_nvtx_windows(const NvtxWindows& windows, uint32_t process, uint64_t from, uint64_t to);
+
 }  // namespace cutrace::report

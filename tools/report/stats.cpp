@@ -20,10 +20,6 @@
 namespace cutrace::report {
 namespace {
 
-// Every requested report of every trace came out empty: nothing to show, which a script should be able
-// to tell from a table.
-constexpr int kExitNoData = 4;
-
 void print_help() {
   std::printf(
       "usage: cutrace stats [options] FILE.cutrace [FILE.cutrace...]\n"
@@ -93,15 +89,6 @@ int usage_error(const std::string& sentence) {
   return kExitUsage;
 }
 
-// --filter-nvtx RANGE[@DOMAIN|@*][/INDEX], as nsys stats takes it.
-struct NvtxFilter {
-  bool on = false;
-  std::string range;
-  enum class Domain { kDefault, kAny, kNamed } domain = Domain::kDefault;
-  std::string domain_name;
-  uint64_t index = 0;  // 1-based instance; 0 = every instance
-};
-
 struct Request {
   std::vector<std::string> reports, formats, outputs;
   TimeUnit unit = TimeUnit::kNanoseconds;
@@ -109,67 +96,6 @@ struct Request {
   ReportOptions options;
   NvtxFilter filter;
 };
-
-bool parse_nvtx_filter(const std::string& text, NvtxFilter& f) {
-  std::string spec = text;
-  const size_t slash = spec.rfind('/');
-  if (slash != std::string::npos && slash + 1 < spec.size() &&
-      spec.find_first_not_of("0123456789", slash + 1) == std::string::npos) {
-    f.index = std::stoull(spec.substr(slash + 1));
-    if (f.index == 0) return false;
-    spec.resize(slash);
-  }
-  const size_t at = spec.rfind('@');
-  if (at != std::string::npos) {
-    const std::string domain = spec.substr(at + 1);
-    f.domain = domain == "*" ? NvtxFilter::Domain::kAny : NvtxFilter::Domain::kNamed;
-    f.domain_name = domain;
-    spec.resize(at);
-    if (domain.empty()) return false;
-  }
-  if (spec.empty()) return false;
-  f.range = spec;
-  f.on = true;
-  return true;
-}
-
-// The time windows of the NVTX ranges a filter selects, per process: what the reports are limited to.
-using Windows = std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>>;
-
-bool collect_windows(const std::string& trace_path, const NvtxFilter& f, Windows& windows, uint64_t& found) {
-  reader::TraceReader trace;
-  if (!trace.open(trace_path)) return false;
-  uint64_t seen = 0;
-  NvtxRangeTracker tracker([&](const NvtxRange& r) {
-    if (r.message != f.range) return;
-    if (f.domain == NvtxFilter::Domain::kDefault && r.domain != 0) return;
-    if (f.domain == NvtxFilter::Domain::kNamed &&
-        nvtx_range_name(trace, *r.thread, r.domain, "") != f.domain_name + ":")
-      return;
-    ++seen;
-    if (f.index && seen != f.index) return;
-    windows[r.thread->process].emplace_back(r.start_ns, r.end_ns);
-  });
-  reader::Event ev;
-  while (trace.next(ev)) tracker.add(trace, ev);
-  for (auto& [process, list] : windows) std::sort(list.begin(), list.end());
-  found = seen;
-  return true;
-}
-
-// Whether [from, to] lies inside one of the process's windows.
-bool inside_windows(const Windows& windows, uint32_t process, uint64_t from, uint64_t to) {
-  auto it = windows.find(process);
-  if (it == windows.end()) return false;
-  const auto& list = it->second;
-  auto w = std::upper_bound(list.begin(), list.end(), std::make_pair(from, UINT64_MAX));
-  // Windows may overlap (nested instances): look back over every one that starts no later.
-  while (w != list.begin()) {
-    --w;
-    if (w->first <= from && to <= w->second) return true;
-  }
-  return false;
-}
 
 // The worst of two exit codes: a usage mistake, then a failure, then a partial trace, then no data.
 int worse(int a, int b) {
@@ -222,20 +148,17 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
   std::vector<std::unique_ptr<Report>> reports;
   for (const std::string& name : req.reports) reports.push_back(make_report(name, req.options));
 
-  Windows windows;
+  NvtxWindows windows;
   if (req.filter.on) {
     uint64_t found = 0;
-    if (!collect_windows(trace_path, req.filter, windows, found)) {
+    if (!collect_nvtx_windows(trace_path, req.filter, windows, found)) {
       reader::TraceReader probe;
       open_trace(probe, trace_path, "stats");  // says why, in its words
       return kExitFailure;
     }
     if (windows.empty()) {
-      std::fprintf(stderr, "SKIPPED: %s has no NVTX range %s%s%s (%s found).\n", trace_path.c_str(),
-                   req.filter.range.c_str(),
-                   req.filter.domain == NvtxFilter::Domain::kDefault ? "" : ("@" + req.filter.domain_name).c_str(),
-                   req.filter.index ? ("/" + std::to_string(req.filter.index)).c_str() : "",
-                   (std::to_string(found) + (found == 1 ? " instance" : " instances")).c_str());
+      std::fprintf(stderr, "SKIPPED: %s has no NVTX range %s (%s found).\n", trace_path.c_str(),
+                   describe(req.filter).c_str(), (std::to_string(found) + (found == 1 ? " instance" : " instances")).c_str());
       return kExitNoData;
     }
   }
@@ -245,10 +168,10 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
   reader::Event ev;
   while (trace.next(ev)) {
     if (req.filter.on && ev.thread && ev.kind == reader::EventKind::kApiCall &&
-        !inside_windows(windows, ev.thread->process, ev.call.begin_ns, ev.call.end_ns))
+        !inside_nvtx_windows(windows, ev.thread->process, ev.call.begin_ns, ev.call.end_ns))
       continue;
     if (req.filter.on && ev.thread && ev.kind == reader::EventKind::kNvtx &&
-        !inside_windows(windows, ev.thread->process, ev.nvtx.time_ns, ev.nvtx.time_ns))
+        !inside_nvtx_windows(windows, ev.thread->process, ev.nvtx.time_ns, ev.nvtx.time_ns))
       continue;
     for (auto& r : reports) r->add(trace, ev);
   }

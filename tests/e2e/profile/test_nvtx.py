@@ -140,3 +140,12 @@ def test_reports_limited_to_one_nvtx_range(tmp_path):
     proc = run_tool("stats", "--filter-nvtx", "b.step", trace, expect=4)
     assert proc.stderr == f"SKIPPED: {trace} has no NVTX range b.step (0 instances found).\n"
     proc = run_tool("stats", "--filter-nvtx", "x/0", trace, expect=2)
+    # The export keeps what overlaps the range's time: here the one call of the 7th "outer" (by start).
+    out = tmp_path / "window.json"
+    run_tool("export", "--type", "perfetto", "-o", out, "--filter-nvtx", "outer/7", trace)
+    events = json.loads(out.read_text())["traceEvents"]
+    assert [e["name"] for e in events if e.get("cat") == "cuda_runtime"] == ["cudaGetDevice"]
+    assert len([e for e in events if e.get("cat") == "nvtx" and e["name"] == "outer"]) == 1
+    proc = run_tool("export", "--type", "perfetto", "-o", tmp_path / "none.json", "--filter-nvtx", "b.step", trace,
+                    expect=4)
+    assert not (tmp_path / "none.json").exists()
