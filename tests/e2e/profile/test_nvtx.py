@@ -140,9 +140,11 @@ def test_reports_limited_to_one_nvtx_range(tmp_path):
     proc = run_tool("stats", "--filter-nvtx", "b.step", trace, expect=4)
     assert proc.stderr == f"SKIPPED: {trace} has no NVTX range b.step (0 instances found).\n"
     proc = run_tool("stats", "--filter-nvtx", "x/0", trace, expect=2)
-    # The export keeps what overlaps the range's time: here the one call of the 7th "outer" (by start).
+    # The export keeps what overlaps the range's time: with one worker thread, the 7th "outer" (by
+    # start) and its one call.
+    _, one_worker = profile(tmp_path, [app("nvtx_app"), "1", "10"], name="one_worker")
     out = tmp_path / "window.json"
-    run_tool("export", "--type", "perfetto", "-o", out, "--filter-nvtx", "outer/7", trace)
+    run_tool("export", "--type", "perfetto", "-o", out, "--filter-nvtx", "outer/7", one_worker)
     events = json.loads(out.read_text())["traceEvents"]
     assert [e["name"] for e in events if e.get("cat") == "cuda_runtime"] == ["cudaGetDevice"]
     assert len([e for e in events if e.get("cat") == "nvtx" and e["name"] == "outer"]) == 1
