@@ -103,3 +103,14 @@ def test_each_process_gates_itself(tmp_path):
     assert counted(trace) == {"cudaGetDeviceCount": 20, "cudaProfilerStop": 2}
     warnings = [l for l in proc.stderr.splitlines() if "never opened a capture range" in l]
     assert len(warnings) == 1 and "driver 0 10" in warnings[0], proc.stderr
+
+
+def test_a_published_nsys_command_line_runs_unchanged(tmp_path):
+    # nsys profile -t cuda,nvtx,cudnn,cublas -s none -x true --capture-range=cudaProfilerApi
+    #   --capture-range-end=stop -f true -o NAME --stats=false APP, with nsys replaced by cutrace.
+    proc, trace = profile(tmp_path, [app("capture_app"), "profiler", "3", "5"],
+                          options=["-t", "cuda,nvtx,cudnn,cublas", "-s", "none", "-x", "true",
+                                   "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "-f", "true",
+                                   "--stats=false"])
+    assert proc.returncode == 0 and proc.stdout == "inside 15 outside 20\n"
+    assert counted(trace) == {"cudaGetDeviceCount": 5, "cudaProfilerStop": 1}
