@@ -614,9 +614,10 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
 const char* help_text() {
   return R"(usage: cutrace profile [options] [--] <command> [args...]
 
-Runs <command> with its CUDA runtime and driver calls (and with -t, its cuBLAS, cuBLASLt and cuDNN
-calls) recorded into a .cutrace file, however the program reaches them (linked, dlopen/dlsym,
-cuGetProcAddress, the static runtime's driver calls), then exits with the command's exit code
+Runs <command> with its CUDA runtime and driver calls and its NVTX annotations (and with -t, its
+cuBLAS, cuBLASLt and cuDNN calls) recorded into a .cutrace file, however the program reaches them
+(linked, dlopen/dlsym, cuGetProcAddress, the static runtime's driver calls, NVTX injection), then
+exits with the command's exit code
 (128+N if signal N killed it). Options follow `nsys profile`.
 
 options:
