@@ -71,7 +71,7 @@ bool begin(abi::CaptureReason reason) {
   uint64_t next;
   do {
     if (state & (kActive | kDone)) return false;
-    next = (state & ~uint64_t(0xffffffff)) + (uint64_t(1) << 32) | kActive;
+    next = ((state & ~uint64_t(0xffffffff)) + (uint64_t(1) << 32)) | kActive;
   } while (!g_state.compare_exchange_weak(state, next, std::memory_order_acq_rel, std::memory_order_relaxed));
   g_process_capture.store(~0u, std::memory_order_relaxed);
   emit_state(abi::CaptureEvent::kBegin, uint32_t(next >> 32), reason);
@@ -169,10 +169,11 @@ void init_capture() {
     }
     copy_field(range, g_config.range, sizeof g_config.range, &g_config.range_bytes);
   }
+  g_nvtx_capture_enabled = g_config.mode == Mode::kNvtx;
   g_process_capture.store(0, std::memory_order_relaxed);
 }
 
-bool nvtx_capture_enabled() { return g_config.mode == Mode::kNvtx; }
+bool g_nvtx_capture_enabled = false;
 
 namespace hooks {
 // cudaProfilerStart/Stop and cuProfilerStart/Stop, after the real call succeeded. The runtime's call

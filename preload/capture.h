@@ -15,8 +15,9 @@ extern std::atomic<uint32_t> g_process_capture;
 
 // Reads the launcher's capture settings (abi::kCaptureEnvVar) once the session is attached.
 void init_capture();
-// Whether -c nvtx is in use: the NVTX tool then checks ranges against it.
-bool nvtx_capture_enabled();
+// Whether -c nvtx is in use: the NVTX tool then checks ranges against it. Set once, at attach.
+extern bool g_nvtx_capture_enabled;
+inline bool nvtx_capture_enabled() { return g_nvtx_capture_enabled; }
 
 // NVTX side: a domain was created or a string registered (so that registered messages match by id),
 // and ranges opened and closed. `level` is the push level of the thread's domain stack.

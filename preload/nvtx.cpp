@@ -112,6 +112,13 @@ void emit(ThreadState& ts, const Annotation& a) {
   ts.producer.commit(bytes);
 }
 
+// Whether range events and marks need looking at now: nvtx is captured for this process, or -c nvtx
+// is in use (every push and start is then checked for the capture range). When not, an NVTX call
+// costs this test and NVTX's return-value bookkeeping; no message is even measured.
+inline bool nvtx_active() {
+  return nvtx_capture_enabled() || should_record(t_thread, kNvtxDomain);
+}
+
 // A range or mark: recorded while nvtx is captured.
 void record_event(const Annotation& a) {
   ThreadState& ts = t_thread;
@@ -234,9 +241,14 @@ Annotation text_event(abi::NvtxEvent event, const char* message) {
 
 // ---- Core: marks and ranges of the default domain.
 
-void NVTX_API MarkEx(const nvtxEventAttributes_t* attr) { record_with_attributes(abi::NvtxEvent::kMark, 0, attr); }
-void NVTX_API MarkA(const char* message) { record_event(text_event(abi::NvtxEvent::kMark, message)); }
+void NVTX_API MarkEx(const nvtxEventAttributes_t* attr) {
+  if (nvtx_active()) record_with_attributes(abi::NvtxEvent::kMark, 0, attr);
+}
+void NVTX_API MarkA(const char* message) {
+  if (nvtx_active()) record_event(text_event(abi::NvtxEvent::kMark, message));
+}
 void NVTX_API MarkW(const wchar_t* message) {
+  if (!nvtx_active()) return;
   Utf8 text(message);
   Annotation a = text_event(abi::NvtxEvent::kMark, nullptr);
   a.message_type = abi::NvtxMessage::kText;
@@ -255,11 +267,15 @@ nvtxRangeId_t start_range(Annotation a) {
 }
 nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* attr) {
   const uint64_t id = g_next_range_id.fetch_add(1, std::memory_order_relaxed);
-  record_with_attributes(abi::NvtxEvent::kStart, 0, attr, id);
+  if (nvtx_active()) record_with_attributes(abi::NvtxEvent::kStart, 0, attr, id);
   return id;
 }
-nvtxRangeId_t NVTX_API RangeStartA(const char* message) { return start_range(text_event(abi::NvtxEvent::kStart, message)); }
+nvtxRangeId_t NVTX_API RangeStartA(const char* message) {
+  if (!nvtx_active()) return g_next_range_id.fetch_add(1, std::memory_order_relaxed);
+  return start_range(text_event(abi::NvtxEvent::kStart, message));
+}
 nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* message) {
+  if (!nvtx_active()) return g_next_range_id.fetch_add(1, std::memory_order_relaxed);
   Utf8 text(message);
   Annotation a = text_event(abi::NvtxEvent::kStart, nullptr);
   a.message_type = abi::NvtxMessage::kText;
@@ -269,6 +285,7 @@ nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* message) {
   return start_range(a);
 }
 void end_range(uint32_t domain, nvtxRangeId_t id) {
+  if (!nvtx_active()) return;
   Annotation a;
   a.event = abi::NvtxEvent::kEnd;
   a.domain = domain;
@@ -285,6 +302,7 @@ int push(uint32_t domain, const Annotation& a) {
 }
 int pop(uint32_t domain) {
   uint32_t& depth = push_depth(domain);
+  if (!nvtx_active()) return depth == 0 ? -1 : int(--depth);
   // A pop with nothing open is recorded too (the reports count it as unmatched); NVTX's answer is -1.
   Annotation a;
   a.event = abi::NvtxEvent::kPop;
@@ -296,11 +314,15 @@ int pop(uint32_t domain) {
   return int(depth);
 }
 int NVTX_API RangePushEx(const nvtxEventAttributes_t* attr) {
-  record_with_attributes(abi::NvtxEvent::kPush, 0, attr);
+  if (nvtx_active()) record_with_attributes(abi::NvtxEvent::kPush, 0, attr);
   return int(push_depth(0)++);
 }
-int NVTX_API RangePushA(const char* message) { return push(0, text_event(abi::NvtxEvent::kPush, message)); }
+int NVTX_API RangePushA(const char* message) {
+  if (!nvtx_active()) return int(push_depth(0)++);
+  return push(0, text_event(abi::NvtxEvent::kPush, message));
+}
 int NVTX_API RangePushW(const wchar_t* message) {
+  if (!nvtx_active()) return int(push_depth(0)++);
   Utf8 text(message);
   Annotation a = text_event(abi::NvtxEvent::kPush, nullptr);
   a.message_type = abi::NvtxMessage::kText;
@@ -349,16 +371,16 @@ void NVTX_API NameOsThreadW(uint32_t tid, const wchar_t* name) {
 // ---- Core2: domains.
 
 void NVTX_API DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* attr) {
-  record_with_attributes(abi::NvtxEvent::kMark, domain_id(d), attr);
+  if (nvtx_active()) record_with_attributes(abi::NvtxEvent::kMark, domain_id(d), attr);
 }
 nvtxRangeId_t NVTX_API DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* attr) {
   const uint64_t id = g_next_range_id.fetch_add(1, std::memory_order_relaxed);
-  record_with_attributes(abi::NvtxEvent::kStart, domain_id(d), attr, id);
+  if (nvtx_active()) record_with_attributes(abi::NvtxEvent::kStart, domain_id(d), attr, id);
   return id;
 }
 void NVTX_API DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { end_range(domain_id(d), id); }
 int NVTX_API DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* attr) {
-  record_with_attributes(abi::NvtxEvent::kPush, domain_id(d), attr);
+  if (nvtx_active()) record_with_attributes(abi::NvtxEvent::kPush, domain_id(d), attr);
   return int(push_depth(domain_id(d))++);
 }
 int NVTX_API DomainRangePop(nvtxDomainHandle_t d) { return pop(domain_id(d)); }

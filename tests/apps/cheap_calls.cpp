@@ -75,10 +75,13 @@ int main(int argc, char** argv) {
   if (std::strcmp(route, "plt") == 0) {
     start = now_ns();
     if (nvtx) {
+      // Without a tool NVTX answers a push with a negative level (no tracking): not a failure.
+      volatile int level = 0;
       for (long i = 0; i < iterations; ++i) {
-        failed += nvtxRangePushA("step") < 0;
+        level = nvtxRangePushA("step");
         nvtxRangePop();
       }
+      (void)level;
     } else if (peek) {
       for (long i = 0; i < iterations; ++i) failed += cudaPeekAtLastError() != cudaSuccess;
     } else {
