@@ -114,3 +114,12 @@ def test_a_published_nsys_command_line_runs_unchanged(tmp_path):
                                    "--stats=false"])
     assert proc.returncode == 0 and proc.stdout == "inside 15 outside 20\n"
     assert counted(trace) == {"cudaGetDeviceCount": 5, "cudaProfilerStop": 1}
+
+
+def test_nvtx_capture_without_tracing_nvtx(tmp_path):
+    # -c nvtx needs the NVTX tool even when -t leaves nvtx out: ranges open capture, none is recorded.
+    proc, trace = profile(tmp_path, [app("capture_app"), "nvtx", "4", "10"],
+                          options=["-t", "cuda", "-c", "nvtx", "-p", "capture@*", "--capture-range-end", "repeat"])
+    assert proc.stdout == "inside 40 outside 54\n"
+    assert counted(trace) == {"cudaGetDeviceCount": 40}
+    assert run_tool("stats", "-r", "nvtx_sum", trace, check=False).returncode == 4
