@@ -1,14 +1,16 @@
 """Capture ranges: -c cudaProfilerApi (runtime and driver calls), -c nvtx with -p in the default
 domain, a named domain and any domain, --capture-range-end stop, stop-shutdown, repeat[:N] and none
 (and the older --stop-on-range-end), -y and -d with --kill, several processes each gating
-themselves, and one clear warning for a process that never opened a range."""
+themselves (a forked child starting in its parent's state), and one clear warning for a process that
+never opened a range."""
 import csv
 import io
 import re
 import signal
-import subprocess
+import sys
+from pathlib import Path
 
-from conftest import api_sum, app, info, profile, run_tool, sim_env
+from conftest import api_sum, app, info, profile, run_tool
 
 
 def counted(trace):
@@ -123,3 +125,14 @@ def test_nvtx_capture_without_tracing_nvtx(tmp_path):
     assert proc.stdout == "inside 40 outside 54\n"
     assert counted(trace) == {"cudaGetDeviceCount": 40}
     assert run_tool("stats", "-r", "nvtx_sum", trace, check=False).returncode == 4
+
+
+def test_a_forked_child_starts_in_its_parents_capture_state(tmp_path):
+    script = Path(__file__).resolve().parent / "scripts" / "capture_fork.py"
+    proc, trace = profile(tmp_path, [sys.executable, str(script), "libcudart.so.13", "7"],
+                          options=["-c", "cudaProfilerApi", "--capture-range-end", "repeat"])
+    assert proc.stdout == "done\n"
+    # Child A, forked inside the range, is recorded (its 7 calls); child B, forked after the stop, is not.
+    out = run_tool("stats", "-r", "cuda_api_trace", "-f", "csv", trace).stdout
+    rows = [r for r in csv.DictReader(io.StringIO(out)) if r["Name"] == "cudaGetDeviceCount"]
+    assert len(rows) == 7 and len({r["Pid"] for r in rows}) == 1
