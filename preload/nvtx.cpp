@@ -199,7 +199,14 @@ Annotation from_attributes(abi::NvtxEvent event, uint32_t domain, const nvtxEven
   return a;
 }
 
-// Records an event whose attributes may carry a wide message.
+// The message of a W variant, converted; `text` must outlive the annotation's use.
+void set_text(Annotation& a, const Utf8& text) {
+  a.message_type = abi::NvtxMessage::kText;
+  a.text = text.data();
+  a.text_bytes = text.size();
+  a.text_cut = text.cut();
+}
+
 // A push or start that opens the capture is recorded inside it.
 void open_capture(const Annotation& a) {
   if (!nvtx_capture_enabled()) return;
@@ -209,21 +216,15 @@ void open_capture(const Annotation& a) {
     nvtx_capture_start(a.domain, a.range_id, a.text, a.text_bytes, a.string_id);
 }
 
+// Records an event whose attributes may carry a wide message.
 void record_with_attributes(abi::NvtxEvent event, uint32_t domain, const nvtxEventAttributes_t* attr,
                             uint64_t range_id = 0) {
   Annotation a = from_attributes(event, domain, attr);
   a.range_id = range_id;
-  if (attr && attr->size >= offsetof(nvtxEventAttributes_t, message) + sizeof(void*) &&
-      attr->messageType == NVTX_MESSAGE_TYPE_UNICODE && attr->message.unicode) {
-    Utf8 text(attr->message.unicode);
-    a.message_type = abi::NvtxMessage::kText;
-    a.text = text.data();
-    a.text_bytes = text.size();
-    a.text_cut = text.cut();
-    open_capture(a);
-    record_event(a);
-    return;
-  }
+  const bool wide = attr && attr->size >= offsetof(nvtxEventAttributes_t, message) + sizeof(void*) &&
+                    attr->messageType == NVTX_MESSAGE_TYPE_UNICODE && attr->message.unicode;
+  Utf8 text(wide ? attr->message.unicode : nullptr);
+  if (wide) set_text(a, text);
   open_capture(a);
   record_event(a);
 }
@@ -251,10 +252,7 @@ void NVTX_API MarkW(const wchar_t* message) {
   if (!nvtx_active()) return;
   Utf8 text(message);
   Annotation a = text_event(abi::NvtxEvent::kMark, nullptr);
-  a.message_type = abi::NvtxMessage::kText;
-  a.text = text.data();
-  a.text_bytes = text.size();
-  a.text_cut = text.cut();
+  set_text(a, text);
   record_event(a);
 }
 
@@ -278,10 +276,7 @@ nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* message) {
   if (!nvtx_active()) return g_next_range_id.fetch_add(1, std::memory_order_relaxed);
   Utf8 text(message);
   Annotation a = text_event(abi::NvtxEvent::kStart, nullptr);
-  a.message_type = abi::NvtxMessage::kText;
-  a.text = text.data();
-  a.text_bytes = text.size();
-  a.text_cut = text.cut();
+  set_text(a, text);
   return start_range(a);
 }
 void end_range(uint32_t domain, nvtxRangeId_t id) {
@@ -325,10 +320,7 @@ int NVTX_API RangePushW(const wchar_t* message) {
   if (!nvtx_active()) return int(push_depth(0)++);
   Utf8 text(message);
   Annotation a = text_event(abi::NvtxEvent::kPush, nullptr);
-  a.message_type = abi::NvtxMessage::kText;
-  a.text = text.data();
-  a.text_bytes = text.size();
-  a.text_cut = text.cut();
+  set_text(a, text);
   return push(0, a);
 }
 int NVTX_API RangePop() { return pop(0); }

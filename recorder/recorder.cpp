@@ -301,39 +301,16 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       if (!naming_args_.empty()) remember_kernel_handle(record);
       break;
     }
-    case abi::RecordKind::kThreadStart: {
-      // Rare: one per thread, so a copy with the converted time is fine.
-      uint8_t converted[sizeof(abi::ThreadStartRecord)];
-      std::memcpy(converted, record, sizeof converted);
-      uint64_t time;
-      std::memcpy(&time, record + offsetof(abi::ThreadStartRecord, time), sizeof time);
-      time = clock_.to_ns(time);
-      std::memcpy(converted + offsetof(abi::ThreadStartRecord, time), &time, sizeof time);
-      codec::encode(codec_, converted, sizeof converted, batch_cursors_);
+    case abi::RecordKind::kThreadStart:
+      encode_with_time(record, bytes, offsetof(abi::ThreadStartRecord, time));
       break;
-    }
-    case abi::RecordKind::kCaptureState: {
-      uint8_t converted[sizeof(abi::CaptureStateRecord)];
-      std::memcpy(converted, record, sizeof converted);
-      uint64_t time;
-      std::memcpy(&time, record + offsetof(abi::CaptureStateRecord, time), sizeof time);
-      time = clock_.to_ns(time);
-      std::memcpy(converted + offsetof(abi::CaptureStateRecord, time), &time, sizeof time);
-      codec::encode(codec_, converted, sizeof converted, batch_cursors_);
+    case abi::RecordKind::kCaptureState:
+      encode_with_time(record, bytes, offsetof(abi::CaptureStateRecord, time));
       batch_capture_ranges_ = true;
       break;
-    }
-    case abi::RecordKind::kNvtx: {
-      // Annotations are few next to calls: a copy with the converted time is fine.
-      uint8_t converted[abi::kMaxRecordBytes];
-      std::memcpy(converted, record, bytes);
-      uint64_t time;
-      std::memcpy(&time, record + offsetof(abi::NvtxRecord, time), sizeof time);
-      time = clock_.to_ns(time);
-      std::memcpy(converted + offsetof(abi::NvtxRecord, time), &time, sizeof time);
-      codec::encode(codec_, converted, bytes, batch_cursors_);
+    case abi::RecordKind::kNvtx:
+      encode_with_time(record, bytes, offsetof(abi::NvtxRecord, time));
       break;
-    }
     case abi::RecordKind::kString:
       remember_string(record);
       codec::encode(codec_, record, bytes, batch_cursors_);
@@ -348,6 +325,18 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       return;
   }
   ++batch_records_;
+}
+
+// Records other than calls are few (one thread start per thread, annotations, capture ranges): a copy
+// with its one time field converted to ns is fine.
+void Recorder::encode_with_time(const uint8_t* record, uint32_t bytes, size_t time_offset) {
+  uint8_t converted[abi::kMaxRecordBytes];
+  std::memcpy(converted, record, bytes);
+  uint64_t time;
+  std::memcpy(&time, record + time_offset, sizeof time);
+  time = clock_.to_ns(time);
+  std::memcpy(converted + time_offset, &time, sizeof time);
+  codec::encode(codec_, converted, bytes, batch_cursors_);
 }
 
 void Recorder::set_api_table(const ApiInfo* table, uint32_t count) {

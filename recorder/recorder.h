@@ -152,6 +152,7 @@ class Recorder {
   ring::DrainStats drain(const SlotTrack& track, abi::RingHeader* ring, uint64_t max_bytes);
   uint64_t drain_to_head(const SlotTrack& track, abi::RingHeader* ring);
   void convert(const uint8_t* record, uint32_t bytes);
+  void encode_with_time(const uint8_t* record, uint32_t bytes, size_t time_offset);
   void submit_batch();
   void capture_counters(const SlotTrack& track, abi::RingHeader* ring);
   void free_slot(SlotTrack& track, abi::RingHeader* ring);

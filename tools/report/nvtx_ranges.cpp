@@ -17,32 +17,48 @@ std::string nvtx_range_name(const reader::TraceReader& reader, const reader::Thr
   return name;
 }
 
+namespace {
+
+// A range as it opens: what every kind of range knows at its start.
+NvtxRange opened(const reader::TraceReader& reader, const reader::Event& ev, bool push_pop, uint64_t id) {
+  const reader::NvtxEvent& n = ev.nvtx;
+  NvtxRange r;
+  r.push_pop = push_pop;
+  r.start_ns = n.time_ns;
+  r.thread = r.end_thread = ev.thread;
+  r.domain = n.domain;
+  r.message.assign(n.text);
+  r.name = nvtx_range_name(reader, *ev.thread, n.domain, n.text);
+  r.id = id;
+  return r;
+}
+
+// Closes `r` at `time_ns` on `thread`; a clock that stepped back never makes a negative duration.
+void close(NvtxRange& r, uint64_t time_ns, const reader::Thread* thread) {
+  r.end_ns = time_ns < r.start_ns ? r.start_ns : time_ns;
+  r.end_thread = thread;
+}
+
+}  // namespace
+
 void NvtxRangeTracker::add(const reader::TraceReader& reader, const reader::Event& ev) {
   if (ev.kind != reader::EventKind::kNvtx) return;
   const reader::NvtxEvent& n = ev.nvtx;
   switch (n.type) {
     case abi::NvtxEvent::kPush: {
-      std::vector<Open>& stack = stacks_[uint64_t(ev.thread->index) << 32 | n.domain];
-      Open o;
-      o.range.message.assign(n.text);
-      NvtxRange& r = o.range;
-      r.push_pop = true;
-      r.start_ns = n.time_ns;
-      r.thread = r.end_thread = ev.thread;
-      r.domain = n.domain;
-      r.name = nvtx_range_name(reader, *ev.thread, n.domain, n.text);
-      r.id = next_id_++;
+      std::vector<NvtxRange>& stack = stacks_[uint64_t(ev.thread->index) << 32 | n.domain];
+      NvtxRange r = opened(reader, ev, true, next_id_++);
       r.level = uint32_t(stack.size());
       if (stack.empty()) {
         r.stack = ":" + std::to_string(r.id);
         r.name_tree = r.name;
       } else {
-        const NvtxRange& parent = stack.back().range;
+        const NvtxRange& parent = stack.back();
         r.parent_id = parent.id;
         r.stack = parent.stack + ":" + std::to_string(r.id);
         r.name_tree = parent.name_tree + ":" + r.message;
       }
-      stack.push_back(std::move(o));
+      stack.push_back(std::move(r));
       break;
     }
     case abi::NvtxEvent::kPop: {
@@ -51,37 +67,28 @@ void NvtxRangeTracker::add(const reader::TraceReader& reader, const reader::Even
         ++unmatched_;
         break;
       }
-      Open o = std::move(it->second.back());
+      NvtxRange r = std::move(it->second.back());
       it->second.pop_back();
-      o.range.end_ns = n.time_ns < o.range.start_ns ? o.range.start_ns : n.time_ns;
+      close(r, n.time_ns, ev.thread);
       if (!it->second.empty()) {
-        NvtxRange& parent = it->second.back().range;
-        parent.child_ns += o.range.end_ns - o.range.start_ns;
+        NvtxRange& parent = it->second.back();
+        parent.child_ns += r.end_ns - r.start_ns;
         ++parent.children;
       }
-      visit_(o.range);
+      visit_(r);
       break;
     }
     case abi::NvtxEvent::kStart: {
-      Open o;
-      o.range.message.assign(n.text);
-      NvtxRange& r = o.range;
-      r.push_pop = false;
-      r.start_ns = n.time_ns;
-      r.thread = r.end_thread = ev.thread;
-      r.domain = n.domain;
-      r.name = nvtx_range_name(reader, *ev.thread, n.domain, n.text);
-      r.id = next_id_++;
+      NvtxRange r = opened(reader, ev, false, next_id_++);
       const uint64_t key = uint64_t(ev.thread->process) << 40 ^ n.range_id;
       auto early = ended_early_.find(key);
-      if (early != ended_early_.end()) {
-        r.end_ns = early->second.time_ns < r.start_ns ? r.start_ns : early->second.time_ns;
-        r.end_thread = early->second.thread;
-        ended_early_.erase(early);
-        visit_(r);
+      if (early == ended_early_.end()) {
+        started_[key] = std::move(r);
         break;
       }
-      started_[key] = std::move(o);
+      close(r, early->second.time_ns, early->second.thread);
+      ended_early_.erase(early);
+      visit_(r);
       break;
     }
     case abi::NvtxEvent::kEnd: {
@@ -92,10 +99,9 @@ void NvtxRangeTracker::add(const reader::TraceReader& reader, const reader::Even
         ended_early_[key] = {n.time_ns, ev.thread};
         break;
       }
-      NvtxRange r = std::move(it->second.range);
+      NvtxRange r = std::move(it->second);
       started_.erase(it);
-      r.end_ns = n.time_ns < r.start_ns ? r.start_ns : n.time_ns;
-      r.end_thread = ev.thread;
+      close(r, n.time_ns, ev.thread);
       visit_(r);
       break;
     }

@@ -45,14 +45,11 @@ class NvtxRangeTracker {
   uint64_t open() const;
 
  private:
-  struct Open {
-    NvtxRange range;
-  };
   Visit visit_;
   // (thread index << 32 | domain) -> its open push/pop ranges, innermost last.
-  std::unordered_map<uint64_t, std::vector<Open>> stacks_;
+  std::unordered_map<uint64_t, std::vector<NvtxRange>> stacks_;
   // (process index << 40 ^ range id) -> the open start/end range.
-  std::unordered_map<uint64_t, Open> started_;
+  std::unordered_map<uint64_t, NvtxRange> started_;
   // A range ended on one thread is read before its start when the ending thread's ring was drained
   // first; its end waits here for the start.
   struct EarlyEnd {

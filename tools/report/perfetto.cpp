@@ -159,9 +159,9 @@ class Writer {
   void nvtx_range(const NvtxRange& r) {
     if (!nvtx_in_window(r.start_ns, r.end_ns)) return;
     const reader::Thread& t = *r.thread;
-    begin_event();
     const std::string& name = r.message;  // the domain is an argument
     if (r.push_pop) {
+      begin_event();
       buf_ += "{\"ph\":\"X\",\"name\":";
       append_json_string(buf_, name);
       buf_ += ",\"cat\":\"nvtx\",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":";
@@ -171,21 +171,10 @@ class Writer {
       nvtx_args(buf_, 0, t, r.domain);
       buf_ += ",\"level\":" + std::to_string(r.level) + "}}";
     } else {
-      for (const char* phase : {"b", "e"}) {
-        if (*phase == 'e') begin_event();
-        buf_ += "{\"ph\":\"";
-        buf_ += phase;
-        buf_ += "\",\"name\":";
-        append_json_string(buf_, name);
-        buf_ += ",\"cat\":\"nvtx\",\"id\":" + std::to_string(r.id) + ",\"pid\":" + std::to_string(t.pid) +
-                ",\"tid\":" + std::to_string(*phase == 'b' ? t.tid : r.end_thread->tid) + ",\"ts\":";
-        append_us(buf_, int64_t((*phase == 'b' ? r.start_ns : r.end_ns) - origin_));
-        if (*phase == 'b') {
-          nvtx_args(buf_, 0, t, r.domain);
-          buf_ += "}";
-        }
-        buf_ += "}";
-      }
+      std::string args;
+      nvtx_args(args, 0, t, r.domain);
+      args += "}";
+      async_slice(name, "nvtx", r.id, t.pid, t.tid, r.start_ns, r.end_thread->tid, r.end_ns, args);
     }
     ++counts_.nvtx;
     if (buf_.size() >= 1 << 16) flush();
@@ -205,18 +194,25 @@ class Writer {
     capture_open_.erase(open);
     if (!nvtx_in_window(from, c.time_ns)) return;
     const std::string name = "capture range " + std::to_string(c.range);
-    for (const char* phase : {"b", "e"}) {
+    const std::string args = std::string(",\"args\":{\"opened_by\":\"") +
+                             (c.reason == abi::CaptureReason::kNvtx ? "nvtx" : "cudaProfilerApi") + "\"}";
+    async_slice(name, "capture", uint64_t(t.process) << 32 | c.range, t.pid, t.tid, from, t.tid, c.time_ns, args);
+  }
+
+  // An async slice of process `pid` ("b" then "e", one id): a span that may end on another thread.
+  // `begin_args` (",\"args\":{...}") goes with the begin.
+  void async_slice(std::string_view name, const char* category, uint64_t id, uint32_t pid, uint32_t begin_tid,
+                   uint64_t begin_ns, uint32_t end_tid, uint64_t end_ns, const std::string& begin_args) {
+    for (const bool begin : {true, false}) {
       begin_event();
-      buf_ += "{\"ph\":\"";
-      buf_ += phase;
-      buf_ += "\",\"name\":";
+      buf_ += begin ? "{\"ph\":\"b\",\"name\":" : "{\"ph\":\"e\",\"name\":";
       append_json_string(buf_, name);
-      buf_ += ",\"cat\":\"capture\",\"id\":" + std::to_string(uint64_t(t.process) << 32 | c.range) +
-              ",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":";
-      append_us(buf_, int64_t((*phase == 'b' ? from : c.time_ns) - origin_));
-      if (*phase == 'b')
-        buf_ += std::string(",\"args\":{\"opened_by\":\"") +
-                (c.reason == abi::CaptureReason::kNvtx ? "nvtx" : "cudaProfilerApi") + "\"}";
+      buf_ += ",\"cat\":\"";
+      buf_ += category;
+      buf_ += "\",\"id\":" + std::to_string(id) + ",\"pid\":" + std::to_string(pid) +
+              ",\"tid\":" + std::to_string(begin ? begin_tid : end_tid) + ",\"ts\":";
+      append_us(buf_, int64_t((begin ? begin_ns : end_ns) - origin_));
+      if (begin) buf_ += begin_args;
       buf_ += "}";
     }
   }

@@ -20,10 +20,48 @@ using reader::TraceReader;
 
 double sample_deviation(uint64_t n, uint64_t sum, unsigned __int128 squares);
 
+// One row of an nsys-style summary (cuda_api_sum, nvtx_sum): count, total, min, max and the sum of
+// squares (exact, in 128 bits) as running values, and the durations for an exact median
+// (SpillingValues).
+struct DurationStats {
+  uint64_t count = 0, total = 0, min = 0, max = 0;
+  unsigned __int128 squares = 0;
+  SpillingValues durations;
+
+  // Returns whether the durations hold one more distinct value (for spill_when_over_budget).
+  bool add(uint64_t d) {
+    if (count == 0 || d < min) min = d;
+    if (d > max) max = d;
+    ++count;
+    total += d;
+    squares += (unsigned __int128)d * d;
+    return durations.add(d);
+  }
+
+  // The cells the summaries share: Time (%), Total Time, the count, Avg, Med, Min, Max, StdDev.
+  void append_cells(std::vector<Cell>& row, uint64_t grand_total, bool* ok) {
+    double median = double(durations.select(count / 2, min, max, ok));
+    if (count % 2 == 0) median = (double(durations.select(count / 2 - 1, min, max, ok)) + median) / 2;
+    const double pct = grand_total ? 100.0 * double(total) / double(grand_total) : 0.0;
+    row.insert(row.end(), {Cell::decimal(pct), Cell::integer(total), Cell::integer(count),
+                           Cell::decimal(double((long double)total / (long double)count)), Cell::decimal(median),
+                           Cell::integer(min), Cell::integer(max),
+                           Cell::decimal(sample_deviation(count, total, squares))});
+  }
+};
+
+// Half the spill budget for the durations of all rows of a summary together: once they hold that
+// many distinct values, every row spills its own.
+template <class Rows>
+void spill_when_over_budget(Rows& rows, uint64_t& held, bool& ok) {
+  if (++held < kSpillBudgetBytes / 2 / SpillingValues::kBytesPerHeldValue) return;
+  for (auto& each : rows) ok = each.stats.durations.spill() && ok;
+  held = 0;
+}
+
 // cuda_api_sum (and the cuBLAS and cuDNN sums): per display name, as nsys groups by name
-// (__cudaLaunchKernel and __cudaLaunchKernel_ptsz are both the one cudaLaunchKernel users wrote).
-// Count, total, min, max and the sum of squares (exact, in 128 bits) are kept as running values; the
-// median is exact (SpillingValues).
+// (__cudaLaunchKernel and __cudaLaunchKernel_ptsz are both the one cudaLaunchKernel users wrote), the
+// statistics of DurationStats.
 class ApiSum : public Report {
  public:
   ApiSum(const char* title, CallFamily family, const ReportOptions& options)
@@ -31,18 +69,7 @@ class ApiSum : public Report {
 
   void add(TraceReader&, const Event& ev) override {
     if (ev.kind != EventKind::kApiCall || !is_counted_call(ev.call, family_, options_.show_internal)) return;
-    Row& r = row_of(ev.call);
-    const uint64_t d = ev.call.duration_ns();
-    if (r.count == 0 || d < r.min) r.min = d;
-    if (d > r.max) r.max = d;
-    ++r.count;
-    r.total += d;
-    r.squares += (unsigned __int128)d * d;
-    // Half the budget for the durations of all rows together.
-    if (r.durations.add(d) && ++held_ >= kSpillBudgetBytes / 2 / SpillingValues::kBytesPerHeldValue) {
-      for (Row& each : rows_) ok_ = each.durations.spill() && ok_;
-      held_ = 0;
-    }
+    if (row_of(ev.call).stats.add(ev.call.duration_ns())) spill_when_over_budget(rows_, held_, ok_);
   }
 
   uint64_t row_count(TraceReader&) override { return rows_.size(); }
@@ -56,9 +83,7 @@ class ApiSum : public Report {
  private:
   struct Row {
     const std::string* name = nullptr;
-    uint64_t count = 0, total = 0, min = 0, max = 0;
-    unsigned __int128 squares = 0;
-    SpillingValues durations;
+    DurationStats stats;
   };
 
   Row& row_of(const ApiCall& call) {
@@ -76,25 +101,19 @@ class ApiSum : public Report {
   void build_table() {
     table_ready_ = true;
     uint64_t grand_total = 0;
-    for (const Row& r : rows_) grand_total += r.total;
+    for (const Row& r : rows_) grand_total += r.stats.total;
     std::vector<Row*> order;
     for (Row& r : rows_) order.push_back(&r);
     std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) {
-      return a->total != b->total ? a->total > b->total : *a->name < *b->name;
+      return a->stats.total != b->stats.total ? a->stats.total > b->stats.total : *a->name < *b->name;
     });
     table_.title = title_;
     table_.columns = {"Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)",   "Med (ns)",
                       "Min (ns)", "Max (ns)",        "StdDev (ns)", "Name"};
     for (Row* r : order) {
-      const uint64_t n = r->count;
-      double median = double(r->durations.select(n / 2, r->min, r->max, &ok_));
-      if (n % 2 == 0) median = (double(r->durations.select(n / 2 - 1, r->min, r->max, &ok_)) + median) / 2;
-      const double stddev = sample_deviation(n, r->total, r->squares);
-      const double pct = grand_total ? 100.0 * double(r->total) / double(grand_total) : 0.0;
-      table_.rows.push_back({Cell::decimal(pct), Cell::integer(r->total), Cell::integer(n),
-                             Cell::decimal(double((long double)r->total / (long double)n)), Cell::decimal(median),
-                             Cell::integer(r->min), Cell::integer(r->max), Cell::decimal(stddev),
-                             Cell::string(*r->name)});
+      std::vector<Cell>& row = table_.rows.emplace_back();
+      r->stats.append_cells(row, grand_total, &ok_);
+      row.push_back(Cell::string(*r->name));
     }
     // The durations are not needed any more.
     rows_.clear();
@@ -310,13 +329,10 @@ class NvtxSum : public Report {
   struct Row {
     std::string name;
     bool push_pop = true;
-    uint64_t count = 0, total = 0, min = 0, max = 0;
-    unsigned __int128 squares = 0;
-    SpillingValues durations;
+    DurationStats stats;
   };
 
   void add_range(const NvtxRange& range) {
-    const uint64_t d = range.end_ns - range.start_ns;
     const std::string key = (range.push_pop ? "P" : "S") + range.name;
     auto [it, added] = row_by_key_.emplace(key, rows_.size());
     if (added) {
@@ -324,26 +340,17 @@ class NvtxSum : public Report {
       rows_.back().name = range.name;
       rows_.back().push_pop = range.push_pop;
     }
-    Row& r = rows_[it->second];
-    if (r.count == 0 || d < r.min) r.min = d;
-    if (d > r.max) r.max = d;
-    ++r.count;
-    r.total += d;
-    r.squares += (unsigned __int128)d * d;
-    if (r.durations.add(d) && ++held_ >= kSpillBudgetBytes / 2 / SpillingValues::kBytesPerHeldValue) {
-      for (Row& each : rows_) ok_ = each.durations.spill() && ok_;
-      held_ = 0;
-    }
+    if (rows_[it->second].stats.add(range.end_ns - range.start_ns)) spill_when_over_budget(rows_, held_, ok_);
   }
 
   void build_table() {
     table_ready_ = true;
     uint64_t grand_total = 0;
-    for (const Row& r : rows_) grand_total += r.total;
+    for (const Row& r : rows_) grand_total += r.stats.total;
     std::vector<Row*> order;
     for (Row& r : rows_) order.push_back(&r);
     std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) {
-      if (a->total != b->total) return a->total > b->total;
+      if (a->stats.total != b->stats.total) return a->stats.total > b->stats.total;
       if (a->name != b->name) return a->name < b->name;
       return a->push_pop > b->push_pop;
     });
@@ -351,15 +358,10 @@ class NvtxSum : public Report {
     table_.columns = {"Time (%)", "Total Time (ns)", "Instances", "Avg (ns)",    "Med (ns)",
                       "Min (ns)", "Max (ns)",        "StdDev (ns)", "Style",     "Range"};
     for (Row* r : order) {
-      const uint64_t n = r->count;
-      double median = double(r->durations.select(n / 2, r->min, r->max, &ok_));
-      if (n % 2 == 0) median = (double(r->durations.select(n / 2 - 1, r->min, r->max, &ok_)) + median) / 2;
-      const double pct = grand_total ? 100.0 * double(r->total) / double(grand_total) : 0.0;
-      table_.rows.push_back({Cell::decimal(pct), Cell::integer(r->total), Cell::integer(n),
-                             Cell::decimal(double((long double)r->total / (long double)n)), Cell::decimal(median),
-                             Cell::integer(r->min), Cell::integer(r->max),
-                             Cell::decimal(sample_deviation(n, r->total, r->squares)),
-                             Cell::string(r->push_pop ? "PushPop" : "StartEnd"), Cell::string(r->name)});
+      std::vector<Cell>& row = table_.rows.emplace_back();
+      r->stats.append_cells(row, grand_total, &ok_);
+      row.push_back(Cell::string(r->push_pop ? "PushPop" : "StartEnd"));
+      row.push_back(Cell::string(r->name));
     }
     rows_.clear();
   }
