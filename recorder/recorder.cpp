@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -60,6 +61,13 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
   trace_domains_ = load_field(session->trace_domains);
   writer_ = writer;
   if (!clock_.init(clock_kind_, options_.recalibration_interval_ns, error)) return false;
+  osrt_threshold_ns_ = load_field(session->osrt_threshold_ns);
+  if (clock_.is_tsc()) {
+    // The shim compares raw timestamps with the threshold; the program is still held, so no wrapper
+    // reads it before this store. Rounded up: a call is never recorded for being just under it.
+    const double ticks = std::ceil(double(osrt_threshold_ns_) * clock_.tsc_hz() / 1e9);
+    session->osrt_threshold = ticks >= 1.8e19 ? UINT64_MAX : uint64_t(ticks);
+  }
 
   slots_.assign(slot_count_, SlotTrack{});
   threads_.clear();
@@ -91,6 +99,8 @@ trace::KeyValues Recorder::metadata() const {
       {"start.monotonic_ns", std::to_string(start_monotonic_ns_)},
       {"recorder.process_check", monitor_.using_pidfd() ? "pidfd" : "proc"},
   };
+  if (trace_domains_ & abi::domain_bit(abi::ApiDomain::kOsRuntime))
+    kv.emplace_back("osrt.threshold_ns", std::to_string(osrt_threshold_ns_));
   if (clock_.is_tsc()) {
     char hz[32], err[32];
     std::snprintf(hz, sizeof hz, "%.0f", clock_.tsc_hz());

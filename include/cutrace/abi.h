@@ -21,7 +21,7 @@ namespace cutrace::abi {
 
 // Bumped whenever any layout in this header changes; a shim and a recorder of different versions
 // refuse to talk to each other rather than misread records.
-inline constexpr uint32_t kAbiVersion = 3;
+inline constexpr uint32_t kAbiVersion = 4;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
 // Capture ranges, set by the launcher for every process of the session (each gates itself):
@@ -340,7 +340,13 @@ struct alignas(64) SessionHeader {
   // The domains recorded now: trace_domains while capturing, 0 while not. A wrapper tests its own
   // domain's bit, so a domain not selected costs the same one load as capture being off.
   alignas(64) std::atomic<uint32_t> capture_domains;
-  uint8_t capture_pad[60];
+  uint32_t capture_reserved;
+  // OS runtime calls (-t osrt) shorter than this are not recorded; in the session clock's units (TSC
+  // ticks or ns), so that the wrapper compares its two timestamps without converting. Written before
+  // the program runs: by the launcher for a nanosecond clock, by the recorder once it has calibrated
+  // the TSC (osrt_threshold_ns says what was asked).
+  uint64_t osrt_threshold;
+  uint8_t capture_pad[48];
 
   // --- rarely written, shared by all producers ---
   alignas(64) std::atomic<uint64_t> next_claim_serial;
@@ -358,10 +364,12 @@ struct alignas(64) SessionHeader {
   // Set by a process whose capture range ended under --capture-range-end stop-shutdown or
   // repeat-shutdown: the launcher ends the program (--kill) and the session.
   std::atomic<uint32_t> capture_shutdown;
-  uint8_t shared_pad[16];
+  uint32_t shared_reserved;
+  uint64_t osrt_threshold_ns;  // --osrt-threshold, as the launcher was given it
 };
 static_assert(sizeof(SessionHeader) == 192);
 static_assert(offsetof(SessionHeader, capture_domains) == 64);
+static_assert(offsetof(SessionHeader, osrt_threshold) == 72);
 
 // Ends the recorder's nap on SessionHeader::recorder_wake. A system call: for slow paths only. Leaves
 // errno alone, as it runs inside the program's calls. Not FUTEX_PRIVATE_FLAG: the recorder is another

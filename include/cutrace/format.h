@@ -73,7 +73,8 @@ inline uint32_t chunk_header_check(const ChunkHeader& c) { return fnv1a32(&c, of
 //   u32 display_bytes, display name (0 bytes: the same as name),
 //   then arg_count times: u8 format (abi::ArgFormat), u8 flags (kArgFlag*), u16 name_bytes, name,
 //   u16 type_bytes, type name (the C type of a kEnum argument; 0 bytes otherwise)
-enum class ResultKind : uint8_t { kErrorCode = 0, kPointer = 1, kVoid = 2, kUnsigned = 3 };
+// kSigned: a count or -1 (the OS runtime's read, write, ...), printed as a signed number.
+enum class ResultKind : uint8_t { kErrorCode = 0, kPointer = 1, kVoid = 2, kUnsigned = 3, kSigned = 4 };
 
 // The runtime's own plumbing (kernel registration, the <<<>>> call configuration): reports and
 // exports leave it out unless asked, as nsys does; the records stay in the trace.

@@ -155,6 +155,9 @@ bool Session::create(const Options& options, std::string* error) {
   h->on_full = uint32_t(abi::OnFull::kDrop);
   h->launcher_pid = uint32_t(getpid());
   h->trace_domains = options.trace_domains;
+  h->osrt_threshold_ns = options.osrt_threshold_ns;
+  // In TSC ticks the recorder rewrites it once its clock is calibrated, before the program runs.
+  h->osrt_threshold = options.osrt_threshold_ns;
   h->capture_domains.store(options.trace_domains, std::memory_order_release);
   name_ = name;
   header_ = h;

@@ -17,6 +17,8 @@ struct Options {
   // abi::domain_bit() of each domain to record (`-t`); capture starts on for these. 0: nothing is
   // recorded but what the tools need to name things (`-t none`).
   uint32_t trace_domains = abi::kCudaDomains;
+  // --osrt-threshold: OS runtime calls shorter than this are not recorded (nsys's default, 1 us).
+  uint64_t osrt_threshold_ns = 1000;
   // Rings are touched lazily, but a write to a page /dev/shm has no room for kills the writer with
   // SIGBUS: the traced program. So a session never reserves more than /dev/shm has free; with this
   // set, the slot count is lowered to fit (down to kMinFittedSlots) instead of failing.

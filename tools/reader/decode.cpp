@@ -187,6 +187,7 @@ std::string result_text(const ApiSpec& api, uint64_t result) {
     case format::ResultKind::kVoid: return {};
     case format::ResultKind::kPointer: return hex(result);
     case format::ResultKind::kUnsigned: return std::to_string(result);
+    case format::ResultKind::kSigned: return std::to_string(int64_t(result));
     case format::ResultKind::kErrorCode: break;
   }
   std::string_view name = result_name(api, result);

@@ -320,6 +320,10 @@ class Writer {
         key("result");
         j += std::to_string(c.result);
         break;
+      case format::ResultKind::kSigned:
+        key("result");
+        append_number(j, int64_t(c.result));
+        break;
       case format::ResultKind::kErrorCode: {
         key("result");
         append_number(j, int64_t(c.result));
