@@ -53,6 +53,7 @@ void emit_state(abi::CaptureEvent event, uint32_t range, abi::CaptureReason reas
     errno = saved_errno;
     return;
   }
+  WritingRecord writing(ts);
   uint8_t* p = ts.producer.reserve(sizeof(abi::CaptureStateRecord));
   if (p) {
     auto* r = reinterpret_cast<abi::CaptureStateRecord*>(p);

@@ -157,6 +157,7 @@ void emit_module(ThreadState& ts, const elf::Object& o) {
   if (path_bytes > abi::kMaxModulePathBytes) path_bytes = abi::kMaxModulePathBytes;
   const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::ModuleRecord) + path_bytes));
   const uint32_t flags = module_flags(o, path);  // before reserving: it reads files
+  WritingRecord writing(ts);
   uint8_t* p = ts.producer.reserve(bytes);
   if (!p) return;
   auto* r = reinterpret_cast<abi::ModuleRecord*>(p);

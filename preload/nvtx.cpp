@@ -89,6 +89,7 @@ void emit(ThreadState& ts, const Annotation& a) {
     cut = true;
   }
   const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::NvtxRecord) + length));
+  WritingRecord writing(ts);
   uint8_t* p = ts.producer.reserve(bytes);
   if (!p) return;
   auto* r = reinterpret_cast<abi::NvtxRecord*>(p);

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -24,6 +25,7 @@
 #include "interpose.h"
 #include "loaded_objects.h"
 #include "modules.h"
+#include "osrt.h"
 
 namespace cutrace::preload {
 
@@ -35,6 +37,22 @@ namespace {
 
 enum AttachState : int { kNotTried = 0, kAttaching = 1, kAttached = 2, kNoSession = 3 };
 std::atomic<int> g_attach_state{kNotTried};
+// The shim's own mapped range, set before attaching completes: OS runtime calls made from here are the
+// tracer's (cutrace_preload_record_osrt).
+uintptr_t g_self_begin = 0, g_self_end = 0;
+
+void note_own_range() {
+  elf::Object self;
+  if (!elf::object_containing(self_address(), &self)) return;
+  uintptr_t begin = UINTPTR_MAX, end = 0;
+  for (uint16_t i = 0; i < self.phnum; ++i) {
+    const ElfW(Phdr)& ph = self.phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    begin = std::min<uintptr_t>(begin, self.bias + ph.p_vaddr);
+    end = std::max<uintptr_t>(end, self.bias + ph.p_vaddr + ph.p_memsz);
+  }
+  if (end > begin) g_self_begin = begin, g_self_end = end;
+}
 uint64_t g_session_bytes = 0;
 pthread_key_t g_thread_exit_key;
 
@@ -157,6 +175,7 @@ bool attach_once() {
   if (g_attach_state.compare_exchange_strong(expected, kAttaching, std::memory_order_acq_rel)) {
     pthread_key_create(&g_thread_exit_key, on_thread_exit);
     pthread_atfork(nullptr, nullptr, on_fork_child);
+    note_own_range();
     bool attached = map_session();
     if (attached) init_capture();
     g_attach_state.store(attached ? kAttached : kNoSession, std::memory_order_release);
@@ -264,7 +283,7 @@ bool prepare_thread(ThreadState& ts) {
     start.ppid = ts.producer.header->ppid;
     start.flags = (first_in_process ? abi::kThreadFlagFirstInProcess : 0) |
                   (first_in_process && g_is_forked_child ? abi::kThreadFlagForkedChild : 0);
-    ts.producer.push(&start, sizeof start);
+    ts.producer.push(&start, sizeof start);  // in_tracer is held: no WritingRecord needed
     char name[17] = {};
     if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0) emit_string(ts, abi::StringKind::kThreadName, 0, name, strlen(name));
     if (first_in_process) announce_process(ts);
@@ -299,6 +318,7 @@ void emit_string(ThreadState& ts, abi::StringKind kind, uint64_t key, const char
   if (!ts.producer.header) return;
   if (length > abi::kMaxStringBytes) length = abi::kMaxStringBytes;
   const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::StringRecord) + length));
+  WritingRecord writing(ts);
   uint8_t* p = ts.producer.reserve(bytes);
   if (!p) return;
   auto* r = reinterpret_cast<abi::StringRecord*>(p);
@@ -313,3 +333,52 @@ void emit_string(ThreadState& ts, abi::StringKind kind, uint64_t key, const char
 }
 
 }  // namespace cutrace::preload
+
+using namespace cutrace;
+
+extern "C" preload::OsrtBindingState cutrace_preload_osrt_binding(preload::OsrtBinding* out) {
+  const int state = preload::g_attach_state.load(std::memory_order_acquire);
+  if (state == preload::kNoSession) return preload::OsrtBindingState::kNoSession;
+  if (state != preload::kAttached) return preload::OsrtBindingState::kNotYet;
+  out->session = preload::g_session;
+  out->process_capture = &preload::g_process_capture;
+  out->clock_is_tsc = preload::g_clock_is_tsc;
+  return preload::OsrtBindingState::kBound;
+}
+
+extern "C" void cutrace_preload_record_osrt(preload::ThreadState& ts, uint32_t api_id, uint64_t begin, uint64_t end,
+                                            uint64_t result, uint8_t flags, const uint64_t* args, uint32_t arg_count,
+                                            const void* caller) {
+  const auto from = reinterpret_cast<uintptr_t>(caller);
+  if (from >= preload::g_self_begin && from < preload::g_self_end) return;
+  // The call's own errno stays what the program sees; claiming a ring makes system calls of its own.
+  const int saved_errno = errno;
+  if (ts.in_tracer || (!ts.producer.header && !preload::prepare_thread(ts))) {
+    errno = saved_errno;
+    return;
+  }
+  if (arg_count > abi::kMaxApiArgs) arg_count = abi::kMaxApiArgs;
+  const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8u * arg_count;
+  {
+    preload::WritingRecord writing(ts);
+    uint8_t* p = ts.producer.reserve(bytes);
+    if (p != nullptr) {
+      auto* r = reinterpret_cast<abi::ApiCallRecord*>(p);
+      r->header.kind = uint16_t(abi::RecordKind::kApiCall);
+      r->header.size = uint16_t(bytes);
+      r->header.aux = api_id;
+      r->begin = begin;
+      r->end = end;
+      r->result = result;
+      // Inside the calls in progress on this thread (a CUDA call whose driver made this ioctl).
+      r->depth = uint8_t(ts.depth < 255 ? ts.depth : 255);
+      r->outer_domains = uint8_t(ts.domains);
+      r->arg_count = uint8_t(arg_count);
+      r->flags = flags;
+      r->correlation = 0;
+      if (arg_count) std::memcpy(r->args, args, 8u * arg_count);
+      ts.producer.commit(bytes);
+    }
+  }
+  errno = saved_errno;
+}

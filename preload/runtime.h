@@ -48,7 +48,8 @@ struct ThreadState {
 // initial-exec: the library is always loaded at start-up (LD_PRELOAD), and global-dynamic TLS may
 // call malloc inside __tls_get_addr, which must never happen on the hot path or in a forked child.
 // constinit: constant-initialised, so no wrapper calls a TLS init function (or __tls_get_addr) first.
-extern constinit thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
+// Exported: libcutrace-osrt.so (osrt.h) shares it.
+extern constinit thread_local ThreadState t_thread __attribute__((tls_model("initial-exec"), visibility("default")));
 
 // The session this process writes to, or nullptr when there is none (pure pass-through).
 extern abi::SessionHeader* g_session;
@@ -118,6 +119,21 @@ inline uint64_t pack_dim3(const D& d) {
   return uint64_t(d.x) | sat(d.y) << 32 | sat(d.z) << 48;
 }
 
+// Marks the writing of a record (reserve to commit) as the tracer's own work: a signal handler that
+// interrupts it on this thread and makes a traced call (write(2) in a handler, under -t osrt) must not
+// reserve the same ring space again. The fences only keep the compiler from moving ring stores out.
+struct WritingRecord {
+  __attribute__((always_inline)) explicit WritingRecord(ThreadState& ts) : ts_(ts) {
+    ++ts_.in_tracer;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
+  __attribute__((always_inline)) ~WritingRecord() {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    --ts_.in_tracer;
+  }
+  ThreadState& ts_;
+};
+
 // Times one call and writes its record. Nothing between the real call's return and the wrapper's
 // (rdtsc or the vDSO clock, plain stores into the ring) can change errno, so the program sees what the
 // real function left there without a save and restore; the slow paths that can (claiming a ring,
@@ -138,6 +154,7 @@ class CallScope {
   }
   __attribute__((always_inline)) inline void emit(uint32_t api_id, uint64_t result, uint8_t flags, const uint64_t* args, uint32_t arg_count) {
     const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8u * arg_count;
+    WritingRecord writing(ts_);
     uint8_t* p = ts_.producer.reserve(bytes);
     if (CUTRACE_LIKELY(p != nullptr)) {
       auto* r = reinterpret_cast<abi::ApiCallRecord*>(p);

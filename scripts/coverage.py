@@ -56,6 +56,20 @@ def main(argv: list[str]) -> int:
             return 2
     libraries = json.loads(coverage_json.read_text())
     shim_exports = exported_functions(args.nm, shim)
+    # The OS runtime wraps a chosen list of libc functions, in a library of its own (-t osrt): each
+    # listed function must be exported there; libc's other exports are none of cutrace's business.
+    osrt_libraries = [lib for lib in libraries if lib["domain"] == "os_runtime"]
+    libraries = [lib for lib in libraries if lib["domain"] != "os_runtime"]
+    osrt_missing = []
+    osrt_lib = args.build / "lib" / "libcutrace-osrt.so"
+    if osrt_libraries:
+        if not osrt_lib.exists():
+            print(f"{PROG}: error: {osrt_lib} does not exist; build cutrace first", file=sys.stderr)
+            return 2
+        osrt_exports = exported_functions(args.nm, osrt_lib)
+        for lib in osrt_libraries:
+            osrt_missing += [f"{lib['library']}: {n} (listed for -t osrt)" for n in lib["exports"]
+                             if n not in osrt_exports]
 
     rows = []
     missing_total = []
@@ -81,7 +95,7 @@ def main(argv: list[str]) -> int:
             parts.append((part.name, len(own), len(own) - len(not_reexported), public, plumbing))
 
     if args.check:
-        for m in missing_total:
+        for m in missing_total + osrt_missing:
             print(f"{PROG}: not wrapped: {m}", file=sys.stderr)
         bad_plumbing = [(p, n) for p, _, _, _, plumbing in parts for n in plumbing
                         if not n.startswith(CUDNN_PART_INTERNALS_PREFIXES)]
@@ -90,7 +104,9 @@ def main(argv: list[str]) -> int:
                   f"a wrapper", file=sys.stderr)
         for lib, binary, n_installed, n_wrapped, n_timed, untimed, missing in rows:
             print(f"{PROG}: {lib['library']}: {n_installed} exports, {n_wrapped} wrapped, {n_timed} timed")
-        if missing_total or bad_plumbing:
+        for lib in osrt_libraries:
+            print(f"{PROG}: {lib['library']} (-t osrt): {len(lib['exports'])} functions listed and wrapped")
+        if missing_total or bad_plumbing or osrt_missing:
             return 1
 
     if args.write:
@@ -109,6 +125,10 @@ def main(argv: list[str]) -> int:
         for lib, binary, n_installed, n_wrapped, n_timed, untimed, missing in rows:
             out.append(f"| `{lib['library']}` | {n_installed} | {n_wrapped} | {n_timed} | {len(untimed)} | "
                        f"{len(lib['annotated'])} |\n")
+        for lib in osrt_libraries:
+            out.append(f"\n`-t osrt` wraps {len(lib['exports'])} functions of `{lib['library']}` "
+                       f"(`preload/annotations/osrt.toml`, in `libcutrace-osrt.so`): "
+                       + ", ".join(f"`{n}`" for n in lib["exports"]) + ".\n")
         out.append("\nThe driver's exports are read from the toolkit's stub (`lib64/stubs/libcuda.so`), which "
                    "carries the same symbols as the driver that comes with the GPU's kernel module.\n")
         for lib, binary, n_installed, n_wrapped, n_timed, untimed, missing in rows:

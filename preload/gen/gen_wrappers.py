@@ -85,8 +85,8 @@ RESULT_KINDS = {
     "error": ("kErrorCode", None),
     "pointer": ("kPointer", "cutrace::abi::kCallFlagResultIsPointer"),
     "unsigned": ("kUnsigned", None),
-    # A signed integer or an enum that is no error code (a count, a version): recorded as its bits.
-    "signed": ("kUnsigned", None),
+    # A signed integer or an enum that is no error code (a count, a version, -1 for failure).
+    "signed": ("kSigned", None),
     # A value the record cannot hold (a struct): recorded like a void function.
     "none": ("kVoid", "cutrace::abi::kCallFlagNoResult"),
 }
@@ -638,6 +638,7 @@ class FunctionSpec:
     missing: str | None = None
     report_name: str | None = None
     internal: bool | None = None
+    variadic: str | None = None  # the one argument a variadic function's wrapper reads and forwards
 
 
 @dataclasses.dataclass
@@ -663,6 +664,8 @@ class LibrarySpec:
     missing_without_prototype: str
     results: dict[str, ResultSpec]
     functions: dict[str, FunctionSpec]
+    wrap: str = "exports"     # exports: every exported function; listed: only those under [functions]
+    param_prefix: str = ""    # stripped from the headers' parameter names (glibc's __fd)
 
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -730,7 +733,7 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
     c.table(doc, "top level", {"library", "functions"}, {"library"})
     lib = c.table(doc["library"], "[library]",
                   {"soname", "domain", "headers", "internal_headers", "separate_headers", "defines", "internal_prefixes", "success",
-                   "variant_suffixes", "missing_without_prototype", "results"},
+                   "variant_suffixes", "missing_without_prototype", "results", "wrap", "param_prefix"},
                   {"soname", "domain", "headers", "results"})
     spec = LibrarySpec(
         name=name,
@@ -749,7 +752,14 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
                                            "[library] missing_without_prototype"),
         results={},
         functions={},
+        wrap=c.choice(lib.get("wrap", "exports"), "[library] wrap", ("exports", "listed")),
+        param_prefix=c.string(lib["param_prefix"], "[library] param_prefix") if "param_prefix" in lib else "",
     )
+    if spec.wrap == "listed" and spec.domain != "os_runtime":
+        raise c.fail("[library] wrap", "\"listed\" is for the OS runtime (domain = \"os_runtime\"), whose wrappers "
+                                       "live in a library of their own")
+    if spec.domain == "os_runtime" and spec.wrap != "listed":
+        raise c.fail("[library] wrap", "an os_runtime library wraps only the functions it lists: set wrap = \"listed\"")
     for d in spec.defines:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(=.*)?", d):
             raise c.fail("[library] defines", f"'{d}' is not NAME or NAME=VALUE")
@@ -769,7 +779,7 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         if not _IDENT_RE.fullmatch(fname):
             raise c.fail(where, f"'{fname}' is not a function name")
         f = c.table(body, where, {"class", "args", "record_always", "hook", "param_names", "prototype", "missing",
-                                  "report_name", "internal"})
+                                  "report_name", "internal", "variadic"})
         fs = FunctionSpec(fname)
         if "class" in f:
             fs.api_class = c.choice(f["class"], where + " class", CLASSES)
@@ -785,6 +795,8 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
             fs.report_name = c.ident(f["report_name"], where + " report_name")
         if "internal" in f:
             fs.internal = c.boolean(f["internal"], where + " internal")
+        if "variadic" in f:
+            fs.variadic = c.string(f["variadic"], where + " variadic")
         if "hook" in f:
             h = c.table(f["hook"], where + " hook", {"name", "args"}, {"name", "args"})
             fs.hook = HookSpec(c.ident(h["name"], where + " hook.name"),
@@ -831,12 +843,23 @@ class Api:
     origin: str = "header"        # header | internal | annotation | variant
     base: str | None = None       # the base function of a variant
     id: int = -1
+    variadic_param: Param | None = None  # os_runtime: the argument read from a variadic call's `...`
 
     @property
     def param_names(self) -> list[str]:
         if self.spec and self.spec.param_names:
             return list(self.spec.param_names)
-        return [p.name if p.name is not None else f"arg{k}" for k, p in enumerate(self.proto.params)]
+        prefix = self.library.param_prefix
+        return [(p.name[len(prefix):] if prefix and p.name.startswith(prefix) and len(p.name) > len(prefix)
+                 else p.name) if p.name is not None else f"arg{k}" for k, p in enumerate(self.proto.params)]
+
+    def recordable_params(self) -> tuple[list[Param], list[str]]:
+        """The parameters an annotation may record: the prototype's, then a variadic function's extra one."""
+        params, names = list(self.proto.params), self.param_names
+        if self.variadic_param is not None:
+            params.append(self.variadic_param)
+            names.append(self.variadic_param.name)
+        return params, names
 
     @property
     def annotated(self) -> bool:
@@ -902,6 +925,8 @@ def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
                        f"use annotations written for this version of the library")
     exports = exported_functions(nm, lib.binary)
     export_set = set(exports)
+    if lib.wrap == "listed" and not lib.functions:
+        raise GenError(f"{lib.annotations}: wrap = \"listed\" but no [functions.NAME] entry lists a function to wrap")
 
     # Annotations may only name functions the library exports: anything else is a typo or an API that
     # this version of the library dropped, and silently wrapping nothing would hide either.
@@ -911,6 +936,10 @@ def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise GenError(f"{lib.annotations}: [functions.{fname}]: {lib.binary.name} exports no function named "
                            f"'{fname}'{hint}; remove or rename the entry")
+
+    if lib.wrap == "listed":
+        exports = [n for n in exports if n in lib.functions]
+        export_set = set(exports)
 
     compile_src = "".join(f"#define {d.replace('=', ' ', 1)}\n" for d in lib.defines)
     compile_src += "".join(f"#include <{h}>\n" for h in lib.headers)
@@ -975,6 +1004,22 @@ def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
             apis[name] = Api(name, lib, None, own)
 
     for api in apis.values():
+        if lib.wrap == "listed" and api.proto is None:
+            raise GenError(f"{lib.annotations}: [functions.{api.name}]: no header in [library] headers declares "
+                           f"{api.name}; add the header that does")
+        if api.proto is not None and api.spec is not None and api.spec.variadic is not None:
+            if not api.proto.variadic:
+                raise GenError(f"{lib.annotations}: [functions.{api.name}] variadic: {api.name} is not variadic "
+                               f"({api.proto.where}); remove the key")
+            origin = f"{lib.annotations} [functions.{api.name}] variadic"
+            api.variadic_param = parse_param(tokenize_text(api.spec.variadic, origin))
+            if api.variadic_param.name is None:
+                raise GenError(f"{origin}: '{api.spec.variadic}' needs a type and a name, such as \"mode_t mode\"")
+            validate_function(api)
+            continue
+        if api.proto is not None and api.proto.variadic and lib.wrap == "listed":
+            raise GenError(f"{lib.annotations}: [functions.{api.name}]: {api.name} is variadic ({api.proto.where}); "
+                           f"say which argument its callers pass after the fixed ones with variadic = \"TYPE name\"")
         if api.proto is not None and api.proto.variadic:
             # A variadic call cannot be forwarded from C++ without a va_list twin: the trampoline does it.
             if api.annotated:
@@ -1010,6 +1055,7 @@ def validate_function(api: Api) -> None:
             raise GenError(f"{lib.annotations}: [library.results] \"{proto.ret_spelling}\": no 'missing' value, "
                            f"which {proto.name} returns when the real function cannot be found")
         return
+    params, names = api.recordable_params()
     sig = describe(proto, names)
     for k, a in enumerate(spec.args):
         for extra in a.components[1:]:
@@ -1019,7 +1065,7 @@ def validate_function(api: Api) -> None:
             close = difflib.get_close_matches(a.param, names, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise GenError(f"{where} args[{k}]: '{a.param}' is not a parameter of {sig}{hint}")
-        param = proto.params[names.index(a.param)]
+        param = params[names.index(a.param)]
         if a.out and not param.is_pointer:
             raise GenError(f"{where} args[{k}]: out = true reads *{a.param} after the call, but {a.param} is "
                            f"'{param.type_text()}', not a pointer")
@@ -1126,9 +1172,10 @@ WRAPPER_SUPPORT = r"""
 namespace cutrace::gen {
 
 // One argument slot of a record. Anything that is not an integer, an enum or a pointer must be
-// annotated by one of its fields (field = "...") or as a dim3.
+// annotated by one of its fields (field = "...") or as a dim3. By value, so that deduction drops a
+// __restrict qualifier (glibc's prototypes), which would hide that the type is a pointer.
 template <class T>
-inline uint64_t arg_slot(const T& value) {
+inline uint64_t arg_slot(T value) {
   if constexpr (std::is_pointer_v<T> || std::is_enum_v<T> || std::is_integral_v<T>) {
     return cutrace::preload::as_result(value);
   } else {
@@ -1229,8 +1276,8 @@ TRAMPOLINE_ASM = r"""    .p2align 4
 
 
 def slot_expr(api: Api, a: ArgSpec, result_ok: str | None) -> str:
-    names = api.param_names
-    param = api.proto.params[names.index(a.param)]
+    params, names = api.recordable_params()
+    param = params[names.index(a.param)]
     guards = []
     if a.out:
         # Read only what the call wrote: a failed call may have left the out-parameter untouched.
@@ -1374,6 +1421,72 @@ asm(R"(
     return "".join(out)
 
 
+def emit_osrt_wrapper(api: Api, index: int) -> str:
+    """An OS runtime wrapper (preload/osrt.h): times every call while -t osrt is captured and records
+    those that reach the session's threshold. The C++ name differs from the symbol, which an assembler
+    name gives, because the libc headers declare the same functions with exception specifications of
+    their own."""
+    lib, proto, spec = api.library, api.proto, api.spec
+    names = api.param_names
+    fixed = [p.declaration(n) for p, n in zip(proto.params, names)]
+    vp = api.variadic_param
+    params = ", ".join(fixed + (["..."] if vp else []))
+    fn_params = ", ".join([p.declaration("") for p in proto.params] + (["..."] if vp else []))
+    call = ", ".join(names + ([vp.name] if vp else []))
+    kind, missing = resolve_result(lib, proto)
+    if spec and spec.missing is not None:
+        missing = spec.missing
+    if kind == "void":
+        raise GenError(f"{lib.annotations}: [functions.{api.name}]: an OS runtime wrapper records the result; "
+                       f"{api.name} returns nothing")
+    flags = RESULT_KINDS[kind][1] or "0"
+    ret = render(proto.ret)
+    local = f"cutrace_osrt_{api.name}"
+    b = [f'extern "C" CUTRACE_EXPORT {ret} {local}({params}) __asm__({c_string(api.name)});\n',
+         f'extern "C" {ret} {local}({params}) {{\n']
+    if vp:
+        # Read whether or not the caller passed it: x86-64 keeps every integer register in the save
+        # area, so the value is only garbage the real function ignores (open without O_CREAT).
+        last = names[-1]
+        b += ["  va_list cutrace_va;\n", f"  va_start(cutrace_va, {last});\n",
+              f"  {vp.declaration(vp.name)} = va_arg(cutrace_va, {vp.type_text()});\n", "  va_end(cutrace_va);\n"]
+    b += [f"  using CutraceFn = {ret} (*)({fn_params});\n",
+          f"  CutraceFn cutrace_real = cutrace::osrt::real_function<CutraceFn>({index});\n",
+          f"  if (CUTRACE_UNLIKELY(!cutrace_real)) {{\n    errno = ENOSYS;\n    return {missing};\n  }}\n",
+          "  auto& cutrace_ts = cutrace::preload::t_thread;\n",
+          f"  if (!cutrace::osrt::should_time(cutrace_ts)) return cutrace_real({call});\n",
+          "  const uint64_t cutrace_begin = cutrace::preload::now();\n",
+          f"  auto cutrace_result = cutrace_real({call});\n",
+          "  const uint64_t cutrace_end = cutrace::preload::now();\n",
+          "  if (CUTRACE_LIKELY(!cutrace::osrt::reaches_threshold(cutrace_begin, cutrace_end))) return cutrace_result;\n"]
+    args = spec.args if spec else []
+    if args:
+        slots = ",\n      ".join(slot_expr(api, a, None) for a in args)
+        b.append(f"  const uint64_t cutrace_args[{len(args)}] = {{\n      {slots}}};\n")
+    result = "0" if kind == "none" else "cutrace::preload::as_result(cutrace_result)"
+    b.append(f"  cutrace::osrt::record(cutrace_ts, cutrace::{id_name(api)}, cutrace_begin, cutrace_end, {result}, "
+             f"{flags}, {'cutrace_args' if args else 'nullptr'}, {len(args)}, __builtin_return_address(0));\n")
+    b.append("  return cutrace_result;\n}\n")
+    return "".join(b)
+
+
+def emit_osrt_wrappers(model: LibraryModel) -> str:
+    lib, apis = model.spec, model.apis
+    out = [HEADER_NOTE, "#include <cerrno>\n#include <cstdarg>\n#include <cstdint>\n#include <type_traits>\n\n"]
+    out += [f"#include <{h}>\n" for h in lib.headers]
+    out.append('\n#include "api_ids.h"\n#include "osrt.h"\n')
+    out.append(WRAPPER_SUPPORT)
+    out.append("\nnamespace cutrace::osrt {\n\n// What the wrappers below call, by their index here.\n"
+               "const char* const kFunctionNames[] = {\n")
+    out += [f"    {c_string(a.name)},\n" for a in apis]
+    out.append(f"}};\nconst uint32_t kFunctionCount = {len(apis)};\nstd::atomic<void*> g_real_functions[{len(apis)}];\n\n"
+               "}  // namespace cutrace::osrt\n")
+    for k, a in enumerate(apis):
+        out.append(f"\n// {a.proto.where}\n")
+        out.append(emit_osrt_wrapper(a, k))
+    return "".join(out)
+
+
 _PFN_RE = re.compile(r"\bPFN_([A-Za-z][A-Za-z0-9]*)_v([0-9]+)(_ptds|_ptsz)?\b")
 
 
@@ -1418,6 +1531,10 @@ def emit_lookup(apis: list[Api], versions: list[tuple[str, int, bool, str]]) -> 
            "namespace {\n\n",
            "// The address of each wrapper, taken through an assembler name so that no C++ declaration (whose\n"
            "// types would need every header) is required; -Bsymbolic-functions binds them to the shim's own.\n"]
+    # The OS runtime's wrappers live in libcutrace-osrt.so, which only -t osrt preloads: lookups through
+    # a handle hand out libc's own functions, as without cutrace.
+    apis_all = apis
+    apis = [a for a in apis if a.library.domain != "os_runtime"]
     out += [f'extern "C" const char cutrace_export_{a.id}[] __asm__({c_string(a.name)});\n' for a in apis]
     out.append("\nstruct NamedApi {\n  const char* name;\n  int32_t id;\n};\n\n"
                "// Sorted by strcmp, for a binary search.\nconstexpr NamedApi kApisByName[] = {\n")
@@ -1433,7 +1550,8 @@ def emit_lookup(apis: list[Api], versions: list[tuple[str, int, bool, str]]) -> 
         out.append("    {nullptr, 0, false, -1},\n")
     out.append(f"}};\nconstexpr size_t kDriverVersionCount = {len(rows)};\n\n}}  // namespace\n\n")
     out.append("namespace cutrace::preload {\n\nvoid* const g_wrapper_addresses[] = {\n")
-    out += [f"    const_cast<char*>(cutrace_export_{a.id}),\n" for a in apis]
+    out += [f"    const_cast<char*>(cutrace_export_{a.id}),\n" if a.library.domain != "os_runtime" else "    nullptr,\n"
+            for a in apis_all]
     out.append("};\nstatic_assert(sizeof(g_wrapper_addresses) / sizeof(g_wrapper_addresses[0]) == kApiCount);\n\n")
     out.append(r"""int32_t find_api(const char* name) {
   size_t lo = 0, hi = sizeof(kApisByName) / sizeof(kApisByName[0]);
@@ -1530,7 +1648,8 @@ def main(argv: list[str]) -> int:
     write_output(args.out_dir / "api_table.cpp", emit_table(apis))
     write_output(args.out_dir / "real_functions.cpp", emit_real_functions(apis))
     for model in models:
-        write_output(args.out_dir / f"wrappers_{model.spec.name}.cpp", emit_wrappers(model))
+        emit = emit_osrt_wrappers if model.spec.domain == "os_runtime" else emit_wrappers
+        write_output(args.out_dir / f"wrappers_{model.spec.name}.cpp", emit(model))
     has_driver = any(m.spec.domain == "cuda_driver" for m in models)
     versions = driver_versions(pre, args.include_dir) if has_driver else []
     write_output(args.out_dir / "api_lookup.cpp", emit_lookup(apis, versions))

@@ -135,7 +135,7 @@ TEST(ApiTable, IdsIndexTheTable) {
     const std::map<std::string, cutrace::abi::ApiDomain> domains = {
         {"libcudart.so.13", cutrace::abi::ApiDomain::kCudaRuntime}, {"libcuda.so.1", cutrace::abi::ApiDomain::kCudaDriver},
         {"libcublas.so.13", cutrace::abi::ApiDomain::kCublas},      {"libcublasLt.so.13", cutrace::abi::ApiDomain::kCublasLt},
-        {"libcudnn.so.9", cutrace::abi::ApiDomain::kCudnn}};
+        {"libcudnn.so.9", cutrace::abi::ApiDomain::kCudnn},         {"libc.so.6", cutrace::abi::ApiDomain::kOsRuntime}};
     ASSERT_EQ(domains.count(library), 1u) << api.name << " lives in " << library;
     EXPECT_EQ(api.domain, domains.at(library)) << api.name;
   }
