@@ -14,8 +14,9 @@ std::string add_ld_preload(const std::string& preload, const char* existing) {
 }
 
 std::vector<std::string> program_environment(char* const* environ_entries, const std::string& preload,
-                                             const std::string& session_name, bool inject_nvtx,
+                                             const std::string& session_name, const std::string& nvtx_injection,
                                              const std::vector<std::string>& extra) {
+  const bool inject_nvtx = !nvtx_injection.empty();
   auto replaced_by_extra = [&extra](std::string_view entry) {
     for (const std::string& e : extra)
       if (entry.substr(0, entry.find('=') + 1) == std::string_view(e).substr(0, e.find('=') + 1)) return true;
@@ -53,7 +54,7 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
   if (!have_preload) env.push_back(preload_key + preload);
   if (!have_session) env.push_back(session_key + session_name);
   // The shim is already loaded (LD_PRELOAD), so NVTX's dlopen of this path hands back the same copy.
-  if (inject_nvtx) env.push_back(nvtx_key + preload);
+  if (inject_nvtx) env.push_back(nvtx_key + nvtx_injection);
   env.insert(env.end(), extra.begin(), extra.end());
   return env;
 }

@@ -13,11 +13,12 @@ namespace cutrace::launcher {
 // time, and a wrapper handed out for a lookup through a handle calls exactly what the lookup found.
 std::string add_ld_preload(const std::string& preload, const char* existing);
 
-// `environ` with the shim added to LD_PRELOAD and CUTRACE_SESSION set, with `inject_nvtx` the shim as
+// `environ` with `preload` (the shim, and the OS runtime wrappers after it with -t osrt) added to
+// LD_PRELOAD and CUTRACE_SESSION set, with a non-empty `nvtx_injection` (the shim) as
 // NVTX_INJECTION64_PATH (replacing the program's own), and the KEY=VALUE entries of `extra` (replacing
 // any of the same name); every other entry is kept, in order.
 std::vector<std::string> program_environment(char* const* environ_entries, const std::string& preload,
-                                             const std::string& session_name, bool inject_nvtx = false,
+                                             const std::string& session_name, const std::string& nvtx_injection = {},
                                              const std::vector<std::string>& extra = {});
 
 // `environ` without CUTRACE_SESSION: the recorder of a cutrace run inside another one's program must

@@ -9,6 +9,8 @@
 namespace cutrace::launcher {
 
 inline constexpr const char* kPreloadFileName = "libcutrace-preload.so";
+// The OS runtime wrappers (-t osrt), always in the preload library's directory.
+inline constexpr const char* kOsrtFileName = "libcutrace-osrt.so";
 inline constexpr const char* kRecorderFileName = "cutrace-recorder";
 inline constexpr const char* kPreloadEnvVar = "CUTRACE_PRELOAD_LIB";
 inline constexpr const char* kRecorderEnvVar = "CUTRACE_RECORDER";

@@ -12,7 +12,7 @@ namespace {
 enum class Arity { kValue, kBool, kNone };
 enum class Id {
   kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kQuiet, kHelp,
-  kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill,
+  kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
 };
 
 struct Supported {
@@ -40,6 +40,7 @@ constexpr Supported kSupported[] = {
     {'y', "delay", Arity::kValue, Id::kDelay},
     {'d', "duration", Arity::kValue, Id::kDuration},
     {0, "kill", Arity::kValue, Id::kKill},
+    {0, "osrt-threshold", Arity::kValue, Id::kOsrtThreshold},
     {'h', "help", Arity::kNone, Id::kHelp},
 };
 
@@ -59,7 +60,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "nvtx-domain-exclude", nullptr},
     {0, "cudabacktrace", "none"},
     {0, "cudabacktrace-threshold", nullptr},
-    {0, "osrt-threshold", nullptr},
     {0, "osrt-backtrace-threshold", nullptr},
     {0, "osrt-backtrace-depth", nullptr},
     {0, "osrt-backtrace-stack-size", nullptr},
@@ -144,12 +144,13 @@ constexpr TraceValue kTraceValues[] = {
     {"cublas", abi::kCublasDomains | abi::kCudaDomains},
     {"cudnn", abi::kCudnnDomains | abi::kCudaDomains},
     {"nvtx", abi::domain_bit(abi::ApiDomain::kNvtx)},
+    {"osrt", abi::domain_bit(abi::ApiDomain::kOsRuntime)},
 };
 
 // -t values nsys knows that cutrace does not record yet; refused by name.
 // clang-format off
 constexpr const char* kKnownTraceValues[] = {
-    "osrt", "cublas-verbose", "cusolver", "cusolver-verbose", "cusparse",
+    "cublas-verbose", "cusolver", "cusolver-verbose", "cusparse",
     "cusparse-verbose", "mpi", "nccl", "ucx", "oshmem", "openacc", "openmp", "opengl", "opengl-annotations",
     "vulkan", "vulkan-annotations", "nvvideo", "python-gil", "gds", "syscall", "dx11", "dx12", "dx12-annotations",
     "wddm", "tegra-accelerators", "nvmedia",
@@ -247,8 +248,8 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
     bool known = false;
     for (const char* k : kKnownTraceValues) known = known || equals_ignoring_case(value, k);
     if (!known) {
-      *error = usage("unknown " + spelled + " value '" + value + "'; cutrace traces cuda, nvtx, cublas and cudnn (" +
-                     spelled + " cuda,nvtx,cublas,cudnn)");
+      *error = usage("unknown " + spelled + " value '" + value + "'; cutrace traces cuda, nvtx, osrt, cublas and cudnn (" +
+                     spelled + " cuda,nvtx,osrt,cublas,cudnn)");
       return false;
     }
     refused += (refused.empty() ? "" : ",") + value;
@@ -256,7 +257,7 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
   if (!refused.empty()) {
     *error = usage(spelled + " " + refused + (refused.find(',') == std::string::npos ? " is" : " are") +
                    " not supported yet by cutrace; leave " + (refused.find(',') == std::string::npos ? "it" : "them") +
-                   " out (cutrace traces cuda, nvtx, cublas and cudnn)");
+                   " out (cutrace traces cuda, nvtx, osrt, cublas and cudnn)");
     *not_yet = true;
     return false;
   }
@@ -270,6 +271,18 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
     return false;
   }
   options->trace_domains = domains;
+  return true;
+}
+
+// Digits only, as nsys takes --osrt-threshold.
+bool parse_whole_number(const std::string& text, uint64_t* out) {
+  if (text.empty() || text.size() > 19) return false;
+  uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + uint64_t(c - '0');
+  }
+  *out = value;
   return true;
 }
 
@@ -551,6 +564,13 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             return false;
           }
           break;
+        case Id::kOsrtThreshold:
+          if (!take_value(&value) || !parse_whole_number(value, &options->osrt_threshold_ns)) {
+            *error = usage("option '" + w.spelled + "' takes a whole number of nanoseconds" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          break;
         case Id::kRingSlots:
           if (!take_value(&value) || !parse_u32(value, 1, std::numeric_limits<uint32_t>::max(), &options->ring_slots)) {
             *error = usage("--ring-slots needs a whole number of at least 1");
@@ -638,11 +658,14 @@ options:
                               false writes the command's stdout and stderr to files named after
                               the trace (NAME.stdout, NAME.stderr) instead of the terminal
                               (default true)
-  -t, --trace cuda,nvtx,cublas,cudnn|none
+  -t, --trace cuda,nvtx,osrt,cublas,cudnn|none
                               what to record, comma-separated (default cuda,nvtx): cuda is the
                               CUDA runtime and driver, nvtx the program's NVTX ranges and marks,
+                              osrt its blocking libc calls (read, poll, sleeps, locks, waits),
                               cublas adds cuBLAS and cuBLASLt, cudnn adds cuDNN (each of those
                               also records cuda); none runs the command with recording off
+      --osrt-threshold NS     record an osrt call only when it lasts at least NS nanoseconds
+                              (default 1000)
   -c, --capture-range none|cudaProfilerApi|nvtx
                               record each process only inside its own ranges: between its
                               cudaProfilerStart and cudaProfilerStop (or cuProfilerStart/Stop),

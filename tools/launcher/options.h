@@ -26,6 +26,7 @@ struct ProfileOptions {
   // session with capture off).
   // The default is nsys's, less what cutrace does not trace yet (opengl, osrt).
   uint32_t trace_domains = abi::kCudaDomains | abi::domain_bit(abi::ApiDomain::kNvtx);
+  uint64_t osrt_threshold_ns = 1000;  // --osrt-threshold: shorter osrt calls are not recorded (nsys's default)
   uint32_t ring_bytes = abi::kDefaultRingBytes;
   bool ring_bytes_given = false;  // --ring-size was given: the session must not shrink the rings
   uint32_t ring_slots = abi::kDefaultSlotCount;

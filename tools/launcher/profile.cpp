@@ -215,6 +215,15 @@ int run(const ProfileOptions& options) {
   const std::string exe_dir = executable_dir();
   std::string preload_path, recorder_path;
   if (!find_preload(exe_dir, &preload_path, &error)) return fail(error);
+  // -t osrt: the OS runtime wrappers, a library of their own beside the shim, preloaded after it.
+  std::string ld_preload = preload_path;
+  if (options.trace_domains & abi::domain_bit(abi::ApiDomain::kOsRuntime)) {
+    const std::string osrt_path = preload_path.substr(0, preload_path.rfind('/') + 1) + kOsrtFileName;
+    if (access(osrt_path.c_str(), R_OK) != 0)
+      return fail(kExitSetupFailed, "cutrace profile: -t osrt needs " + osrt_path +
+                                        ", which is missing; rebuild or reinstall cutrace, or leave osrt out of -t.");
+    ld_preload += ":" + osrt_path;
+  }
   if (!find_recorder(exe_dir, &recorder_path, &error)) return fail(error);
   if (!options.output_pattern.empty()) {
     std::string unused;
@@ -237,6 +246,7 @@ int run(const ProfileOptions& options) {
   if (!options.ring_bytes_given) session_options.min_ring_bytes = abi::kSmallestDefaultRingBytes;
   session_options.clock = session::choose_clock();
   session_options.trace_domains = options.trace_domains;
+  session_options.osrt_threshold_ns = options.osrt_threshold_ns;
   session::Session session;  // its destructor removes the shared memory on every way out
   std::string why;
   if (!session.create(session_options, &why))
@@ -252,7 +262,7 @@ int run(const ProfileOptions& options) {
   const bool inject_nvtx = (options.trace_domains & abi::domain_bit(abi::ApiDomain::kNvtx)) != 0 ||
                            options.capture_range == ProfileOptions::CaptureRange::kNvtx;
   const std::vector<std::string> program_env =
-      program_environment(environ, preload_path, session.name(), inject_nvtx, capture_env);
+      program_environment(environ, ld_preload, session.name(), inject_nvtx ? preload_path : std::string(), capture_env);
 
   const int dev_null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (dev_null < 0) return fail(kExitSetupFailed, std::string("cannot open /dev/null: ") + std::strerror(errno));

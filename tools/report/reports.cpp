@@ -470,6 +470,8 @@ const std::vector<ReportInfo>& stats_reports() {
       {"cublas_api_sum", "cuBLAS API Summary: cuda_api_sum's columns for cuBLAS and cuBLASLt calls",
        "cuBLAS trace data"},
       {"cudnn_api_sum", "cuDNN API Summary: cuda_api_sum's columns for cuDNN calls", "cuDNN trace data"},
+      {"osrt_sum", "OS Runtime Summary: cuda_api_sum's columns for the blocking libc calls -t osrt recorded",
+       "OS Runtime trace data"},
       {"api_trace", "every call of every domain, nested ones too, with depth, self time and decoded arguments",
        "API trace data"},
       {"nvtx_sum", "NVTX Range Summary: time, instances, average, median, min, max, stddev per range name and style",
@@ -492,6 +494,7 @@ std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& 
   if (name == "cublas_api_sum")
     return std::make_unique<ApiSum>("cuBLAS API Summary (cublas_api_sum)", kCublasFamily, options);
   if (name == "cudnn_api_sum") return std::make_unique<ApiSum>("cuDNN API Summary (cudnn_api_sum)", kCudnnFamily, options);
+  if (name == "osrt_sum") return std::make_unique<ApiSum>("OS Runtime Summary (osrt_sum)", kOsrtFamily, options);
   if (name == "api_trace") return std::make_unique<ApiTrace>(options);
   if (name == "nvtx_sum") return std::make_unique<NvtxSum>();
   if (name == "nvtx_pushpop_trace") return std::make_unique<NvtxPushPopTrace>();

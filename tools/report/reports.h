@@ -53,6 +53,9 @@ struct CallFamily {
 inline constexpr CallFamily kCudaFamily{abi::kCudaDomains, abi::domain_bit(abi::ApiDomain::kCudaRuntime)};
 inline constexpr CallFamily kCublasFamily{abi::kCublasDomains, abi::kCublasDomains};  // cuBLAS with cuBLASLt
 inline constexpr CallFamily kCudnnFamily{abi::kCudnnDomains, abi::kCudnnDomains};
+// Every OS runtime call, also those a CUDA call made (the driver's ioctl inside cudaMalloc), as nsys counts.
+inline constexpr CallFamily kOsrtFamily{abi::domain_bit(abi::ApiDomain::kOsRuntime),
+                                        abi::domain_bit(abi::ApiDomain::kOsRuntime)};
 
 // Whether a report of `family` counts `call`. Records kept only to name later calls (recorded while
 // capture was off) are never counted; internal apis only with `show_internal`.

@@ -136,19 +136,38 @@ TEST(LauncherOptions, TraceLibrariesAlsoTraceCuda) {
   EXPECT_EQ(p.options.trace_domains, domain_bit(ApiDomain::kNvtx));
 }
 
+// -t osrt and --osrt-threshold as nsys takes them: a whole number of nanoseconds, default 1000.
+TEST(LauncherOptions, OsrtAndItsThreshold) {
+  ProfileOptions o;
+  UsageError e;
+  std::vector<const char*> argv = {"profile", "-t", "cuda,osrt", "--osrt-threshold", "250", "app"};
+  ASSERT_TRUE(parse_options(int(argv.size()), argv.data(), &o, &e)) << e.message;
+  EXPECT_EQ(o.trace_domains, abi::kCudaDomains | abi::domain_bit(abi::ApiDomain::kOsRuntime));
+  EXPECT_EQ(o.osrt_threshold_ns, 250u);
+  ProfileOptions d;
+  argv = {"profile", "--osrt-threshold=0", "app"};
+  ASSERT_TRUE(parse_options(int(argv.size()), argv.data(), &d, &e)) << e.message;
+  EXPECT_EQ(d.osrt_threshold_ns, 0u);
+  EXPECT_EQ(ProfileOptions{}.osrt_threshold_ns, 1000u);
+  expect_refused({"--osrt-threshold", "1us", "app"},
+                 "cutrace profile: option '--osrt-threshold' takes a whole number of nanoseconds, not '1us'.");
+  expect_refused({"--osrt-threshold=-5", "app"},
+                 "cutrace profile: option '--osrt-threshold' takes a whole number of nanoseconds, not '-5'.");
+}
+
 TEST(LauncherOptions, TraceValuesNotYetSupportedAreNamed) {
-  expect_refused({"-t", "osrt", "app"},
-                 "cutrace profile: -t osrt is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, "
-                 "cublas and cudnn).");
-  expect_refused({"-t", "cuda,nvtx,osrt,mpi", "app"},
-                 "cutrace profile: -t osrt,mpi are not supported yet by cutrace; leave them out (cutrace traces "
-                 "cuda, nvtx, cublas and cudnn).");
+  expect_refused({"-t", "nccl", "app"},
+                 "cutrace profile: -t nccl is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, "
+                 "osrt, cublas and cudnn).");
+  expect_refused({"-t", "cuda,nvtx,osrt,mpi,nccl", "app"},
+                 "cutrace profile: -t mpi,nccl are not supported yet by cutrace; leave them out (cutrace traces "
+                 "cuda, nvtx, osrt, cublas and cudnn).");
   expect_refused({"--trace=cuda,mpi", "app"},
                  "cutrace profile: --trace mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, "
-                 "nvtx, cublas and cudnn).");
+                 "nvtx, osrt, cublas and cudnn).");
   expect_refused({"-t", "frobnicate", "app"},
-                 "cutrace profile: unknown -t value 'frobnicate'; cutrace traces cuda, nvtx, cublas and cudnn (-t "
-                 "cuda,nvtx,cublas,cudnn).");
+                 "cutrace profile: unknown -t value 'frobnicate'; cutrace traces cuda, nvtx, osrt, cublas and cudnn "
+                 "(-t cuda,nvtx,osrt,cublas,cudnn).");
   expect_refused({"-t", "cuda,none", "app"},
                  "cutrace profile: -t none cannot be combined with other values; use -t cuda or -t none.");
   expect_refused({"-t", ",", "app"}, "cutrace profile: option '-t' needs a value such as cuda.");
@@ -199,7 +218,6 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
       {"-b", "dwarf"},
       {"--backtrace", "fp"},
       {"--cudabacktrace=all"},
-      {"--osrt-threshold", "1000"},
       {"--python-backtrace=cuda"},
       {"--cuda-memory-usage", "true"},
       {"--export", "sqlite"},
@@ -267,13 +285,14 @@ TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
 // A published command line is ported in one run: every option cutrace cannot take is named at once,
 // each with its remedy, and their values are not mistaken for the command.
 TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
-  expect_refused({"-s", "cpu", "--cuda-memory-usage=true", "-t", "cuda,osrt", "--bogus", "--cudabacktrace",
+  expect_refused({"-s", "cpu", "--cuda-memory-usage=true", "-t", "cuda,mpi", "--bogus", "--cudabacktrace",
                   "all", "python3", "train.py"},
                  "cutrace profile: 5 options cannot be used: "
                  "(1) option '-s' is not supported yet; remove it to profile without it, or pass -s none; "
                  "(2) option '--cuda-memory-usage' is not supported yet; remove it to profile without it, or pass "
                  "--cuda-memory-usage=false; "
-                 "(3) -t osrt is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, cublas and cudnn); "
+                 "(3) -t mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas and "
+                 "cudnn); "
                  "(4) unknown option '--bogus'; run `cutrace profile --help`; "
                  "(5) option '--cudabacktrace' is not supported yet; remove it to profile without it, or pass "
                  "--cudabacktrace=none.");

@@ -395,12 +395,21 @@ TEST(LauncherEnvironment, DuplicatePreloadKeepsTheValueTheLoaderUses) {
 // program's stays.
 TEST(LauncherEnvironment, NvtxToolIsTheShimOnlyWhileNvtxIsTraced) {
   const char* entries[] = {"NVTX_INJECTION64_PATH=/other/tool.so", "A=1", nullptr};
-  auto env = program_environment(const_cast<char* const*>(entries), "/p.so", "/s", true);
+  auto env = program_environment(const_cast<char* const*>(entries), "/p.so", "/s", "/p.so");
   EXPECT_EQ(env, (std::vector<std::string>{"A=1", "LD_PRELOAD=/p.so", "CUTRACE_SESSION=/s",
                                            "NVTX_INJECTION64_PATH=/p.so"}));
-  env = program_environment(const_cast<char* const*>(entries), "/p.so", "/s", false);
+  env = program_environment(const_cast<char* const*>(entries), "/p.so", "/s", "");
   EXPECT_EQ(env, (std::vector<std::string>{"NVTX_INJECTION64_PATH=/other/tool.so", "A=1", "LD_PRELOAD=/p.so",
                                            "CUTRACE_SESSION=/s"}));
+}
+
+// -t osrt: the OS runtime wrappers come after the shim (their RTLD_NEXT then reaches libc), and NVTX
+// still loads the shim alone.
+TEST(LauncherEnvironment, OsrtWrappersFollowTheShim) {
+  const char* entries[] = {"LD_PRELOAD=/u.so", nullptr};
+  auto env = program_environment(const_cast<char* const*>(entries), "/p.so:/osrt.so", "/s", "/p.so");
+  EXPECT_EQ(env, (std::vector<std::string>{"LD_PRELOAD=/u.so:/p.so:/osrt.so", "CUTRACE_SESSION=/s",
+                                           "NVTX_INJECTION64_PATH=/p.so"}));
 }
 
 TEST(LauncherEnvironment, RecorderLeavesAnOuterSessionAlone) {
