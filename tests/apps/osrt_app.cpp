@@ -1,0 +1,138 @@
+// OS runtime calls for the tests of -t osrt, each counted by the program.
+//
+// usage: osrt_app sleeps <long> <short> <long_ms> <short_us>
+//          <long> usleep(long_ms ms) and <short> usleep(short_us us), alternating, then the same
+//          numbers of nanosleep
+//        osrt_app calls <n>
+//          n times each: close(-1), read and write of one byte through a pipe, poll of the pipe with
+//          timeout 0, open and close of /dev/null; then read(-1) once, printing its errno
+//        osrt_app threads <hold_ms>
+//          a second thread locks a mutex main holds for <hold_ms> (nanosleep), then sleeps <hold_ms>/2
+//          (nanosleep) while main waits in pthread_join; then the second thread's tid
+//        osrt_app cuda <n>
+//          n times: cudaMalloc, cudaMemcpy to the device, cudaFree, each between usleep(1000)
+// stdout: "<name> <count>" per function called (sorted), and the extras above.
+// exit: 0, or 64 on a usage error.
+#include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+namespace {
+
+std::map<std::string, long> g_calls;
+
+void print_calls() {
+  for (const auto& [name, count] : g_calls) std::printf("%s %ld\n", name.c_str(), count);
+}
+
+int sleeps(int longs, int shorts, long long_ms, long short_us) {
+  for (int i = 0; i < longs || i < shorts; ++i) {
+    if (i < longs) usleep(useconds_t(long_ms * 1000)), ++g_calls["usleep"];
+    if (i < shorts) usleep(useconds_t(short_us)), ++g_calls["usleep"];
+  }
+  for (int i = 0; i < longs || i < shorts; ++i) {
+    if (i < longs) {
+      timespec t{long_ms / 1000, (long_ms % 1000) * 1000000};
+      nanosleep(&t, nullptr), ++g_calls["nanosleep"];
+    }
+    if (i < shorts) {
+      timespec t{0, short_us * 1000};
+      nanosleep(&t, nullptr), ++g_calls["nanosleep"];
+    }
+  }
+  print_calls();
+  return 0;
+}
+
+int calls(int n) {
+  int fds[2];
+  if (pipe(fds) != 0) return std::perror("pipe"), 1;
+  char byte = 'x';
+  for (int i = 0; i < n; ++i) {
+    close(-1), ++g_calls["close"];
+    if (write(fds[1], &byte, 1) != 1) return std::perror("write"), 1;
+    ++g_calls["write"];
+    pollfd p{fds[0], POLLIN, 0};
+    poll(&p, 1, 0), ++g_calls["poll"];
+    if (read(fds[0], &byte, 1) != 1) return std::perror("read"), 1;
+    ++g_calls["read"];
+    const int fd = open("/dev/null", O_RDONLY);
+    ++g_calls["open"];
+    if (fd < 0) return std::perror("open"), 1;
+    close(fd), ++g_calls["close"];
+  }
+  errno = 0;
+  const ssize_t r = read(-1, &byte, 1);
+  const int e = errno;
+  ++g_calls["read"];
+  print_calls();
+  std::printf("bad_read %zd errno %d\n", r, e);
+  return 0;
+}
+
+pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
+sem_t g_locked;
+long g_waiter_tid = 0;
+timespec g_after_lock{};
+
+void* waiter(void*) {
+  g_waiter_tid = syscall(SYS_gettid);
+  sem_wait(&g_locked);
+  pthread_mutex_lock(&g_mutex);  // blocks until main unlocks
+  pthread_mutex_unlock(&g_mutex);
+  nanosleep(&g_after_lock, nullptr);  // main is in pthread_join meanwhile
+  return nullptr;
+}
+
+int threads(long hold_ms) {
+  sem_init(&g_locked, 0, 0);
+  g_after_lock = {hold_ms / 2000, (hold_ms / 2 % 1000) * 1000000};
+  pthread_mutex_lock(&g_mutex);
+  pthread_t t;
+  if (pthread_create(&t, nullptr, waiter, nullptr) != 0) return std::fputs("pthread_create failed\n", stderr), 1;
+  sem_post(&g_locked);
+  timespec hold{hold_ms / 1000, (hold_ms % 1000) * 1000000};
+  nanosleep(&hold, nullptr);
+  pthread_mutex_unlock(&g_mutex);
+  pthread_join(t, nullptr);
+  std::printf("waiter_tid %ld\n", g_waiter_tid);
+  return 0;
+}
+
+int cuda(int n) {
+  char host[256] = {};
+  for (int i = 0; i < n; ++i) {
+    void* device = nullptr;
+    usleep(1000), ++g_calls["usleep"];
+    cudaMalloc(&device, sizeof host), ++g_calls["cudaMalloc"];
+    cudaMemcpy(device, host, sizeof host, cudaMemcpyHostToDevice), ++g_calls["cudaMemcpy"];
+    cudaFree(device), ++g_calls["cudaFree"];
+  }
+  print_calls();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "sleeps" && argc == 6) return sleeps(std::atoi(argv[2]), std::atoi(argv[3]), std::atol(argv[4]), std::atol(argv[5]));
+  if (mode == "calls" && argc == 3) return calls(std::atoi(argv[2]));
+  if (mode == "threads" && argc == 3) return threads(std::atol(argv[2]));
+  if (mode == "cuda" && argc == 3) return cuda(std::atoi(argv[2]));
+  std::fputs("usage: osrt_app sleeps <long> <short> <long_ms> <short_us> | calls <n> | threads <hold_ms> | cuda <n>\n",
+             stderr);
+  return 64;
+}

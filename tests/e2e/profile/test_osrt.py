@@ -1,0 +1,109 @@
+"""OS runtime tracing (-t osrt): blocking libc calls recorded when they reach --osrt-threshold, counted
+exactly; errno, results and output unchanged; the tracer's own calls never recorded; threads that make
+only OS calls get rings of their own; calls made inside CUDA calls nest under them; osrt_sum; and the
+nsys command line of issue 12 running unchanged."""
+import subprocess
+
+from conftest import api_sum, app, calls, counts, info_totals, info, metadata, profile, sim_env
+
+
+def osrt_calls(trace, tmp_path):
+    events, _ = calls(trace, tmp_path, domains=("os_runtime",))
+    return events
+
+
+def test_calls_above_the_threshold_are_recorded_and_those_below_are_not(tmp_path):
+    # 3 sleeps of 60 ms and 4 of 50 us with each function, threshold 20 ms: exactly the long ones.
+    command = [app("osrt_app"), "sleeps", "3", "4", "60", "50"]
+    proc, trace = profile(tmp_path, command, options=["-t", "osrt", "--osrt-threshold", "20000000"])
+    assert proc.stdout == "nanosleep 7\nusleep 7\n"
+    events = osrt_calls(trace, tmp_path)
+    assert counts(events) == {"usleep": 3, "nanosleep": 3}
+    assert all(e["args"]["useconds"] == 60000 for e in events if e["name"] == "usleep")
+    assert all(e["args"]["tv_nsec"] == 60000000 for e in events if e["name"] == "nanosleep")
+    # Durations as long as the sleeps (the export is in microseconds), never shorter.
+    assert all(60000 <= e["dur"] < 60000 + 20000 for e in events)
+    summary = api_sum(trace, report="osrt_sum")
+    assert {n: int(r["Num Calls"]) for n, r in summary.items()} == {"usleep": 3, "nanosleep": 3}
+    assert metadata(trace)["osrt.threshold_ns"] == "20000000"
+    assert info_totals(info(trace))["dropped"] == 0
+
+
+def test_every_call_at_threshold_zero_with_results_and_errno_unchanged(tmp_path):
+    command = [app("osrt_app"), "calls", "5"]
+    plain = subprocess.run(command, env=sim_env(), capture_output=True, text=True, timeout=60)
+    proc, trace = profile(tmp_path, command, options=["-t", "osrt", "--osrt-threshold", "0"])
+    assert proc.stdout == plain.stdout and proc.returncode == plain.returncode == 0
+    assert "bad_read -1 errno 9\n" in proc.stdout
+    expected = {}
+    for line in proc.stdout.splitlines():
+        name, value = line.split()[:2]
+        if name != "bad_read":
+            expected[name] = int(value)
+    events = osrt_calls(trace, tmp_path)
+    # Exactly the program's calls: none of the shim's own (it opens and reads /proc and its session).
+    assert counts(events) == expected
+    bad = [e for e in events if e["name"] == "read" and e["args"]["fd"] == -1]
+    assert len(bad) == 1 and bad[0]["args"]["result"] == -1
+    closes = [e for e in events if e["name"] == "close"]
+    assert sorted({e["args"]["result"] for e in closes}) == [-1, 0]
+
+
+def test_a_thread_with_only_os_calls_gets_its_own_ring(tmp_path):
+    proc, trace = profile(tmp_path, [app("osrt_app"), "threads", "80"],
+                          options=["-t", "osrt", "--osrt-threshold", "20000000"])
+    waiter = int(proc.stdout.split()[1])
+    events = osrt_calls(trace, tmp_path)
+    by_name = {}
+    for e in events:
+        by_name.setdefault(e["name"], []).append(e)
+    # The waiter blocked on the mutex main held for 80 ms, then slept 40 ms while main waited in
+    # pthread_join. Main's own lock of the mutex was free: under the threshold.
+    assert [e["tid"] for e in by_name["pthread_mutex_lock"]] == [waiter]
+    assert by_name["pthread_mutex_lock"][0]["dur"] >= 40000
+    assert [e["tid"] != waiter for e in by_name["pthread_join"]] == [True]
+    assert by_name["pthread_join"][0]["dur"] >= 20000
+    assert sorted(e["tid"] == waiter for e in by_name["nanosleep"]) == [False, True]
+    assert set(by_name) == {"pthread_mutex_lock", "pthread_join", "nanosleep"}
+
+
+def test_calls_inside_cuda_calls_nest_under_them_and_cuda_counts_are_unchanged(tmp_path):
+    proc, trace = profile(tmp_path, [app("osrt_app"), "cuda", "4"], options=["-t", "cuda,osrt", "--osrt-threshold", "0"])
+    assert proc.stdout == "cudaFree 4\ncudaMalloc 4\ncudaMemcpy 4\nusleep 4\n"
+    assert {n: int(r["Num Calls"]) for n, r in api_sum(trace, show_internal=False).items()} == \
+        {"cudaMalloc": 4, "cudaMemcpy": 4, "cudaFree": 4}
+    events, _ = calls(trace, tmp_path, domains=None)
+    usleeps = [e for e in events if e["name"] == "usleep"]
+    assert len(usleeps) == 4
+    cuda = [e for e in events if e["cat"] == "cuda_runtime"]
+    main = {e["tid"] for e in cuda}
+    assert len(main) == 1 and {e["tid"] for e in usleeps} == main
+    # Until the program's last CUDA call, every other OS call of its thread is the simulated runtime's,
+    # inside one of its calls (the simulated device's own thread waits on its condition variable outside
+    # them, and the runtime tears down at exit).
+    last_end = max(c["ts"] + c["dur"] for c in cuda)
+    inner = [e for e in events if e["cat"] == "os_runtime" and e["name"] != "usleep" and e["tid"] in main and
+             e["ts"] < last_end]
+    assert inner
+    slack = 0.002  # the export's microseconds have three decimals
+    for e in inner:
+        assert any(c["ts"] - slack <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"] + slack for c in cuda), e
+
+
+def test_osrt_off_leaves_libc_alone(tmp_path):
+    # Without -t osrt the wrappers are not even loaded: the program's environment says so.
+    proc, trace = profile(tmp_path, ["sh", "-c", "echo $LD_PRELOAD"], options=["-t", "cuda"])
+    assert "libcutrace-preload.so" in proc.stdout and "libcutrace-osrt.so" not in proc.stdout
+    proc, trace = profile(tmp_path, ["sh", "-c", "echo $LD_PRELOAD"], name="on", options=["-t", "cuda,osrt"])
+    entries = proc.stdout.strip().split(":")
+    assert entries[-2].endswith("/libcutrace-preload.so") and entries[-1].endswith("/libcutrace-osrt.so")
+
+
+def test_the_nsys_command_line_of_issue_12_runs_unchanged(tmp_path):
+    command = [app("capture_app"), "profiler", "2", "10"]
+    options = ["-t", "cuda,nvtx,osrt,cudnn,cublas", "-s", "none", "-x", "true", "--capture-range=cudaProfilerApi",
+               "--capture-range-end=stop"]
+    proc, trace = profile(tmp_path, command, options=options)
+    assert proc.returncode == 0 and proc.stdout == "inside 20 outside 30\n", proc.stderr
+    summary = api_sum(trace, show_internal=False)
+    assert {n: int(r["Num Calls"]) for n, r in summary.items()} == {"cudaGetDeviceCount": 10, "cudaProfilerStop": 1}
