@@ -8,8 +8,12 @@
 //                a range: its process's own gate is closed
 // and reports the median ns per call of each and the nanoseconds the shim adds per call.
 //
-// usage: bench_overhead [--calls N] [--rounds R] [--api cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA]
+// usage: bench_overhead [--calls N] [--rounds R]
+//                       [--api cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA|pthread_mutex_lock]
 //                       [--route plt|dlsym|getprocaddress]
+// --api pthread_mutex_lock measures -t osrt: the OS runtime wrappers preloaded after the shim, osrt
+// captured (or not), and every lock of the free mutex far under the default 1000 ns threshold, so
+// "capture on" is the cost of a call that is timed and not recorded.
 // --route picks how the program reaches the function (tests/apps/cheap_calls.cpp): bound by the
 // dynamic linker (default), through dlsym on a dlopen handle, or cuDriverGetVersion through the
 // driver's cuGetProcAddress; each hands the program the same kind of wrapper, so each should cost the
@@ -122,8 +126,10 @@ TracedResult run_traced(const Paths& paths, long calls, const std::string& api, 
   cutrace::session::Session session;
   cutrace::session::Options options;
   options.clock = cutrace::session::choose_clock();
+  const bool osrt = api == "pthread_mutex_lock";
   options.trace_domains =
       capture ? cutrace::abi::kCudaDomains | cutrace::abi::domain_bit(cutrace::abi::ApiDomain::kNvtx) : 0;
+  if (capture && osrt) options.trace_domains |= cutrace::abi::domain_bit(cutrace::abi::ApiDomain::kOsRuntime);
   options.slot_count = 4;
   // The default ring, drained by a real recorder as in any run: the rings' pages are touched once and
   // then reused. Records the recorder could not keep up with show as dropped in the summary line.
@@ -141,7 +147,9 @@ TracedResult run_traced(const Paths& paths, long calls, const std::string& api, 
   char buf[16] = {};
   if (read(ready[0], buf, 6) != 6 || std::strncmp(buf, "ready\n", 6) != 0) die("the recorder did not start");
   std::vector<std::string> env = base_environment(paths);
-  env.push_back("LD_PRELOAD=" + paths.preload);
+  // As cutrace profile -t osrt preloads them: the OS runtime wrappers beside the shim, after it.
+  env.push_back("LD_PRELOAD=" + paths.preload +
+                (osrt ? ":" + paths.preload.substr(0, paths.preload.rfind('/') + 1) + "libcutrace-osrt.so" : ""));
   env.push_back("CUTRACE_SESSION=" + session.name());
   env.push_back("NVTX_INJECTION64_PATH=" + paths.preload);  // as cutrace profile sets it (-t nvtx)
   if (outside_range) env.push_back(std::string(cutrace::abi::kCaptureEnvVar) + "=cudaProfilerApi,stop,0");
@@ -245,10 +253,12 @@ int main(int argc, char** argv) {
   const double b = median(baseline), f = median(off), n = median(on), o = median(outside);
   const bool tsc = cutrace::session::choose_clock() == cutrace::abi::ClockKind::kTsc;
   std::printf("%s x %ld %s (route %s), %d rounds, median ns per %s (clock: %s)\n",
-              route == "getprocaddress" ? "cuDriverGetVersion" : api == "nvtxRangePushA" ? "nvtxRangePushA+nvtxRangePop"
-                                                                                         : api.c_str(),
-              calls, api == "nvtxRangePushA" ? "pairs" : "calls", route.c_str(), rounds,
-              api == "nvtxRangePushA" ? "pair" : "call", tsc ? "tsc" : "monotonic");
+              route == "getprocaddress"    ? "cuDriverGetVersion"
+              : api == "nvtxRangePushA"     ? "nvtxRangePushA+nvtxRangePop"
+              : api == "pthread_mutex_lock" ? "pthread_mutex_lock+unlock (-t osrt, under the threshold)"
+                                            : api.c_str(),
+              calls, api == "nvtxRangePushA" || api == "pthread_mutex_lock" ? "pairs" : "calls", route.c_str(), rounds,
+              api == "nvtxRangePushA" || api == "pthread_mutex_lock" ? "pair" : "call", tsc ? "tsc" : "monotonic");
   std::printf("  %-28s %8.2f ns\n", "without cutrace", b);
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, capture off", f, f - b);
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, outside a range (-c)", o, o - b);
