@@ -11,6 +11,10 @@
 //          (nanosleep) while main waits in pthread_join; then the second thread's tid
 //        osrt_app cuda <n>
 //          n times: cudaMalloc, cudaMemcpy to the device, cudaFree, each between usleep(1000)
+//        osrt_app signals <n>
+//          n cudaGetDevice calls, a short spin apart, while a 20 us interval timer's handler writes one
+//          byte to /dev/null:
+//          handlers interrupt the writing of records; prints "handler_writes <k>" too
 // stdout: "<name> <count>" per function called (sorted), and the extras above.
 // exit: 0, or 64 on a usage error.
 #include <cuda_runtime_api.h>
@@ -18,7 +22,9 @@
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,6 +130,40 @@ int cuda(int n) {
   return 0;
 }
 
+int g_null_fd = -1;
+volatile sig_atomic_t g_handler_writes = 0;
+
+void on_alarm(int) {
+  const int saved = errno;
+  if (write(g_null_fd, "x", 1) == 1) g_handler_writes = g_handler_writes + 1;
+  errno = saved;
+}
+
+int signals(long n) {
+  g_null_fd = open("/dev/null", O_WRONLY);
+  ++g_calls["open"];
+  struct sigaction sa {};
+  sa.sa_handler = on_alarm;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGALRM, &sa, nullptr);
+  itimerval every{{0, 20}, {0, 20}};
+  setitimer(ITIMER_REAL, &every, nullptr);
+  int device = 0;
+  long calls = 0;
+  for (long i = 0; i < n; ++i) {
+    cudaGetDevice(&device), ++calls;
+    // A few hundred ns between calls: a rate the recorder drains without drops on a shared machine.
+    for (volatile int spin = 0; spin < 64; spin = spin + 1) {
+    }
+  }
+  g_calls["cudaGetDevice"] = calls;
+  itimerval off{};
+  setitimer(ITIMER_REAL, &off, nullptr);
+  print_calls();
+  std::printf("handler_writes %ld\n", long(g_handler_writes));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,7 +172,9 @@ int main(int argc, char** argv) {
   if (mode == "calls" && argc == 3) return calls(std::atoi(argv[2]));
   if (mode == "threads" && argc == 3) return threads(std::atol(argv[2]));
   if (mode == "cuda" && argc == 3) return cuda(std::atoi(argv[2]));
-  std::fputs("usage: osrt_app sleeps <long> <short> <long_ms> <short_us> | calls <n> | threads <hold_ms> | cuda <n>\n",
+  if (mode == "signals" && argc == 3) return signals(std::atol(argv[2]));
+  std::fputs("usage: osrt_app sleeps <long> <short> <long_ms> <short_us> | calls <n> | threads <hold_ms> | cuda <n> | "
+             "signals <n>\n",
              stderr);
   return 64;
 }

@@ -90,6 +90,24 @@ def test_calls_inside_cuda_calls_nest_under_them_and_cuda_counts_are_unchanged(t
         assert any(c["ts"] - slack <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"] + slack for c in cuda), e
 
 
+def test_signal_handlers_writing_while_records_are_written_lose_nothing(tmp_path):
+    # A 20 us timer whose handler calls write(2) interrupts the program's CUDA calls, often while their
+    # record is being written into the ring: the handler's write must not be recorded into the same
+    # space. Every CUDA call is kept, every handler write is either recorded whole or (inside the
+    # tracer) passed through, and the trace has no malformed record.
+    proc, trace = profile(tmp_path, [app("osrt_app"), "signals", "1000000"],
+                          options=["-t", "cuda,osrt", "--osrt-threshold", "0"])
+    lines = dict(line.split() for line in proc.stdout.splitlines())
+    handler_writes = int(lines["handler_writes"])
+    assert handler_writes > 100
+    totals = info_totals(info(trace))
+    assert totals["dropped"] == 0 and totals.get("malformed", 0) == 0, totals
+    summary = api_sum(trace, show_internal=False)
+    assert int(summary["cudaGetDevice"]["Num Calls"]) == 1000000
+    writes = int(api_sum(trace, report="osrt_sum")["write"]["Num Calls"])
+    assert 0.5 * handler_writes <= writes <= handler_writes
+
+
 def test_osrt_off_leaves_libc_alone(tmp_path):
     # Without -t osrt the wrappers are not even loaded: the program's environment says so.
     proc, trace = profile(tmp_path, ["sh", "-c", "echo $LD_PRELOAD"], options=["-t", "cuda"])
