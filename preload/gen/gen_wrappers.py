@@ -796,6 +796,9 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         if "internal" in f:
             fs.internal = c.boolean(f["internal"], where + " internal")
         if "variadic" in f:
+            if spec.domain != "os_runtime":
+                raise c.fail(where + " variadic", "only the OS runtime's wrappers forward a variadic argument "
+                                                  "(domain = \"os_runtime\"); remove the key")
             fs.variadic = c.string(f["variadic"], where + " variadic")
         if "hook" in f:
             h = c.table(f["hook"], where + " hook", {"name", "args"}, {"name", "args"})

@@ -397,6 +397,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "{param=\"count\",format=\"bytes\"},{param=\"count\",format=\"bytes\"},{param=\"count\",format=\"bytes\"},"
                 "{param=\"count\",format=\"bytes\"}]\n",
                 {"13 args", "at most 12"}},
+        BadCase{"VariadicArgumentOfAFixedFunction", "[functions.cudaMemcpy]\nvariadic = \"int extra\"\n",
+                {"[functions.cudaMemcpy] variadic", "only the OS runtime's wrappers forward a variadic argument"}},
         BadCase{"NotToml", "[functions.cudaMemcpy\n", {"not valid TOML"}}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
 
