@@ -7,8 +7,11 @@
 // On the simulator none of these does device work (cudaGetDevice reads a thread-local,
 // cudaPeekAtLastError another, cuDriverGetVersion a constant). nvtxRangePushA times a push/pop pair
 // of NVTX v3 (inline, through NVTX's own table; plt route only): a no-op without a tool.
+// pthread_mutex_lock times a lock/unlock pair of a free mutex (plt route only): an OS runtime call
+// (-t osrt) far under the threshold, of which only the lock is wrapped.
 //
-// usage: cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA] [plt|dlsym|getprocaddress]
+// usage: cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA|pthread_mutex_lock]
+//                    [plt|dlsym|getprocaddress]
 // stdout: "api <function>", "route <route>", "calls <n>", "failed <n>", "total_ns <ns>",
 //         "ns_per_call <ns>" (%.2f).
 // exit: 0, or 64 on a usage error, 1 when the route's library or function cannot be found (a failing
@@ -16,6 +19,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
+#include <pthread.h>
 #include <time.h>
 
 #include <cstdint>
@@ -26,7 +30,8 @@
 namespace {
 
 constexpr const char kUsage[] =
-    "cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA] [plt|dlsym|getprocaddress]";
+    "cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA|pthread_mutex_lock] "
+    "[plt|dlsym|getprocaddress]";
 
 long long now_ns() {
   timespec t;
@@ -61,11 +66,12 @@ int main(int argc, char** argv) {
   const char* route = argc > 3 ? argv[3] : "plt";
   bool peek = std::strcmp(api, "cudaPeekAtLastError") == 0;
   const bool nvtx = std::strcmp(api, "nvtxRangePushA") == 0;
-  if (nvtx && std::strcmp(route, "plt") != 0) {
-    std::fprintf(stderr, "error: nvtxRangePushA is timed through NVTX's own table only (route plt)\n");
+  const bool mutex = std::strcmp(api, "pthread_mutex_lock") == 0;
+  if ((nvtx || mutex) && std::strcmp(route, "plt") != 0) {
+    std::fprintf(stderr, "error: %s is timed on route plt only\n", api);
     return 64;
   }
-  if (!peek && !nvtx && std::strcmp(api, "cudaGetDevice") != 0) {
+  if (!peek && !nvtx && !mutex && std::strcmp(api, "cudaGetDevice") != 0) {
     std::fprintf(stderr, "error: unknown function '%s'\nusage: %s\n", api, kUsage);
     return 64;
   }
@@ -82,6 +88,12 @@ int main(int argc, char** argv) {
         nvtxRangePop();
       }
       (void)level;
+    } else if (mutex) {
+      static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+      for (long i = 0; i < iterations; ++i) {
+        failed += pthread_mutex_lock(&m) != 0;
+        pthread_mutex_unlock(&m);
+      }
     } else if (peek) {
       for (long i = 0; i < iterations; ++i) failed += cudaPeekAtLastError() != cudaSuccess;
     } else {
