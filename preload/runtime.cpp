@@ -358,27 +358,7 @@ extern "C" void cutrace_preload_record_osrt(preload::ThreadState& ts, uint32_t a
     return;
   }
   if (arg_count > abi::kMaxApiArgs) arg_count = abi::kMaxApiArgs;
-  const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8u * arg_count;
-  {
-    preload::WritingRecord writing(ts);
-    uint8_t* p = ts.producer.reserve(bytes);
-    if (p != nullptr) {
-      auto* r = reinterpret_cast<abi::ApiCallRecord*>(p);
-      r->header.kind = uint16_t(abi::RecordKind::kApiCall);
-      r->header.size = uint16_t(bytes);
-      r->header.aux = api_id;
-      r->begin = begin;
-      r->end = end;
-      r->result = result;
-      // Inside the calls in progress on this thread (a CUDA call whose driver made this ioctl).
-      r->depth = uint8_t(ts.depth < 255 ? ts.depth : 255);
-      r->outer_domains = uint8_t(ts.domains);
-      r->arg_count = uint8_t(arg_count);
-      r->flags = flags;
-      r->correlation = 0;
-      if (arg_count) std::memcpy(r->args, args, 8u * arg_count);
-      ts.producer.commit(bytes);
-    }
-  }
+  // Inside the calls in progress on this thread (a CUDA call whose driver made this ioctl).
+  preload::write_call_record(ts, api_id, begin, end, result, ts.depth, ts.domains, flags, args, arg_count);
   errno = saved_errno;
 }

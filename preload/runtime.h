@@ -134,6 +134,33 @@ struct WritingRecord {
   ThreadState& ts_;
 };
 
+// Writes one call's record into the thread's ring (counted as dropped when it does not fit). Shared by
+// CallScope and the OS runtime's out-of-line recording.
+__attribute__((always_inline)) inline void write_call_record(ThreadState& ts, uint32_t api_id, uint64_t begin,
+                                                             uint64_t end, uint64_t result, uint32_t depth,
+                                                             uint32_t outer_domains, uint8_t flags,
+                                                             const uint64_t* args, uint32_t arg_count) {
+  const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8u * arg_count;
+  WritingRecord writing(ts);
+  uint8_t* p = ts.producer.reserve(bytes);
+  if (CUTRACE_LIKELY(p != nullptr)) {
+    auto* r = reinterpret_cast<abi::ApiCallRecord*>(p);
+    r->header.kind = uint16_t(abi::RecordKind::kApiCall);
+    r->header.size = uint16_t(bytes);
+    r->header.aux = api_id;
+    r->begin = begin;
+    r->end = end;
+    r->result = result;
+    r->depth = uint8_t(depth < 255 ? depth : 255);
+    r->outer_domains = uint8_t(outer_domains);
+    r->arg_count = uint8_t(arg_count);
+    r->flags = flags;
+    r->correlation = 0;
+    if (arg_count) std::memcpy(r->args, args, 8u * arg_count);
+    ts.producer.commit(bytes);
+  }
+}
+
 // Times one call and writes its record. Nothing between the real call's return and the wrapper's
 // (rdtsc or the vDSO clock, plain stores into the ring) can change errno, so the program sees what the
 // real function left there without a save and restore; the slow paths that can (claiming a ring,
@@ -153,25 +180,7 @@ class CallScope {
     ts_.domains = outer_domains_;
   }
   __attribute__((always_inline)) inline void emit(uint32_t api_id, uint64_t result, uint8_t flags, const uint64_t* args, uint32_t arg_count) {
-    const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8u * arg_count;
-    WritingRecord writing(ts_);
-    uint8_t* p = ts_.producer.reserve(bytes);
-    if (CUTRACE_LIKELY(p != nullptr)) {
-      auto* r = reinterpret_cast<abi::ApiCallRecord*>(p);
-      r->header.kind = uint16_t(abi::RecordKind::kApiCall);
-      r->header.size = uint16_t(bytes);
-      r->header.aux = api_id;
-      r->begin = begin_;
-      r->end = end_;
-      r->result = result;
-      r->depth = uint8_t(depth_ < 255 ? depth_ : 255);
-      r->outer_domains = uint8_t(outer_domains_);
-      r->arg_count = uint8_t(arg_count);
-      r->flags = flags;
-      r->correlation = 0;
-      if (arg_count) std::memcpy(r->args, args, 8u * arg_count);
-      ts_.producer.commit(bytes);
-    }
+    write_call_record(ts_, api_id, begin_, end_, result, depth_, outer_domains_, flags, args, arg_count);
   }
 
  private:
