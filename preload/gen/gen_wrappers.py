@@ -516,9 +516,12 @@ def run_tool(cmd: list[str], what: str) -> str:
     return proc.stdout
 
 
-def exported_functions(nm: str, binary: Path) -> list[str]:
+def exported_functions(nm: str, binary: Path) -> tuple[list[str], str | None]:
+    """The exported functions, and the symbol version they are all defined under (None: unversioned,
+    as the driver and libc's mix of versions are for this purpose)."""
     out = run_tool([nm, "-D", "--defined-only", str(binary)], f"list the exports of {binary}")
     names = set()
+    versions = set()
     for line in out.splitlines():
         fields = line.split()
         if len(fields) < 3:
@@ -526,10 +529,13 @@ def exported_functions(nm: str, binary: Path) -> list[str]:
         kind, name = fields[-2], fields[-1]
         # T/W: global and weak text symbols; i: GNU indirect functions.
         if kind in ("T", "W", "i"):
-            names.add(name.split("@", 1)[0])
+            name, _, version = name.partition("@")
+            names.add(name)
+            versions.add(version.lstrip("@"))
     if not names:
         raise GenError(f"{binary} exports no functions; is it the right library?")
-    return sorted(names)
+    version = versions.pop() if len(versions) == 1 else None
+    return sorted(names), version or None
 
 
 def elf_soname(binary: Path) -> str | None:
@@ -556,11 +562,15 @@ def elf_soname(binary: Path) -> str | None:
 
 
 class Preprocessor:
-    def __init__(self, cxx: list[str], include_dirs: list[str], flags: list[str]):
+    def __init__(self, cxx: list[str], include_dirs: list[str], flags: list[str], foreign_dirs: list[str] = ()):
         self.cxx = cxx
         self.include_dirs = include_dirs
         self.flags = flags
         self.dependencies: set[str] = set()
+        # Header directories of another version that no header read here may come from: a header missing
+        # from include_dirs would otherwise be found on the compiler's own path (/usr/local/include may hold
+        # the toolkit's) and mix two versions' declarations without a word.
+        self.foreign_dirs = [os.path.realpath(d) + os.sep for d in foreign_dirs]
 
     def run(self, source: str, extra_flags: list[str], what: str) -> str:
         with tempfile.TemporaryDirectory(prefix="cutrace-gen-") as tmp:
@@ -576,8 +586,15 @@ class Preprocessor:
                 text = dep.read_text().replace("\\\n", " ").replace("\\ ", "\0")
                 for path in text.split(":", 1)[-1].split():
                     path = path.replace("\0", " ")
-                    if path != str(src):
-                        self.dependencies.add(os.path.abspath(path))
+                    if path == str(src):
+                        continue
+                    self.dependencies.add(os.path.abspath(path))
+                    real = os.path.realpath(path)
+                    foreign = next((d for d in self.foreign_dirs if real.startswith(d)), None)
+                    if foreign:
+                        raise GenError(f"preprocessing {what} with the headers in {', '.join(self.include_dirs)} read "
+                                       f"{path} ({real}), which belongs to {foreign.rstrip(os.sep)}: the headers "
+                                       f"are incomplete; fetch them again (scripts/fetch-cuda12.sh)")
             return out
 
     def macro_value(self, header: str, macro: str) -> str | None:
@@ -666,6 +683,13 @@ class LibrarySpec:
     functions: dict[str, FunctionSpec]
     wrap: str = "exports"     # exports: every exported function; listed: only those under [functions]
     param_prefix: str = ""    # stripped from the headers' parameter names (glibc's __fd)
+    # versioned: the wrappers are defined under the library's own symbol version (cudaMalloc@libcudart.so.12),
+    # in libcutrace-cuda12.so, so that only references bound to that version reach them; plain: unversioned
+    # definitions in the shim, which every other reference reaches.
+    wrappers: str = "plain"
+    include_dirs: list[str] | None = None  # the headers of this library's version; None: --include-dir
+    extends: str | None = None             # the annotations file this one extends
+    symbol_version: str | None = None      # the version every export is defined under (set from the binary)
 
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -721,19 +745,49 @@ class TomlChecker:
         return s
 
 
-def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
+def read_toml(path: Path) -> dict:
     try:
-        with open(annotations, "rb") as f:
-            doc = tomllib.load(f)
+        with open(path, "rb") as f:
+            return tomllib.load(f)
     except OSError as e:
-        raise GenError(f"cannot read {annotations}: {e.strerror}") from None
+        raise GenError(f"cannot read {path}: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
-        raise GenError(f"{annotations}: not valid TOML: {e}") from None
+        raise GenError(f"{path}: not valid TOML: {e}") from None
+
+
+def merge_extended(doc: dict, annotations: Path, c: TomlChecker) -> dict:
+    """An annotations file that `extends` another (another major version of the same library) takes the
+    other's [library] keys and [functions] entries, overrides what it sets itself (a function entry as a
+    whole), and drops the functions it lists under `omit`: those its version does not export."""
+    lib = c.table(doc.get("library"), "[library]", set(doc.get("library") or {}))
+    if "extends" not in lib:
+        return doc
+    base_path = annotations.parent / c.string(lib["extends"], "[library] extends")
+    base = read_toml(base_path)
+    bc = TomlChecker(base_path)
+    bc.table(base, "top level", {"library", "functions"}, {"library"})
+    base_lib = bc.table(base["library"], "[library]", set(base["library"]))
+    if "extends" in base_lib or "omit" in base_lib:
+        raise c.fail("[library] extends", f"{base_path.name} extends another file itself; extend the file it extends")
+    functions = dict(bc.table(base.get("functions", {}), "[functions]", set(base.get("functions", {}))))
+    for fname in c.strings(lib.get("omit", []), "[library] omit"):
+        if fname not in functions:
+            raise c.fail("[library] omit", f"{base_path.name} has no [functions.{fname}]; remove '{fname}' from omit")
+        del functions[fname]
+    functions.update(c.table(doc.get("functions", {}), "[functions]", set(doc.get("functions", {}))))
+    merged = {k: v for k, v in base_lib.items()}
+    merged.update({k: v for k, v in lib.items() if k not in ("extends", "omit")})
+    return {"library": merged, "functions": functions, "extends": base_path.name}
+
+
+def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
+    doc = read_toml(annotations)
     c = TomlChecker(annotations)
     c.table(doc, "top level", {"library", "functions"}, {"library"})
+    doc = merge_extended(doc, annotations, c)
     lib = c.table(doc["library"], "[library]",
                   {"soname", "domain", "headers", "internal_headers", "separate_headers", "defines", "internal_prefixes", "success",
-                   "variant_suffixes", "missing_without_prototype", "results", "wrap", "param_prefix"},
+                   "variant_suffixes", "missing_without_prototype", "results", "wrap", "param_prefix", "wrappers"},
                   {"soname", "domain", "headers", "results"})
     spec = LibrarySpec(
         name=name,
@@ -754,7 +808,11 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         functions={},
         wrap=c.choice(lib.get("wrap", "exports"), "[library] wrap", ("exports", "listed")),
         param_prefix=c.string(lib["param_prefix"], "[library] param_prefix") if "param_prefix" in lib else "",
+        wrappers=c.choice(lib.get("wrappers", "plain"), "[library] wrappers", ("plain", "versioned")),
     )
+    spec.extends = doc.get("extends")
+    if spec.wrappers == "versioned" and spec.domain == "os_runtime":
+        raise c.fail("[library] wrappers", "the OS runtime's wrappers are unversioned; remove the key")
     if spec.wrap == "listed" and spec.domain != "os_runtime":
         raise c.fail("[library] wrap", "\"listed\" is for the OS runtime (domain = \"os_runtime\"), whose wrappers "
                                        "live in a library of their own")
@@ -847,6 +905,19 @@ class Api:
     base: str | None = None       # the base function of a variant
     id: int = -1
     variadic_param: Param | None = None  # os_runtime: the argument read from a variadic call's `...`
+    # A plain wrapper whose function another major version (a versioned library of the same name) declares
+    # with another prototype: it must never call that version's function.
+    abi_changed: bool = False
+
+    @property
+    def versioned(self) -> bool:
+        return self.library.wrappers == "versioned"
+
+    @property
+    def symbol(self) -> str:
+        """The C name the wrapper is defined under: the export's own, or for a versioned wrapper one that
+        .symver then exports as NAME@VERSION."""
+        return f"cutrace_{self.library.name}_{self.name}" if self.versioned else self.name
 
     @property
     def param_names(self) -> list[str]:
@@ -926,8 +997,11 @@ def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
     if real_soname is not None and real_soname != lib.soname:
         raise GenError(f"{lib.annotations}: [library] soname is '{lib.soname}' but {lib.binary} is '{real_soname}'; "
                        f"use annotations written for this version of the library")
-    exports = exported_functions(nm, lib.binary)
+    exports, lib.symbol_version = exported_functions(nm, lib.binary)
     export_set = set(exports)
+    if lib.wrappers == "versioned" and lib.symbol_version is None:
+        raise GenError(f"{lib.annotations}: [library] wrappers = \"versioned\", but {lib.binary} does not define all its "
+                       f"functions under one symbol version; a versioned wrapper would never be bound")
     if lib.wrap == "listed" and not lib.functions:
         raise GenError(f"{lib.annotations}: wrap = \"listed\" but no [functions.NAME] entry lists a function to wrap")
 
@@ -937,8 +1011,10 @@ def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
         if fname not in export_set:
             close = difflib.get_close_matches(fname, exports, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
+            where = f"the entry of {lib.extends}, which this file extends: list it under [library] omit" \
+                if lib.extends and fname not in read_toml(lib.annotations).get("functions", {}) else "the entry"
             raise GenError(f"{lib.annotations}: [functions.{fname}]: {lib.binary.name} exports no function named "
-                           f"'{fname}'{hint}; remove or rename the entry")
+                           f"'{fname}'{hint}; remove or rename {where}")
 
     if lib.wrap == "listed":
         exports = [n for n in exports if n in lib.functions]
@@ -1105,7 +1181,30 @@ def c_string(s: str) -> str:
 
 
 def id_name(api: Api) -> str:
-    return f"kApi_{api.name}"
+    return f"kApi_{api.library.name}_{api.name}" if api.versioned else f"kApi_{api.name}"
+
+
+def soname_stem(soname: str) -> str:
+    """libcudart.so.13 -> libcudart.so: the library whatever its major version."""
+    return re.sub(r"(\.so)(\.\d+)*$", r"\1", soname)
+
+
+def mark_abi_changes(models: list[LibraryModel]) -> None:
+    """Flags each plain wrapper whose function a versioned library of the same name (another major
+    version) declares differently: resolving such a wrapper must never fall back to that version."""
+    other: dict[tuple[str, str], Prototype | None] = {}
+    for m in models:
+        if m.spec.wrappers == "versioned":
+            for a in m.apis:
+                other[(soname_stem(m.spec.soname), a.name)] = a.proto
+    for m in models:
+        if m.spec.wrappers != "plain":
+            continue
+        for a in m.apis:
+            twin = other.get((soname_stem(m.spec.soname), a.name))
+            # Only two known prototypes can be compared; a trampoline forwards the registers untouched.
+            if a.proto is not None and twin is not None and twin.signature_key() != a.proto.signature_key():
+                a.abi_changed = True
 
 
 def emit_ids(apis: list[Api]) -> str:
@@ -1127,7 +1226,7 @@ def emit_table(apis: list[Api]) -> str:
             items = ", ".join(f"{{{c_string(x.label)}, abi::ArgFormat::{ARG_FORMATS[x.fmt]}, "
                               f"{'format::kArgFlagOut' if x.out else '0'}, "
                               f"{c_string(x.type_name) if x.type_name else 'nullptr'}}}" for x in a.spec.args)
-            out.append(f"constexpr ApiArgInfo kArgs_{a.name}[] = {{{items}}};\n")
+            out.append(f"constexpr ApiArgInfo kArgs_{id_name(a)}[] = {{{items}}};\n")
     out.append("\n}  // namespace\n\nconst ApiInfo kApiTable[] = {\n")
     for a in apis:
         lib = a.library
@@ -1141,7 +1240,7 @@ def emit_table(apis: list[Api]) -> str:
             if a.spec:
                 api_class = a.spec.api_class
                 if a.spec.args:
-                    nargs, args = len(a.spec.args), f"kArgs_{a.name}"
+                    nargs, args = len(a.spec.args), f"kArgs_{id_name(a)}"
         display = c_string(a.report_name) if a.report_name else "nullptr"
         flags = "format::kApiFlagInternal" if a.internal else "0"
         out.append(f"    {{{c_string(a.name)}, {c_string(lib.soname)}, abi::ApiDomain::{DOMAINS[lib.domain]}, "
@@ -1153,6 +1252,10 @@ def emit_table(apis: list[Api]) -> str:
 
 
 def emit_real_functions(apis: list[Api]) -> str:
+    versions = ",\n".join(f"    {c_string(a.library.symbol_version) if a.library.symbol_version else 'nullptr'}"
+                          for a in apis)
+    # A versioned wrapper is reached only through its own version, whose library is then loaded.
+    fallback = ",\n".join(f"    {'true' if not a.versioned and not a.abi_changed else 'false'}" for a in apis)
     return HEADER_NOTE + r"""#include "runtime.h"
 
 #include "api_ids.h"
@@ -1161,6 +1264,28 @@ namespace cutrace::preload {
 
 // Filled lazily by resolve_real(); null means "not resolved yet".
 std::atomic<void*> g_real_functions[kApiCount];
+
+}  // namespace cutrace::preload
+
+// Exported for libcutrace-cuda12.so (shim_names.h), as an alias: the shim's own reads stay direct.
+extern "C" {
+extern __typeof__(cutrace::preload::g_real_functions) cutrace_shim_real_functions
+    __attribute__((alias("_ZN7cutrace7preload16g_real_functionsE"), visibility("default")));
+}
+
+namespace cutrace::preload {
+
+// The symbol version each real function is looked up under (its library's, e.g. libcudart.so.13), or
+// nullptr for an unversioned library.
+const char* const g_real_versions[] = {
+""" + versions + r"""};
+static_assert(sizeof(g_real_versions) / sizeof(g_real_versions[0]) == kApiCount);
+
+// Whether the wrapper may call another major version's function of the same name when its own
+// version is not loaded: a plain wrapper whose prototype that version declares alike.
+const bool g_may_fall_back[] = {
+""" + fallback + r"""};
+static_assert(sizeof(g_may_fall_back) / sizeof(g_may_fall_back[0]) == kApiCount);
 
 }  // namespace cutrace::preload
 
@@ -1213,7 +1338,7 @@ TRAMPOLINE_ASM = r"""    .p2align 4
 %(name)s:
     .cfi_startproc
     endbr64
-    movq _ZN7cutrace7preload16g_real_functionsE@GOTPCREL(%%rip), %%r11
+    movq %(real_functions)s@GOTPCREL(%%rip), %%r11
     movq %(offset)d(%%r11), %%r11
     testq %%r11, %%r11
     jz 1f
@@ -1329,7 +1454,7 @@ def emit_wrapper(api: Api) -> str:
         # A failed call may leave its out-parameters as the caller's uninitialised memory.
         hook = f"if ({result_ok}) {hook}"
 
-    b = [f'extern "C" CUTRACE_EXPORT {render(proto.ret)} {api.name}({params}) {{\n',
+    b = [f'extern "C" CUTRACE_EXPORT {render(proto.ret)} {api.symbol}({params}) {{\n',
          # Spelled out rather than decltype(&::name): a C++ header may add overloads (cublas_api.h does).
          f"  using CutraceFn = {render(proto.ret)} (*)({', '.join(p.declaration('') for p in proto.params)});\n",
          f"  CutraceFn cutrace_real = cutrace::preload::real_function<CutraceFn>({api_id});\n",
@@ -1418,9 +1543,45 @@ extern "C" __attribute__((visibility("hidden"), used)) uint64_t {missing_fn}() {
 asm(R"(
     .text
 """)
+        # A library of versioned wrappers reaches the shim's table through the name the shim exports it by.
+        table = "cutrace_shim_real_functions" if lib.wrappers == "versioned" else "_ZN7cutrace7preload16g_real_functionsE"
         for a in untimed:
-            out.append(TRAMPOLINE_ASM % {"name": a.name, "id": a.id, "offset": 8 * a.id, "missing": missing_fn})
+            out.append(TRAMPOLINE_ASM % {"name": a.symbol, "id": a.id, "offset": 8 * a.id, "missing": missing_fn,
+                                         "real_functions": table})
         out.append(')");\n')
+    if lib.wrappers == "versioned":
+        out.append(emit_versioned_exports(model))
+    return "".join(out)
+
+
+def emit_versioned_exports(model: LibraryModel) -> str:
+    """Exports a versioned library's wrappers as NAME@VERSION (hidden versions: an unversioned lookup such as
+    dlsym(RTLD_DEFAULT, NAME) passes them by), and hands their addresses to the shim, whose dlsym gives
+    them out for lookups through a handle of this library."""
+    lib, apis = model.spec, model.apis
+    out = [f"\n// {lib.soname}'s own symbol version: only references bound to it reach these wrappers.\nasm(R\"(\n"]
+    out += [f"    .symver {a.symbol}, {a.name}@{lib.symbol_version}\n" for a in apis]
+    out.append(')");\n\n')
+    untimed = [a for a in apis if a.proto is None]
+    out += [f'extern "C" char {a.symbol}[];  // a trampoline\n' for a in untimed]
+    out.append(f"\nextern \"C\" void cutrace_shim_register_wrappers(uint32_t first_id, uint32_t count, "
+               f"void* const* addresses);\n\nnamespace {{\n\nvoid* const kWrappers[] = {{\n")
+    out += [f"    reinterpret_cast<void*>(&{a.symbol}),\n" for a in apis]
+    first = apis[0].id
+    assert [a.id for a in apis] == list(range(first, first + len(apis)))
+    out.append(f"}};\n\n__attribute__((constructor)) void register_wrappers() {{\n"
+               f"  cutrace_shim_register_wrappers({first}, {len(apis)}, kWrappers);\n}}\n\n}}  // namespace\n")
+    return "".join(out)
+
+
+def emit_version_script(models: list[LibraryModel]) -> str:
+    """versioned.map: the version nodes of the versioned libraries' wrappers, and nothing else exported."""
+    out = ["# Generated by preload/gen/gen_wrappers.py: the symbol versions of libcutrace-cuda12.so's wrappers.\n"]
+    versioned = [m for m in models if m.spec.wrappers == "versioned"]
+    for k, m in enumerate(versioned):
+        out.append(f"{m.spec.symbol_version} {{\n  global:\n")
+        out += [f"    {a.name};\n" for a in m.apis]
+        out.append("  local:\n    *;\n};\n" if k == len(versioned) - 1 else "};\n")
     return "".join(out)
 
 
@@ -1538,10 +1699,12 @@ def emit_lookup(apis: list[Api], versions: list[tuple[str, int, bool, str]]) -> 
     # a handle hand out libc's own functions, as without cutrace.
     apis_all = apis
     apis = [a for a in apis if a.library.domain != "os_runtime"]
-    out += [f'extern "C" const char cutrace_export_{a.id}[] __asm__({c_string(a.name)});\n' for a in apis]
+    out += [f'extern "C" const char cutrace_export_{a.id}[] __asm__({c_string(a.name)});\n' for a in apis
+            if not a.versioned]
     out.append("\nstruct NamedApi {\n  const char* name;\n  int32_t id;\n};\n\n"
-               "// Sorted by strcmp, for a binary search.\nconstexpr NamedApi kApisByName[] = {\n")
-    out += [f"    {{{c_string(a.name)}, {a.id}}},\n" for a in sorted(apis, key=lambda a: a.name.encode())]
+               "// Sorted by strcmp (a name wrapped for two major versions: the plain wrapper first), for a binary\n"
+               "// search.\nconstexpr NamedApi kApisByName[] = {\n")
+    out += [f"    {{{c_string(a.name)}, {a.id}}},\n" for a in sorted(apis, key=lambda a: (a.name.encode(), a.versioned))]
     out.append("};\n\nstruct DriverVersion {\n  const char* symbol;\n  int32_t version;\n  bool per_thread;\n"
                "  int32_t id;\n};\n\n"
                "// Sorted by symbol (strcmp), then version: what cuGetProcAddress hands out for each request.\n"
@@ -1552,19 +1715,28 @@ def emit_lookup(apis: list[Api], versions: list[tuple[str, int, bool, str]]) -> 
     if not rows:
         out.append("    {nullptr, 0, false, -1},\n")
     out.append(f"}};\nconstexpr size_t kDriverVersionCount = {len(rows)};\n\n}}  // namespace\n\n")
-    out.append("namespace cutrace::preload {\n\nvoid* const g_wrapper_addresses[] = {\n")
-    out += [f"    const_cast<char*>(cutrace_export_{a.id}),\n" if a.library.domain != "os_runtime" else "    nullptr,\n"
-            for a in apis_all]
+    out.append("namespace cutrace::preload {\n\n"
+               "// The versioned wrappers' entries are filled when libcutrace-cuda12.so registers them.\n"
+               "void* g_wrapper_addresses[] = {\n")
+    out += [f"    const_cast<char*>(cutrace_export_{a.id}),\n" if a.library.domain != "os_runtime" and not a.versioned
+            else "    nullptr,\n" for a in apis_all]
     out.append("};\nstatic_assert(sizeof(g_wrapper_addresses) / sizeof(g_wrapper_addresses[0]) == kApiCount);\n\n")
-    out.append(r"""int32_t find_api(const char* name) {
-  size_t lo = 0, hi = sizeof(kApisByName) / sizeof(kApisByName[0]);
+    out.append(r"""size_t find_apis(const char* name, int32_t* ids, size_t capacity) {
+  constexpr size_t count = sizeof(kApisByName) / sizeof(kApisByName[0]);
+  size_t lo = 0, hi = count;
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
-    const int c = std::strcmp(kApisByName[mid].name, name);
-    if (c == 0) return kApisByName[mid].id;
-    if (c < 0) lo = mid + 1; else hi = mid;
+    if (std::strcmp(kApisByName[mid].name, name) < 0) lo = mid + 1; else hi = mid;
   }
-  return -1;
+  size_t found = 0;
+  for (size_t k = lo; k < count && found < capacity && std::strcmp(kApisByName[k].name, name) == 0; ++k)
+    ids[found++] = kApisByName[k].id;
+  return found;
+}
+
+int32_t find_api(const char* name) {
+  int32_t id = -1;
+  return find_apis(name, &id, 1) ? id : -1;
 }
 
 int32_t driver_proc_api(const char* symbol, int cuda_version, uint64_t flags) {
@@ -1596,6 +1768,8 @@ def emit_coverage(models: list[LibraryModel]) -> str:
             "library": m.spec.soname,
             "binary": str(m.spec.binary.resolve()),
             "domain": m.spec.domain,
+            "wrappers": m.spec.wrappers,
+            "symbol_version": m.spec.symbol_version,
             "exports": [a.name for a in m.apis],
             "untimed": [a.name for a in m.apis if a.proto is None],
             "annotated": [a.name for a in m.apis if a.annotated],
@@ -1617,6 +1791,9 @@ def main(argv: list[str]) -> int:
                     help="a library to wrap: a short name (it names wrappers_NAME.cpp), its annotations file and "
                          "the installed shared library whose exports are wrapped; repeat for more libraries")
     ap.add_argument("--include-dir", action="append", default=[], help="include directory of the headers")
+    ap.add_argument("--library-include", nargs=2, action="append", default=[], metavar=("NAME", "DIR"),
+                    help="an include directory for library NAME alone, in place of --include-dir (the headers of "
+                         "another major version); repeat for more directories")
     ap.add_argument("--cxx", default=os.environ.get("CXX", "c++"), help="C++ compiler used as the preprocessor")
     ap.add_argument("--cxx-flag", action="append", default=[], help="flag for the preprocessor, e.g. -std=c++20")
     ap.add_argument("--nm", default="nm", help="binutils nm")
@@ -1631,20 +1808,36 @@ def main(argv: list[str]) -> int:
     if len(set(names)) != len(names):
         raise GenError("each --library needs a different NAME")
 
+    own_includes: dict[str, list[str]] = {}
+    for name, directory in args.library_include:
+        if name not in names:
+            raise GenError(f"--library-include names '{name}', which no --library has")
+        own_includes.setdefault(name, []).append(directory)
     pre = Preprocessor([args.cxx], args.include_dir, args.cxx_flag)
+    preprocessors = {tuple(args.include_dir): pre}
     models: list[LibraryModel] = []
-    owner: dict[str, str] = {}
+    # Plain and versioned wrappers are different symbols (cudaMalloc, cudaMalloc@libcudart.so.12): the same
+    # name may be wrapped once as each.
+    owner: dict[tuple[str, str], str] = {}
     apis: list[Api] = []
     for name, annotations, binary in args.library:
-        model = build_library(load_library(name, Path(annotations), Path(binary)), pre, args.nm)
+        spec = load_library(name, Path(annotations), Path(binary))
+        dirs = own_includes.get(name, args.include_dir)
+        spec.include_dirs = dirs
+        if tuple(dirs) not in preprocessors:
+            preprocessors[tuple(dirs)] = Preprocessor([args.cxx], dirs, args.cxx_flag, foreign_dirs=args.include_dir)
+        lib_pre = preprocessors[tuple(dirs)]
+        model = build_library(spec, lib_pre, args.nm)
         for a in model.apis:
-            if a.name in owner:
-                raise GenError(f"{a.name} is exported by both {owner[a.name]} and {model.spec.soname}; a process can "
+            key = (a.name, spec.wrappers)
+            if key in owner:
+                raise GenError(f"{a.name} is exported by both {owner[key]} and {model.spec.soname}; a process can "
                                f"interpose only one of them, so wrap them in separate builds")
-            owner[a.name] = model.spec.soname
+            owner[key] = model.spec.soname
             a.id = len(apis)
             apis.append(a)
         models.append(model)
+    mark_abi_changes(models)
 
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write_output(args.out_dir / "api_ids.h", emit_ids(apis))
@@ -1657,8 +1850,12 @@ def main(argv: list[str]) -> int:
     versions = driver_versions(pre, args.include_dir) if has_driver else []
     write_output(args.out_dir / "api_lookup.cpp", emit_lookup(apis, versions))
     write_output(args.out_dir / "coverage.json", emit_coverage(models))
+    if any(m.spec.wrappers == "versioned" for m in models):
+        write_output(args.out_dir / "versioned.map", emit_version_script(models))
     if args.depfile:
-        deps = pre.dependencies | {os.path.abspath(a[1]) for a in args.library}
+        deps = set().union(*(p.dependencies for p in preprocessors.values()))
+        deps |= {os.path.abspath(a[1]) for a in args.library}
+        deps |= {os.path.abspath(m.spec.annotations.parent / m.spec.extends) for m in models if m.spec.extends}
         deps |= {os.path.realpath(a[2]) for a in args.library} | {os.path.abspath(__file__)}
         target = os.path.abspath(args.out_dir / "api_ids.h")
         escape = lambda p: p.replace(" ", "\\ ")  # noqa: E731
