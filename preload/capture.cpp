@@ -10,6 +10,16 @@ namespace cutrace::preload {
 
 constinit std::atomic<uint32_t> g_process_capture{~0u};
 
+}  // namespace cutrace::preload
+
+// Exported for libcutrace-cuda12.so (shim_names.h), as an alias: the shim's own reads stay direct.
+extern "C" {
+extern __typeof__(cutrace::preload::g_process_capture) cutrace_shim_process_capture
+    __attribute__((alias("_ZN7cutrace7preload17g_process_captureE"), visibility("default")));
+}
+
+namespace cutrace::preload {
+
 namespace {
 
 enum class Mode : uint8_t { kAlways, kProfilerApi, kNvtx };

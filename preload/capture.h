@@ -8,10 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shim_names.h"
+
 namespace cutrace::preload {
 
 // ANDed with the session's capture word on every call: all ones unless capture ranges are in use.
-extern std::atomic<uint32_t> g_process_capture;
+extern std::atomic<uint32_t> g_process_capture CUTRACE_SHIM_NAME("process_capture");
 
 // Reads the launcher's capture settings (abi::kCaptureEnvVar) once the session is attached.
 void init_capture();

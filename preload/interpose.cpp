@@ -144,14 +144,17 @@ bool is_wrapper(const void* p) {
   Dl_info info{};
   // dladdr leaves dlerror() alone (it reports failure by its result only).
   if (!dladdr(p, &info) || info.dli_saddr != p || !info.dli_sname) return false;
-  const int32_t id = find_api(info.dli_sname);
-  return id >= 0 && g_wrapper_addresses[id] == p;
+  int32_t ids[kMaxMajorVersions];
+  const size_t count = find_apis(info.dli_sname, ids, kMaxMajorVersions);
+  for (size_t k = 0; k < count; ++k)
+    if (g_wrapper_addresses[ids[k]] == p) return true;
+  return false;
 }
 
 void* wrapper_for(int32_t api_id, void* found, void* real) {
   if (api_id < 0 || uint32_t(api_id) >= kApiCount || !found) return found;
   void* wrapper = g_wrapper_addresses[api_id];
-  if (found == wrapper) return found;
+  if (!wrapper || found == wrapper) return found;
   if (!real && elf::other_version_of(kApiTable[api_id].library, elf::soname_of(reinterpret_cast<uintptr_t>(found))))
     return found;  // its prototypes may differ from those the wrapper was built with
   if (!real) {
@@ -240,25 +243,37 @@ namespace {
 // call dlsym) comes first and the program's lookup last: glibc clears the thread's previous dlerror()
 // at the start of every dl call, so what the program reads afterwards is exactly what its own lookup
 // left. What follows the lookup makes no dl call.
+// A name wrapped for two major versions (cudaMalloc in libcudart.so.13 and .12) has two candidates;
+// the lookup's result picks the one whose real function it found.
 struct Prepared {
-  int32_t id = -1;
-  void* real = nullptr;
+  int32_t ids[kMaxMajorVersions];
+  void* reals[kMaxMajorVersions];
+  size_t count = 0;
 };
 
 Prepared prepare_lookup(const char* name) {
   const int saved_errno = errno;
   note_loaded_objects(t_thread);
   Prepared p;
-  p.id = name ? find_api(name) : -1;
-  if (p.id >= 0) p.real = real_function<void*>(uint32_t(p.id));
+  p.count = name ? find_apis(name, p.ids, kMaxMajorVersions) : 0;
+  for (size_t k = 0; k < p.count; ++k) p.reals[k] = real_function<void*>(uint32_t(p.ids[k]));
   errno = saved_errno;
   return p;
 }
 
 void* finish_lookup(const Prepared& p, void* found) {
-  if (p.id < 0 || !found) return found;
+  if (p.count == 0 || !found) return found;
   const int saved_errno = errno;
-  void* result = wrapper_for(p.id, found, p.real);
+  // The versioned candidate first: a plain wrapper may fall back to the same function (resolve_real).
+  // A versioned wrapper its library has not registered is never handed out.
+  size_t pick = 0;
+  for (size_t k = p.count; k-- > 0;) {
+    if (p.reals[k] == found && g_wrapper_addresses[p.ids[k]]) {
+      pick = k;
+      break;
+    }
+  }
+  void* result = wrapper_for(p.ids[pick], found, p.reals[pick]);
   errno = saved_errno;
   return result;
 }

@@ -247,17 +247,30 @@ void redirect_imports(const elf::Object& o) {
       const ElfW(Sym)& sym = d.symtab[ELF64_R_SYM(rel.r_info)];
       if (sym.st_shndx != SHN_UNDEF || sym.st_name >= d.strsz) continue;
       const char* name = d.strtab + sym.st_name;
-      const int32_t id = find_api(name);
-      if (id < 0) continue;
+      int32_t ids[kMaxMajorVersions];
+      const size_t candidates = find_apis(name, ids, kMaxMajorVersions);
+      if (candidates == 0) continue;
       auto** slot = reinterpret_cast<void**>(o.bias + rel.r_offset);
       void* current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-      void* wrapper = g_wrapper_addresses[id];
-      if (current == wrapper) continue;
-      void* real = real_function<void*>(uint32_t(id));
       // Bound past the shim: the same decision as for a lookup through a handle that found `current`.
-      const bool bound_past = real && wrapper_for(id, current, real) == wrapper;
+      // Unbound (lazy): the wrapper of the one major version loaded; with two loaded, the slot's own
+      // version is not read here, and the slot is left to bind as it would.
       const bool lazy = type == R_X86_64_JUMP_SLOT && elf::contains(o, reinterpret_cast<uintptr_t>(current));
-      if (!bound_past && !(lazy && !defined_before_shim(name))) continue;
+      void* wrapper = nullptr;
+      size_t loaded = 0;
+      bool already = false;
+      for (size_t k = candidates; k-- > 0;) {
+        void* candidate = g_wrapper_addresses[ids[k]];
+        if (!candidate) continue;
+        if (current == candidate) already = true;
+        void* real = real_function<void*>(uint32_t(ids[k]));
+        if (!real) continue;
+        ++loaded;
+        if (!lazy && wrapper_for(ids[k], current, real) == candidate) wrapper = candidate;
+        if (lazy && !wrapper) wrapper = candidate;
+      }
+      if (already || !wrapper) continue;
+      if (lazy && (loaded != 1 || defined_before_shim(name))) continue;
       write_slot(slot, wrapper, relro_start, relro_end);
     }
   }

@@ -33,6 +33,18 @@ constinit thread_local ThreadState t_thread __attribute__((tls_model("initial-ex
 abi::SessionHeader* g_session = nullptr;
 bool g_clock_is_tsc = false;
 
+}  // namespace cutrace::preload
+
+// Exported for libcutrace-cuda12.so (shim_names.h): aliases, so that the shim's own accesses stay direct.
+extern "C" {
+extern __typeof__(cutrace::preload::g_session) cutrace_shim_session
+    __attribute__((alias("_ZN7cutrace7preload9g_sessionE"), visibility("default")));
+extern __typeof__(cutrace::preload::g_clock_is_tsc) cutrace_shim_clock_is_tsc
+    __attribute__((alias("_ZN7cutrace7preload14g_clock_is_tscE"), visibility("default")));
+}
+
+namespace cutrace::preload {
+
 namespace {
 
 enum AttachState : int { kNotTried = 0, kAttaching = 1, kAttached = 2, kNoSession = 3 };
@@ -303,12 +315,19 @@ void* resolve_real(uint32_t api_id) {
   const ApiInfo& info = kApiTable[api_id];
   const int saved_errno = errno;
   // RTLD_NEXT (asked from inside the shim) finds what the program would have bound to without it,
-  // including another preloaded tool stacked after cutrace.
-  void* fn = real_dlsym()(RTLD_NEXT, info.name);
+  // including another preloaded tool stacked after cutrace. Asked for the library's own symbol version
+  // where it has one, so that a wrapper built from CUDA 13's prototypes never calls CUDA 12's function
+  // (and the other way round); an unversioned definition (a tool's) still matches.
+  const char* version = g_real_versions[api_id];
+  void* fn = version ? real_dlvsym()(RTLD_NEXT, info.name, version) : real_dlsym()(RTLD_NEXT, info.name);
   // A library loaded with RTLD_LOCAL (ctypes, dlopen-based loaders) is not in the global scope that
   // RTLD_NEXT searches, but the program reaches its functions through the wrappers all the same:
   // look inside it by its soname, without another dl call.
   if (!fn) fn = elf::find_in_library(info.library, self_address(), info.name);
+  // Only another major version is loaded, and the program reached this wrapper by an unversioned name
+  // (dlsym(RTLD_DEFAULT, ...)): where both versions declare the function alike, calling that version's
+  // is what the program would have done without cutrace.
+  if (!fn && version && g_may_fall_back[api_id]) fn = real_dlsym()(RTLD_NEXT, info.name);
   errno = saved_errno;
   if (fn) g_real_functions[api_id].store(fn, std::memory_order_relaxed);
   return fn;

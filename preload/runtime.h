@@ -52,21 +52,25 @@ struct ThreadState {
 extern constinit thread_local ThreadState t_thread __attribute__((tls_model("initial-exec"), visibility("default")));
 
 // The session this process writes to, or nullptr when there is none (pure pass-through).
-extern abi::SessionHeader* g_session;
+extern abi::SessionHeader* g_session CUTRACE_SHIM_NAME("session");
 // True when timestamps are rdtsc ticks; fixed before the first ring is claimed.
-extern bool g_clock_is_tsc;
+extern bool g_clock_is_tsc CUTRACE_SHIM_NAME("clock_is_tsc");
 
 // Claims a ring for this thread, attaching the process to the session first if needed. Returns false
 // when there is no session or no ring could be had; in the latter case the lost record is counted.
-bool prepare_thread(ThreadState& ts) __attribute__((noinline, cold));
+bool prepare_thread(ThreadState& ts) CUTRACE_SHIM_NAME("prepare_thread") __attribute__((noinline, cold));
 
 // Whether some thread of this process has announced it to the session (its first ring was claimed).
 bool process_announced();
 
 // Returns the real function for an api id, resolving it on first use, or nullptr if no loaded library
 // provides it.
-void* resolve_real(uint32_t api_id) __attribute__((noinline, cold));
-extern std::atomic<void*> g_real_functions[];
+void* resolve_real(uint32_t api_id) CUTRACE_SHIM_NAME("resolve_real") __attribute__((noinline, cold));
+extern std::atomic<void*> g_real_functions[] CUTRACE_SHIM_NAME("real_functions");
+// Per api id (real_functions.cpp): the symbol version its real function is defined under (nullptr:
+// unversioned), and whether it may call another major version's function when its own is not loaded.
+extern const char* const g_real_versions[];
+extern const bool g_may_fall_back[];
 
 template <class Fn>
 inline Fn real_function(uint32_t api_id) {
@@ -196,18 +200,20 @@ void emit_string(ThreadState& ts, abi::StringKind kind, uint64_t key, const char
 // Hand-written hooks the generated wrappers call for functions whose meaning needs more than argument
 // slots. Each runs after the real call, whether or not capture is on.
 namespace hooks {
-void register_function(const void* host_stub, const char* device_name);
+void register_function(const void* host_stub, const char* device_name) CUTRACE_SHIM_NAME("register_function");
 // A driver handle (CUfunction, CUkernel) the call wrote to *handle_slot is named `name`.
-void name_kernel_handle(const void* handle_slot, const char* name);
+void name_kernel_handle(const void* handle_slot, const char* name) CUTRACE_SHIM_NAME("name_kernel_handle");
 // cuFuncGetName: `handle` is named *name_slot.
-void name_kernel_by_value(const void* handle, const char* const* name_slot);
+void name_kernel_by_value(const void* handle, const char* const* name_slot) CUTRACE_SHIM_NAME("name_kernel_by_value");
 // Entry-point queries: *pfn becomes the wrapper of the export it is (interpose.cpp).
-void driver_entry_point(const char* symbol, void** pfn, int version, unsigned long long flags);
-void runtime_entry_point(const char* symbol, void** pfn, unsigned long long flags);
-void runtime_entry_point_by_version(const char* symbol, void** pfn, int version, unsigned long long flags);
+void driver_entry_point(const char* symbol, void** pfn, int version, unsigned long long flags)
+    CUTRACE_SHIM_NAME("driver_entry_point");
+void runtime_entry_point(const char* symbol, void** pfn, unsigned long long flags) CUTRACE_SHIM_NAME("runtime_entry_point");
+void runtime_entry_point_by_version(const char* symbol, void** pfn, int version, unsigned long long flags)
+    CUTRACE_SHIM_NAME("runtime_entry_point_by_version");
 // cudaProfilerStart/Stop, cuProfilerStart/Stop: open and close the process's capture range (capture.cpp).
-void capture_start();
-void capture_stop();
+void capture_start() CUTRACE_SHIM_NAME("capture_start");
+void capture_stop() CUTRACE_SHIM_NAME("capture_stop");
 }  // namespace hooks
 
 }  // namespace cutrace::preload

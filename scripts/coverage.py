@@ -28,7 +28,8 @@ PROG = "coverage"
 CUDNN_PART_INTERNALS_PREFIXES = ("dummy", "register")
 
 
-def exported_functions(nm: str, binary: Path) -> set[str]:
+def exported_functions(nm: str, binary: Path, version: str | None = None) -> set[str]:
+    """The functions `binary` exports; with `version`, only those defined under that symbol version."""
     out = subprocess.run([nm, "-D", "--defined-only", str(binary)], capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"{PROG}: error: cannot read the exports of {binary}: {out.stderr.strip()}")
@@ -36,7 +37,9 @@ def exported_functions(nm: str, binary: Path) -> set[str]:
     for line in out.stdout.splitlines():
         parts = line.split()
         if len(parts) >= 3 and parts[1] in ("T", "W", "i"):
-            names.add(parts[2].split("@")[0])
+            name, _, defined_under = parts[2].partition("@")
+            if version is None or defined_under.lstrip("@") == version:
+                names.add(name)
     return names
 
 
@@ -71,13 +74,23 @@ def main(argv: list[str]) -> int:
             osrt_missing += [f"{lib['library']}: {n} (listed for -t osrt)" for n in lib["exports"]
                              if n not in osrt_exports]
 
+    # Another major version's wrappers (CUDA 12) are exported by libcutrace-cuda12.so under that
+    # library's own symbol version.
+    versioned_lib = args.build / "lib" / "libcutrace-cuda12.so"
+    if any(lib.get("wrappers") == "versioned" for lib in libraries) and not versioned_lib.exists():
+        print(f"{PROG}: error: {versioned_lib} does not exist; build cutrace first", file=sys.stderr)
+        return 2
+
     rows = []
     missing_total = []
     for lib in libraries:
         binary = Path(lib["binary"])
         installed = exported_functions(args.nm, binary)
-        wrapped = installed & shim_exports
-        missing = sorted(installed - shim_exports)
+        if lib.get("wrappers") == "versioned":
+            wrapped = installed & exported_functions(args.nm, versioned_lib, lib["symbol_version"])
+        else:
+            wrapped = installed & shim_exports
+        missing = sorted(installed - wrapped)
         missing_total += [f"{lib['library']}: {m}" for m in missing]
         untimed = sorted(set(lib["untimed"]) & wrapped)
         rows.append((lib, binary, len(installed), len(wrapped), len(wrapped) - len(untimed), untimed, missing))
@@ -130,7 +143,9 @@ def main(argv: list[str]) -> int:
                        f"(`preload/annotations/osrt.toml`, in `libcutrace-osrt.so`): "
                        + ", ".join(f"`{n}`" for n in lib["exports"]) + ".\n")
         out.append("\nThe driver's exports are read from the toolkit's stub (`lib64/stubs/libcuda.so`), which "
-                   "carries the same symbols as the driver that comes with the GPU's kernel module.\n")
+                   "carries the same symbols as the driver that comes with the GPU's kernel module. The `.so.12` "
+                   "libraries come from the pinned CUDA 12 wheels (`scripts/cuda12-wheels.txt`); their wrappers are "
+                   "`libcutrace-cuda12.so`'s, exported under each library's own symbol version.\n")
         for lib, binary, n_installed, n_wrapped, n_timed, untimed, missing in rows:
             if untimed:
                 out.append(f"\n## `{lib['library']}`: forwarded untimed ({len(untimed)})\n\n")

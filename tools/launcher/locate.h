@@ -11,6 +11,9 @@ namespace cutrace::launcher {
 inline constexpr const char* kPreloadFileName = "libcutrace-preload.so";
 // The OS runtime wrappers (-t osrt), always in the preload library's directory.
 inline constexpr const char* kOsrtFileName = "libcutrace-osrt.so";
+// The wrappers of CUDA 12's runtime and cuBLAS, in the preload library's directory where the build has
+// them (CUTRACE_CUDA12).
+inline constexpr const char* kCuda12FileName = "libcutrace-cuda12.so";
 inline constexpr const char* kRecorderFileName = "cutrace-recorder";
 inline constexpr const char* kPreloadEnvVar = "CUTRACE_PRELOAD_LIB";
 inline constexpr const char* kRecorderEnvVar = "CUTRACE_RECORDER";

@@ -124,10 +124,11 @@ TEST(ApiTable, IdsIndexTheTable) {
   ASSERT_EQ(cutrace::kApiTableSize, cutrace::kApiCount);
   EXPECT_STREQ(cutrace::kApiTable[cutrace::kApi_cudaMemcpy].name, "cudaMemcpy");
   EXPECT_STREQ(cutrace::kApiTable[cutrace::kApi___cudaLaunchKernel].name, "__cudaLaunchKernel");
-  std::set<std::string> names;
+  std::set<std::pair<std::string, std::string>> names;
   for (uint32_t i = 0; i < cutrace::kApiTableSize; ++i) {
     const auto& api = cutrace::kApiTable[i];
-    EXPECT_TRUE(names.insert(api.name).second) << api.name << " appears twice";
+    // A name may be wrapped once per major version of its library (cudaMalloc of .13 and .12).
+    EXPECT_TRUE(names.insert({api.name, api.library}).second) << api.name << " appears twice in " << api.library;
     EXPECT_LE(api.arg_count, cutrace::abi::kMaxApiArgs) << api.name;
     EXPECT_EQ(api.arg_count == 0, api.args == nullptr) << api.name;
     // One library, one domain: the tools group calls by domain.
@@ -135,7 +136,9 @@ TEST(ApiTable, IdsIndexTheTable) {
     const std::map<std::string, cutrace::abi::ApiDomain> domains = {
         {"libcudart.so.13", cutrace::abi::ApiDomain::kCudaRuntime}, {"libcuda.so.1", cutrace::abi::ApiDomain::kCudaDriver},
         {"libcublas.so.13", cutrace::abi::ApiDomain::kCublas},      {"libcublasLt.so.13", cutrace::abi::ApiDomain::kCublasLt},
-        {"libcudnn.so.9", cutrace::abi::ApiDomain::kCudnn},         {"libc.so.6", cutrace::abi::ApiDomain::kOsRuntime}};
+        {"libcudnn.so.9", cutrace::abi::ApiDomain::kCudnn},         {"libc.so.6", cutrace::abi::ApiDomain::kOsRuntime},
+        {"libcudart.so.12", cutrace::abi::ApiDomain::kCudaRuntime}, {"libcublas.so.12", cutrace::abi::ApiDomain::kCublas},
+        {"libcublasLt.so.12", cutrace::abi::ApiDomain::kCublasLt}};
     ASSERT_EQ(domains.count(library), 1u) << api.name << " lives in " << library;
     EXPECT_EQ(api.domain, domains.at(library)) << api.name;
   }

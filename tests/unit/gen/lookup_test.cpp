@@ -3,6 +3,7 @@
 // cudaTypedefs.h is exported as name, name_v2, ...; per-thread flavours carry _ptds/_ptsz).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "api_ids.h"
@@ -23,11 +24,32 @@ std::string export_for(const char* symbol, int version, uint64_t flags) {
 
 // The OS runtime's wrappers are not the shim's (libcutrace-osrt.so, -t osrt only): a lookup of read
 // through a handle gets libc's.
+// A name wrapped for two major versions finds both ids, the plain (CUDA 13) wrapper's first.
 TEST(ApiLookup, FindsEveryWrappedNameAndNothingElse) {
   for (uint32_t id = 0; id < cutrace::kApiCount; ++id) {
-    const bool osrt = cutrace::kApiTable[id].domain == cutrace::abi::ApiDomain::kOsRuntime;
-    EXPECT_EQ(find_api(cutrace::kApiTable[id].name), osrt ? -1 : int32_t(id)) << cutrace::kApiTable[id].name;
+    const auto& api = cutrace::kApiTable[id];
+    const bool osrt = api.domain == cutrace::abi::ApiDomain::kOsRuntime;
+    int32_t ids[cutrace::preload::kMaxMajorVersions];
+    const size_t count = cutrace::preload::find_apis(api.name, ids, cutrace::preload::kMaxMajorVersions);
+    if (osrt) {
+      EXPECT_EQ(count, 0u) << api.name;
+      continue;
+    }
+    EXPECT_NE(std::find(ids, ids + count, int32_t(id)), ids + count) << api.name << " in " << api.library;
+    for (size_t k = 0; k < count; ++k) EXPECT_STREQ(cutrace::kApiTable[ids[k]].name, api.name);
+    const bool major_12 = std::string(api.library).ends_with(".so.12");
+    if (!major_12) {
+      EXPECT_EQ(find_api(api.name), int32_t(id)) << api.name;
+    }
   }
+#ifdef CUTRACE_TEST_CUDA12
+  int32_t ids[cutrace::preload::kMaxMajorVersions];
+  ASSERT_EQ(cutrace::preload::find_apis("cudaMalloc", ids, cutrace::preload::kMaxMajorVersions), 2u);
+  EXPECT_EQ(ids[0], int32_t(cutrace::kApi_cudaMalloc));
+  EXPECT_EQ(ids[1], int32_t(cutrace::kApi_cudart12_cudaMalloc));
+  // Only CUDA 12 exports it: its one id is the versioned wrapper's.
+  EXPECT_EQ(find_api("cudaMemPrefetchAsync_v2"), int32_t(cutrace::kApi_cudart12_cudaMemPrefetchAsync_v2));
+#endif
   EXPECT_EQ(find_api("read"), -1);
   EXPECT_EQ(find_api("cudaMallocc"), -1);
   EXPECT_EQ(find_api(""), -1);
