@@ -127,7 +127,6 @@ inline constexpr uint64_t kDefaultKernelNs = 20000;
 inline constexpr double kDefaultCopyGBps = 10.0;
 inline constexpr uint64_t kDefaultDeviceMemoryMiB = 16384;
 inline constexpr int kDefaultDriverVersion = 13000;
-inline constexpr int kRuntimeVersion = 13000;
 inline constexpr uint64_t kAllocationGranularity = 256;
 inline constexpr const char kSleepMarker[] = "sleep_us_";
 inline constexpr int kDriverApiVersion = 13000;  // cuDriverGetVersion and the version cuGetProcAddress serves

@@ -70,9 +70,11 @@ cudaDeviceProp properties_of(int device) {
   p.memoryPoolsSupported = 1;
   p.ipcEventSupported = 1;
   p.clusterLaunch = 1;
+#if CUDART_VERSION >= 13000  // fields CUDA 13's cudaDeviceProp added
   p.deviceNumaId = -1;
   p.hostNumaId = -1;
   p.gpuPciDeviceID = 0x233010de;
+#endif
   return p;
 }
 
@@ -128,9 +130,14 @@ int attribute_of(cudaDeviceAttr attr, const cudaDeviceProp& p) {
     case cudaDevAttrMemoryPoolsSupported: return p.memoryPoolsSupported;
     case cudaDevAttrIpcEventSupport: return p.ipcEventSupported;
     case cudaDevAttrClusterLaunch: return p.clusterLaunch;
+#if CUDART_VERSION >= 13000
     case cudaDevAttrNumaId: return p.deviceNumaId;
     case cudaDevAttrHostNumaId: return p.hostNumaId;
     case cudaDevAttrGpuPciDeviceId: return int(p.gpuPciDeviceID);
+#else
+    case cudaDevAttrNumaId: return -1;
+    case cudaDevAttrHostNumaId: return -1;
+#endif
     default: return 0;
   }
 }
@@ -216,7 +223,8 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetStreamPriorityRange(int* least
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* runtimeVersion) {
   if (runtimeVersion == nullptr) return rt::record(cudaErrorInvalidValue);
-  *runtimeVersion = kRuntimeVersion;
+  // The version of the headers this runtime is built with: 13000, or 12090 for libcudart.so.12.
+  *runtimeVersion = CUDART_VERSION;
   return cudaSuccess;
 }
 
@@ -231,7 +239,11 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceSynchronize() {
   if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
   if (const rt::DriverApi* d = rt::driver()) {
     if (cudaError_t e = rt::bind_context(*d, device); e) return rt::record(e);
+#if CUDART_VERSION >= 13000
     return rt::record(rt::from_driver(d->ctx_synchronize(nullptr)));
+#else
+    return rt::record(rt::from_driver(d->ctx_synchronize()));
+#endif
   }
   timeline().synchronize_device(device);
   return cudaSuccess;

@@ -589,3 +589,68 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync_ptsz(void* dst, c
   return rt::record(
       rt::copy_from_symbol(dst, symbol, count, offset, kind, stream, kPerThread, false));
 }
+
+namespace simcuda::rt {
+namespace {
+
+// Prefetching moves nothing on the simulated device. It checks what the real runtime checks (a range
+// the device knows, a location that exists, a stream of this process), so that a call that reaches it
+// with its arguments garbled (forwarded through another version's prototype) fails.
+cudaError_t prefetch(const void* ptr, size_t count, cudaMemLocationType type, int id, cudaStream_t stream,
+                     DefaultStream flavour) {
+  std::optional<Allocation> a = memory().find(ptr);
+  if (!a || count == 0 || !a->contains(ptr, count)) return cudaErrorInvalidValue;
+  if (type == cudaMemLocationTypeDevice) {
+    if (cudaError_t e = check_device(id); e) return e;
+  } else if (type != cudaMemLocationTypeHost) {
+    return cudaErrorInvalidValue;
+  }
+  StreamId sid;
+  return resolve_stream(stream, flavour, &sid);
+}
+
+#if CUDART_VERSION < 13000
+cudaError_t prefetch_to_device(const void* ptr, size_t count, int device, cudaStream_t stream, DefaultStream flavour) {
+  return device == cudaCpuDeviceId ? prefetch(ptr, count, cudaMemLocationTypeHost, 0, stream, flavour)
+                                   : prefetch(ptr, count, cudaMemLocationTypeDevice, device, stream, flavour);
+}
+#endif
+
+}  // namespace
+}  // namespace simcuda::rt
+
+#if CUDART_VERSION >= 13000
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void* devPtr, size_t count, cudaMemLocation location,
+                                                          unsigned int, cudaStream_t stream) {
+  return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void* devPtr, size_t count,
+                                                               cudaMemLocation location, unsigned int,
+                                                               cudaStream_t stream) {
+  return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kPerThread));
+}
+#else
+// CUDA 12: a device number (cudaCpuDeviceId for the host); _v2 has CUDA 13's prototype.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void* devPtr, size_t count, int dstDevice,
+                                                          cudaStream_t stream) {
+  return rt::record(rt::prefetch_to_device(devPtr, count, dstDevice, stream, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void* devPtr, size_t count, int dstDevice,
+                                                               cudaStream_t stream) {
+  return rt::record(rt::prefetch_to_device(devPtr, count, dstDevice, stream, kPerThread));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync_v2(const void* devPtr, size_t count,
+                                                             cudaMemLocation location, unsigned int,
+                                                             cudaStream_t stream) {
+  return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kLegacy));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync_v2_ptsz(const void* devPtr, size_t count,
+                                                                  cudaMemLocation location, unsigned int,
+                                                                  cudaStream_t stream) {
+  return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kPerThread));
+}
+#endif

@@ -64,7 +64,11 @@ bool pop_call_configuration(CallConfiguration* out);
 struct DriverApi {
   PFN_cuMemAlloc_v3020 mem_alloc;
   PFN_cuMemFree_v3020 mem_free;
+#if CUDART_VERSION >= 13000
   PFN_cuCtxSynchronize_v13000 ctx_synchronize;  // the version CUDA 13 gets: it takes the context
+#else
+  PFN_cuCtxSynchronize_v2000 ctx_synchronize;   // CUDA 12's synchronises the current context
+#endif
   PFN_cuDevicePrimaryCtxRetain_v7000 primary_ctx_retain;
   PFN_cuCtxSetCurrent_v4000 ctx_set_current;
   PFN_cuMemcpy_v4000 memcpy[2];
