@@ -218,10 +218,16 @@ int run(const ProfileOptions& options) {
   const std::string preload_dir = preload_path.substr(0, preload_path.rfind('/') + 1);
   // CUDA 12's wrappers come before the shim: their definitions under CUDA 12's symbol versions must be
   // found ahead of the shim's unversioned ones, which would take those references too. A build without
-  // them has none to add.
+  // them (-DCUTRACE_CUDA12=OFF) has none to add.
   std::string ld_preload = preload_path;
-  if (const std::string cuda12_path = preload_dir + kCuda12FileName; access(cuda12_path.c_str(), R_OK) == 0)
+  if (CUTRACE_WITH_CUDA12) {
+    const std::string cuda12_path = preload_dir + kCuda12FileName;
+    if (access(cuda12_path.c_str(), R_OK) != 0)
+      return fail(kExitSetupFailed, "cutrace profile: " + cuda12_path +
+                                        " is missing, and without it CUDA 12 programs would be traced through CUDA "
+                                        "13's prototypes; rebuild or reinstall cutrace.");
     ld_preload = cuda12_path + ":" + ld_preload;
+  }
   // -t osrt: the OS runtime wrappers, a library of their own beside the shim, preloaded after it.
   if (options.trace_domains & abi::domain_bit(abi::ApiDomain::kOsRuntime)) {
     const std::string osrt_path = preload_dir + kOsrtFileName;

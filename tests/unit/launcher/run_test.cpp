@@ -313,9 +313,9 @@ TEST_F(LauncherRun, PreloadIsAppendedForTheProgramOnly) {
       "printf %s \"$LD_PRELOAD\" > preload; printf %s \"$CUTRACE_SESSION\" > session; "
       "grep -c launcher_test_preload /proc/$$/maps > mapped";
   EXPECT_EQ(profile({"-o", "run", "sh", "-c", script}, {{"LD_PRELOAD", PRELOAD_USERS}}), 0);
-  // CUDA 12's wrappers, where built beside the shim, come just before it.
+  // CUDA 12's wrappers, where the build has them, come just before the shim.
   const auto cuda12 = std::filesystem::path(PRELOAD_OURS).parent_path() / "libcutrace-cuda12.so";
-  const std::string ours = std::filesystem::exists(cuda12) ? cuda12.string() + ":" + PRELOAD_OURS : PRELOAD_OURS;
+  const std::string ours = CUTRACE_WITH_CUDA12 ? cuda12.string() + ":" + PRELOAD_OURS : PRELOAD_OURS;
   EXPECT_EQ(read_file(dir_ / "preload"), std::string(PRELOAD_USERS) + ":" + ours);
   EXPECT_EQ(read_file(dir_ / "session"), value_of(recorder_log(), "session"));
   EXPECT_GE(std::stoi(read_file(dir_ / "mapped")), 2);  // both libraries are in the program
