@@ -20,6 +20,23 @@ SIM_LIB = BUILD / "simcuda" / "lib"
 REAL_CUDA_LIB = Path(os.environ.get("CUDA_LIB_DIR", "/usr/local/cuda/lib64"))
 
 
+def _cmake_cache(key):
+    try:
+        for line in (BUILD / "CMakeCache.txt").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return line.split("=", 1)[1]
+    except OSError:
+        pass
+    return None
+
+
+# CUDA 12 beside 13 (-DCUTRACE_CUDA12=ON): the real CUDA 12 libraries from the pinned wheels, and the
+# simulated ones with CUDA 12's sonames. None when the build left CUDA 12 out.
+CUDA12 = _cmake_cache("CUTRACE_CUDA12") in ("ON", "TRUE", "1")
+REAL_CUDA12_LIB = Path(_cmake_cache("CUTRACE_CUDA12_ROOT") or "") / "lib" if CUDA12 else None
+SIM_LIB12 = BUILD / "simcuda" / "lib12"
+
+
 def app(name):
     path = APPS / name
     if not path.exists():

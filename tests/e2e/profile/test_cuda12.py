@@ -1,0 +1,154 @@
+"""CUDA 12 beside CUDA 13 (libcutrace-cuda12.so): a program built against CUDA 12 is recorded with CUDA
+12's prototypes, on the simulated CUDA 12 libraries and on the real libcudart.so.12 and libcublas.so.12
+of the pinned wheels (which fail without a driver, with their real error codes recorded unchanged);
+loaded by link, by dlopen through a framework's DT_RPATH, and by ctypes; and beside CUDA 13 in one
+process."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import APPS, CUDA12, REAL_CUDA12_LIB, SIM_LIB, SIM_LIB12, api_sum, app, calls, counts, info_totals, \
+    info, profile, sim_env
+
+pytestmark = pytest.mark.skipif(not CUDA12, reason="built with -DCUTRACE_CUDA12=OFF")
+
+# Without a driver (this machine): CUDA 12's runtime answers cudaErrorInsufficientDriver, cuBLAS
+# CUBLAS_STATUS_NOT_INITIALIZED.
+NO_DRIVER = not Path("/dev/nvidiactl").exists()
+
+
+def sim12_env():
+    return sim_env(LD_LIBRARY_PATH=f"{SIM_LIB12}:{SIM_LIB}")
+
+
+def real12_env():
+    return sim_env(LD_LIBRARY_PATH=str(REAL_CUDA12_LIB))
+
+
+def run(command, env):
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_cuda12_prototypes_reach_the_simulated_runtime_and_the_trace(tmp_path):
+    # CUDA 12's cudaMemPrefetchAsync takes a device number where CUDA 13's takes a cudaMemLocation and
+    # flags; the simulated runtime refuses a garbled stream, so both results say the call arrived intact.
+    command = [app("cuda12_app"), "prefetch"]
+    plain = run(command, sim12_env())
+    proc, trace = profile(tmp_path, command, env=sim12_env())
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == plain.stdout.splitlines()[:2] == [
+        "cudaMalloc 0 cudaStreamCreate 0", "cudaMemPrefetchAsync 0 cudaMemPrefetchAsync_v2 0"]
+    _, buffer, _, stream = lines[2].split()
+    events, _ = calls(trace, tmp_path)
+    assert counts(events) == {"cudaMalloc": 1, "cudaStreamCreate": 1, "cudaMemPrefetchAsync": 1,
+                              "cudaMemPrefetchAsync_v2": 1, "cudaStreamDestroy": 1, "cudaFree": 1}
+    for name in ("cudaMemPrefetchAsync", "cudaMemPrefetchAsync_v2"):
+        (event,) = [e for e in events if e["name"] == name]
+        assert event["args"] == {"devPtr": buffer, "count": 4096, "location": 0, "stream": stream, "result": 0,
+                                 "result_name": "cudaSuccess", "correlation": event["args"]["correlation"]}
+    assert info_totals(info(trace))["dropped"] == 0
+
+
+@pytest.mark.skipif(not NO_DRIVER, reason="an NVIDIA driver is present: calls do not fail")
+def test_the_real_cuda12_runtime_is_recorded_with_its_error_codes(tmp_path):
+    assert (REAL_CUDA12_LIB / "libcudart.so.12").exists()
+    command = [app("cuda12_app"), "calls", "1001"]
+    plain = run(command, real12_env())
+    proc, trace = profile(tmp_path, command, env=real12_env())
+    assert proc.stdout == plain.stdout == "cudaGetDevice 35 x1001\n"
+    events, _ = calls(trace, tmp_path)
+    assert counts(events) == {"cudaGetDevice": 1001}
+    assert {e["args"]["result_name"] for e in events} == {"cudaErrorInsufficientDriver"}
+
+    proc, trace = profile(tmp_path, [app("cuda12_app"), "prefetch"], env=real12_env(), name="prefetch")
+    assert proc.stdout.splitlines()[1] == "cudaMemPrefetchAsync 35 cudaMemPrefetchAsync_v2 35"
+    (prefetch,) = [e for e in calls(trace, tmp_path)[0] if e["name"] == "cudaMemPrefetchAsync"]
+    assert prefetch["args"]["result"] == 35 and prefetch["args"]["location"] == 0
+
+
+@pytest.mark.skipif(not NO_DRIVER, reason="an NVIDIA driver is present: calls do not fail")
+def test_the_real_cuda12_cublas_is_recorded_with_its_status(tmp_path):
+    command = [app("cuda12_app"), "cublas"]
+    plain = run(command, real12_env())
+    proc, trace = profile(tmp_path, command, env=real12_env(), options=["-t", "cuda,cublas"])
+    assert proc.stdout == plain.stdout == "cublasCreate 1\n"
+    events, _ = calls(trace, tmp_path, domains=("cublas",))
+    assert [(e["name"], e["args"]["result"]) for e in events] == [("cublasCreate_v2", 1)]
+    assert api_sum(trace, report="cublas_api_sum")["cublasCreate_v2"]["Num Calls"] == 1
+
+
+def framework_events(tmp_path, framework, env):
+    command = [app("cuda12_framework_main"), str(APPS / framework), "3"]
+    plain = run(command, env)
+    proc, trace = profile(tmp_path, command, env=env, options=["-t", "cuda,cublas"])
+    assert proc.stdout == plain.stdout
+    events, _ = calls(trace, tmp_path, domains=("cuda_runtime", "cublas"))
+    return proc.stdout, events
+
+
+@pytest.mark.skipif(not NO_DRIVER, reason="an NVIDIA driver is present: calls do not fail")
+def test_a_framework_loading_the_real_cuda12_libraries_through_its_rpath_is_traced(tmp_path):
+    # No LD_LIBRARY_PATH: libcuda12_framework.so finds the wheels' libraries through its DT_RPATH only.
+    env = sim_env()
+    env.pop("LD_LIBRARY_PATH")
+    stdout, events = framework_events(tmp_path, "libcuda12_framework.so", env)
+    assert stdout == "cudaGetDevice 35 x3\ncudaMemPrefetchAsync 35\ncublasCreate_v2 1\n"
+    assert counts(events) == {"cudaGetDevice": 3, "cudaMemPrefetchAsync": 1, "cublasCreate_v2": 1}
+    (prefetch,) = [e for e in events if e["name"] == "cudaMemPrefetchAsync"]
+    # The issue's case: CUDA 13's prototype recorded it as location 0 and stream 0x0.
+    assert prefetch["args"]["location"] == 1 and prefetch["args"]["stream"] == "0x5eed1234"
+    assert prefetch["args"]["result"] == 35
+
+
+def test_a_framework_loading_the_simulated_cuda12_libraries_is_traced(tmp_path):
+    stdout, events = framework_events(tmp_path, "libcuda12_framework_sim.so", sim_env())
+    # 0x1000 is no allocation of the simulated device: cudaErrorInvalidValue, as the real runtime says.
+    assert stdout == "cudaGetDevice 0 x3\ncudaMemPrefetchAsync 1\ncublasCreate_v2 0\n"
+    assert counts(events) == {"cudaGetDevice": 3, "cudaMemPrefetchAsync": 1, "cublasCreate_v2": 1}
+    (prefetch,) = [e for e in events if e["name"] == "cudaMemPrefetchAsync"]
+    assert prefetch["args"]["location"] == 1 and prefetch["args"]["stream"] == "0x5eed1234"
+
+
+@pytest.mark.parametrize("where", ["simulated", "real"])
+def test_ctypes_loading_cuda12_by_soname_is_traced(tmp_path, where):
+    if where == "real" and not NO_DRIVER:
+        pytest.skip("an NVIDIA driver is present: calls do not fail")
+    script = (
+        "import ctypes\n"
+        "rt = ctypes.CDLL('libcudart.so.12')\n"
+        "device = ctypes.c_int(-1)\n"
+        "results = {rt.cudaGetDevice(ctypes.byref(device)) for _ in range(7)}\n"
+        "prefetch = rt.cudaMemPrefetchAsync\n"
+        "prefetch.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]\n"
+        "print(sorted(results), prefetch(0x1000, 4096, 1, 0x5eed1234))\n")
+    env = sim12_env() if where == "simulated" else real12_env()
+    command = [sys.executable, "-c", script]
+    plain = run(command, env)
+    proc, trace = profile(tmp_path, command, env=env)
+    assert proc.stdout == plain.stdout == ("[0] 1\n" if where == "simulated" else "[35] 35\n")
+    events, _ = calls(trace, tmp_path)
+    assert counts(events) == {"cudaGetDevice": 7, "cudaMemPrefetchAsync": 1}
+    (prefetch,) = [e for e in events if e["name"] == "cudaMemPrefetchAsync"]
+    assert prefetch["args"]["location"] == 1 and prefetch["args"]["stream"] == "0x5eed1234"
+
+
+def test_cuda13_and_cuda12_runtimes_in_one_process_each_get_their_own_prototypes(tmp_path):
+    command = [app("two_runtimes")]
+    plain = run(command, sim12_env())
+    proc, trace = profile(tmp_path, command, env=sim12_env())
+    assert proc.stdout == plain.stdout == ("cuda13 cudaGetDevice 0 cudaMemPrefetchAsync 0 version 13000\n"
+                                           "cuda12 cudaGetDevice 0 cudaMemPrefetchAsync 0 version 12090\n")
+    events, _ = calls(trace, tmp_path)
+    assert counts(events) == {"cudaGetDevice": 2, "cudaMalloc": 2, "cudaMemPrefetchAsync": 2,
+                              "cudaRuntimeGetVersion": 2}
+    first, second = [e for e in events if e["name"] == "cudaMemPrefetchAsync"]
+    malloc13, malloc12 = [e for e in events if e["name"] == "cudaMalloc"]
+    # CUDA 13's call recorded location.id of its cudaMemLocation, CUDA 12's its device number; each
+    # with its own buffer and the legacy stream.
+    assert (first["args"]["devPtr"], first["args"]["location"], first["args"]["stream"]) == \
+        (malloc13["args"]["devPtr"], 0, "0x0")
+    assert (second["args"]["devPtr"], second["args"]["location"], second["args"]["stream"]) == \
+        (malloc12["args"]["devPtr"], 0, "0x0")
