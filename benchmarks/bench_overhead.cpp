@@ -10,14 +10,15 @@
 //
 // usage: bench_overhead [--calls N] [--rounds R]
 //                       [--api cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA|pthread_mutex_lock]
-//                       [--route plt|dlsym|getprocaddress]
+//                       [--route plt|dlsym|dlsym12|getprocaddress]
 // --api pthread_mutex_lock measures -t osrt: the OS runtime wrappers preloaded after the shim, osrt
 // captured (or not), and every lock of the free mutex far under the default 1000 ns threshold, so
 // "capture on" is the cost of a call that is timed and not recorded.
 // --route picks how the program reaches the function (tests/apps/cheap_calls.cpp): bound by the
 // dynamic linker (default), through dlsym on a dlopen handle, or cuDriverGetVersion through the
 // driver's cuGetProcAddress; each hands the program the same kind of wrapper, so each should cost the
-// same.
+// same. dlsym12 does the same with libcudart.so.12: CUDA 12's wrappers, which live in
+// libcutrace-cuda12.so and reach the shim's state through its exported names.
 // The paths of the program, the shim, the recorder and the simulated device come from the build
 // (compile definitions) and can be overridden with CUTRACE_BENCH_{APP,PRELOAD,RECORDER,SIMLIB}.
 #include <fcntl.h>
@@ -52,6 +53,8 @@ struct Paths {
   std::string preload = path_from("CUTRACE_BENCH_PRELOAD", CUTRACE_BENCH_PRELOAD);
   std::string recorder = path_from("CUTRACE_BENCH_RECORDER", CUTRACE_BENCH_RECORDER);
   std::string simlib = path_from("CUTRACE_BENCH_SIMLIB", CUTRACE_BENCH_SIMLIB);
+  // The simulated CUDA 12 runtime (--route dlsym12); empty in a build without CUDA 12.
+  std::string simlib12 = path_from("CUTRACE_BENCH_SIMLIB12", CUTRACE_BENCH_SIMLIB12);
   std::string cutrace = path_from("CUTRACE_BENCH_CUTRACE", CUTRACE_BENCH_CUTRACE);
 };
 
@@ -68,7 +71,7 @@ std::vector<std::string> base_environment(const Paths& paths) {
       continue;
     env.push_back(s);
   }
-  env.push_back("LD_LIBRARY_PATH=" + paths.simlib);
+  env.push_back("LD_LIBRARY_PATH=" + paths.simlib + (paths.simlib12.empty() ? "" : ":" + paths.simlib12));
   return env;
 }
 
@@ -147,9 +150,11 @@ TracedResult run_traced(const Paths& paths, long calls, const std::string& api, 
   char buf[16] = {};
   if (read(ready[0], buf, 6) != 6 || std::strncmp(buf, "ready\n", 6) != 0) die("the recorder did not start");
   std::vector<std::string> env = base_environment(paths);
-  // As cutrace profile -t osrt preloads them: the OS runtime wrappers beside the shim, after it.
-  env.push_back("LD_PRELOAD=" + paths.preload +
-                (osrt ? ":" + paths.preload.substr(0, paths.preload.rfind('/') + 1) + "libcutrace-osrt.so" : ""));
+  // As cutrace profile preloads them: CUDA 12's wrappers (where built) ahead of the shim, and with -t osrt
+  // the OS runtime wrappers after it.
+  const std::string lib_dir = paths.preload.substr(0, paths.preload.rfind('/') + 1);
+  env.push_back("LD_PRELOAD=" + (paths.simlib12.empty() ? "" : lib_dir + "libcutrace-cuda12.so:") + paths.preload +
+                (osrt ? ":" + lib_dir + "libcutrace-osrt.so" : ""));
   env.push_back("CUTRACE_SESSION=" + session.name());
   env.push_back("NVTX_INJECTION64_PATH=" + paths.preload);  // as cutrace profile sets it (-t nvtx)
   if (outside_range) env.push_back(std::string(cutrace::abi::kCaptureEnvVar) + "=cudaProfilerApi,stop,0");
@@ -224,7 +229,7 @@ int main(int argc, char** argv) {
     else if (a == "--route" && i + 1 < argc) route = argv[++i];
     else
       die("unknown argument '" + a +
-          "'; usage: bench_overhead [--calls N] [--rounds R] [--api NAME] [--route plt|dlsym|getprocaddress]");
+          "'; usage: bench_overhead [--calls N] [--rounds R] [--api NAME] [--route plt|dlsym|dlsym12|getprocaddress]");
   }
   if (calls <= 0 || rounds <= 0) die("--calls and --rounds must be positive");
   Paths paths;

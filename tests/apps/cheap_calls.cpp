@@ -2,6 +2,7 @@
 // runs it with and without the tracer. The function is reached by one of the routes the tracer covers:
 //   plt             a call of the linked runtime, bound by the dynamic linker (the classic route)
 //   dlsym           a pointer from dlsym on a dlopen(RTLD_LOCAL) handle of libcudart.so.13 (ctypes)
+//   dlsym12         the same with libcudart.so.12: CUDA 12's wrappers (libcutrace-cuda12.so)
 //   getprocaddress  cuDriverGetVersion from the driver's cuGetProcAddress_v2 (how the runtime, cuBLAS
 //                   and cuDNN reach the driver)
 // On the simulator none of these does device work (cudaGetDevice reads a thread-local,
@@ -11,7 +12,7 @@
 // (-t osrt) far under the threshold, of which only the lock is wrapped.
 //
 // usage: cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA|pthread_mutex_lock]
-//                    [plt|dlsym|getprocaddress]
+//                    [plt|dlsym|dlsym12|getprocaddress]
 // stdout: "api <function>", "route <route>", "calls <n>", "failed <n>", "total_ns <ns>",
 //         "ns_per_call <ns>" (%.2f).
 // exit: 0, or 64 on a usage error, 1 when the route's library or function cannot be found (a failing
@@ -31,7 +32,7 @@ namespace {
 
 constexpr const char kUsage[] =
     "cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA|pthread_mutex_lock] "
-    "[plt|dlsym|getprocaddress]";
+    "[plt|dlsym|dlsym12|getprocaddress]";
 
 long long now_ns() {
   timespec t;
@@ -101,8 +102,9 @@ int main(int argc, char** argv) {
       for (long i = 0; i < iterations; ++i) failed += cudaGetDevice(&device) != cudaSuccess;
     }
     total = now_ns() - start;
-  } else if (std::strcmp(route, "dlsym") == 0) {
-    void* runtime = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+  } else if (std::strcmp(route, "dlsym") == 0 || std::strcmp(route, "dlsym12") == 0) {
+    // The two functions timed have the same prototype in CUDA 12 and 13.
+    void* runtime = dlopen(std::strcmp(route, "dlsym") == 0 ? "libcudart.so.13" : "libcudart.so.12", RTLD_NOW | RTLD_LOCAL);
     if (peek) {
       auto fn = reinterpret_cast<cudaError_t (*)()>(lookup_or_die(runtime, api));
       start = now_ns();
