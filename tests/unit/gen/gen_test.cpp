@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -404,5 +405,117 @@ INSTANTIATE_TEST_SUITE_P(
                 {"[functions.cudaMemcpy] variadic", "only the OS runtime's wrappers forward a variadic argument"}},
         BadCase{"NotToml", "[functions.cudaMemcpy\n", {"not valid TOML"}}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
+
+#ifdef CUTRACE_TEST_CUDA12
+// --- another major version: CUDA 12's runtime, from the wheels' headers, extending cudart.toml ---
+
+class VersionedGenerator : public Generator {
+ protected:
+  // Runs the generator on CUDA 13's runtime and on CUDA 12's with `cuda12` as its annotations (which
+  // extend the real cudart.toml, copied beside them), CUDA 12 read with `cuda12_include`.
+  RunResult generate12(const std::string& cuda12, const std::string& cuda12_include = gen_test::kCuda12Include) {
+    fs::copy_file(fs::path(gen_test::kAnnotationsDir) / "cudart.toml", dir_ / "cudart.toml");
+    std::ofstream(dir_ / "cudart12.toml") << cuda12;
+    std::vector<std::string> argv{gen_test::kPython, gen_test::kGenerator,
+                                  "--library", "cudart", (dir_ / "cudart.toml").string(), gen_test::kRealCudart,
+                                  "--library", "cudart12", (dir_ / "cudart12.toml").string(), gen_test::kCuda12Cudart,
+                                  "--library-include", "cudart12", cuda12_include,
+                                  "--cxx", gen_test::kCxx, "--cxx-flag=-std=c++20", "--nm", gen_test::kNm,
+                                  "--out-dir", (dir_ / "out").string()};
+    for (const char* d : gen_test::kIncludeDirs) {
+      argv.push_back("--include-dir");
+      argv.push_back(d);
+    }
+    return run(argv);
+  }
+  std::string read(const char* name) const {
+    std::ifstream in(dir_ / "out" / name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+};
+
+constexpr const char kCuda12Library[] = R"([library]
+extends = "cudart.toml"
+soname = "libcudart.so.12"
+wrappers = "versioned"
+)";
+
+// The one difference of the real cudart12.toml, for the prototype CUDA 13 changed.
+constexpr const char kCuda12Prefetch[] = R"(
+[functions.cudaMemPrefetchAsync]
+args = [{ param = "dstDevice", format = "signed", name = "location" }]
+)";
+
+TEST_F(VersionedGenerator, ExtendedAnnotationsAreCheckedAgainstTheirOwnVersionsPrototypes) {
+  RunResult r = generate12(kCuda12Library);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("cudart12.toml: [functions.cudaMemPrefetchAsync] args[2]: 'location' is not a parameter "
+                          "of cudaMemPrefetchAsync(devPtr, count, dstDevice, stream)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(generated_anything());
+}
+
+TEST_F(VersionedGenerator, VersionedWrappersAreDefinedUnderTheLibrarysVersion) {
+  RunResult r = generate12(std::string(kCuda12Library) + kCuda12Prefetch);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gen_wrappers: libcudart.so.12: "), std::string::npos) << r.output;
+  const std::string wrappers = read("wrappers_cudart12.cpp");
+  EXPECT_NE(wrappers.find(".symver cutrace_cudart12_cudaMalloc, cudaMalloc@libcudart.so.12\n"), std::string::npos);
+  EXPECT_NE(wrappers.find("cudaMemPrefetchAsync(const void* devPtr, size_t count, int dstDevice, cudaStream_t stream)"),
+            std::string::npos);
+  EXPECT_NE(wrappers.find("cutrace_shim_register_wrappers("), std::string::npos);
+  const std::string map = read("versioned.map");
+  EXPECT_EQ(map.find("libcudart.so.12 {\n  global:\n"), map.find('\n') + 1) << map;
+  EXPECT_NE(map.find("    cudaMalloc;\n"), std::string::npos);
+  // Real functions are looked up under their own version, and a CUDA 13 wrapper whose prototype CUDA 12
+  // declares differently never falls back to CUDA 12's function.
+  const std::string real = read("real_functions.cpp");
+  EXPECT_NE(real.find("\"libcudart.so.13\""), std::string::npos);
+  EXPECT_NE(real.find("\"libcudart.so.12\""), std::string::npos);
+  const std::string ids = read("api_ids.h");
+  auto id_of = [&](const std::string& name) {
+    const size_t at = ids.find("  " + name + " = ");
+    EXPECT_NE(at, std::string::npos) << name;
+    return std::stoi(ids.substr(at + name.size() + 5));
+  };
+  auto may_fall_back = [&](int id) {
+    const size_t table = real.find("g_may_fall_back[] = {\n");
+    size_t line = table + std::string("g_may_fall_back[] = {\n").size();
+    for (int k = 0; k < id; ++k) line = real.find('\n', line) + 1;
+    return real.compare(line, 8, "    true") == 0;
+  };
+  EXPECT_TRUE(may_fall_back(id_of("kApi_cudaMalloc")));
+  EXPECT_FALSE(may_fall_back(id_of("kApi_cudaMemPrefetchAsync")));
+  EXPECT_FALSE(may_fall_back(id_of("kApi_cudart12_cudaMalloc")));
+}
+
+TEST_F(VersionedGenerator, AnOmittedEntryMustExistInTheExtendedFile) {
+  RunResult r = generate12(std::string(kCuda12Library) + "omit = [\"cudaMallocc\"]\n" + kCuda12Prefetch);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("[library] omit: cudart.toml has no [functions.cudaMallocc]"), std::string::npos) << r.output;
+}
+
+TEST_F(VersionedGenerator, AHeaderFromOutsideTheVersionsOwnDirectoriesStopsTheBuild) {
+  // CUDA 12's headers without crt/. Where the compiler's own path has the toolkit's headers (this
+  // machine links them into /usr/local/include), crt/host_defines.h would come from CUDA 13, which the
+  // generator refuses; elsewhere the preprocessor finds none. Either way the build stops naming it.
+  const fs::path partial = dir_ / "partial12";
+  fs::create_directories(partial);
+  for (const auto& entry : fs::directory_iterator(gen_test::kCuda12Include)) {
+    if (entry.path().filename() == "crt") continue;
+    if (entry.is_directory()) fs::create_directory_symlink(entry.path(), partial / entry.path().filename());
+    else fs::create_symlink(entry.path(), partial / entry.path().filename());
+  }
+  RunResult r = generate12(std::string(kCuda12Library) + kCuda12Prefetch, partial.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("crt/host_defines.h"), std::string::npos) << r.output;
+  const bool toolkit_on_the_compilers_path = fs::exists("/usr/local/include/crt/host_defines.h");
+  EXPECT_NE(r.output.find(toolkit_on_the_compilers_path ? "the headers are incomplete" : "No such file"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(generated_anything());
+}
+#endif
 
 }  // namespace
