@@ -1,0 +1,38 @@
+"""The driver (libcuda.so.1) is one library for CUDA 12 and 13 programs, wrapped once from CUDA 13's
+headers: this holds only while every export CUDA 12's cuda.h declares has the same prototype in CUDA
+13's. Compares them with the generator's own parser.
+Usage: driver_prototypes_test.py LIBCUDA_STUB CUDA13_INCLUDE CUDA12_INCLUDE CXX NM"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "preload" / "gen"))
+import gen_wrappers as gen  # noqa: E402
+
+
+def prototypes(cxx, include_dir, names):
+    pre = gen.Preprocessor([cxx], [include_dir], ["-std=c++20"])
+    # As driver.toml reads the headers: every entry point's own name, the legacy ones included.
+    tokens, _ = gen.tokenize_preprocessed(pre.run("#define __CUDA_API_VERSION_INTERNAL 1\n#include <cuda.h>\n", [],
+                                                  "cuda.h"))
+    return {name: protos[0] for name, protos in gen.collect_c_prototypes(tokens, names).items()}
+
+
+def main(stub, include13, include12, cxx, nm):
+    exports, _ = gen.exported_functions(nm, Path(stub))
+    cuda13 = prototypes(cxx, include13, set(exports))
+    cuda12 = prototypes(cxx, include12, set(exports))
+    assert len(cuda12) > 500, f"CUDA 12's cuda.h declares only {len(cuda12)} of the driver's exports"
+    missing = sorted(set(cuda12) - set(cuda13))
+    differ = sorted(n for n in cuda12 if n in cuda13 and cuda12[n].signature_key() != cuda13[n].signature_key())
+    for name in missing:
+        print(f"{name}: declared by CUDA 12's cuda.h ({cuda12[name].where}), not by CUDA 13's")
+    for name in differ:
+        print(f"{name}: CUDA 12 {cuda12[name].signature_key()} ({cuda12[name].where}), "
+              f"CUDA 13 {cuda13[name].signature_key()} ({cuda13[name].where})")
+    print(f"{len(cuda12)} driver exports declared by CUDA 12's cuda.h, {len(cuda13)} by CUDA 13's; "
+          f"{len(differ)} differ, {len(missing)} only in CUDA 12")
+    return 1 if missing or differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
