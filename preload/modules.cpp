@@ -331,6 +331,8 @@ void note_loaded_objects(ThreadState& ts) {
       g_reported.add(k);
     }
     ts.in_tracer--;
+    // A runtime loaded after the process announced itself (a framework's plug-in dlopens it).
+    report_cuda_runtime(ts);
   }
   g_last_adds.store(adds, std::memory_order_relaxed);
   g_last_subs.store(subs, std::memory_order_relaxed);

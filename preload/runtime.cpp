@@ -21,6 +21,7 @@
 #include <cstdlib>
 
 #include "api_ids.h"
+#include "api_lookup.h"
 #include "cutrace/api_table.h"
 #include "interpose.h"
 #include "loaded_objects.h"
@@ -70,6 +71,7 @@ pthread_key_t g_thread_exit_key;
 
 // Per-process facts, reset in a fork()ed child.
 std::atomic<bool> g_process_announced{false};
+std::atomic<bool> g_runtime_reported{false};
 uint64_t g_process_start_ticks = 0;
 bool g_is_forked_child = false;
 
@@ -138,6 +140,7 @@ void on_fork_child() {
   ts.domains = 0;
   ts.in_tracer = 0;
   g_process_announced.store(false, std::memory_order_relaxed);
+  g_runtime_reported.store(false, std::memory_order_relaxed);
   g_process_start_ticks = 0;
   g_is_forked_child = true;
   forget_reported_objects();
@@ -217,6 +220,31 @@ __attribute__((destructor)) void cutrace_preload_fini() {
   errno = saved_errno;
 }
 
+}  // namespace
+
+// The runtime the process really uses (a PyTorch or JAX wheel brings its own, CUDA 12's or 13's), asked
+// of the library itself, once it is loaded; the real function is called, not a wrapper, so the
+// program's trace does not show it.
+void report_cuda_runtime(ThreadState& ts) {
+  if (g_runtime_reported.load(std::memory_order_relaxed) || !ts.producer.header) return;
+  int32_t ids[kMaxMajorVersions];
+  const size_t count = find_apis("cudaRuntimeGetVersion", ids, kMaxMajorVersions);
+  for (size_t k = 0; k < count; ++k) {
+    using RuntimeGetVersion = int (*)(int*);
+    auto get_version = real_function<RuntimeGetVersion>(uint32_t(ids[k]));
+    int version = 0;
+    Dl_info where{};
+    if (!get_version || get_version(&version) != 0 || !dladdr(reinterpret_cast<void*>(get_version), &where) ||
+        !where.dli_fname)
+      continue;
+    if (!g_runtime_reported.exchange(true, std::memory_order_relaxed))
+      emit_string(ts, abi::StringKind::kCudaRuntime, uint64_t(version), where.dli_fname, strlen(where.dli_fname));
+    return;
+  }
+}
+
+namespace {
+
 void announce_process(ThreadState& ts) {
   char buf[abi::kMaxStringBytes];
   size_t n = read_small_file("/proc/self/cmdline", buf, sizeof buf);
@@ -228,15 +256,7 @@ void announce_process(ThreadState& ts) {
   ssize_t exe = readlink("/proc/self/exe", buf, sizeof buf);
   if (exe > 0) emit_string(ts, abi::StringKind::kProcessExe, 0, buf, size_t(exe));
   report_all_objects(ts);
-  // The runtime the process really uses (a PyTorch or JAX wheel brings its own), asked of the library
-  // itself; the real function is called, not our wrapper, so the program's trace does not show it.
-  using RuntimeGetVersion = int (*)(int*);
-  if (auto get_version = real_function<RuntimeGetVersion>(kApi_cudaRuntimeGetVersion)) {
-    int version = 0;
-    Dl_info where{};
-    if (get_version(&version) == 0 && dladdr(reinterpret_cast<void*>(get_version), &where) && where.dli_fname)
-      emit_string(ts, abi::StringKind::kCudaRuntime, uint64_t(version), where.dli_fname, strlen(where.dli_fname));
-  }
+  report_cuda_runtime(ts);
 }
 
 bool claim_ring(ThreadState& ts) {

@@ -62,6 +62,8 @@ bool prepare_thread(ThreadState& ts) CUTRACE_SHIM_NAME("prepare_thread") __attri
 
 // Whether some thread of this process has announced it to the session (its first ring was claimed).
 bool process_announced();
+// Names the CUDA runtime the process uses (once, when one is loaded; the thread must have a ring).
+void report_cuda_runtime(ThreadState& ts);
 
 // Returns the real function for an api id, resolving it on first use, or nullptr if no loaded library
 // provides it.

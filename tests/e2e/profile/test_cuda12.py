@@ -80,12 +80,16 @@ def test_the_real_cuda12_cublas_is_recorded_with_its_status(tmp_path):
     assert api_sum(trace, report="cublas_api_sum")["cublasCreate_v2"]["Num Calls"] == 1
 
 
-def framework_events(tmp_path, framework, env):
+def framework_events(tmp_path, framework, env, runtime_dir):
     command = [app("cuda12_framework_main"), str(APPS / framework), "3"]
     plain = run(command, env)
     proc, trace = profile(tmp_path, command, env=env, options=["-t", "cuda,cublas"])
     assert proc.stdout == plain.stdout
     events, _ = calls(trace, tmp_path, domains=("cuda_runtime", "cublas"))
+    # The runtime the framework loaded after the process had started recording is named, with its version.
+    text = info(trace)
+    assert f"CUDA runtime library: {Path(runtime_dir) / 'libcudart.so.12'}" in text, text
+    assert "  12.9  " in text, text
     return proc.stdout, events
 
 
@@ -94,7 +98,7 @@ def test_a_framework_loading_the_real_cuda12_libraries_through_its_rpath_is_trac
     # No LD_LIBRARY_PATH: libcuda12_framework.so finds the wheels' libraries through its DT_RPATH only.
     env = sim_env()
     env.pop("LD_LIBRARY_PATH")
-    stdout, events = framework_events(tmp_path, "libcuda12_framework.so", env)
+    stdout, events = framework_events(tmp_path, "libcuda12_framework.so", env, REAL_CUDA12_LIB)
     assert stdout == "cudaGetDevice 35 x3\ncudaMemPrefetchAsync 35\ncublasCreate_v2 1\n"
     assert counts(events) == {"cudaGetDevice": 3, "cudaMemPrefetchAsync": 1, "cublasCreate_v2": 1}
     (prefetch,) = [e for e in events if e["name"] == "cudaMemPrefetchAsync"]
@@ -104,7 +108,7 @@ def test_a_framework_loading_the_real_cuda12_libraries_through_its_rpath_is_trac
 
 
 def test_a_framework_loading_the_simulated_cuda12_libraries_is_traced(tmp_path):
-    stdout, events = framework_events(tmp_path, "libcuda12_framework_sim.so", sim_env())
+    stdout, events = framework_events(tmp_path, "libcuda12_framework_sim.so", sim_env(), SIM_LIB12)
     # 0x1000 is no allocation of the simulated device: cudaErrorInvalidValue, as the real runtime says.
     assert stdout == "cudaGetDevice 0 x3\ncudaMemPrefetchAsync 1\ncublasCreate_v2 0\n"
     assert counts(events) == {"cudaGetDevice": 3, "cudaMemPrefetchAsync": 1, "cublasCreate_v2": 1}
