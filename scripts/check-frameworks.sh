@@ -1,68 +1,88 @@
 #!/usr/bin/env bash
-# Opt-in check of cutrace on the real frameworks (too heavy for every CI run: about 4 GB of wheels).
-# Installs the pinned PyTorch and JAX CUDA 12 builds of scripts/frameworks/requirements.txt into a
-# virtual environment, profiles a short start-up and training step with each, and prints what was
-# recorded: calls per domain and function with their results, the processes, and cutrace's own
-# warnings (a CUDA library loaded with none of its calls recorded). It fails when a run fails, when a
-# process loaded the CUDA runtime and none of its calls was recorded, or when PyTorch's CUDA runtime
-# calls are missing. On a machine with a GPU the same step runs on the GPU.
-# Usage: scripts/check-frameworks.sh [BUILD_DIR]   (environment: CUTRACE_FRAMEWORKS_VENV, default
-# ~/.cache/cutrace/frameworks-venv; CUTRACE_FRAMEWORKS="torch jax" to choose)
+# Opt-in check of cutrace on the real frameworks (too heavy for every CI run: about 4 GB of wheels for
+# each CUDA version). For each set of scripts/frameworks/<set>.txt (cuda12: PyTorch and JAX built for
+# CUDA 12; cuda13: for CUDA 13) it installs the pinned wheels into a virtual environment of its own,
+# profiles a short start-up and training step with each framework, and prints what was recorded: calls
+# per domain and function with their results, the processes, and cutrace's own warnings (a CUDA
+# library loaded with none of its calls recorded). It also compares the exports of the CUDA libraries
+# the wheels brought with what cutrace wraps (scripts/coverage.py --libraries), so that a function no
+# wrapper exists for is listed rather than silently untraced. It fails when a run fails, when a process
+# loaded the CUDA runtime and none of its calls was recorded, or when PyTorch's CUDA runtime calls are
+# missing. On a machine with a GPU the same steps run on the GPU.
+# Usage: scripts/check-frameworks.sh [BUILD_DIR]   (environment: CUTRACE_FRAMEWORK_SETS, default
+# "cuda12 cuda13"; CUTRACE_FRAMEWORKS, default "torch jax"; CUTRACE_FRAMEWORKS_DIR for the virtual
+# environments, default ~/.cache/cutrace)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(realpath "${1:-$here/../build}")
 cutrace="$build/bin/cutrace"
-venv=${CUTRACE_FRAMEWORKS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/cutrace/frameworks-venv}
+venvs=${CUTRACE_FRAMEWORKS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cutrace}
+sets=${CUTRACE_FRAMEWORK_SETS:-cuda12 cuda13}
 frameworks=${CUTRACE_FRAMEWORKS:-torch jax}
 if [[ ! -x "$cutrace" ]]; then
   echo "$0: $cutrace does not exist; build cutrace first (cmake --build $build)" >&2
   exit 2
 fi
 
-requirements="$here/frameworks/requirements.txt"
-stamp="$venv/.cutrace-requirements"
-if [[ ! -f "$stamp" ]] || ! cmp -s "$requirements" "$stamp"; then
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
-  if ! "$venv/bin/python" -m pip install --quiet -r "$requirements"; then
-    echo "$0: could not install $requirements into $venv; check the network or the pip index" >&2
-    exit 1
+# The virtual environment of one set, installed once per version of its requirements.
+prepare() {
+  local requirements="$here/frameworks/$1.txt" venv="$venvs/frameworks-$1"
+  if [[ ! -f "$requirements" ]]; then
+    echo "$0: no $requirements" >&2
+    return 1
   fi
-  cp "$requirements" "$stamp"
-fi
+  if [[ ! -f "$venv/.cutrace-requirements" ]] || ! cmp -s "$requirements" "$venv/.cutrace-requirements"; then
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    if ! "$venv/bin/python" -m pip install --quiet -r "$requirements"; then
+      echo "$0: could not install $requirements into $venv; check the network or the pip index" >&2
+      return 1
+    fi
+    cp "$requirements" "$venv/.cutrace-requirements"
+  fi
+}
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/cutrace-frameworks.XXXXXX")
 status=0
-for fw in $frameworks; do
-  echo "=== $fw: cutrace profile -t cuda,nvtx,cublas,cudnn python scripts/frameworks/${fw}_step.py"
-  if ! "$cutrace" profile -o "$out/$fw" -t cuda,nvtx,cublas,cudnn --show-output true \
-       "$venv/bin/python" "$here/frameworks/${fw}_step.py" > "$out/$fw.stdout" 2> "$out/$fw.stderr"; then
-    echo "FAIL: the profiled run exited non-zero" && status=1
-  fi
-  sed 's/^/  | /' "$out/$fw.stdout"
-  grep '^cutrace' "$out/$fw.stderr" | sed 's/^/  /' || true
-  # A library loaded and never called is no fault (without a GPU, PyTorch loads cuBLAS and cuDNN and
-  # never calls them); a runtime loaded with none of its calls recorded is.
-  if grep -q 'libcudart[^ ]* was loaded but none of its calls\|no CUDA call was recorded' "$out/$fw.stderr"; then
-    echo "FAIL: a process loaded the CUDA runtime and cutrace recorded none of its calls" && status=1
-  fi
-  trace="$out/$fw.cutrace"
-  [[ -f "$trace" ]] || { echo "FAIL: no trace"; status=1; continue; }
-  "$cutrace" stats -r api_trace --show-internal true --format csv "$trace" > "$out/$fw.csv" 2>/dev/null || true
-  python3 - "$out/$fw.csv" "$fw" <<'PY' || status=1
+for set in $sets; do
+  prepare "$set" || { status=1; continue; }
+  venv="$venvs/frameworks-$set"
+  echo "=== $set: the CUDA libraries the wheels brought, against what cutrace wraps"
+  python3 "$here/coverage.py" --build "$build" --libraries "$venv" | sed 's/^/  /' || true
+  for fw in $frameworks; do
+    echo "=== $set $fw: cutrace profile -t cuda,nvtx,cublas,cudnn python scripts/frameworks/${fw}_step.py"
+    if ! "$cutrace" profile -o "$out/$set-$fw" -t cuda,nvtx,cublas,cudnn --show-output true \
+         "$venv/bin/python" "$here/frameworks/${fw}_step.py" > "$out/$set-$fw.stdout" 2> "$out/$set-$fw.stderr"; then
+      echo "FAIL: the profiled run exited non-zero" && status=1
+    fi
+    sed 's/^/  | /' "$out/$set-$fw.stdout"
+    grep '^cutrace' "$out/$set-$fw.stderr" | sed 's/^/  /' || true
+    # A library loaded and never called is no fault (without a GPU, PyTorch loads cuBLAS and cuDNN and
+    # never calls them); a runtime loaded with none of its calls recorded is.
+    if grep -q 'libcudart[^ ]* was loaded but none of its calls\|no CUDA call was recorded' "$out/$set-$fw.stderr"; then
+      echo "FAIL: a process loaded the CUDA runtime and cutrace recorded none of its calls" && status=1
+    fi
+    trace="$out/$set-$fw.cutrace"
+    [[ -f "$trace" ]] || { echo "FAIL: no trace"; status=1; continue; }
+    "$cutrace" stats -r api_trace --show-internal true --format csv "$trace" > "$out/$set-$fw.csv" 2>/dev/null || true
+    python3 - "$out/$set-$fw.csv" "$fw" <<'PY' || status=1
 import collections, csv, sys
 path, fw = sys.argv[1], sys.argv[2]
 rows = [r for r in csv.DictReader(l for l in open(path) if l.strip() and not l.startswith("#"))]
 by_domain = collections.Counter(r["Domain"] for r in rows)
 print(f"  calls recorded: {len(rows)}; by domain: {dict(by_domain)}")
-by_call = collections.Counter((r["Domain"], r["Name"], r["Result"]) for r in rows)
-for (domain, name, result), n in sorted(by_call.items(), key=lambda kv: -kv[1])[:25]:
-    print(f"    {n:7d}  {domain:13s} {name:40s} {result}")
+results = collections.defaultdict(collections.Counter)
+for r in rows:
+    results[(r["Domain"], r["Name"])][r["Result"]] += 1
+for (domain, name), seen in sorted(results.items(), key=lambda kv: -sum(kv[1].values()))[:25]:
+    shown = ", ".join(f"{k or '-'} x{n}" for k, n in seen.most_common(2)) if len(seen) <= 2 else f"{len(seen)} distinct results"
+    print(f"    {sum(seen.values()):7d}  {domain:13s} {name:40s} {shown}")
 if fw == "torch" and by_domain.get("cuda_runtime", 0) == 0:
     print("FAIL: PyTorch's CUDA runtime calls are missing")
     sys.exit(1)
 PY
-  "$cutrace" info "$trace" | sed -n '/^Processes/,/^Threads/p' | head -8 | sed 's/^/  /'
+    "$cutrace" info "$trace" | sed -n '/^Processes/,/^Threads/p' | head -8 | sed 's/^/  /'
+  done
 done
 echo "traces and outputs: $out"
 exit $status

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -43,12 +45,54 @@ def exported_functions(nm: str, binary: Path, version: str | None = None) -> set
     return names
 
 
+def wrapped_names(nm: str, lib: dict, shim_exports: set[str], versioned_lib: Path) -> set[str]:
+    if lib.get("wrappers") == "versioned":
+        return exported_functions(nm, versioned_lib, lib["symbol_version"])
+    return shim_exports
+
+
+def compare_libraries(args, libraries: list[dict], shim_exports: set[str], versioned_lib: Path) -> int:
+    """Every CUDA library under args.libraries (the wheels a framework installed, say) whose soname this
+    build wraps: its exported functions that have no wrapper, whose calls cutrace would not record.
+    A newer minor version than the one cutrace was built from exports functions the build never saw."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "preload" / "gen"))
+    import gen_wrappers  # noqa: E402  (its ELF reader: the soname of each file)
+
+    wrapped = {lib["library"]: lib for lib in libraries}
+    families = {re.sub(r"\.so(\.\d+)*$", ".so", s) for s in wrapped}
+    unwrapped_total = 0
+    for path in sorted(args.libraries.rglob("lib*.so*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            soname = gen_wrappers.elf_soname(path)
+        except (gen_wrappers.GenError, OSError, struct.error):
+            continue
+        if soname is None:
+            continue
+        if soname not in wrapped:
+            if re.sub(r"\.so(\.\d+)*$", ".so", soname) in families:
+                print(f"{path}: {soname}: this build wraps no library of that major version; none of its calls "
+                      f"would be recorded")
+                unwrapped_total += 1
+            continue
+        installed = exported_functions(args.nm, path)
+        missing = sorted(installed - wrapped_names(args.nm, wrapped[soname], shim_exports, versioned_lib))
+        unwrapped_total += len(missing)
+        print(f"{path}: {soname}: {len(installed)} exported functions, {len(installed) - len(missing)} wrapped"
+              + (f", NOT wrapped ({len(missing)}): {' '.join(missing)}" if missing else ""))
+    return 1 if unwrapped_total else 0
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", type=Path, required=True, help="the build directory")
     ap.add_argument("--nm", default="nm")
     ap.add_argument("--check", action="store_true", help="fail when an installed export is not wrapped")
     ap.add_argument("--write", type=Path, help="write the coverage report (Markdown) here")
+    ap.add_argument("--libraries", type=Path, metavar="DIR",
+                    help="instead: compare the CUDA libraries found under DIR (a framework's wheels) with what "
+                         "this build wraps, and list each function without a wrapper; exit 1 when there is one")
     args = ap.parse_args(argv)
 
     coverage_json = args.build / "preload" / "generated" / "coverage.json"
@@ -80,6 +124,9 @@ def main(argv: list[str]) -> int:
     if any(lib.get("wrappers") == "versioned" for lib in libraries) and not versioned_lib.exists():
         print(f"{PROG}: error: {versioned_lib} does not exist; build cutrace first", file=sys.stderr)
         return 2
+
+    if args.libraries:
+        return compare_libraries(args, libraries, shim_exports, versioned_lib)
 
     rows = []
     missing_total = []
