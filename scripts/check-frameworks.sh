@@ -6,9 +6,10 @@
 # per domain and function with their results, the processes, and cutrace's own warnings (a CUDA
 # library loaded with none of its calls recorded). It also compares the exports of the CUDA libraries
 # the wheels brought with what cutrace wraps (scripts/coverage.py --libraries), so that a function no
-# wrapper exists for is listed rather than silently untraced. It fails when a run fails, when a process
-# loaded the CUDA runtime and none of its calls was recorded, or when PyTorch's CUDA runtime calls are
-# missing. On a machine with a GPU the same steps run on the GPU.
+# wrapper exists for is listed rather than silently untraced. It fails when a traced run exits or
+# prints other than the same run without cutrace, when a process loaded the CUDA runtime and none of
+# its calls was recorded, or when PyTorch's CUDA runtime calls are missing. On a machine with a GPU
+# the same steps run on the GPU.
 # Usage: scripts/check-frameworks.sh [BUILD_DIR]   (environment: CUTRACE_FRAMEWORK_SETS, default
 # "cuda12 cuda13"; CUTRACE_FRAMEWORKS, default "torch jax"; CUTRACE_FRAMEWORKS_DIR for the virtual
 # environments, default ~/.cache/cutrace)
@@ -51,9 +52,18 @@ for set in $sets; do
   python3 "$here/coverage.py" --build "$build" --libraries "$venv" | sed 's/^/  /' || true
   for fw in $frameworks; do
     echo "=== $set $fw: cutrace profile -t cuda,nvtx,cublas,cudnn python scripts/frameworks/${fw}_step.py"
-    if ! "$cutrace" profile -o "$out/$set-$fw" -t cuda,nvtx,cublas,cudnn --show-output true \
-         "$venv/bin/python" "$here/frameworks/${fw}_step.py" > "$out/$set-$fw.stdout" 2> "$out/$set-$fw.stderr"; then
-      echo "FAIL: the profiled run exited non-zero" && status=1
+    # The run without cutrace first: the traced one must exit and print the same.
+    plain_status=0
+    "$venv/bin/python" "$here/frameworks/${fw}_step.py" > "$out/$set-$fw.plain" 2>/dev/null || plain_status=$?
+    traced_status=0
+    "$cutrace" profile -o "$out/$set-$fw" -t cuda,nvtx,cublas,cudnn --show-output true \
+      "$venv/bin/python" "$here/frameworks/${fw}_step.py" > "$out/$set-$fw.stdout" 2> "$out/$set-$fw.stderr" ||
+      traced_status=$?
+    if [[ $traced_status != "$plain_status" ]] || ! cmp -s "$out/$set-$fw.plain" "$out/$set-$fw.stdout"; then
+      echo "FAIL: traced, the step exited $traced_status and printed differently; without cutrace it exited $plain_status"
+      status=1
+    elif [[ $plain_status != 0 ]]; then
+      echo "  the step exits $plain_status without cutrace too (exit codes above 128 are signals), and the same traced"
     fi
     sed 's/^/  | /' "$out/$set-$fw.stdout"
     grep '^cutrace' "$out/$set-$fw.stderr" | sed 's/^/  /' || true
