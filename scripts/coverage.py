@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import struct
 import subprocess
 import sys
@@ -59,7 +58,7 @@ def compare_libraries(args, libraries: list[dict], shim_exports: set[str], versi
     import gen_wrappers  # noqa: E402  (its ELF reader: the soname of each file)
 
     wrapped = {lib["library"]: lib for lib in libraries}
-    families = {re.sub(r"\.so(\.\d+)*$", ".so", s) for s in wrapped}
+    families = {gen_wrappers.soname_stem(s) for s in wrapped}
     unwrapped_total = 0
     for path in sorted(args.libraries.rglob("lib*.so*")):
         if path.is_symlink() or not path.is_file():
@@ -71,7 +70,7 @@ def compare_libraries(args, libraries: list[dict], shim_exports: set[str], versi
         if soname is None:
             continue
         if soname not in wrapped:
-            if re.sub(r"\.so(\.\d+)*$", ".so", soname) in families:
+            if gen_wrappers.soname_stem(soname) in families:
                 print(f"{path}: {soname}: this build wraps no library of that major version; none of its calls "
                       f"would be recorded")
                 unwrapped_total += 1
