@@ -69,6 +69,21 @@ def test_the_real_cuda12_runtime_is_recorded_with_its_error_codes(tmp_path):
     assert prefetch["args"]["result"] == 35 and prefetch["args"]["location"] == 0
 
 
+def test_cuda12_cublas_and_its_cublaslt_calls_nest_on_the_simulated_libraries(tmp_path):
+    command = [app("cuda12_app"), "cublas"]
+    proc, trace = profile(tmp_path, command, env=sim12_env(), options=["-t", "cuda,cublas"])
+    assert proc.stdout == run(command, sim12_env()).stdout == "cublasCreate 0\ncublasDestroy 0\n"
+    events, _ = calls(trace, tmp_path, domains=("cublas", "cublaslt"))
+    # The simulated CUDA 12 cuBLAS calls its cuBLASLt through cublasLtCreate@libcublasLt.so.12.
+    assert [(e["name"], e["cat"]) for e in sorted(events, key=lambda e: e["ts"])] == [
+        ("cublasCreate_v2", "cublas"), ("cublasLtCreate", "cublaslt"),
+        ("cublasDestroy_v2", "cublas"), ("cublasLtDestroy", "cublaslt")]
+    create, lt_create = sorted(events, key=lambda e: e["ts"])[:2]
+    assert create["ts"] <= lt_create["ts"] and lt_create["ts"] + lt_create["dur"] <= create["ts"] + create["dur"]
+    summary = api_sum(trace, report="cublas_api_sum")
+    assert {n: int(r["Num Calls"]) for n, r in summary.items()} == {"cublasCreate_v2": 1, "cublasDestroy_v2": 1}
+
+
 @pytest.mark.skipif(not NO_DRIVER, reason="an NVIDIA driver is present: calls do not fail")
 def test_the_real_cuda12_cublas_is_recorded_with_its_status(tmp_path):
     command = [app("cuda12_app"), "cublas"]
