@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "recorder/library_exports.h"
+
 namespace cutrace::recorder {
 
 namespace {
@@ -353,7 +355,9 @@ void Recorder::set_api_table(const ApiInfo* table, uint32_t count) {
   naming_args_.assign(count, {-1, -1});
   api_domain_bits_.assign(count, 0);
   table_domains_ = 0;
+  wrapped_by_soname_.clear();
   for (uint32_t id = 0; id < count; ++id) {
+    if (table[id].library && table[id].name) wrapped_by_soname_[table[id].library].insert(table[id].name);
     if (uint32_t(table[id].domain) < 8) {
       api_domain_bits_[id] = uint8_t(abi::domain_bit(table[id].domain));
       table_domains_ |= api_domain_bits_[id];
@@ -431,6 +435,10 @@ void Recorder::remember_module(const uint8_t* record, uint32_t bytes) {
   if (!domain) return;
   p.loaded_domains |= domain;
   p.loaded_library.emplace(domain, std::string(file.substr(0, 120)));
+  // Bounded: the paths come from the rings. A path that is not absolute names no file to read.
+  if (domain != abi::domain_bit(abi::ApiDomain::kCudaDriver) && !path.empty() && path[0] == '/' &&
+      cuda_library_files_.size() < 256)
+    cuda_library_files_.emplace(std::string(path), std::make_pair(p.pid, domain));
 }
 
 std::vector<std::string> Recorder::warnings() const {
@@ -502,7 +510,56 @@ std::vector<std::string> Recorder::warnings() const {
   if (!any_cuda && capture_range_.empty())
     out.push_back("no CUDA call was recorded and no traced process loaded a CUDA library; check that the program uses "
                   "CUDA");
+  for (const std::string& w : library_warnings()) out.push_back(w);
   return out;
+}
+
+namespace {
+
+// libcudart.so.13 -> libcudart.so: the library whatever its major version.
+std::string_view soname_stem(std::string_view soname) {
+  const size_t so = soname.find(".so");
+  return so == std::string_view::npos ? soname : soname.substr(0, so + 3);
+}
+
+}  // namespace
+
+const std::vector<std::string>& Recorder::library_warnings() const {
+  if (library_warnings_) return *library_warnings_;
+  library_warnings_.emplace();
+  const uint32_t watched = trace_domains_ & table_domains_;
+  std::set<std::string_view> wrapped_stems;
+  for (const auto& [soname, names] : wrapped_by_soname_) wrapped_stems.insert(soname_stem(soname));
+  for (const auto& [path, loaded] : cuda_library_files_) {
+    const auto [pid, domain] = loaded;
+    if (!(domain & watched)) continue;  // a domain -t left out is silent by design
+    LibraryExports exports;
+    std::string error;
+    // A file that has gone or cannot be read since: nothing can be said about it.
+    if (!read_library_exports(path, &exports, &error) || exports.soname.empty()) continue;
+    const std::string who = path + " (" + exports.soname + ", loaded by process " + std::to_string(pid) + ")";
+    auto wrapped = wrapped_by_soname_.find(exports.soname);
+    if (wrapped == wrapped_by_soname_.end()) {
+      // cuDNN's parts (libcudnn_ops.so.9) are reached through libcudnn.so.9, whose exports are wrapped.
+      if (wrapped_stems.count(soname_stem(exports.soname)))
+        library_warnings_->push_back(who + " is a major version this cutrace has no wrappers for: none of its calls "
+                                           "was recorded; use a cutrace built for it");
+      continue;
+    }
+    std::vector<std::string_view> missing;
+    for (const std::string& name : exports.functions)
+      if (!wrapped->second.count(name)) missing.push_back(name);
+    if (missing.empty()) continue;
+    std::string names;
+    const size_t shown = std::min<size_t>(missing.size(), 8);
+    for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + std::string(missing[i]);
+    if (shown < missing.size()) names += ", ... (scripts/coverage.py --libraries lists them all)";
+    const bool one = missing.size() == 1;
+    library_warnings_->push_back(who + " exports " + std::to_string(missing.size()) + (one ? " function" : " functions") +
+                                 " this cutrace has no wrapper for (the library is newer than the one cutrace was "
+                                 "built from), so calls to " + (one ? "it are" : "them are") + " not recorded: " + names);
+  }
+  return *library_warnings_;
 }
 
 std::vector<names::ProcessNames> Recorder::kernel_names() const {

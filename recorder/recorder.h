@@ -17,6 +17,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -190,6 +192,15 @@ class Recorder {
   };
   void remember_string(const uint8_t* record);
   void remember_module(const uint8_t* record, uint32_t bytes);
+  // Warnings for CUDA library files that export functions the api table has no wrapper for (a newer
+  // version than the build's): their calls are not recorded. Read from the files once, when asked.
+  const std::vector<std::string>& library_warnings() const;
+  // CUDA library files the processes loaded (the driver aside: its exports are reached through
+  // cuGetProcAddress, and every newer driver adds some): path -> (pid of the first process, domain bit).
+  std::map<std::string, std::pair<uint32_t, uint32_t>> cuda_library_files_;
+  // The functions the api table wraps, by the soname of their library.
+  std::map<std::string, std::set<std::string>, std::less<>> wrapped_by_soname_;
+  mutable std::optional<std::vector<std::string>> library_warnings_;
   void remember_kernel_handle(const uint8_t* record);
   std::vector<ProcessKernels> kernels_;
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> kernels_index_;

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import APPS, SIM_LIB, api_sum, app, calls, profile, sim_env
+from conftest import APPS, SIM_LIB, api_sum, app, calls, info, profile, sim_env
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 RUNTIME_CALLS = {"cudaGetDeviceCount", "cudaMalloc", "cudaMemcpy", "cudaFree", "cudaDeviceSynchronize"}
@@ -124,3 +124,24 @@ def test_a_second_preloaded_tool_keeps_working(tmp_path):
         made = program_calls(proc.stdout)
         for name in ("cudaMalloc", "cudaFree"):
             assert table[name] == made[name], (command, name)
+
+
+def test_a_runtime_newer_than_the_build_has_its_unwrapped_functions_named(tmp_path):
+    # libcudart.so.13 exporting a function the toolkit cutrace was built from lacks: no wrapper can
+    # exist for it, so its calls go straight to the library. The run says so, naming the function,
+    # while the function both versions have is recorded as always.
+    future = APPS / "future" / "libcudart.so.13"
+    script = (f"import ctypes\nrt = ctypes.CDLL({str(future)!r})\ndevice = ctypes.c_int(-1)\n"
+              "print(rt.cudaGetDevice(ctypes.byref(device)), rt.cudaFutureFunction(), device.value)\n")
+    command = [sys.executable, "-c", script]
+    proc, trace = profile(tmp_path, command)
+    assert proc.stdout == subprocess.run(command, env=sim_env(), capture_output=True, text=True).stdout == "0 0 0\n"
+    events, _ = calls(trace, tmp_path)
+    assert [e["name"] for e in events] == ["cudaGetDevice"]
+    warning = (f"cutrace: warning: {future} (libcudart.so.13, loaded by process ")
+    lines = [l for l in proc.stderr.splitlines() if l.startswith(warning)]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].endswith("exports 1 function this cutrace has no wrapper for (the library is newer than the one "
+                             "cutrace was built from), so calls to it are not recorded: cudaFutureFunction."), lines[0]
+    # The trace keeps the warning.
+    assert "cudaFutureFunction" in info(trace)

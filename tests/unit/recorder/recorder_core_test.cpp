@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "recorder/library_exports.h"
 #include "recorder/recorder.h"
 #include "cutrace/session.h"
 #include "test_support.h"
@@ -535,6 +536,7 @@ constexpr uint32_t kRtMalloc = 0, kCublasSgemm = 2;
 class WarningTest : public RecorderTest {
  protected:
   // A process 4242 "./gemm" that loaded the runtime, the driver and cuBLAS, and made a runtime call.
+  // The libraries' paths name no file: what their files export is another test's business.
   void run_gemm_process(bool with_cublas_call) {
     start();
     rec_->set_api_table(kLibraryApis, 4);
@@ -542,10 +544,10 @@ class WarningTest : public RecorderTest {
     ASSERT_TRUE(r.valid());
     ASSERT_TRUE(r.push_string(abi::StringKind::kProcessCommand, 0, "./gemm 512"));
     ASSERT_TRUE(r.push_module("/work/gemm", 0x400000, abi::kModuleFlagMainProgram | abi::kModuleFlagNeedsCudart));
-    ASSERT_TRUE(r.push_module("/usr/local/cuda/lib64/libcudart.so.13", 0x7f0000000000, 0));
+    ASSERT_TRUE(r.push_module("/opt/cuda-test/lib64/libcudart.so.13", 0x7f0000000000, 0));
     ASSERT_TRUE(r.push_module("/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0x7f1000000000, 0));
-    ASSERT_TRUE(r.push_module("/usr/local/cuda/lib64/libcublasLt.so.13", 0x7f2000000000, 0));
-    ASSERT_TRUE(r.push_module("/usr/local/cuda/lib64/libcublas.so.13", 0x7f3000000000, 0));
+    ASSERT_TRUE(r.push_module("/opt/cuda-test/lib64/libcublasLt.so.13", 0x7f2000000000, 0));
+    ASSERT_TRUE(r.push_module("/opt/cuda-test/lib64/libcublas.so.13", 0x7f3000000000, 0));
     ASSERT_TRUE(r.push_call(kRtMalloc, 100, 200, 0));
     if (with_cublas_call) {
       ASSERT_TRUE(r.push_call(kCublasSgemm, 300, 400, 0));
@@ -584,6 +586,33 @@ TEST_F(WarningTest, NoWarningForALibraryTheTraceDidNotSelect) {
   run_gemm_process(/*with_cublas_call=*/false);
   EXPECT_TRUE(rec_->warnings().empty());
   finish();
+}
+
+// The real runtime against a table that wraps only cudaMalloc of it: every other export is named as one
+// whose calls cannot be recorded (what a runtime newer than the build looks like).
+TEST_F(WarningTest, ALibraryExportingFunctionsTheTableLacksIsNamed) {
+  trace_domains_ = abi::kCudaDomains;
+  start();
+  rec_->set_api_table(kLibraryApis, 4);
+  TestRing r = TestRing::claim(session_.header(), 0, 4243, 4243, 1000);
+  ASSERT_TRUE(r.valid());
+  ASSERT_TRUE(r.push_module(CUTRACE_TEST_CUDART, 0x7f0000000000, 0));
+  ASSERT_TRUE(r.push_call(kRtMalloc, 100, 200, 0));
+  r.retire();
+  rec_->poll();
+  cutrace::recorder::LibraryExports exports;
+  std::string error;
+  ASSERT_TRUE(cutrace::recorder::read_library_exports(CUTRACE_TEST_CUDART, &exports, &error)) << error;
+  const std::string expected = std::string(CUTRACE_TEST_CUDART) + " (" + exports.soname +
+                               ", loaded by process 4243) exports " + std::to_string(exports.functions.size() - 1) +
+                               " functions this cutrace has no wrapper for (the library is newer than the one "
+                               "cutrace was built from), so calls to them are not recorded: " +
+                               exports.functions[0] + ", ";
+  const std::vector<std::string> w = rec_->warnings();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind(expected, 0), 0u) << w[0];
+  EXPECT_NE(w[0].find(", ... (scripts/coverage.py --libraries lists them all)"), std::string::npos) << w[0];
+  EXPECT_EQ(w[0].find("cudaMalloc,"), std::string::npos) << "cudaMalloc is wrapped: " << w[0];
 }
 
 TEST_F(WarningTest, ACommandThatUsedNoCudaGetsOneLine) {
