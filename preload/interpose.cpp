@@ -118,6 +118,36 @@ dlvsym:
 namespace cutrace::preload {
 namespace {
 
+// Entry points already reported, by a hash of their name: each is sent once per process image. Bounded;
+// a driver hands out a few hundred entry points in all.
+constexpr size_t kReportedEntryPoints = 512;
+std::atomic<uint64_t> g_reported_entry_points[kReportedEntryPoints];
+
+// Whether `name` was not reported yet (and now is): open addressing over the table, lock-free.
+bool first_report_of(const char* name) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (const char* c = name; *c; ++c) h = (h ^ uint8_t(*c)) * 1099511628211ull;
+  if (h == 0) h = 1;
+  for (size_t i = 0; i < kReportedEntryPoints; ++i) {
+    std::atomic<uint64_t>& slot = g_reported_entry_points[(h + i) % kReportedEntryPoints];
+    uint64_t seen = slot.load(std::memory_order_relaxed);
+    if (seen == h) return false;
+    if (seen == 0 && slot.compare_exchange_strong(seen, h, std::memory_order_relaxed)) return true;
+    if (seen == h) return false;
+  }
+  return false;  // full: the warning already names plenty
+}
+
+// The driver handed out an entry point no wrapper exists for (one a newer runtime or library asks a
+// newer driver for): calls through it cannot be recorded, which the trace says (the recorder warns).
+void note_unwrapped_entry_point(const char* symbol, int cuda_version) {
+  ThreadState& ts = t_thread;
+  if (ts.in_tracer || !first_report_of(symbol)) return;
+  if (!ts.producer.header && !prepare_thread(ts)) return;
+  emit_string(ts, abi::StringKind::kUnwrappedEntryPoint, uint64_t(cuda_version), symbol,
+              strnlen(symbol, abi::kMaxStringBytes));
+}
+
 int runtime_version() {
   static std::atomic<int> cached{0};
   int v = cached.load(std::memory_order_relaxed);
@@ -186,7 +216,10 @@ void hand_out_driver_wrapper(const char* symbol, void** pfn, int cuda_version, u
   // The driver may return an address that is no export of its own; then the export the request
   // means is known from the versions cudaTypedefs.h lists.
   if (id < 0 && symbol) id = driver_proc_api(symbol, cuda_version, flags);
-  if (id < 0) return;
+  if (id < 0) {
+    if (symbol) note_unwrapped_entry_point(symbol, cuda_version);
+    return;
+  }
   void* real = real_function<void*>(uint32_t(id));
   // The driver hands out its internal implementations, not its exports (the exports are thin entry
   // points to the same code). A function inside the library whose export the wrapper calls is that

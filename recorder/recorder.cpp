@@ -385,6 +385,12 @@ void Recorder::remember_string(const uint8_t* record) {
       command.assign(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 200));
     return;
   }
+  if (s.header.aux == uint32_t(abi::StringKind::kUnwrappedEntryPoint)) {
+    // Bounded: a warning names a few, and ring contents are untrusted.
+    std::set<std::string>& names = kernels_[kernels_of_thread_[batch_thread_]].unwrapped_entry_points;
+    if (names.size() < 64) names.emplace(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 128));
+    return;
+  }
   if (s.header.aux != uint32_t(abi::StringKind::kKernelName) || kernel_name_bytes_ > kMaxKernelNameBytes) return;
   std::string& name = kernels_[kernels_of_thread_[batch_thread_]].kernels[s.key];
   if (!name.empty()) return;
@@ -475,6 +481,15 @@ std::vector<std::string> Recorder::warnings() const {
         if (p.loaded_domains & family & bit) silent.push_back(library(bit));
     }
     const std::string who = "process " + std::to_string(p.pid) + (p.command.empty() ? "" : " (" + p.command + ")");
+    if (!p.unwrapped_entry_points.empty() && (watched & driver)) {
+      std::string names;
+      for (const std::string& n : p.unwrapped_entry_points) names += (names.empty() ? "" : ", ") + n;
+      const bool one = p.unwrapped_entry_points.size() == 1;
+      out.push_back(who + ": the driver handed out " + std::to_string(p.unwrapped_entry_points.size()) +
+                    (one ? " entry point" : " entry points") + " this cutrace has no wrapper for (asked for by a CUDA "
+                    "runtime or library newer than the one cutrace was built from), so calls through " +
+                    (one ? "it are" : "them are") + " not recorded: " + names);
+    }
     std::string text;
     if (!capture_range_.empty() && !p.opened_capture_range) {
       // With -c a process is recorded only inside its ranges: one that never opened one says so, and

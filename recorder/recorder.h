@@ -189,6 +189,7 @@ class Recorder {
     bool cuda_program = false;
     bool opened_capture_range = false;  // a kCaptureState record came from it
     std::string command;  // kProcessCommand, else kProcessExe; bounded
+    std::set<std::string> unwrapped_entry_points;  // kUnwrappedEntryPoint: driver entry points without a wrapper
   };
   void remember_string(const uint8_t* record);
   void remember_module(const uint8_t* record, uint32_t bytes);

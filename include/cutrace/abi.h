@@ -156,6 +156,10 @@ enum class StringKind : uint32_t {
   // key = cudaRuntimeGetVersion() of the CUDA runtime the process uses (e.g. 12080 for 12.8), text =
   // that library's path. Sent once per process, when its first recorded call finds the runtime loaded.
   kCudaRuntime = 5,
+  // key = the CUDA version asked for, text = the symbol: the driver handed out an entry point
+  // (cuGetProcAddress, cudaGetDriverEntryPoint) that this build has no wrapper for, so calls through
+  // it are not recorded. Sent once per symbol per process image.
+  kUnwrappedEntryPoint = 6,
 };
 
 struct StringRecord {

@@ -1662,15 +1662,21 @@ def driver_versions(pre: Preprocessor, include_dirs: list[str]) -> list[tuple[st
     PFN_<symbol>_v<cuda version>[_ptds|_ptsz]; the k-th legacy-stream version of a symbol is exported as
     <symbol>, <symbol>_v2, ... <symbol>_v<k>, and a per-thread version as the export of the newest legacy
     version not newer than it, plus its suffix. The header is read as text (not preprocessed) because
-    the oldest versions sit behind #if blocks that a normal compile skips."""
+    the oldest versions sit behind #if blocks that a normal compile skips. The entry points of the
+    profiler and graphics interop headers are listed in typedef headers of their own beside it
+    (cudaProfilerTypedefs.h: cuProfilerStart, which a library may well look up)."""
     path = next((Path(d) / "cudaTypedefs.h" for d in include_dirs if (Path(d) / "cudaTypedefs.h").exists()), None)
     if path is None:
         raise GenError("cannot find cudaTypedefs.h, which lists the driver's entry point versions; pass the CUDA "
                        "include directory with --include-dir")
-    pre.dependencies.add(str(path.resolve()))
+    paths = sorted(path.parent.glob("cuda*Typedefs.h"))
+    text = ""
+    for p in paths:
+        pre.dependencies.add(str(p.resolve()))
+        text += p.read_text(errors="replace") + "\n"
     legacy: dict[str, set[int]] = {}
     per_thread: dict[str, dict[int, str]] = {}
-    for m in _PFN_RE.finditer(path.read_text(errors="replace")):
+    for m in _PFN_RE.finditer(text):
         symbol, version, suffix = m.group(1), int(m.group(2)), m.group(3)
         if suffix:
             per_thread.setdefault(symbol, {})[version] = suffix

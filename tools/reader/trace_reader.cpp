@@ -882,6 +882,8 @@ void TraceReader::apply_events() {
           proc.cuda_runtime_version = uint32_t(load<uint64_t>(r + offsetof(abi::StringRecord, key)));
           proc.cuda_runtime_path.assign(text);
           break;
+        case abi::StringKind::kUnwrappedEntryPoint:
+          break;  // the recorder's warning (metadata warning.N) names them
       }
     } else if (abi::RecordKind(h.kind) == abi::RecordKind::kApiCall) {
       apply_call_names(t, r, h.size);

@@ -145,3 +145,19 @@ def test_a_runtime_newer_than_the_build_has_its_unwrapped_functions_named(tmp_pa
                              "cutrace was built from), so calls to it are not recorded: cudaFutureFunction."), lines[0]
     # The trace keeps the warning.
     assert "cudaFutureFunction" in info(trace)
+
+
+def test_a_driver_entry_point_newer_than_the_build_is_named(tmp_path):
+    # cuGetProcAddress hands out an entry point the build has no wrapper for (a newer runtime asking a
+    # newer driver): its calls cannot be recorded, and the run says so, once for three lookups.
+    command = [app("future_entry_point")]
+    proc, trace = profile(tmp_path, command)
+    assert proc.stdout == subprocess.run(command, env=sim_env(), capture_output=True, text=True).stdout == \
+        "lookup 0 call 0\n" * 3
+    warnings = [l for l in proc.stderr.splitlines() if "entry point" in l]
+    assert len(warnings) == 1, proc.stderr
+    assert warnings[0].endswith(": the driver handed out 1 entry point this cutrace has no wrapper for (asked for by a "
+                                "CUDA runtime or library newer than the one cutrace was built from), so calls through "
+                                "it are not recorded: cuSimFutureFunction."), warnings[0]
+    events, _ = calls(trace, tmp_path, domains=("cuda_driver",))
+    assert [e["name"] for e in events if not e["name"].startswith("cuGetProcAddress")] == ["cuInit"]

@@ -877,6 +877,10 @@ CUresult CUDAAPI cuEventDestroy_v2(CUevent event) { return destroy_event(event);
 CUresult CUDAAPI cuProfilerStart() { return check_initialized(); }
 CUresult CUDAAPI cuProfilerStop() { return check_initialized(); }
 
+// An entry point of a driver newer than the toolkit: no header declares it and no export carries it,
+// as with a function a newer driver hands out to a newer runtime through cuGetProcAddress.
+CUresult CUDAAPI cuSimFutureFunction() { return check_initialized(); }
+
 }  // namespace
 }  // namespace impl
 
@@ -1124,6 +1128,7 @@ const ProcVersion kProcVersions[] = {
     I("cuModuleGetFunction", 2000, false, cuModuleGetFunction),
     I("cuModuleLoadData", 2000, false, cuModuleLoadData),
     I("cuModuleUnload", 2000, false, cuModuleUnload),
+    I("cuSimFutureFunction", 13020, false, cuSimFutureFunction),
     I("cuStreamBeginCapture", 10000, false, cuStreamBeginCapture),
     I("cuStreamBeginCapture", 10000, true, cuStreamBeginCapture_ptsz),
     I("cuStreamBeginCapture", 10010, false, cuStreamBeginCapture_v2),

@@ -67,6 +67,9 @@ TEST(ApiLookup, NewestVersionNotNewerThanTheRequest) {
   EXPECT_EQ(export_for("cuGetProcAddress", 11030, kDefault), "cuGetProcAddress");
   EXPECT_EQ(export_for("cuGetProcAddress", 12000, kDefault), "cuGetProcAddress_v2");
   EXPECT_EQ(export_for("cuLaunchKernel", 13000, kDefault), "cuLaunchKernel");
+  // Listed in cudaProfilerTypedefs.h, beside cudaTypedefs.h: a library may look the profiler up too.
+  EXPECT_EQ(export_for("cuProfilerStart", 13000, kDefault), "cuProfilerStart");
+  EXPECT_EQ(export_for("cuProfilerStop", 4000, kDefault), "cuProfilerStop");
 }
 
 TEST(ApiLookup, PerThreadFlagPicksThePerThreadFlavour) {
