@@ -153,8 +153,7 @@ int signals(long n) {
   for (long i = 0; i < n; ++i) {
     cudaGetDevice(&device), ++calls;
     // A few hundred ns between calls: a rate the recorder drains without drops on a shared machine.
-    for (volatile int spin = 0; spin < 64; spin = spin + 1) {
-    }
+    for (volatile int spin = 0; spin < 64;) spin = spin + 1;
   }
   g_calls["cudaGetDevice"] = calls;
   itimerval off{};

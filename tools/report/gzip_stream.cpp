@@ -13,7 +13,7 @@ struct GzipCookie {
   uint64_t* raw_bytes;
   z_stream z{};
   bool failed = false;
-  unsigned char out[1 << 16];
+  unsigned char out[1 << 16] = {};
 };
 
 bool drain(GzipCookie* c, int flush) {

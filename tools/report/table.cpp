@@ -40,7 +40,7 @@ constexpr size_t kGroupedNumberRoom = kNumberRoom + kNumberRoom / 3;
 // Writes the text of a number cell (any kind but kText) at `out`, which has room for
 // kGroupedNumberRoom bytes. Returns the end.
 char* write_number(char* out, const Cell& c, bool grouped) {
-  char buf[kNumberRoom];
+  char buf[kNumberRoom] = {};  // every path that reads it writes it first; the compiler cannot tell
   size_t n = 0;
   switch (c.kind) {
     case Cell::Kind::kText: return out;
