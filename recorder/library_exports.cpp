@@ -17,7 +17,8 @@ namespace {
 class MappedFile {
  public:
   bool open(const std::string& path, std::string* error) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // Non-blocking: a FIFO named like a library must not stall the recorder at the end of a run.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
       *error = std::strerror(errno);
       return false;

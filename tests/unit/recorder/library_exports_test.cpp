@@ -3,6 +3,7 @@
 #include "recorder/library_exports.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -64,6 +65,9 @@ TEST_F(LibraryExportsTest, WhatIsNoLibraryIsRefusedWithAReason) {
   EXPECT_FALSE(read_library_exports((dir_ / "text.so").string(), &e, &error));
   EXPECT_FALSE(error.empty());
   EXPECT_FALSE(read_library_exports(dir_.string(), &e, &error));  // a directory
+  // A FIFO with a library's name: refused at once, not waited on.
+  ASSERT_EQ(mkfifo((dir_ / "libcudart.so.13").c_str(), 0600), 0);
+  EXPECT_FALSE(read_library_exports((dir_ / "libcudart.so.13").string(), &e, &error));
 }
 
 // Every prefix of a real library, and the library with bytes overwritten throughout: never a crash or
