@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Opt-in check of cutrace on the real frameworks (too heavy for every CI run: about 4 GB of wheels for
+# Opt-in check of cutrace on the real frameworks (too heavy for every CI run: 7 to 8 GB installed for
 # each CUDA version). For each set of scripts/frameworks/<set>.txt (cuda12: PyTorch and JAX built for
 # CUDA 12; cuda13: for CUDA 13) it installs the pinned wheels into a virtual environment of its own,
 # profiles a short start-up and training step with each framework, and prints what was recorded: calls
