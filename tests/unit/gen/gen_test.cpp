@@ -313,10 +313,16 @@ class Generator : public ::testing::Test {
   RunResult generate(const std::string& functions) {
     const fs::path annotations = dir_ / "annotations.toml";
     std::ofstream(annotations) << library_ << "\n" << functions;
-    std::vector<std::string> argv{gen_test::kPython, gen_test::kGenerator,
-                                  "--library", "cudart", annotations.string(), gen_test::kRealCudart,
-                                  "--cxx", gen_test::kCxx, "--cxx-flag=-std=c++20", "--nm", gen_test::kNm,
-                                  "--out-dir", (dir_ / "out").string()};
+    return run_generator({"--library", "cudart", annotations.string(), gen_test::kRealCudart});
+  }
+  // The generator on `libraries` (its --library and --library-include arguments), with this build's
+  // compiler, nm and CUDA headers, writing into dir_/out.
+  RunResult run_generator(const std::vector<std::string>& libraries) {
+    std::vector<std::string> argv{gen_test::kPython, gen_test::kGenerator};
+    argv.insert(argv.end(), libraries.begin(), libraries.end());
+    for (const char* a : {"--cxx", gen_test::kCxx, "--cxx-flag=-std=c++20", "--nm", gen_test::kNm}) argv.push_back(a);
+    argv.push_back("--out-dir");
+    argv.push_back((dir_ / "out").string());
     for (const char* d : gen_test::kIncludeDirs) {
       argv.push_back("--include-dir");
       argv.push_back(d);
@@ -416,17 +422,9 @@ class VersionedGenerator : public Generator {
   RunResult generate12(const std::string& cuda12, const std::string& cuda12_include = gen_test::kCuda12Include) {
     fs::copy_file(fs::path(gen_test::kAnnotationsDir) / "cudart.toml", dir_ / "cudart.toml");
     std::ofstream(dir_ / "cudart12.toml") << cuda12;
-    std::vector<std::string> argv{gen_test::kPython, gen_test::kGenerator,
-                                  "--library", "cudart", (dir_ / "cudart.toml").string(), gen_test::kRealCudart,
-                                  "--library", "cudart12", (dir_ / "cudart12.toml").string(), gen_test::kCuda12Cudart,
-                                  "--library-include", "cudart12", cuda12_include,
-                                  "--cxx", gen_test::kCxx, "--cxx-flag=-std=c++20", "--nm", gen_test::kNm,
-                                  "--out-dir", (dir_ / "out").string()};
-    for (const char* d : gen_test::kIncludeDirs) {
-      argv.push_back("--include-dir");
-      argv.push_back(d);
-    }
-    return run(argv);
+    return run_generator({"--library", "cudart", (dir_ / "cudart.toml").string(), gen_test::kRealCudart,
+                          "--library", "cudart12", (dir_ / "cudart12.toml").string(), gen_test::kCuda12Cudart,
+                          "--library-include", "cudart12", cuda12_include});
   }
   std::string read(const char* name) const {
     std::ifstream in(dir_ / "out" / name);
