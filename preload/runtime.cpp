@@ -66,6 +66,47 @@ void note_own_range() {
   }
   if (end > begin) g_self_begin = begin, g_self_end = end;
 }
+
+// The mapped ranges of cutrace's own objects besides the shim (libcutrace-cuda12.so,
+// libcutrace-osrt.so), noted when they bind to the shim: a backtrace leaves their frames out.
+struct Range {
+  std::atomic<uintptr_t> begin{0}, end{0};
+};
+Range g_client_ranges[4];
+
+void debug_log(const char* message);
+
+// libunwind's unw_backtrace, loaded when the session asks for backtraces (load_unwinder).
+using UnwBacktrace = int (*)(void**, int);
+std::atomic<UnwBacktrace> g_unw_backtrace{nullptr};
+
+bool is_own_frame(uintptr_t ip) {
+  if (ip >= g_self_begin && ip < g_self_end) return true;
+  for (const Range& r : g_client_ranges) {
+    const uintptr_t b = r.begin.load(std::memory_order_relaxed);
+    if (b && ip >= b && ip < r.end.load(std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+// libunwind.so.8 is loaded with RTLD_LOCAL and only when backtraces are asked for: it also defines
+// the C++ exception ABI (_Unwind_RaiseException, ...), which linked to the preloaded shim would come
+// ahead of libgcc_s in the program's global scope and take over its exception handling. Its static
+// archive is not position-independent, so it cannot be linked into the shim either.
+void load_unwinder() {
+  bool asked = false;
+  for (uint32_t k = 0; k < abi::kBacktraceClasses; ++k) asked |= g_session->backtrace_threshold_ns[k] != abi::kBacktraceOff;
+  if (!asked || g_unw_backtrace.load(std::memory_order_relaxed)) return;
+  void* library = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  void* fn = library ? real_dlsym()(library, "unw_backtrace") : nullptr;
+  if (!fn) {
+    dlerror();  // the failure is reported through the session, not left for the program's dlerror()
+    g_session->backtrace_unavailable.fetch_add(1, std::memory_order_relaxed);
+    debug_log("backtraces were asked for but libunwind.so.8 cannot be loaded");
+    return;
+  }
+  g_unw_backtrace.store(reinterpret_cast<UnwBacktrace>(fn), std::memory_order_release);
+}
 uint64_t g_session_bytes = 0;
 pthread_key_t g_thread_exit_key;
 
@@ -203,6 +244,7 @@ bool attach_once() {
 
 __attribute__((constructor)) void cutrace_preload_init() {
   if (!attach_once()) return;
+  load_unwinder();
   // The objects loaded at start-up are noted (a later look redirects only what came after), and a
   // program that carries CUDA from the start shows in the trace even if none of its calls can be
   // recorded (a static runtime without a driver).
@@ -371,6 +413,67 @@ void emit_string(ThreadState& ts, abi::StringKind kind, uint64_t key, const char
   ts.producer.commit(bytes);
 }
 
+void note_client_range(const void* address) {
+  elf::Object o;
+  if (!address || !elf::object_containing(reinterpret_cast<uintptr_t>(address), &o)) return;
+  uintptr_t begin = UINTPTR_MAX, end = 0;
+  for (uint16_t i = 0; i < o.phnum; ++i) {
+    if (o.phdr[i].p_type != PT_LOAD) continue;
+    begin = std::min<uintptr_t>(begin, o.bias + o.phdr[i].p_vaddr);
+    end = std::max<uintptr_t>(end, o.bias + o.phdr[i].p_vaddr + o.phdr[i].p_memsz);
+  }
+  if (end <= begin) return;
+  for (Range& r : g_client_ranges) {
+    uintptr_t expected = 0;
+    if (r.begin.load(std::memory_order_relaxed) == begin) return;
+    // The end first, so that a reader that sees the begin sees its end.
+    r.end.store(end, std::memory_order_relaxed);
+    if (r.begin.compare_exchange_strong(expected, begin, std::memory_order_release)) return;
+  }
+}
+
+void record_backtrace(ThreadState& ts, uint32_t api_id, uint64_t begin, uint64_t duration, bool osrt) {
+  if (api_id >= kApiTableSize || ts.in_tracer) return;
+  const uint32_t cls = osrt ? abi::kBacktraceClassOsrt : uint32_t(kApiTable[api_id].api_class);
+  if (cls >= abi::kBacktraceClasses || duration < g_session->backtrace_threshold[cls]) return;
+  const UnwBacktrace unwind = g_unw_backtrace.load(std::memory_order_acquire);
+  if (!unwind) return;
+  const int saved_errno = errno;
+  // The objects its frames lie in are reported first, so that a reader can place every frame.
+  note_loaded_objects(ts);
+  const uint32_t depth = std::min(osrt ? g_session->backtrace_depth_osrt : g_session->backtrace_depth_cuda,
+                                  abi::kMaxBacktraceFrames);
+  // Room for the tracer's own frames (this function, the wrapper, the OS runtime's recording path).
+  constexpr int kOwnFrames = 8;
+  void* frames[abi::kMaxBacktraceFrames + kOwnFrames];
+  ++ts.in_tracer;  // libunwind's own calls (mmap, its caches) are not the program's
+  const int n = unwind(frames, int(depth) + kOwnFrames);
+  --ts.in_tracer;
+  // The tracer's frames: this function and the wrapper at the top, and a wrapper deeper down when a
+  // library calls back into the program (a host callback, a cuDNN engine calling cuBLAS).
+  uint32_t count = 0;
+  for (int k = 0; k < n && count < depth; ++k)
+    if (!is_own_frame(reinterpret_cast<uintptr_t>(frames[k]))) frames[count++] = frames[k];
+  if (count == 0 || !ts.producer.header) {
+    errno = saved_errno;
+    return;
+  }
+  const uint32_t bytes = uint32_t(sizeof(abi::BacktraceRecord)) + 8u * count;
+  {
+    WritingRecord writing(ts);
+    if (uint8_t* p = ts.producer.reserve(bytes)) {
+      auto* r = reinterpret_cast<abi::BacktraceRecord*>(p);
+      r->header = {uint16_t(abi::RecordKind::kBacktrace), uint16_t(bytes), count};
+      r->call_begin = begin;
+      r->api_id = api_id;
+      r->reserved = 0;
+      std::memcpy(r->frames, frames, 8u * count);
+      ts.producer.commit(bytes);
+    }
+  }
+  errno = saved_errno;
+}
+
 }  // namespace cutrace::preload
 
 using namespace cutrace;
@@ -382,6 +485,8 @@ extern "C" preload::OsrtBindingState cutrace_preload_osrt_binding(preload::OsrtB
   out->session = preload::g_session;
   out->process_capture = &preload::g_process_capture;
   out->clock_is_tsc = preload::g_clock_is_tsc;
+  // Its wrappers' frames are the tracer's, left out of the OS runtime's backtraces.
+  preload::note_client_range(__builtin_return_address(0));
   return preload::OsrtBindingState::kBound;
 }
 
@@ -397,6 +502,8 @@ extern "C" void cutrace_preload_record_osrt(preload::ThreadState& ts, uint32_t a
     return;
   }
   if (arg_count > abi::kMaxApiArgs) arg_count = abi::kMaxApiArgs;
+  // Not inside a CUDA call, whose own stack covers it.
+  if (ts.depth == 0) preload::record_backtrace(ts, api_id, begin, end - begin, true);
   // Inside the calls in progress on this thread (a CUDA call whose driver made this ioctl).
   preload::write_call_record(ts, api_id, begin, end, result, ts.depth, ts.domains, flags, args, arg_count);
   errno = saved_errno;

@@ -140,6 +140,14 @@ struct WritingRecord {
   ThreadState& ts_;
 };
 
+// Takes the stack of a call that lasted `duration` (session clock units) when that reaches the
+// threshold of its backtrace class (the api's class, or the OS runtime's with `osrt`), and writes it
+// just before the call's own record, without the tracer's own frames. Out of line: only calls at
+// least as long as the smallest CUDA threshold come here, and only calls made outside any other
+// recorded call.
+void record_backtrace(ThreadState& ts, uint32_t api_id, uint64_t begin, uint64_t duration, bool osrt)
+    CUTRACE_SHIM_NAME("record_backtrace") __attribute__((noinline, cold));
+
 // Writes one call's record into the thread's ring (counted as dropped when it does not fit). Shared by
 // CallScope and the OS runtime's out-of-line recording.
 __attribute__((always_inline)) inline void write_call_record(ThreadState& ts, uint32_t api_id, uint64_t begin,
@@ -186,6 +194,11 @@ class CallScope {
     ts_.domains = outer_domains_;
   }
   __attribute__((always_inline)) inline void emit(uint32_t api_id, uint64_t result, uint8_t flags, const uint64_t* args, uint32_t arg_count) {
+    // One comparison with a word of the cache line should_record() loaded (kBacktraceOff unless
+    // --cudabacktrace asked for stacks). Only the program's own calls: a call made inside another
+    // recorded call shares its stack.
+    if (CUTRACE_UNLIKELY(end_ - begin_ >= g_session->backtrace_min_threshold) && depth_ == 0)
+      record_backtrace(ts_, api_id, begin_, end_ - begin_, false);
     write_call_record(ts_, api_id, begin_, end_, result, depth_, outer_domains_, flags, args, arg_count);
   }
 
@@ -195,6 +208,10 @@ class CallScope {
   uint32_t outer_domains_;
   uint64_t begin_ = 0, end_ = 0;
 };
+
+// Notes the mapped range of the cutrace object containing `address` (libcutrace-cuda12.so,
+// libcutrace-osrt.so): backtraces leave its frames out.
+void note_client_range(const void* address);
 
 // Slow-path record helpers used by hooks (kernel registration) and by prepare_thread.
 void emit_string(ThreadState& ts, abi::StringKind kind, uint64_t key, const char* text, size_t length);

@@ -15,6 +15,10 @@ using namespace cutrace::preload;
 
 CUTRACE_SHIM_EXPORT bool cutrace_shim_prepare_thread(ThreadState& ts) { return prepare_thread(ts); }
 CUTRACE_SHIM_EXPORT void* cutrace_shim_resolve_real(uint32_t api_id) { return resolve_real(api_id); }
+CUTRACE_SHIM_EXPORT void cutrace_shim_record_backtrace(ThreadState& ts, uint32_t api_id, uint64_t begin,
+                                                       uint64_t duration, bool osrt) {
+  record_backtrace(ts, api_id, begin, duration, osrt);
+}
 
 CUTRACE_SHIM_EXPORT void cutrace_shim_register_function(const void* host_stub, const char* device_name) {
   hooks::register_function(host_stub, device_name);
@@ -45,4 +49,6 @@ CUTRACE_SHIM_EXPORT void cutrace_shim_capture_stop() { hooks::capture_stop(); }
 CUTRACE_SHIM_EXPORT void cutrace_shim_register_wrappers(uint32_t first_id, uint32_t count, void* const* addresses) {
   if (first_id > kApiCount || count > kApiCount - first_id) return;
   for (uint32_t k = 0; k < count; ++k) g_wrapper_addresses[first_id + k] = addresses[k];
+  // Their frames are the tracer's, left out of backtraces.
+  if (count) note_client_range(addresses[0]);
 }

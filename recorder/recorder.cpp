@@ -64,11 +64,23 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
   writer_ = writer;
   if (!clock_.init(clock_kind_, options_.recalibration_interval_ns, error)) return false;
   osrt_threshold_ns_ = load_field(session->osrt_threshold_ns);
+  for (uint32_t k = 0; k < abi::kBacktraceClasses; ++k)
+    backtrace_threshold_ns_[k] = load_field(session->backtrace_threshold_ns[k]);
   if (clock_.is_tsc()) {
-    // The shim compares raw timestamps with the threshold; the program is still held, so no wrapper
-    // reads it before this store. Rounded up: a call is never recorded for being just under it.
-    const double ticks = std::ceil(double(osrt_threshold_ns_) * clock_.tsc_hz() / 1e9);
-    session->osrt_threshold = ticks >= 1.8e19 ? UINT64_MAX : uint64_t(ticks);
+    // The shim compares raw timestamps with the thresholds; the program is still held, so no wrapper
+    // reads them before these stores. Rounded up: a call is never taken for being just under one.
+    auto to_ticks = [&](uint64_t ns) {
+      if (ns == abi::kBacktraceOff) return ns;
+      const double ticks = std::ceil(double(ns) * clock_.tsc_hz() / 1e9);
+      return ticks >= 1.8e19 ? UINT64_MAX : uint64_t(ticks);
+    };
+    session->osrt_threshold = to_ticks(osrt_threshold_ns_);
+    uint64_t min_cuda = abi::kBacktraceOff;
+    for (uint32_t k = 0; k < abi::kBacktraceClasses; ++k) {
+      session->backtrace_threshold[k] = to_ticks(backtrace_threshold_ns_[k]);
+      if (k != abi::kBacktraceClassOsrt) min_cuda = std::min(min_cuda, session->backtrace_threshold[k]);
+    }
+    session->backtrace_min_threshold = min_cuda;
   }
 
   slots_.assign(slot_count_, SlotTrack{});
@@ -103,6 +115,19 @@ trace::KeyValues Recorder::metadata() const {
   };
   if (trace_domains_ & abi::domain_bit(abi::ApiDomain::kOsRuntime))
     kv.emplace_back("osrt.threshold_ns", std::to_string(osrt_threshold_ns_));
+  // The backtrace thresholds asked for, by class ("kernel=1000,sync=1000"), and the depths.
+  static constexpr const char* kClassNames[abi::kBacktraceClasses] = {"other", "sync", "memory", "kernel", "osrt"};
+  std::string thresholds;
+  for (uint32_t k = 0; k < abi::kBacktraceClasses; ++k) {
+    if (backtrace_threshold_ns_[k] == abi::kBacktraceOff) continue;
+    thresholds += (thresholds.empty() ? "" : ",") + std::string(kClassNames[k]) + "=" +
+                  std::to_string(backtrace_threshold_ns_[k]);
+  }
+  if (!thresholds.empty()) {
+    kv.emplace_back("backtrace.threshold_ns", thresholds);
+    kv.emplace_back("backtrace.depth", std::to_string(load_field(session_->backtrace_depth_cuda)) + "," +
+                                           std::to_string(load_field(session_->backtrace_depth_osrt)));
+  }
   if (clock_.is_tsc()) {
     char hz[32], err[32];
     std::snprintf(hz, sizeof hz, "%.0f", clock_.tsc_hz());
@@ -172,6 +197,7 @@ void Recorder::final_drain() {
     if (slots_[i].tracked) capture_counters(slots_[i], slot_at(i));
   final_lost_no_slot_ = session_->lost_no_slot.load(std::memory_order_relaxed);
   processes_cut_off_ = session_->processes_cut_off.load(std::memory_order_acquire);
+  backtrace_unavailable_ = session_->backtrace_unavailable.load(std::memory_order_relaxed);
   finished_ = true;
 }
 
@@ -323,6 +349,9 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
     case abi::RecordKind::kNvtx:
       encode_with_time(record, bytes, offsetof(abi::NvtxRecord, time));
       break;
+    case abi::RecordKind::kBacktrace:
+      encode_with_time(record, bytes, offsetof(abi::BacktraceRecord, call_begin));
+      break;
     case abi::RecordKind::kString:
       remember_string(record);
       codec::encode(codec_, record, bytes, batch_cursors_);
@@ -456,6 +485,12 @@ std::vector<std::string> Recorder::warnings() const {
   // function of, is silent by design.
   const uint32_t watched = trace_domains_ & table_domains_;
   std::vector<std::string> out;
+  // Read by final_drain(): nothing here touches the session, which may be gone by now.
+  if (const uint32_t without = backtrace_unavailable_)
+    out.push_back("backtraces were asked for, but " + std::to_string(without) +
+                  (without == 1 ? " process" : " processes") +
+                  " could not load libunwind.so.8, which takes them, so " + (without == 1 ? "its" : "their") +
+                  " calls have none; install libunwind8");
   if (processes_cut_off_)
     out.push_back(std::to_string(processes_cut_off_) + (processes_cut_off_ == 1 ? " process" : " processes") +
                   " the command started " + (processes_cut_off_ == 1 ? "was" : "were") +

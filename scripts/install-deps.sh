@@ -13,7 +13,8 @@ packages=(
   clang               # libFuzzer targets of the reader and the recorder (scripts/fuzz.sh, run by CI)
   make                # CMake's default generator when ninja is not used
   pkg-config          # finds libzstd
-  binutils            # nm: the wrapper generator reads the exports of the CUDA libraries
+  binutils            # nm: the wrapper generator reads the exports of the CUDA libraries; addr2line: tests
+  libunwind8          # backtraces of slow calls (--cudabacktrace): the shim loads it with dlopen when asked
   libzstd-dev         # trace file compression
   zlib1g-dev          # gzip-compressed Perfetto JSON (cutrace export --gzip), which the Perfetto UI opens
   libgtest-dev        # unit tests (GoogleTest)

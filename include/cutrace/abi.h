@@ -21,7 +21,7 @@ namespace cutrace::abi {
 
 // Bumped whenever any layout in this header changes; a shim and a recorder of different versions
 // refuse to talk to each other rather than misread records.
-inline constexpr uint32_t kAbiVersion = 4;
+inline constexpr uint32_t kAbiVersion = 5;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
 // Capture ranges, set by the launcher for every process of the session (each gates itself):
@@ -189,6 +189,26 @@ struct ThreadStartRecord {
 };
 static_assert(sizeof(ThreadStartRecord) == 32);
 
+// The stack of a call that lasted at least its class's backtrace threshold (--cudabacktrace,
+// --osrt-backtrace-threshold): return addresses, innermost first, from the code that made the call
+// (the tracer's own frames are left out). Written just before the call's own record on the same ring,
+// so a reader attaches it to the next call record of the thread with the same begin and api id.
+struct BacktraceRecord {
+  RecordHeader header;  // kind = kBacktrace, aux = number of frames (1 .. kMaxBacktraceFrames)
+  uint64_t call_begin;  // the call's begin, in ClockKind units in the ring (ns in a trace file)
+  uint32_t api_id;      // the call's api id
+  uint32_t reserved;
+  uint64_t frames[];
+};
+static_assert(sizeof(BacktraceRecord) == 24);
+inline constexpr uint32_t kMaxBacktraceFrames = 128;
+static_assert(sizeof(BacktraceRecord) + 8 * kMaxBacktraceFrames <= kMaxRecordBytes);
+
+// Backtrace classes: ApiClass's values for CUDA calls, then the OS runtime's calls.
+inline constexpr uint32_t kBacktraceClasses = 5;
+inline constexpr uint32_t kBacktraceClassOsrt = 4;
+inline constexpr uint64_t kBacktraceOff = UINT64_MAX;  // a threshold no call reaches
+
 // A loaded object of the process, sent when the process first claims a ring and whenever the shim
 // finds the set of loaded objects changed (it looks after dlsym and driver lookups, and at exit).
 // aux = ModuleEvent.
@@ -350,7 +370,11 @@ struct alignas(64) SessionHeader {
   // the program runs: by the launcher for a nanosecond clock, by the recorder once it has calibrated
   // the TSC (osrt_threshold_ns says what was asked).
   uint64_t osrt_threshold;
-  uint8_t capture_pad[48];
+  // The smallest backtrace threshold of the CUDA classes (backtrace_threshold[0..3]), in the same
+  // units: a call at least this long looks up its own class's threshold, out of line. kBacktraceOff
+  // when no CUDA backtraces were asked for, so the test costs one comparison.
+  uint64_t backtrace_min_threshold;
+  uint8_t capture_pad[40];
 
   // --- rarely written, shared by all producers ---
   alignas(64) std::atomic<uint64_t> next_claim_serial;
@@ -370,10 +394,22 @@ struct alignas(64) SessionHeader {
   std::atomic<uint32_t> capture_shutdown;
   uint32_t shared_reserved;
   uint64_t osrt_threshold_ns;  // --osrt-threshold, as the launcher was given it
+
+  // Backtraces of slow calls, per backtrace class (ApiClass, then kBacktraceClassOsrt): the threshold
+  // in the session clock's units (the launcher's nanoseconds, converted by the recorder for a TSC
+  // clock, as osrt_threshold), and as asked; kBacktraceOff: never.
+  alignas(64) uint64_t backtrace_threshold[kBacktraceClasses];
+  uint64_t backtrace_threshold_ns[kBacktraceClasses];
+  uint32_t backtrace_depth_cuda;  // frames kept of a CUDA call's stack, at most kMaxBacktraceFrames
+  uint32_t backtrace_depth_osrt;  // of an OS runtime call's (--osrt-backtrace-depth)
+  // Processes that were asked for backtraces and could not load libunwind.so.8, which takes them.
+  std::atomic<uint32_t> backtrace_unavailable;
+  uint32_t backtrace_reserved;
 };
-static_assert(sizeof(SessionHeader) == 192);
+static_assert(sizeof(SessionHeader) == 320);
 static_assert(offsetof(SessionHeader, capture_domains) == 64);
 static_assert(offsetof(SessionHeader, osrt_threshold) == 72);
+static_assert(offsetof(SessionHeader, backtrace_min_threshold) == 80);
 
 // Ends the recorder's nap on SessionHeader::recorder_wake. A system call: for slow paths only. Leaves
 // errno alone, as it runs inside the program's calls. Not FUTEX_PRIVATE_FLAG: the recorder is another

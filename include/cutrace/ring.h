@@ -192,6 +192,8 @@ inline bool record_well_formed(const uint8_t* p, uint32_t bytes) {
     }
     case abi::RecordKind::kCaptureState:
       return bytes == sizeof(abi::CaptureStateRecord);
+    case abi::RecordKind::kBacktrace:
+      return h.aux >= 1 && h.aux <= abi::kMaxBacktraceFrames && bytes == sizeof(abi::BacktraceRecord) + 8u * h.aux;
     case abi::RecordKind::kNvtx: {
       if (bytes < sizeof(abi::NvtxRecord)) return false;
       uint32_t length;

@@ -158,6 +158,15 @@ bool Session::create(const Options& options, std::string* error) {
   h->osrt_threshold_ns = options.osrt_threshold_ns;
   // In TSC ticks the recorder rewrites it once its clock is calibrated, before the program runs.
   h->osrt_threshold = options.osrt_threshold_ns;
+  // The same for the backtrace thresholds.
+  h->backtrace_min_threshold = abi::kBacktraceOff;
+  for (uint32_t k = 0; k < abi::kBacktraceClasses; ++k) {
+    h->backtrace_threshold_ns[k] = h->backtrace_threshold[k] = options.backtrace_threshold_ns[k];
+    if (k != abi::kBacktraceClassOsrt)
+      h->backtrace_min_threshold = std::min(h->backtrace_min_threshold, h->backtrace_threshold[k]);
+  }
+  h->backtrace_depth_cuda = std::min(options.backtrace_depth_cuda, abi::kMaxBacktraceFrames);
+  h->backtrace_depth_osrt = std::min(options.backtrace_depth_osrt, abi::kMaxBacktraceFrames);
   h->capture_domains.store(options.trace_domains, std::memory_order_release);
   name_ = name;
   header_ = h;

@@ -19,6 +19,13 @@ struct Options {
   uint32_t trace_domains = abi::kCudaDomains;
   // --osrt-threshold: OS runtime calls shorter than this are not recorded (nsys's default, 1 us).
   uint64_t osrt_threshold_ns = 1000;
+  // --cudabacktrace, --osrt-backtrace-threshold: per backtrace class (abi::ApiClass, then
+  // abi::kBacktraceClassOsrt), the duration from which a call's stack is taken; kBacktraceOff: never.
+  uint64_t backtrace_threshold_ns[abi::kBacktraceClasses] = {abi::kBacktraceOff, abi::kBacktraceOff,
+                                                             abi::kBacktraceOff, abi::kBacktraceOff,
+                                                             abi::kBacktraceOff};
+  uint32_t backtrace_depth_cuda = 32;
+  uint32_t backtrace_depth_osrt = 24;  // --osrt-backtrace-depth (nsys's default)
   // Rings are touched lazily, but a write to a page /dev/shm has no room for kills the writer with
   // SIGBUS: the traced program. So a session never reserves more than /dev/shm has free; with this
   // set, the slot count is lowered to fit (down to kMinFittedSlots) instead of failing.

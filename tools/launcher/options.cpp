@@ -13,6 +13,7 @@ enum class Arity { kValue, kBool, kNone };
 enum class Id {
   kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kQuiet, kHelp,
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
+  kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth,
 };
 
 struct Supported {
@@ -41,6 +42,10 @@ constexpr Supported kSupported[] = {
     {'d', "duration", Arity::kValue, Id::kDuration},
     {0, "kill", Arity::kValue, Id::kKill},
     {0, "osrt-threshold", Arity::kValue, Id::kOsrtThreshold},
+    {0, "cudabacktrace", Arity::kValue, Id::kCudaBacktrace},
+    {0, "cudabacktrace-threshold", Arity::kValue, Id::kCudaBacktraceThreshold},
+    {0, "osrt-backtrace-threshold", Arity::kValue, Id::kOsrtBacktraceThreshold},
+    {0, "osrt-backtrace-depth", Arity::kValue, Id::kOsrtBacktraceDepth},
     {'h', "help", Arity::kNone, Id::kHelp},
 };
 
@@ -58,10 +63,6 @@ constexpr Unsupported kUnsupported[] = {
     {'b', "backtrace", "none"},
     {0, "nvtx-domain-include", nullptr},
     {0, "nvtx-domain-exclude", nullptr},
-    {0, "cudabacktrace", "none"},
-    {0, "cudabacktrace-threshold", nullptr},
-    {0, "osrt-backtrace-threshold", nullptr},
-    {0, "osrt-backtrace-depth", nullptr},
     {0, "osrt-backtrace-stack-size", nullptr},
     {0, "python-backtrace", "none"},
     {0, "python-sampling", "false"},
@@ -271,6 +272,50 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
     return false;
   }
   options->trace_domains = domains;
+  return true;
+}
+
+// --cudabacktrace: nsys's values. "none" (or "false"): no CUDA backtraces; "true", the legacy form: every
+// class at --cudabacktrace-threshold; otherwise a comma-separated list of all, kernel, memory, sync and
+// other, each with an optional ":NS" (the class's own threshold; --cudabacktrace-threshold without one).
+bool parse_whole_number(const std::string& text, uint64_t* out);
+
+bool parse_cudabacktrace(const std::string& value, uint64_t default_ns, uint64_t* thresholds, UsageError* error) {
+  constexpr std::pair<const char*, abi::ApiClass> kClasses[] = {
+      {"kernel", abi::ApiClass::kKernel}, {"memory", abi::ApiClass::kMemory},
+      {"sync", abi::ApiClass::kSync},     {"other", abi::ApiClass::kOther}};
+  if (value.empty() || equals_ignoring_case(value, "none") || equals_ignoring_case(value, "false")) return true;
+  if (equals_ignoring_case(value, "true")) {
+    for (const auto& [name, cls] : kClasses) thresholds[uint32_t(cls)] = default_ns;
+    return true;
+  }
+  size_t start = 0;
+  while (start <= value.size()) {
+    const size_t comma = std::min(value.find(',', start), value.size());
+    const std::string item = value.substr(start, comma - start);
+    start = comma + 1;
+    const size_t colon = item.find(':');
+    const std::string name = item.substr(0, colon);
+    uint64_t ns = default_ns;
+    if (colon != std::string::npos && !parse_whole_number(item.substr(colon + 1), &ns)) {
+      *error = usage("--cudabacktrace " + value + ": '" + item.substr(colon + 1) +
+                     "' is not a whole number of nanoseconds");
+      return false;
+    }
+    bool known = false;
+    for (const auto& [class_name, cls] : kClasses) {
+      if (equals_ignoring_case(name, "all") || equals_ignoring_case(name, class_name)) {
+        thresholds[uint32_t(cls)] = ns;
+        known = true;
+      }
+    }
+    if (!known) {
+      *error = usage("--cudabacktrace " + value + ": '" + name +
+                     "' is not a class; use all, none, kernel, memory, sync or other, each with an optional "
+                     ":THRESHOLD_NS (e.g. kernel:500,sync:10000)");
+      return false;
+    }
+  }
   return true;
 }
 
@@ -564,6 +609,33 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             return false;
           }
           break;
+        case Id::kCudaBacktrace:
+          if (!take_value(&value)) {
+            *error = usage("option '" + w.spelled + "' takes all, none, kernel, memory, sync or other, each with an "
+                           "optional :THRESHOLD_NS, comma-separated (e.g. kernel:500,sync:10000)");
+            return false;
+          }
+          options->cudabacktrace = value;
+          break;
+        case Id::kCudaBacktraceThreshold:
+        case Id::kOsrtBacktraceThreshold: {
+          uint64_t& target = s->id == Id::kCudaBacktraceThreshold ? options->cudabacktrace_threshold_ns
+                                                                  : options->osrt_backtrace_threshold_ns;
+          if (!take_value(&value) || !parse_whole_number(value, &target)) {
+            *error = usage("option '" + w.spelled + "' takes a whole number of nanoseconds" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          break;
+        }
+        case Id::kOsrtBacktraceDepth:
+          if (!take_value(&value) || !parse_u32(value, 1, abi::kMaxBacktraceFrames, &options->osrt_backtrace_depth)) {
+            *error = usage("option '" + w.spelled + "' takes a number of frames from 1 to " +
+                           std::to_string(abi::kMaxBacktraceFrames) +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          break;
         case Id::kOsrtThreshold:
           if (!take_value(&value) || !parse_whole_number(value, &options->osrt_threshold_ns)) {
             *error = usage("option '" + w.spelled + "' takes a whole number of nanoseconds" +
@@ -628,6 +700,11 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
     *error = usage("-c nvtx needs the range to follow: add -p RANGE, -p RANGE@DOMAIN or -p RANGE@*");
     return false;
   }
+  if (!parse_cudabacktrace(options->cudabacktrace, options->cudabacktrace_threshold_ns,
+                           options->backtrace_threshold_ns, error))
+    return false;
+  if (options->trace_domains & abi::domain_bit(abi::ApiDomain::kOsRuntime))
+    options->backtrace_threshold_ns[abi::kBacktraceClassOsrt] = options->osrt_backtrace_threshold_ns;
   return true;
 }
 
@@ -666,6 +743,17 @@ options:
                               also records cuda); none runs the command with recording off
       --osrt-threshold NS     record an osrt call only when it lasts at least NS nanoseconds
                               (default 1000)
+      --cudabacktrace all|none|kernel|memory|sync|other[:NS][,...]
+                              take the stack of a CUDA call of those classes that lasts at least
+                              NS nanoseconds (default 1000), e.g. kernel:500,sync:10000; the
+                              legacy --cudabacktrace=true takes every class (default none)
+      --cudabacktrace-threshold NS
+                              the threshold of the classes given without their own
+      --osrt-backtrace-threshold NS
+                              with -t osrt, take the stack of an osrt call that lasts at least NS
+                              nanoseconds (default 80000)
+      --osrt-backtrace-depth N
+                              frames kept of an osrt call's stack (default 24; 32 for CUDA calls)
   -c, --capture-range none|cudaProfilerApi|nvtx
                               record each process only inside its own ranges: between its
                               cudaProfilerStart and cudaProfilerStop (or cuProfilerStart/Stop),
@@ -700,7 +788,7 @@ options:
 
 A boolean option given alone (-f) means true. Other nsys options are refused by name, all of them in
 one message, except those given the value that turns them off (-s none, -b none, -c none,
---cudabacktrace none, ...), which match what cutrace does.
+--cuda-memory-usage false, ...), which match what cutrace does.
 
 Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cutrace with kill are passed on to the command;
 a terminal's Ctrl+C or Ctrl+\ already reaches the command directly. The trace is finished after the

@@ -27,6 +27,18 @@ struct ProfileOptions {
   // The default is nsys's, less what cutrace does not trace yet (opengl, osrt).
   uint32_t trace_domains = abi::kCudaDomains | abi::domain_bit(abi::ApiDomain::kNvtx);
   uint64_t osrt_threshold_ns = 1000;  // --osrt-threshold: shorter osrt calls are not recorded (nsys's default)
+  // --cudabacktrace as given ("" or "none": no CUDA backtraces) and --cudabacktrace-threshold (the
+  // threshold of the classes given without their own); resolved into backtrace_threshold_ns.
+  std::string cudabacktrace;
+  uint64_t cudabacktrace_threshold_ns = 1000;
+  // Per backtrace class (abi::ApiClass, then abi::kBacktraceClassOsrt): calls at least this long carry
+  // their stack; abi::kBacktraceOff: none. The OS runtime's comes from --osrt-backtrace-threshold
+  // (nsys's default, 80 us), with -t osrt.
+  uint64_t backtrace_threshold_ns[abi::kBacktraceClasses] = {abi::kBacktraceOff, abi::kBacktraceOff,
+                                                             abi::kBacktraceOff, abi::kBacktraceOff,
+                                                             abi::kBacktraceOff};
+  uint64_t osrt_backtrace_threshold_ns = 80000;
+  uint32_t osrt_backtrace_depth = 24;  // --osrt-backtrace-depth (nsys's default)
   uint32_t ring_bytes = abi::kDefaultRingBytes;
   bool ring_bytes_given = false;  // --ring-size was given: the session must not shrink the rings
   uint32_t ring_slots = abi::kDefaultSlotCount;

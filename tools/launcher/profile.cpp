@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -259,6 +260,9 @@ int run(const ProfileOptions& options) {
   session_options.clock = session::choose_clock();
   session_options.trace_domains = options.trace_domains;
   session_options.osrt_threshold_ns = options.osrt_threshold_ns;
+  std::copy(std::begin(options.backtrace_threshold_ns), std::end(options.backtrace_threshold_ns),
+            session_options.backtrace_threshold_ns);
+  session_options.backtrace_depth_osrt = options.osrt_backtrace_depth;
   session::Session session;  // its destructor removes the shared memory on every way out
   std::string why;
   if (!session.create(session_options, &why))

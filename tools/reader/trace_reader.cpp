@@ -138,6 +138,10 @@ const char* check_record(const uint8_t* p, size_t left) {
     case abi::RecordKind::kCaptureState:
       if (h.size < sizeof(abi::CaptureStateRecord)) return "a capture range record is too short";
       return nullptr;
+    case abi::RecordKind::kBacktrace:
+      if (h.aux > abi::kMaxBacktraceFrames || h.size < sizeof(abi::BacktraceRecord) + 8u * h.aux)
+        return "a backtrace record is shorter than its frames";
+      return nullptr;
     case abi::RecordKind::kNvtx: {
       if (h.size < sizeof(abi::NvtxRecord)) return "an NVTX record is too short";
       uint32_t length = load<uint32_t>(p + offsetof(abi::NvtxRecord, text_bytes));
@@ -942,7 +946,33 @@ bool TraceReader::deliver_event(Event& ev) {
           // instead of a call into memcpy. Slots past arg_count hold whatever followed.
           static_assert(kDeliverySlack >= 8 * abi::kMaxApiArgs);
           std::memcpy(c.args, r + sizeof(abi::ApiCallRecord), 8 * abi::kMaxApiArgs);
+          c.frames = nullptr;
+          c.frame_count = 0;
+          if (backtraces_waiting_) {
+            // The stack written just before this call's record, if it is this call's (a backtrace
+            // whose call was lost to a full ring is dropped here).
+            auto b = backtraces_.find(block_thread_->index);
+            if (b != backtraces_.end() && b->second.waiting) {
+              b->second.waiting = false;
+              --backtraces_waiting_;
+              if (b->second.call_begin == rec.begin && b->second.api_id == h.aux) {
+                c.frames = b->second.frames.data();
+                c.frame_count = uint32_t(b->second.frames.size());
+              }
+            }
+          }
           return true;
+        }
+        case abi::RecordKind::kBacktrace: {
+          auto rec = load<abi::BacktraceRecord>(r);
+          PendingBacktrace& b = backtraces_[block_thread_->index];
+          if (!b.waiting) ++backtraces_waiting_;
+          b.waiting = true;
+          b.call_begin = rec.call_begin;
+          b.api_id = rec.api_id;
+          b.frames.resize(h.aux);
+          std::memcpy(b.frames.data(), r + sizeof(abi::BacktraceRecord), 8u * h.aux);
+          continue;  // delivered with its call
         }
         case abi::RecordKind::kString: {
           auto rec = load<abi::StringRecord>(r);

@@ -103,6 +103,13 @@ struct Process {
   std::unordered_map<uint64_t, KernelName> kernel_names;
   std::unordered_map<uint64_t, uint64_t> kernel_aliases;
   std::vector<Module> modules;  // in the order reported; a path may repeat after a reload
+
+  // The module whose executable range holds `address` (the latest reported, after a reload), or null.
+  const Module* module_at(uint64_t address) const {
+    for (auto m = modules.rbegin(); m != modules.rend(); ++m)
+      if (address >= m->text_start && address < m->text_end) return &*m;
+    return nullptr;
+  }
   // NVTX names, from the naming records (already applied when the chunk's events are delivered):
   // domain id -> name; (domain << 32 | category) -> name; registered string id -> text; (NvtxResource
   // << 56 ^ handle) -> name; tid -> the name nvtxNameOsThread gave it.
@@ -145,6 +152,11 @@ struct ApiCall {
   uint32_t correlation = 0;
   uint8_t arg_count = 0;
   uint64_t args[255] = {};       // arg_count slots; meaning given by api->args (which may be shorter)
+  // The call's stack when it was slow enough to have one taken (abi::BacktraceRecord): return
+  // addresses, innermost first, in the process's address space (Process::module_at places them).
+  // Valid until the next call of next(); null when the call has none.
+  const uint64_t* frames = nullptr;
+  uint32_t frame_count = 0;
 
   uint64_t duration_ns() const { return end_ns - begin_ns; }
   bool outside_capture() const { return flags & abi::kCallFlagOutsideCapture; }
@@ -402,6 +414,16 @@ class TraceReader {
   // Per process: how many of its modules were delivered as events (apply_events adds a chunk's
   // modules before its records are delivered, in the same order).
   std::unordered_map<uint32_t, size_t> module_cursor_;
+  // A backtrace record waits for the call record that follows it on its thread (possibly in a later
+  // block): by file thread index.
+  struct PendingBacktrace {
+    uint64_t call_begin = 0;
+    uint32_t api_id = 0;
+    bool waiting = false;
+    std::vector<uint64_t> frames;
+  };
+  std::unordered_map<uint32_t, PendingBacktrace> backtraces_;
+  uint32_t backtraces_waiting_ = 0;
 };
 
 }  // namespace cutrace::reader

@@ -347,6 +347,25 @@ class Writer {
       key("entry_point");
       append_json_string(j, api.name);
     }
+    if (c.frame_count) {
+      // Innermost first, each as the file and the offset a symboliser takes (addr2line -e FILE OFFSET);
+      // an address in no reported module stays an address.
+      key("backtrace");
+      j += '[';
+      const reader::Process& p = reader_.process_of(t);
+      for (uint32_t i = 0; i < c.frame_count; ++i) {
+        if (i) j += ',';
+        const reader::Module* m = p.module_at(c.frames[i]);
+        if (!m) {
+          append_json_string(j, reader::hex(c.frames[i]));
+          continue;
+        }
+        const size_t slash = m->path.rfind('/');
+        append_json_string(j, (slash == std::string::npos ? m->path : m->path.substr(slash + 1)) + "+" +
+                                  reader::hex(c.frames[i] - m->base));
+      }
+      j += ']';
+    }
     j += "}}";
   }
 

@@ -155,6 +155,56 @@ TEST(LauncherOptions, OsrtAndItsThreshold) {
                  "cutrace profile: option '--osrt-threshold' takes a whole number of nanoseconds, not '-5'.");
 }
 
+// --cudabacktrace with nsys's values: classes with their own thresholds, all, the legacy true with
+// --cudabacktrace-threshold (in either order), none; the OS runtime's threshold and depth with -t osrt.
+TEST(LauncherOptions, BacktraceThresholdsByClass) {
+  using cutrace::abi::ApiClass;
+  constexpr uint64_t kOff = abi::kBacktraceOff;
+  auto thresholds = [](const ProfileOptions& o) {
+    return std::vector<uint64_t>(std::begin(o.backtrace_threshold_ns), std::end(o.backtrace_threshold_ns));
+  };
+  // By index: other, sync, memory, kernel, OS runtime.
+  Parsed p = parse({"--cudabacktrace", "kernel:500,sync:10000", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(thresholds(p.options), (std::vector<uint64_t>{kOff, 10000, kOff, 500, kOff}));
+  p = parse({"--cudabacktrace=memory", "app"});  // nsys's default threshold, 1 us
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(thresholds(p.options), (std::vector<uint64_t>{kOff, kOff, 1000, kOff, kOff}));
+  p = parse({"--cudabacktrace=all:2000", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(thresholds(p.options), (std::vector<uint64_t>{2000, 2000, 2000, 2000, kOff}));
+  for (auto args : {std::vector<std::string>{"--cudabacktrace=true", "--cudabacktrace-threshold=80000", "app"},
+                    std::vector<std::string>{"--cudabacktrace-threshold", "80000", "--cudabacktrace", "true", "app"}}) {
+    p = parse(args);
+    ASSERT_TRUE(p.ok) << p.error.message;
+    EXPECT_EQ(thresholds(p.options), (std::vector<uint64_t>{80000, 80000, 80000, 80000, kOff}));
+  }
+  for (const char* none : {"none", "false"}) {
+    p = parse({"--cudabacktrace", none, "app"});
+    ASSERT_TRUE(p.ok) << p.error.message;
+    EXPECT_EQ(thresholds(p.options), (std::vector<uint64_t>(5, kOff)));
+  }
+  // The OS runtime's: nsys's 80 us and 24 frames with -t osrt, nothing without it.
+  p = parse({"-t", "osrt", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.backtrace_threshold_ns[abi::kBacktraceClassOsrt], 80000u);
+  EXPECT_EQ(p.options.osrt_backtrace_depth, 24u);
+  p = parse({"-t", "osrt", "--osrt-backtrace-threshold", "5000", "--osrt-backtrace-depth=8", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.backtrace_threshold_ns[abi::kBacktraceClassOsrt], 5000u);
+  EXPECT_EQ(p.options.osrt_backtrace_depth, 8u);
+  p = parse({"--osrt-backtrace-threshold", "5000", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.backtrace_threshold_ns[abi::kBacktraceClassOsrt], kOff);
+  expect_refused({"--cudabacktrace", "kernal:500", "app"},
+                 "cutrace profile: --cudabacktrace kernal:500: 'kernal' is not a class; use all, none, kernel, memory, "
+                 "sync or other, each with an optional :THRESHOLD_NS (e.g. kernel:500,sync:10000).");
+  expect_refused({"--cudabacktrace=kernel:5us", "app"},
+                 "cutrace profile: --cudabacktrace kernel:5us: '5us' is not a whole number of nanoseconds.");
+  expect_refused({"--osrt-backtrace-depth=0", "app"},
+                 "cutrace profile: option '--osrt-backtrace-depth' takes a number of frames from 1 to 128, not '0'.");
+}
+
 TEST(LauncherOptions, TraceValuesNotYetSupportedAreNamed) {
   expect_refused({"-t", "nccl", "app"},
                  "cutrace profile: -t nccl is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, "
@@ -217,7 +267,6 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
       {"--sample=process-tree"},
       {"-b", "dwarf"},
       {"--backtrace", "fp"},
-      {"--cudabacktrace=all"},
       {"--python-backtrace=cuda"},
       {"--cuda-memory-usage", "true"},
       {"--export", "sqlite"},
@@ -228,7 +277,6 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
       {"-e", "A=1"},
       {"--session-new", "s"},
       {"--session", "s"},
-      {"--cudabacktrace-threshold=5"},
   };
   for (auto args : cases) {
     std::string spelled = args[0].substr(0, args[0].find('='));
@@ -285,8 +333,8 @@ TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
 // A published command line is ported in one run: every option cutrace cannot take is named at once,
 // each with its remedy, and their values are not mistaken for the command.
 TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
-  expect_refused({"-s", "cpu", "--cuda-memory-usage=true", "-t", "cuda,mpi", "--bogus", "--cudabacktrace",
-                  "all", "python3", "train.py"},
+  expect_refused({"-s", "cpu", "--cuda-memory-usage=true", "-t", "cuda,mpi", "--bogus", "--python-backtrace",
+                  "cuda", "python3", "train.py"},
                  "cutrace profile: 5 options cannot be used: "
                  "(1) option '-s' is not supported yet; remove it to profile without it, or pass -s none; "
                  "(2) option '--cuda-memory-usage' is not supported yet; remove it to profile without it, or pass "
@@ -294,8 +342,8 @@ TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
                  "(3) -t mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas and "
                  "cudnn); "
                  "(4) unknown option '--bogus'; run `cutrace profile --help`; "
-                 "(5) option '--cudabacktrace' is not supported yet; remove it to profile without it, or pass "
-                 "--cudabacktrace=none.");
+                 "(5) option '--python-backtrace' is not supported yet; remove it to profile without it, or pass "
+                 "--python-backtrace=none.");
   // Other mistakes are still reported alone and first.
   expect_refused({"-s", "cpu", "-o"}, "cutrace profile: option '-o' needs a file name.");
 }

@@ -238,6 +238,18 @@ TEST(RingRecords, WellFormedChecksEveryKindsLayout) {
   s->length = 200;  // longer than the record
   EXPECT_FALSE(ring::record_well_formed(buf, s->header.size));
 
+  // A backtrace: its frame count (aux) says its size exactly, from 1 to kMaxBacktraceFrames.
+  auto* b = reinterpret_cast<abi::BacktraceRecord*>(buf);
+  std::memset(buf, 0, sizeof buf);
+  b->header = {uint16_t(abi::RecordKind::kBacktrace), uint16_t(sizeof *b + 8 * 3), 3};
+  EXPECT_TRUE(ring::record_well_formed(buf, b->header.size));
+  b->header.aux = 4;  // more frames than the record holds
+  EXPECT_FALSE(ring::record_well_formed(buf, b->header.size));
+  b->header.aux = 2;  // fewer: trailing bytes nobody accounts for
+  EXPECT_FALSE(ring::record_well_formed(buf, b->header.size));
+  b->header = {uint16_t(abi::RecordKind::kBacktrace), uint16_t(sizeof *b), 0};  // no frame at all
+  EXPECT_FALSE(ring::record_well_formed(buf, b->header.size));
+
   auto* m = reinterpret_cast<abi::ModuleRecord*>(buf);
   std::memset(buf, 0, sizeof buf);
   m->header = {uint16_t(abi::RecordKind::kModuleMap), uint16_t(abi::align_record(sizeof *m + 20)),

@@ -1,0 +1,52 @@
+// Slow and fast calls from a known call chain, for the backtraces of slow calls (--cudabacktrace):
+// main -> level_two -> copy_slowly -> cudaMemcpy of 16 MiB, which the simulated device makes take about
+// 1.6 ms (10 GB/s), and main -> query_quickly -> cudaGetDevice, which takes nanoseconds. The functions
+// are kept out of line and each does something after its call, so that every one is a frame of its own.
+// usage: backtrace_app <slow copies> <fast queries>; prints "copies N queries M".
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+volatile int g_after_call = 0;
+
+__attribute__((noinline)) cudaError_t copy_slowly(void* device, const void* host, size_t bytes) {
+  const cudaError_t e = cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice);
+  g_after_call = g_after_call + 1;
+  return e;
+}
+
+__attribute__((noinline)) int level_two(void* device, const void* host, size_t bytes, int copies) {
+  int failed = 0;
+  for (int i = 0; i < copies; ++i) failed += copy_slowly(device, host, bytes) != cudaSuccess;
+  g_after_call = g_after_call + 1;
+  return failed;
+}
+
+__attribute__((noinline)) int query_quickly(int queries) {
+  int device = 0, failed = 0;
+  for (int i = 0; i < queries; ++i) failed += cudaGetDevice(&device) != cudaSuccess;
+  g_after_call = g_after_call + 1;
+  return failed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s <slow copies> <fast queries>\n", argv[0]);
+    return 2;
+  }
+  const int copies = std::atoi(argv[1]), queries = std::atoi(argv[2]);
+  constexpr size_t kBytes = 16u << 20;
+  std::vector<char> host(kBytes, 1);
+  void* device = nullptr;
+  if (cudaMalloc(&device, kBytes) != cudaSuccess) return 1;
+  const int failed = level_two(device, host.data(), kBytes, copies) + query_quickly(queries);
+  cudaFree(device);
+  std::printf("copies %d queries %d failed %d\n", copies, queries, failed);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,92 @@
+"""Backtraces of slow calls (--cudabacktrace, --osrt-backtrace-threshold): exactly the calls at or
+above their class's threshold carry their stack, from the program's own code (none of the tracer's
+frames), and the stack names the program's call chain when symbolised from the trace alone
+(module + offset, addr2line). Calls under the threshold, other classes and runs without the option
+carry none; a process that cannot load the unwinder says so."""
+import subprocess
+from pathlib import Path
+
+from conftest import APPS, app, calls, metadata, profile, sim_env
+
+# 16 MiB at 1 GB/s: each copy takes about 16 ms on the simulated device; cudaMalloc, cudaFree and
+# cudaGetDevice take well under 10 ms.
+SLOW_COPIES = {"SIMCUDA_COPY_GBPS": "1"}
+THRESHOLD = "10000000"
+
+
+def symbolise(frame):
+    """(function, file) of a "module+0xoffset" frame of the test program, by addr2line on the offset
+    of the return address less one (the call instruction's)."""
+    module, _, offset = frame.partition("+")
+    assert module == "backtrace_app", frame
+    out = subprocess.run(["addr2line", "-f", "-C", "-e", app("backtrace_app"), hex(int(offset, 16) - 1)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    return out[0].replace("(anonymous namespace)::", "").split("(")[0], Path(out[1].split(":")[0]).name
+
+
+def stacks(tmp_path, options, name="trace", env=None):
+    command = [app("backtrace_app"), "3", "5"]
+    proc, trace = profile(tmp_path, command, env=env or sim_env(**SLOW_COPIES), options=options, name=name)
+    assert proc.stdout == "copies 3 queries 5 failed 0\n"
+    events, _ = calls(trace, tmp_path, domains=None)
+    return [(e["name"], e["args"]["backtrace"]) for e in events if "backtrace" in e["args"]], events, proc, trace
+
+
+def test_slow_memory_calls_carry_the_programs_call_chain(tmp_path):
+    taken, events, _, trace = stacks(tmp_path, ["--cudabacktrace", "memory:" + THRESHOLD])
+    assert [name for name, _ in taken] == ["cudaMemcpy"] * 3
+    copies = [e for e in events if e["name"] == "cudaMemcpy"]
+    assert len(copies) == 3 and all(e["dur"] >= 10000 for e in copies)
+    for _, frames in taken:
+        # Innermost first: the function that called cudaMemcpy, its caller, main; then libc's start.
+        assert [symbolise(f) for f in frames[:3]] == [("copy_slowly", "backtrace_app.cpp"),
+                                                      ("level_two", "backtrace_app.cpp"), ("main", "backtrace_app.cpp")]
+        assert not any("cutrace" in f for f in frames), frames
+    # The nested driver copy inside each cudaMemcpy shares its caller's stack and carries none.
+    assert not any(e["name"].startswith("cuMemcpy") and "backtrace" in e["args"] for e in events)
+    assert metadata(trace)["backtrace.threshold_ns"] == "memory=" + THRESHOLD
+
+
+def test_the_legacy_spelling_takes_every_class_at_its_threshold(tmp_path):
+    taken, _, _, _ = stacks(tmp_path, ["--cudabacktrace=true", "--cudabacktrace-threshold=" + THRESHOLD])
+    assert [name for name, _ in taken] == ["cudaMemcpy"] * 3
+
+
+def test_calls_of_other_classes_below_their_threshold_or_without_the_option_carry_none(tmp_path):
+    for k, options in enumerate((["--cudabacktrace", "sync:" + THRESHOLD], [],
+                                 ["--cudabacktrace", "memory:1000000000"], ["--cudabacktrace", "none"])):
+        taken, events, _, trace = stacks(tmp_path, options, name=f"run{k}")
+        assert taken == [] and len(events) > 10, options
+    assert "backtrace.threshold_ns" not in metadata(trace)
+
+
+def test_every_class_at_a_low_threshold_takes_each_slow_call(tmp_path):
+    # all:1000000 (1 ms): the copies, and whichever of cudaMalloc and cudaFree took that long; never a
+    # cudaGetDevice, and never a call nested inside another.
+    taken, events, _, _ = stacks(tmp_path, ["--cudabacktrace", "all:1000000"])
+    slow = [e["name"] for e in events if e["dur"] >= 1000 and e["args"].get("depth", 0) == 0]
+    assert [name for name, _ in taken] == slow and slow.count("cudaMemcpy") == 3
+
+
+def test_slow_os_runtime_calls_carry_their_stack(tmp_path):
+    command = [app("osrt_app"), "sleeps", "3", "4", "60", "50"]
+    options = ["-t", "osrt", "--osrt-threshold", "1000000", "--osrt-backtrace-threshold", "20000000",
+               "--osrt-backtrace-depth", "2"]
+    proc, trace = profile(tmp_path, command, options=options)
+    events, _ = calls(trace, tmp_path, domains=("os_runtime",))
+    taken = [e for e in events if "backtrace" in e["args"]]
+    # The six 60 ms sleeps; the 50 us ones are not even recorded.
+    assert sorted(e["name"] for e in taken) == ["nanosleep"] * 3 + ["usleep"] * 3
+    for e in taken:
+        assert len(e["args"]["backtrace"]) == 2 and e["args"]["backtrace"][0].startswith("osrt_app+"), e["args"]
+    assert metadata(trace)["backtrace.threshold_ns"] == "osrt=20000000"
+
+
+def test_a_process_that_cannot_load_the_unwinder_says_so(tmp_path):
+    # A libunwind.so.8 without unw_backtrace comes first on the library path.
+    env = sim_env(**SLOW_COPIES)
+    env["LD_LIBRARY_PATH"] = f"{APPS / 'no_unwinder'}:{env['LD_LIBRARY_PATH']}"
+    taken, events, proc, _ = stacks(tmp_path, ["--cudabacktrace", "memory:" + THRESHOLD], env=env)
+    assert taken == [] and [e["name"] for e in events].count("cudaMemcpy") == 3
+    assert ("cutrace: warning: backtraces were asked for, but 1 process could not load libunwind.so.8, which takes "
+            "them, so its calls have none; install libunwind8.") in proc.stderr.splitlines(), proc.stderr
