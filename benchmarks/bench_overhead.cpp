@@ -8,7 +8,7 @@
 //                a range: its process's own gate is closed
 // and reports the median ns per call of each and the nanoseconds the shim adds per call.
 //
-// usage: bench_overhead [--calls N] [--rounds R]
+// usage: bench_overhead [--calls N] [--rounds R] [--backtrace-threshold NS]
 //                       [--api cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA|pthread_mutex_lock]
 //                       [--route plt|dlsym|dlsym12|getprocaddress]
 // --api pthread_mutex_lock measures -t osrt: the OS runtime wrappers preloaded after the shim, osrt
@@ -124,6 +124,8 @@ struct TracedResult {
   std::string summary;
 };
 
+uint64_t g_backtrace_ns = cutrace::abi::kBacktraceOff;
+
 TracedResult run_traced(const Paths& paths, long calls, const std::string& api, const std::string& route, bool capture,
                         const std::string& trace, bool outside_range = false) {
   cutrace::session::Session session;
@@ -134,6 +136,8 @@ TracedResult run_traced(const Paths& paths, long calls, const std::string& api, 
       capture ? cutrace::abi::kCudaDomains | cutrace::abi::domain_bit(cutrace::abi::ApiDomain::kNvtx) : 0;
   if (capture && osrt) options.trace_domains |= cutrace::abi::domain_bit(cutrace::abi::ApiDomain::kOsRuntime);
   options.slot_count = 4;
+  // --backtrace-threshold: the CUDA calls at least this long carry their stack (0: every call).
+  for (uint32_t k = 0; k < cutrace::abi::kBacktraceClassOsrt; ++k) options.backtrace_threshold_ns[k] = g_backtrace_ns;
   // The default ring, drained by a real recorder as in any run: the rings' pages are touched once and
   // then reused. Records the recorder could not keep up with show as dropped in the summary line.
   options.ring_bytes = cutrace::abi::kDefaultRingBytes;
@@ -227,9 +231,11 @@ int main(int argc, char** argv) {
     else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (a == "--api" && i + 1 < argc) api = argv[++i];
     else if (a == "--route" && i + 1 < argc) route = argv[++i];
+    else if (a == "--backtrace-threshold" && i + 1 < argc) g_backtrace_ns = std::strtoull(argv[++i], nullptr, 10);
     else
       die("unknown argument '" + a +
-          "'; usage: bench_overhead [--calls N] [--rounds R] [--api NAME] [--route plt|dlsym|dlsym12|getprocaddress]");
+          "'; usage: bench_overhead [--calls N] [--rounds R] [--api NAME] [--route plt|dlsym|dlsym12|getprocaddress] "
+          "[--backtrace-threshold NS]");
   }
   if (calls <= 0 || rounds <= 0) die("--calls and --rounds must be positive");
   Paths paths;
@@ -267,7 +273,10 @@ int main(int argc, char** argv) {
   std::printf("  %-28s %8.2f ns\n", "without cutrace", b);
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, capture off", f, f - b);
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, outside a range (-c)", o, o - b);
-  std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, capture on", n, n - b);
+  std::printf("  %-28s %8.2f ns   added %+7.2f ns%s\n", "cutrace, capture on", n, n - b,
+              g_backtrace_ns == cutrace::abi::kBacktraceOff ? ""
+              : g_backtrace_ns == 0 ? "   (every call with its stack)"
+                                    : "   (calls over --backtrace-threshold with their stack)");
   std::printf("  %-28s %8.2f ns   (the floor under capture-on overhead on this machine)\n", "two timestamps", two_timestamps_ns(tsc));
   std::printf("  capture-on rounds: %llu events recorded, %llu dropped (%.3f%%)\n", (unsigned long long)events,
               (unsigned long long)dropped, events + dropped ? 100.0 * double(dropped) / double(events + dropped) : 0.0);
