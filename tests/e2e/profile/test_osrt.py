@@ -94,9 +94,13 @@ def test_signal_handlers_writing_while_records_are_written_lose_nothing(tmp_path
     # A 20 us timer whose handler calls write(2) interrupts the program's CUDA calls, often while their
     # record is being written into the ring: the handler's write must not be recorded into the same
     # space. Every CUDA call is kept, every handler write is either recorded whole or (inside the
-    # tracer) passed through, and the trace has no malformed record.
+    # tracer) passed through, and the trace has no malformed record. Every OS call also takes its stack
+    # (--osrt-backtrace-threshold 0), the handler's writes inside the handler. A ring of 64 MiB: the
+    # program calls as fast as it can, and under scripts/test.sh the recorder is a ThreadSanitizer
+    # build that a busy machine can keep off the CPU long enough to fill the default 16 MiB.
     proc, trace = profile(tmp_path, [app("osrt_app"), "signals", "1000000"],
-                          options=["-t", "cuda,osrt", "--osrt-threshold", "0"])
+                          options=["-t", "cuda,osrt", "--osrt-threshold", "0", "--osrt-backtrace-threshold", "0",
+                                   "--ring-size", "64M"])
     lines = dict(line.split() for line in proc.stdout.splitlines())
     handler_writes = int(lines["handler_writes"])
     assert handler_writes > 100
@@ -106,6 +110,14 @@ def test_signal_handlers_writing_while_records_are_written_lose_nothing(tmp_path
     assert int(summary["cudaGetDevice"]["Num Calls"]) == 1000000
     writes = int(api_sum(trace, report="osrt_sum")["write"]["Num Calls"])
     assert 0.5 * handler_writes <= writes <= handler_writes
+    # A write the handler made while the program was inside a CUDA call is nested under that call and
+    # shares its stack; every other one carries its own, from the handler in the program.
+    events, _ = calls(trace, tmp_path, domains=("os_runtime",))
+    outer = [e for e in events if e["name"] == "write" and "depth" not in e["args"]]
+    nested = [e for e in events if e["name"] == "write" and "depth" in e["args"]]
+    assert len(outer) > 100 and len(outer) + len(nested) == writes
+    assert all(e["args"].get("backtrace", [""])[0].startswith("osrt_app+") for e in outer)
+    assert not any("backtrace" in e["args"] for e in nested)
 
 
 def test_osrt_off_leaves_libc_alone(tmp_path):
