@@ -1,5 +1,6 @@
 #include "loaded_objects.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace cutrace::preload::elf {
@@ -189,6 +190,20 @@ bool contains(const Object& o, uintptr_t address) {
     if (address >= start && address - start < p.p_memsz) return true;
   }
   return false;
+}
+
+bool mapped_span(const Object& o, uintptr_t* begin, uintptr_t* end) {
+  uintptr_t b = UINTPTR_MAX, e = 0;
+  for (uint16_t i = 0; i < o.phnum; ++i) {
+    const ElfW(Phdr)& p = o.phdr[i];
+    if (p.p_type != PT_LOAD) continue;
+    b = std::min<uintptr_t>(b, o.bias + p.p_vaddr);
+    e = std::max<uintptr_t>(e, o.bias + p.p_vaddr + p.p_memsz);
+  }
+  if (e <= b) return false;
+  *begin = b;
+  *end = e;
+  return true;
 }
 
 void load_counts(uint64_t* adds, uint64_t* subs) {

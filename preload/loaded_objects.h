@@ -53,6 +53,9 @@ void* find_symbol(const Object& o, const Dynamic& d, const char* name);
 // Whether `address` lies in one of `o`'s loaded segments.
 bool contains(const Object& o, uintptr_t address);
 
+// The span [*begin, *end) from the object's first loaded byte to its last; false when it has none.
+bool mapped_span(const Object& o, uintptr_t* begin, uintptr_t* end);
+
 // glibc's dl_iterate_phdr, called directly: a sanitizer runtime (TSan) intercepts the name, and its
 // interceptor crashes when it runs before the runtime has initialised, which is exactly when the
 // runtime calls the shim's dlsym to find the functions it intercepts.

@@ -56,15 +56,7 @@ uintptr_t g_self_begin = 0, g_self_end = 0;
 
 void note_own_range() {
   elf::Object self;
-  if (!elf::object_containing(self_address(), &self)) return;
-  uintptr_t begin = UINTPTR_MAX, end = 0;
-  for (uint16_t i = 0; i < self.phnum; ++i) {
-    const ElfW(Phdr)& ph = self.phdr[i];
-    if (ph.p_type != PT_LOAD) continue;
-    begin = std::min<uintptr_t>(begin, self.bias + ph.p_vaddr);
-    end = std::max<uintptr_t>(end, self.bias + ph.p_vaddr + ph.p_memsz);
-  }
-  if (end > begin) g_self_begin = begin, g_self_end = end;
+  if (elf::object_containing(self_address(), &self)) elf::mapped_span(self, &g_self_begin, &g_self_end);
 }
 
 // The mapped ranges of cutrace's own objects besides the shim (libcutrace-cuda12.so,
@@ -415,20 +407,19 @@ void emit_string(ThreadState& ts, abi::StringKind kind, uint64_t key, const char
 
 void note_client_range(const void* address) {
   elf::Object o;
-  if (!address || !elf::object_containing(reinterpret_cast<uintptr_t>(address), &o)) return;
-  uintptr_t begin = UINTPTR_MAX, end = 0;
-  for (uint16_t i = 0; i < o.phnum; ++i) {
-    if (o.phdr[i].p_type != PT_LOAD) continue;
-    begin = std::min<uintptr_t>(begin, o.bias + o.phdr[i].p_vaddr);
-    end = std::max<uintptr_t>(end, o.bias + o.phdr[i].p_vaddr + o.phdr[i].p_memsz);
-  }
-  if (end <= begin) return;
+  uintptr_t begin = 0, end = 0;
+  if (!address || !elf::object_containing(reinterpret_cast<uintptr_t>(address), &o) ||
+      !elf::mapped_span(o, &begin, &end))
+    return;
   for (Range& r : g_client_ranges) {
-    uintptr_t expected = 0;
-    if (r.begin.load(std::memory_order_relaxed) == begin) return;
-    // The end first, so that a reader that sees the begin sees its end.
-    r.end.store(end, std::memory_order_relaxed);
-    if (r.begin.compare_exchange_strong(expected, begin, std::memory_order_release)) return;
+    uintptr_t seen = 0;
+    // A free slot is claimed by its begin, then given its end: a reader that sees the begin before the
+    // end sees an empty range for that moment, never another object's end.
+    if (r.begin.compare_exchange_strong(seen, begin, std::memory_order_relaxed)) {
+      r.end.store(end, std::memory_order_relaxed);
+      return;
+    }
+    if (seen == begin) return;
   }
 }
 

@@ -275,11 +275,21 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
   return true;
 }
 
+// Digits only, as nsys takes --osrt-threshold.
+bool parse_whole_number(const std::string& text, uint64_t* out) {
+  if (text.empty() || text.size() > 19) return false;
+  uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + uint64_t(c - '0');
+  }
+  *out = value;
+  return true;
+}
+
 // --cudabacktrace: nsys's values. "none" (or "false"): no CUDA backtraces; "true", the legacy form: every
 // class at --cudabacktrace-threshold; otherwise a comma-separated list of all, kernel, memory, sync and
 // other, each with an optional ":NS" (the class's own threshold; --cudabacktrace-threshold without one).
-bool parse_whole_number(const std::string& text, uint64_t* out);
-
 bool parse_cudabacktrace(const std::string& value, uint64_t default_ns, uint64_t* thresholds, UsageError* error) {
   constexpr std::pair<const char*, abi::ApiClass> kClasses[] = {
       {"kernel", abi::ApiClass::kKernel}, {"memory", abi::ApiClass::kMemory},
@@ -316,18 +326,6 @@ bool parse_cudabacktrace(const std::string& value, uint64_t default_ns, uint64_t
       return false;
     }
   }
-  return true;
-}
-
-// Digits only, as nsys takes --osrt-threshold.
-bool parse_whole_number(const std::string& text, uint64_t* out) {
-  if (text.empty() || text.size() > 19) return false;
-  uint64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    value = value * 10 + uint64_t(c - '0');
-  }
-  *out = value;
   return true;
 }
 
