@@ -24,4 +24,9 @@ extern void* g_wrapper_addresses[];  // kApiCount entries
 // 1 CU_GET_PROC_ADDRESS_LEGACY_STREAM, 2 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
 int32_t driver_proc_api(const char* symbol, int cuda_version, uint64_t flags);
 
+// Whether cuGetProcAddress's `symbol` is a graphics interop entry point (cudaGL.h, cudaEGL.h,
+// cudaVDPAU.h) that the build forwards untimed, as it does the runtime's interop functions: the driver
+// hands these out to every runtime at start-up, so their lookup says nothing about the program.
+bool untimed_graphics_interop(const char* symbol);
+
 }  // namespace cutrace::preload

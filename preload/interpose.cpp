@@ -217,7 +217,7 @@ void hand_out_driver_wrapper(const char* symbol, void** pfn, int cuda_version, u
   // means is known from the versions cudaTypedefs.h lists.
   if (id < 0 && symbol) id = driver_proc_api(symbol, cuda_version, flags);
   if (id < 0) {
-    if (symbol) note_unwrapped_entry_point(symbol, cuda_version);
+    if (symbol && !untimed_graphics_interop(symbol)) note_unwrapped_entry_point(symbol, cuda_version);
     return;
   }
   void* real = real_function<void*>(uint32_t(id));

@@ -1694,7 +1694,25 @@ def driver_versions(pre: Preprocessor, include_dirs: list[str]) -> list[tuple[st
     return sorted(out)
 
 
-def emit_lookup(apis: list[Api], versions: list[tuple[str, int, bool, str]]) -> str:
+# The graphics interop headers (cudaGL.h, cudaEGL.h, cudaVDPAU.h) need GL's, EGL's and VDPAU's own
+# development headers, which the build does without (annotations.md); their typedef headers name the
+# entry points, which the driver hands out to every runtime at start-up.
+GRAPHICS_INTEROP_TYPEDEFS = ("cudaGLTypedefs.h", "cudaEGLTypedefs.h", "cudaVDPAUTypedefs.h")
+
+
+def graphics_interop_symbols(include_dirs: list[str]) -> set[str]:
+    """The entry points (symbols without version suffix) the graphics interop typedef headers list."""
+    symbols = set()
+    for d in include_dirs:
+        for name in GRAPHICS_INTEROP_TYPEDEFS:
+            path = Path(d) / name
+            if path.exists():
+                symbols |= {m.group(1) for m in _PFN_RE.finditer(path.read_text(errors="replace"))}
+    return symbols
+
+
+def emit_lookup(apis: list[Api], versions: list[tuple[str, int, bool, str]],
+                untimed_interop: set[str] = frozenset()) -> str:
     """api_lookup.cpp: the tables behind preload/api_lookup.h."""
     ids = {a.name: a.id for a in apis}
     out = [HEADER_NOTE, '#include "api_lookup.h"\n\n#include <cstring>\n\n#include "api_ids.h"\n\n',
@@ -1720,7 +1738,13 @@ def emit_lookup(apis: list[Api], versions: list[tuple[str, int, bool, str]]) -> 
     out += [f"    {{{c_string(s)}, {v}, {'true' if pt else 'false'}, {i}}},\n" for s, v, pt, i in rows]
     if not rows:
         out.append("    {nullptr, 0, false, -1},\n")
-    out.append(f"}};\nconstexpr size_t kDriverVersionCount = {len(rows)};\n\n}}  // namespace\n\n")
+    out.append(f"}};\nconstexpr size_t kDriverVersionCount = {len(rows)};\n\n")
+    out.append("// Graphics interop entry points without a wrapper (their headers need GL, EGL and VDPAU), sorted.\n"
+               "constexpr const char* kUntimedGraphicsInterop[] = {\n")
+    out += [f"    {c_string(n)},\n" for n in sorted(untimed_interop, key=str.encode)]
+    if not untimed_interop:
+        out.append("    nullptr,\n")
+    out.append(f"}};\nconstexpr size_t kUntimedGraphicsInteropCount = {len(untimed_interop)};\n\n}}  // namespace\n\n")
     out.append("namespace cutrace::preload {\n\n"
                "// The versioned wrappers' entries are filled when libcutrace-cuda12.so registers them.\n"
                "void* g_wrapper_addresses[] = {\n")
@@ -1759,6 +1783,17 @@ int32_t driver_proc_api(const char* symbol, int cuda_version, uint64_t flags) {
     (kDriverVersions[k].per_thread ? threaded : legacy) = kDriverVersions[k].id;
   }
   return per_thread && threaded >= 0 ? threaded : legacy;
+}
+
+bool untimed_graphics_interop(const char* symbol) {
+  size_t lo = 0, hi = kUntimedGraphicsInteropCount;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    const int order = std::strcmp(kUntimedGraphicsInterop[mid], symbol);
+    if (order == 0) return true;
+    if (order < 0) lo = mid + 1; else hi = mid;
+  }
+  return false;
 }
 
 }  // namespace cutrace::preload
@@ -1854,7 +1889,10 @@ def main(argv: list[str]) -> int:
         write_output(args.out_dir / f"wrappers_{model.spec.name}.cpp", emit(model))
     has_driver = any(m.spec.domain == "cuda_driver" for m in models)
     versions = driver_versions(pre, args.include_dir) if has_driver else []
-    write_output(args.out_dir / "api_lookup.cpp", emit_lookup(apis, versions))
+    wrapped = {a.name for a in apis}
+    interop = graphics_interop_symbols(args.include_dir) if has_driver else set()
+    untimed_interop = {s for s in interop if not any(v[0] == s and v[3] in wrapped for v in versions)}
+    write_output(args.out_dir / "api_lookup.cpp", emit_lookup(apis, versions, untimed_interop))
     write_output(args.out_dir / "coverage.json", emit_coverage(models))
     if any(m.spec.wrappers == "versioned" for m in models):
         write_output(args.out_dir / "versioned.map", emit_version_script(models))

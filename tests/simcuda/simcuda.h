@@ -77,7 +77,8 @@
 // device: a runtime stream, event or kernel handle is a valid driver handle and the reverse. Its
 // exports carry no symbol version, as the real libcuda's. cuGetProcAddress and cuGetProcAddress_v2
 // (which also hand out cuSimFutureFunction, from version 13020: CUresult (void), declared by no header
-// and exported by no library, an entry point of a driver newer than the toolkit)
+// and exported by no library, an entry point of a driver newer than the toolkit; and cuGLInit, of the
+// OpenGL interop header, as the real driver does to every runtime that asks)
 // answer as the real driver does (the symbol without suffix, a CUDA version, flags 0, 1 =
 // CU_GET_PROC_ADDRESS_LEGACY_STREAM or 2 = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM): the newest
 // version of the entry point not newer than the one asked for, the per-thread flavour with flag 2

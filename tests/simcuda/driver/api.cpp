@@ -881,6 +881,10 @@ CUresult CUDAAPI cuProfilerStop() { return check_initialized(); }
 // as with a function a newer driver hands out to a newer runtime through cuGetProcAddress.
 CUresult CUDAAPI cuSimFutureFunction() { return check_initialized(); }
 
+// OpenGL interop, which the real driver hands out to every runtime that asks at start-up, whether or
+// not the program draws anything. Declared in cudaGL.h, which needs GL's own headers; no GL here.
+CUresult CUDAAPI cuGLInit() { return check_initialized(); }
+
 }  // namespace
 }  // namespace impl
 
@@ -1072,6 +1076,7 @@ const ProcVersion kProcVersions[] = {
     I("cuEventRecord", 7000, true, cuEventRecord_ptsz),
     I("cuEventSynchronize", 2000, false, cuEventSynchronize),
     I("cuFuncGetName", 12030, false, cuFuncGetName),
+    I("cuGLInit", 2000, false, cuGLInit),
     I("cuProfilerStart", 4000, false, cuProfilerStart),
     I("cuProfilerStop", 4000, false, cuProfilerStop),
     E("cuGetErrorName", 6000, false, cuGetErrorName),

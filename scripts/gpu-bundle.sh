@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Packs what a GPU machine needs to check cutrace against a real driver, into one folder that travels
+# with the working tree (default .gpu, which .git/info/exclude should name): the tools, the shims, the
+# test programs and the benchmark from an existing build, stripped; libunwind and libzstd, which such a
+# machine may lack; CUDA 12's runtime from the pinned wheels; and scripts/gpu/cupti_probe.cu, built here
+# against the toolkit's CUPTI. scripts/gpu-check.sh runs the checks there.
+#
+# usage: scripts/gpu-bundle.sh [BUILD_DIR=build] [BUNDLE_DIR=.gpu]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+bundle=${2:-.gpu}
+cuda=${CUDA_HOME:-/usr/local/cuda}
+
+[[ -x $build/bin/cutrace ]] || { echo "gpu-bundle: $build/bin/cutrace is missing: build the project first" >&2; exit 1; }
+rm -rf "$bundle"
+mkdir -p "$bundle"/build/bin "$bundle"/build/lib "$bundle"/build/tests/bin "$bundle"/libs "$bundle"/cuda12/lib
+
+for tool in cutrace cutrace-recorder bench_overhead; do
+  strip -o "$bundle/build/bin/$tool" "$build/bin/$tool"
+done
+for lib in "$build"/lib/libcutrace-*.so; do
+  strip -o "$bundle/build/lib/$(basename "$lib")" "$lib"
+done
+# The programs keep their symbols: the backtrace test names their functions.
+for app in sim_vector_add sim_vector_add_static sim_streams sim_threads sim_cublas two_runtimes backtrace_app cheap_calls; do
+  cp "$build/tests/bin/$app" "$bundle/build/tests/bin/"
+done
+
+for lib in libunwind.so.8 libzstd.so.1; do
+  cp -L "$(ldconfig -p | awk -v n="$lib" '$1 == n && /x86-64/ {print $NF; exit}')" "$bundle/libs/$lib"
+done
+cuda12_root=$(awk -F= '/^CUTRACE_CUDA12_ROOT:/ {print $2}' "$build/CMakeCache.txt")
+if [[ -n $cuda12_root && -f $cuda12_root/lib/libcudart.so.12 ]]; then
+  cp -L "$cuda12_root/lib/libcudart.so.12" "$bundle/cuda12/lib/"
+fi
+
+cupti_include=$(dirname "$(find "$cuda"/ -name cupti.h -path '*include*' | head -1)")
+cupti_lib=$(find "$cuda"/ -name 'libcupti.so.13' | head -1)
+"$cuda/bin/nvcc" -O2 -gencode arch=compute_75,code=compute_75 -gencode arch=compute_90,code=sm_90 \
+  -I"$cupti_include" scripts/gpu/cupti_probe.cu -o "$bundle/cupti_probe" \
+  -L"$(dirname "$cupti_lib")" -lcupti -Xlinker -rpath -Xlinker '$ORIGIN/libs'
+cp -L "$cupti_lib" "$bundle/libs/"
+du -sh "$bundle"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The checks of cutrace against a real GPU and driver, run on a machine that has one, from the folder
+# scripts/gpu-bundle.sh made (no build there): the real-GPU end-to-end tests (the runtime, the static
+# runtime, cuBLAS, CUDA 12 beside 13, backtraces, a PyTorch training step checked against PyTorch's own
+# profiler, JAX), the overhead benchmarks on the real runtime and through PyTorch, and the CUPTI probe.
+# Everything goes to RESULTS (default /tmp/gpu-check): log.txt, and the tests' measurements as JSON.
+#
+# usage: scripts/gpu-check.sh [BUNDLE_DIR=.gpu] [RESULTS=/tmp/gpu-check]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bundle=$(realpath "${1:-.gpu}")
+results=${2:-/tmp/gpu-check}
+mkdir -p "$results"
+exec > >(tee "$results/log.txt") 2>&1
+step() { echo; echo "=== $* ($(date +%T))"; }
+python=${PYTHON:-python3}
+
+step machine
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+uname -r
+$python -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+
+# The libraries the bundle brings that the machine may lack, where the dynamic linker looks.
+for lib in "$bundle"/libs/libunwind.so.8 "$bundle"/libs/libzstd.so.1; do
+  ldconfig -p | grep -q "$(basename "$lib") " || cp "$lib" /usr/local/lib/
+done
+ldconfig
+
+# One folder with the real CUDA 13 libraries, wherever this machine keeps them (the toolkit, or the
+# wheels beside PyTorch).
+cudalib=/tmp/cutrace-cudalib
+mkdir -p "$cudalib"
+site=$($python -c 'import site; print(" ".join(site.getsitepackages()))')
+for name in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13; do
+  found=$(find /usr/local/cuda/lib64/ /usr/local/cuda/targets/x86_64-linux/lib/ $site -name "$name" 2>/dev/null | head -1)
+  [[ -n $found ]] && ln -sf "$(realpath "$found")" "$cudalib/$name"
+  echo "$name: ${found:-not found}"
+done
+
+export CUTRACE_BUILD_DIR=$bundle/build
+printf 'CUTRACE_CUDA12:BOOL=ON\nCUTRACE_CUDA12_ROOT:PATH=%s\n' "$bundle/cuda12" > "$bundle/build/CMakeCache.txt"
+apps=$bundle/build/tests/bin
+cutrace=$bundle/build/bin/cutrace
+
+step the bundled example on the real runtime
+LD_LIBRARY_PATH=$cudalib timeout 120 "$cutrace" profile -f true -o "$results/example" --stats true -- "$apps/sim_vector_add" 10
+echo "exit $?"
+
+step end-to-end tests on the GPU
+(cd tests/e2e/profile && CUTRACE_GPU_TESTS=require CUDA_LIB_DIR=$cudalib CUTRACE_GPU_REPORT=$results/report \
+  timeout 330 $python -m pytest -v -p no:cacheprovider -o addopts= --basetemp="$results/pytest" test_real_gpu.py 2>&1)
+echo "exit $?"
+
+step bench_overhead on the real runtime
+CUTRACE_BENCH_APP=$apps/cheap_calls CUTRACE_BENCH_PRELOAD=$bundle/build/lib/libcutrace-preload.so \
+CUTRACE_BENCH_RECORDER=$bundle/build/bin/cutrace-recorder CUTRACE_BENCH_SIMLIB=$cudalib CUTRACE_BENCH_SIMLIB12= \
+CUTRACE_BENCH_CUTRACE=$cutrace timeout 120 "$bundle/build/bin/bench_overhead" --rounds 5
+echo "exit $?"
+
+step bench_torch
+timeout 180 $python benchmarks/bench_torch.py --cutrace "$cutrace" --ops 20000 --rounds 3 --python "$python"
+echo "exit $?"
+
+step CUPTI probe
+timeout 60 "$bundle/cupti_probe"; echo "exit $?"
+step CUPTI probe with a CLOCK_MONOTONIC timestamp callback
+timeout 60 "$bundle/cupti_probe" monotonic; echo "exit $?"
+
+step done
