@@ -5,7 +5,7 @@
 # profiler, JAX), the overhead benchmarks on the real runtime and through PyTorch, and the CUPTI probe.
 # Everything goes to RESULTS (default /tmp/gpu-check): log.txt, and the tests' measurements as JSON.
 #
-# usage: scripts/gpu-check.sh [BUNDLE_DIR=.gpu] [RESULTS=/tmp/gpu-check]
+# usage: [GPU_CHECK_TESTS_ONLY=1] scripts/gpu-check.sh [BUNDLE_DIR=.gpu] [RESULTS=/tmp/gpu-check]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=$(realpath "${1:-.gpu}")
@@ -51,14 +51,20 @@ step end-to-end tests on the GPU
   timeout 330 $python -m pytest -v -p no:cacheprovider -o addopts= --basetemp="$results/pytest" test_real_gpu.py 2>&1)
 echo "exit $?"
 
-step bench_overhead on the real runtime
-CUTRACE_BENCH_APP=$apps/cheap_calls CUTRACE_BENCH_PRELOAD=$bundle/build/lib/libcutrace-preload.so \
-CUTRACE_BENCH_RECORDER=$bundle/build/bin/cutrace-recorder CUTRACE_BENCH_SIMLIB=$cudalib CUTRACE_BENCH_SIMLIB12= \
-CUTRACE_BENCH_CUTRACE=$cutrace timeout 120 "$bundle/build/bin/bench_overhead" --rounds 5
-echo "exit $?"
+if [[ ${GPU_CHECK_TESTS_ONLY:-0} == 1 ]]; then step done; exit 0; fi
+
+# cudaGetDevice of the real runtime asks the driver (cuCtxGetDevice, a second recorded call);
+# cudaPeekAtLastError reads the thread's last error and nothing else.
+for api in cudaGetDevice cudaPeekAtLastError; do
+  step bench_overhead on the real runtime: $api
+  CUTRACE_BENCH_APP=$apps/cheap_calls CUTRACE_BENCH_PRELOAD=$bundle/build/lib/libcutrace-preload.so \
+  CUTRACE_BENCH_RECORDER=$bundle/build/bin/cutrace-recorder CUTRACE_BENCH_SIMLIB=$cudalib CUTRACE_BENCH_SIMLIB12= \
+  CUTRACE_BENCH_CUTRACE=$cutrace timeout 120 "$bundle/build/bin/bench_overhead" --rounds 5 --api $api
+  echo "exit $?"
+done
 
 step bench_torch
-timeout 180 $python benchmarks/bench_torch.py --cutrace "$cutrace" --ops 20000 --rounds 3 --python "$python"
+timeout 180 $python benchmarks/bench_torch.py --cutrace "$cutrace" --ops 20000 --rounds ${TORCH_ROUNDS:-7} --python "$python"
 echo "exit $?"
 
 step CUPTI probe
