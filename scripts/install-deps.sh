@@ -15,6 +15,7 @@ packages=(
   pkg-config          # finds libzstd
   binutils            # nm: the wrapper generator reads the exports of the CUDA libraries; addr2line: tests
   libunwind8          # backtraces of slow calls (--cudabacktrace): the shim loads it with dlopen when asked
+  libdw-dev           # elfutils' libdw/libdwfl: the tools name backtrace frames (function, file:line, inlining)
   libzstd-dev         # trace file compression
   zlib1g-dev          # gzip-compressed Perfetto JSON (cutrace export --gzip), which the Perfetto UI opens
   libgtest-dev        # unit tests (GoogleTest)

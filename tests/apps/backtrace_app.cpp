@@ -2,8 +2,12 @@
 // main -> level_two -> copy_slowly -> cudaMemcpy of 16 MiB, which the simulated device makes take about
 // 1.6 ms (10 GB/s), and main -> query_quickly -> cudaGetDevice, which takes nanoseconds. The functions
 // are kept out of line and each does something after its call, so that every one is a frame of its own.
-// usage: backtrace_app <slow copies> <fast queries>; prints "copies N queries M".
+// With a third argument, the path of libbacktrace_lib.so, it loads that library with dlopen and makes one
+// more slow copy through it (main -> backtrace_lib_copy -> an inlined copy_inline -> cudaMemcpy).
+// The lines of the calls carry "CALL: <function>" comments, by which the tests find them.
+// usage: backtrace_app <slow copies> <fast queries> [LIBRARY]; prints "copies N queries M failed F".
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,14 +18,14 @@ namespace {
 volatile int g_after_call = 0;
 
 __attribute__((noinline)) cudaError_t copy_slowly(void* device, const void* host, size_t bytes) {
-  const cudaError_t e = cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice);
+  const cudaError_t e = cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice);  // CALL: copy_slowly
   g_after_call = g_after_call + 1;
   return e;
 }
 
 __attribute__((noinline)) int level_two(void* device, const void* host, size_t bytes, int copies) {
   int failed = 0;
-  for (int i = 0; i < copies; ++i) failed += copy_slowly(device, host, bytes) != cudaSuccess;
+  for (int i = 0; i < copies; ++i) failed += copy_slowly(device, host, bytes) != cudaSuccess;  // CALL: level_two
   g_after_call = g_after_call + 1;
   return failed;
 }
@@ -36,8 +40,8 @@ __attribute__((noinline)) int query_quickly(int queries) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s <slow copies> <fast queries>\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s <slow copies> <fast queries> [LIBRARY]\n", argv[0]);
     return 2;
   }
   const int copies = std::atoi(argv[1]), queries = std::atoi(argv[2]);
@@ -45,7 +49,17 @@ int main(int argc, char** argv) {
   std::vector<char> host(kBytes, 1);
   void* device = nullptr;
   if (cudaMalloc(&device, kBytes) != cudaSuccess) return 1;
-  const int failed = level_two(device, host.data(), kBytes, copies) + query_quickly(queries);
+  int failed = level_two(device, host.data(), kBytes, copies) + query_quickly(queries);  // CALL: main
+  if (argc == 4) {
+    void* library = dlopen(argv[3], RTLD_NOW | RTLD_LOCAL);
+    auto copy = library ? reinterpret_cast<int (*)(void*, const void*, size_t)>(dlsym(library, "backtrace_lib_copy"))
+                        : nullptr;
+    if (!copy) {
+      std::fprintf(stderr, "%s\n", dlerror());
+      return 1;
+    }
+    failed += copy(device, host.data(), kBytes);  // CALL: main (library)
+  }
   cudaFree(device);
   std::printf("copies %d queries %d failed %d\n", copies, queries, failed);
   return failed ? 1 : 0;

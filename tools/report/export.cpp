@@ -209,6 +209,7 @@ int export_main(int argc, char** argv) {
   }
   const int exit_code = warn_status(trace, "export");
   print_trace_warnings(trace, "export");
+  for (const std::string& note : counts.symbol_notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
   if (!out.commit(error)) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;

@@ -10,6 +10,7 @@
 #include "reader/decode.h"
 #include "report/nvtx_ranges.h"
 #include "report/reports.h"
+#include "report/symbolizer.h"
 #include "report/table.h"
 
 namespace cutrace::report {
@@ -64,6 +65,7 @@ class Writer {
     append_json_string(buf_, reader_.status().describe());
     buf_ += ",\"clock\":\"CLOCK_MONOTONIC\",\"time_origin_ns\":\"" + std::to_string(origin_) + "\"}}\n";
     flush();
+    counts_.symbol_notes = symbols_.notes();
     return counts_;
   }
 
@@ -365,6 +367,25 @@ class Writer {
                                   reader::hex(c.frames[i] - m->base));
       }
       j += ']';
+      // The same frames named from the binaries (function, file:line), the functions inlined at a
+      // call each a frame of its own; a frame that cannot be named stays module+offset.
+      key("stack");
+      j += '[';
+      bool first = true;
+      for (uint32_t i = 0; i < c.frame_count; ++i) {
+        const ResolvedAddress& where = symbols_.resolve(p, c.frames[i]);
+        if (where.frames.empty()) {
+          if (!first) j += ',';
+          first = false;
+          append_json_string(j, raw_frame(where));
+        }
+        for (const SourceFrame& f : where.frames) {
+          if (!first) j += ',';
+          first = false;
+          append_json_string(j, format_frame(where, &f) + (f.inlined ? " [inlined]" : ""));
+        }
+      }
+      j += ']';
     }
     j += "}}";
   }
@@ -380,6 +401,7 @@ class Writer {
   std::vector<std::string> process_names_;  // last name written per process
   std::unordered_map<uint32_t, std::string> thread_names_;
   PerfettoCounts counts_;
+  Symbolizer symbols_;
   NvtxRangeTracker nvtx_{[this](const NvtxRange& r) { nvtx_range(r); }};
   std::unordered_map<uint32_t, uint64_t> capture_open_;  // process -> start of its open capture range
 };

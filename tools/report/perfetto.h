@@ -8,12 +8,18 @@
 // enough for a double to hold every nanosecond; otherData.time_origin_ns gives that origin on
 // CLOCK_MONOTONIC. Events are written as they are read: memory does not grow with the trace.
 //
+// A call with a backtrace carries "backtrace" (module+offset frames, what addr2line and other
+// symbolisers take) and "stack" (the same frames named from the binaries: function (file:line), inlined
+// calls as frames of their own marked [inlined]).
+//
 // NVTX: push/pop ranges are complete events ("cat":"nvtx") on their thread, enclosing the calls made
 // inside them; start/end ranges, which may end on another thread, are async events ("b"/"e") of their
 // process; marks are thread-scoped instants ("i"); a thread named with nvtxNameOsThread shows that name.
 #pragma once
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "reader/trace_reader.h"
 
@@ -24,6 +30,8 @@ struct PerfettoCounts {
   uint64_t processes = 0;  // process tracks
   uint64_t threads = 0;    // thread tracks
   uint64_t nvtx = 0;       // NVTX ranges and marks written
+  // Modules whose backtrace frames could not be named (Symbolizer::notes), one line each.
+  std::vector<std::string> symbol_notes;
 };
 
 struct PerfettoOptions {

@@ -8,6 +8,7 @@
 #include "reader/decode.h"
 #include "report/nvtx_ranges.h"
 #include "report/spill.h"
+#include "report/symbolizer.h"
 
 namespace cutrace::report {
 namespace {
@@ -459,6 +460,92 @@ class NvtxPushPopTrace : public Report {
   bool ok_ = true;
 };
 
+// callsite_sum: the slow calls that carry a backtrace (--cudabacktrace, --osrt-backtrace-threshold),
+// grouped by API and by their stack named from the binaries, ranked by the total time they took: which
+// line of the program issued the time. Calls under their class's threshold carry no stack and are not
+// counted here; cuda_api_sum counts every call.
+class CallsiteSum : public Report {
+ public:
+  explicit CallsiteSum(const ReportOptions& options) : options_(options) {}
+
+  void add(TraceReader& reader, const Event& ev) override {
+    if (ev.kind != EventKind::kApiCall || ev.call.frame_count == 0 || !is_shown_call(ev.call, options_.show_internal))
+      return;
+    const reader::Process& process = reader.process_of(*ev.thread);
+    std::string stack, site;
+    auto append = [&](const std::string& frame) {
+      if (site.empty()) site = frame;
+      if (!stack.empty()) stack += " <- ";
+      stack += frame;
+    };
+    for (uint32_t i = 0; i < ev.call.frame_count; ++i) {
+      const ResolvedAddress& where = symbols_.resolve(process, ev.call.frames[i]);
+      if (where.frames.empty()) append(raw_frame(where));
+      for (const SourceFrame& f : where.frames) append(format_frame(where, &f) + (f.inlined ? " [inlined]" : ""));
+    }
+    std::string key = ev.call.api->display_name;
+    key += '\x1f';
+    key += stack;
+    auto [it, added] = row_by_key_.emplace(std::move(key), rows_.size());
+    if (added) {
+      Row& row = rows_.emplace_back();
+      row.name = &ev.call.api->display_name;
+      row.site = std::move(site);
+      row.stack = std::move(stack);
+    }
+    if (rows_[it->second].stats.add(ev.call.duration_ns())) spill_when_over_budget(rows_, held_, ok_);
+  }
+
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader&, TableSink& sink) override {
+    if (!table_ready_) build_table();
+    replay(table_, sink);
+    return ok_;
+  }
+
+  std::vector<std::string> notes() const override { return symbols_.notes(); }
+
+ private:
+  struct Row {
+    const std::string* name = nullptr;
+    std::string site, stack;
+    DurationStats stats;
+  };
+
+  void build_table() {
+    table_ready_ = true;
+    uint64_t grand_total = 0;
+    for (const Row& r : rows_) grand_total += r.stats.total;
+    std::vector<Row*> order;
+    for (Row& r : rows_) order.push_back(&r);
+    std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) {
+      if (a->stats.total != b->stats.total) return a->stats.total > b->stats.total;
+      return *a->name != *b->name ? *a->name < *b->name : a->stack < b->stack;
+    });
+    table_.title = "Call Sites of Slow Calls (callsite_sum)";
+    table_.columns = {"Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)",
+                      "Max (ns)", "StdDev (ns)", "Name", "Call Site", "Stack"};
+    for (Row* r : order) {
+      std::vector<Cell>& row = table_.rows.emplace_back();
+      r->stats.append_cells(row, grand_total, &ok_);
+      row.push_back(Cell::string(*r->name));
+      row.push_back(Cell::string(r->site));
+      row.push_back(Cell::string(r->stack));
+    }
+    rows_.clear();
+  }
+
+  ReportOptions options_;
+  Symbolizer symbols_;
+  std::deque<Row> rows_;
+  std::unordered_map<std::string, size_t> row_by_key_;
+  uint64_t held_ = 0;
+  bool ok_ = true;
+  bool table_ready_ = false;
+  Table table_;
+};
+
 }  // namespace
 
 const std::vector<ReportInfo>& stats_reports() {
@@ -478,6 +565,9 @@ const std::vector<ReportInfo>& stats_reports() {
        "NVTX data"},
       {"nvtx_pushpop_trace", "NVTX Push/Pop Range Trace: every push/pop range by start time, with its level, parent "
        "and the time of its children", "NVTX push/pop range data"},
+      {"callsite_sum", "Call Sites of Slow Calls: the calls that carry a backtrace (--cudabacktrace, "
+       "--osrt-backtrace-threshold), per API and stack named from the binaries, ranked by total time",
+       "backtrace data (profile with --cudabacktrace or -t osrt)"},
   };
   return kReports;
 }
@@ -498,6 +588,7 @@ std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& 
   if (name == "api_trace") return std::make_unique<ApiTrace>(options);
   if (name == "nvtx_sum") return std::make_unique<NvtxSum>();
   if (name == "nvtx_pushpop_trace") return std::make_unique<NvtxPushPopTrace>();
+  if (name == "callsite_sum") return std::make_unique<CallsiteSum>(options);
   return nullptr;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +31,8 @@ class Report {
   // Streams the table into `sink`; may be called again (the column layouts measure first). False when
   // a temporary file could not be written or read back.
   virtual bool write(reader::TraceReader& reader, TableSink& sink) = 0;
+  // What the table could not show as asked (modules whose frames stay module+offset), one line each.
+  virtual std::vector<std::string> notes() const { return {}; }
 };
 
 struct ReportOptions {

@@ -197,6 +197,8 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
     if (!req.formats.empty()) parse_table_format(paired(req.formats, i), format);
     else if (!to_stdout) format = TableFormat::kCsv;
 
+    for (const std::string& note : reports[i]->notes())
+      std::fprintf(stderr, "cutrace stats: note: %s: %s.\n", name.c_str(), note.c_str());
     if (reports[i]->row_count(trace) == 0) {
       std::fprintf(stderr, "SKIPPED: %s does not contain %s.\n", trace_path.c_str(), find_report(name)->data);
       ++empty;

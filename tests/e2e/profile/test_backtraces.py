@@ -3,10 +3,13 @@ above their class's threshold carry their stack, from the program's own code (no
 frames), and the stack names the program's call chain when symbolised from the trace alone
 (module + offset, addr2line). Calls under the threshold, other classes and runs without the option
 carry none; a process that cannot load the unwinder says so."""
+import csv
+import io
+import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import APPS, app, calls, metadata, profile, sim_env
+from conftest import APPS, CUTRACE, app, calls, metadata, profile, sim_env
 
 # 16 MiB at 1 GB/s: each copy takes about 16 ms on the simulated device; cudaMalloc, cudaFree and
 # cudaGetDevice take well under 10 ms.
@@ -90,3 +93,94 @@ def test_a_process_that_cannot_load_the_unwinder_says_so(tmp_path):
     assert taken == [] and [e["name"] for e in events].count("cudaMemcpy") == 3
     assert ("cutrace: warning: backtraces were asked for, but 1 process could not load libunwind.so.8, which takes "
             "them, so its calls have none; install libunwind8.") in proc.stderr.splitlines(), proc.stderr
+
+
+# --- Naming the frames from the binaries (cutrace export's "stack", cutrace stats' callsite_sum). ---
+
+SOURCES = Path(__file__).resolve().parents[2] / "apps"
+
+
+def call_line(source, marker):
+    """The line of tests/apps/SOURCE that ends with "// CALL: MARKER"."""
+    lines = (SOURCES / source).read_text().splitlines()
+    (number,) = [n for n, line in enumerate(lines, 1) if line.rstrip().endswith("// CALL: " + marker)]
+    return number
+
+
+def named(source, function, marker=None):
+    return f"{function} ({source}:{call_line(source, marker or function)})"
+
+
+def callsites(trace):
+    proc = subprocess.run([str(CUTRACE), "stats", "--report", "callsite_sum", "--format", "csv", str(trace)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return list(csv.DictReader(io.StringIO(proc.stdout))), proc.stderr
+
+
+def with_library(tmp_path, command, name="trace"):
+    proc, trace = profile(tmp_path, command, env=sim_env(**SLOW_COPIES), name=name,
+                          options=["--cudabacktrace", "memory:" + THRESHOLD])
+    events, _ = calls(trace, tmp_path, domains=None)
+    return proc, trace, [e for e in events if "stack" in e["args"]]
+
+
+def test_stacks_name_functions_lines_inlined_calls_and_a_dlopened_library(tmp_path):
+    command = [app("backtrace_app"), "3", "5", str(APPS / "libbacktrace_lib.so")]
+    proc, trace, taken = with_library(tmp_path, command)
+    assert proc.stdout == "copies 3 queries 5 failed 0\n"
+    assert [e["name"] for e in taken] == ["cudaMemcpy"] * 4
+    program = [named("backtrace_app.cpp", "copy_slowly"), named("backtrace_app.cpp", "level_two"),
+               named("backtrace_app.cpp", "main")]
+    for e in taken[:3]:
+        assert e["args"]["stack"][:3] == program, e["args"]["stack"]
+    # The library's copy: the inlined helper and the function it was inlined into share one return
+    # address (one raw frame, two named ones), then the program's main at the line that called it.
+    library = taken[3]["args"]
+    assert library["stack"][:3] == [named("backtrace_lib.cpp", "copy_inline") + " [inlined]",
+                                    named("backtrace_lib.cpp", "backtrace_lib_copy"),
+                                    named("backtrace_app.cpp", "main", "main (library)")], library["stack"]
+    assert library["backtrace"][0].startswith("libbacktrace_lib.so+") and library["backtrace"][1].startswith("backtrace_app+")
+    # Every frame outside the two test objects is named too (libc and the start code, here).
+    assert len(library["stack"]) == len(library["backtrace"]) + 1
+
+    rows, stderr = callsites(trace)
+    assert stderr == ""
+    copies = [e for e in calls(trace, tmp_path, domains=None)[0] if e["name"] == "cudaMemcpy"]
+    assert [(r["Name"], r["Call Site"], int(r["Num Calls"])) for r in rows] == [
+        ("cudaMemcpy", program[0], 3), ("cudaMemcpy", named("backtrace_lib.cpp", "copy_inline") + " [inlined]", 1)]
+    assert rows[0]["Stack"].startswith(" <- ".join(program))
+    # The totals are the calls' own durations (the export's microseconds, to the nanosecond).
+    assert abs(int(rows[0]["Total Time (ns)"]) - sum(e["dur"] for e in copies[:3]) * 1000) < 3
+    assert abs(int(rows[1]["Total Time (ns)"]) - copies[3]["dur"] * 1000) < 1
+
+
+def test_a_stripped_program_keeps_module_offsets_and_says_so(tmp_path):
+    proc, trace, taken = with_library(tmp_path, [app("backtrace_app_stripped"), "2", "1"])
+    assert proc.stdout == "copies 2 queries 1 failed 0\n"
+    for e in taken:
+        own = [f for f in e["args"]["backtrace"] if f.startswith("backtrace_app_stripped+")]
+        assert len(own) >= 3 and own[:3] == e["args"]["stack"][:3], e["args"]
+    rows, stderr = callsites(trace)
+    assert rows[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
+    assert stderr == (f"cutrace stats: note: callsite_sum: {app('backtrace_app_stripped')}: no symbol or debug "
+                      "information covers some of its frames (stripped, and no separate debug file found); those "
+                      "are shown as module+offset.\n")
+
+
+def test_a_rebuilt_or_missing_binary_is_never_named_from_another_build(tmp_path):
+    program = tmp_path / "backtrace_app"
+    shutil.copy(app("backtrace_app"), program)
+    _, trace, taken = with_library(tmp_path, [str(program), "1", "1"])
+    assert taken[0]["args"]["stack"][0] == named("backtrace_app.cpp", "copy_slowly")
+    # Another program where the traced one was: its build-id differs, so its symbols are not used.
+    shutil.copy(app("osrt_app"), program)
+    rows, stderr = callsites(trace)
+    assert rows[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
+    assert stderr == (f"cutrace stats: note: callsite_sum: {program}: not the build the trace recorded (its GNU "
+                      "build-id differs): rebuilt or replaced since; its frames are shown as module+offset rather "
+                      "than named from another build.\n")
+    program.unlink()
+    rows, stderr = callsites(trace)
+    assert rows[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
+    assert f"{program}: No such file or directory; its frames are shown as module+offset" in stderr

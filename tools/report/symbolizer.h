@@ -1,0 +1,62 @@
+// Names the return addresses of a trace's backtraces, from the traced binaries, with elfutils' libdwfl:
+// the function (demangled), the source file and line, and the functions inlined at the address, each
+// a frame of its own. Modules are read from the paths the trace recorded and must carry the build-id
+// it recorded; a missing file, another build of it, or an address no symbol covers leaves the frame as
+// module+offset (what addr2line takes), with a note per module, and never a guessed name.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "reader/trace_reader.h"
+
+namespace cutrace::report {
+
+struct SourceFrame {
+  std::string function;  // demangled; empty when no symbol covers the address
+  std::string file;      // as the debug information names it; empty when it has no line for it
+  uint32_t line = 0;
+  bool inlined = false;  // inlined into the frame that follows
+};
+
+// One return address, resolved.
+struct ResolvedAddress {
+  std::string module;   // file name of the module, or empty for an address in no reported module
+  uint64_t offset = 0;  // in the module (link-time address), or the address itself
+  // Innermost first: the functions inlined at the call, then the function that holds it. Empty when
+  // nothing is known beyond module+offset.
+  std::vector<SourceFrame> frames;
+};
+
+// "function (file:line)", "function" or "module+0xoffset" (the raw form when nothing is known).
+std::string format_frame(const ResolvedAddress& where, const SourceFrame* frame);
+// The raw form: "module+0xoffset", or the address in hex.
+std::string raw_frame(const ResolvedAddress& where);
+
+class Symbolizer {
+ public:
+  Symbolizer();
+  ~Symbolizer();
+  Symbolizer(const Symbolizer&) = delete;
+  Symbolizer& operator=(const Symbolizer&) = delete;
+
+  // `return_address` is a frame of a backtrace of `process` (innermost first, return addresses: the
+  // call instruction is the byte before). Cached per module and offset.
+  const ResolvedAddress& resolve(const reader::Process& process, uint64_t return_address);
+
+  // One line per module whose frames could not be named ("FILE: not found, ..."), in the order met.
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  struct ModuleFile;
+  ModuleFile& module_file(const reader::Module& m);
+
+  std::unordered_map<std::string, std::unique_ptr<ModuleFile>> modules_;  // by path, build-id and base
+  std::vector<std::string> notes_;
+  ResolvedAddress unplaced_;
+};
+
+}  // namespace cutrace::report
