@@ -27,6 +27,7 @@
 #include "loaded_objects.h"
 #include "modules.h"
 #include "osrt.h"
+#include "python_frames.h"
 
 namespace cutrace::preload {
 
@@ -177,6 +178,7 @@ void on_fork_child() {
   g_process_start_ticks = 0;
   g_is_forked_child = true;
   forget_reported_objects();
+  forget_python_functions();
   if (g_session) g_session->processes_attached.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -445,11 +447,20 @@ void record_backtrace(ThreadState& ts, uint32_t api_id, uint64_t begin, uint64_t
   uint32_t count = 0;
   for (int k = 0; k < n && count < depth; ++k)
     if (!is_own_frame(reinterpret_cast<uintptr_t>(frames[k]))) frames[count++] = frames[k];
-  if (count == 0 || !ts.producer.header) {
+  if (!ts.producer.header) {
     errno = saved_errno;
     return;
   }
-  const uint32_t bytes = uint32_t(sizeof(abi::BacktraceRecord)) + 8u * count;
+  // A CPython thread's script frames: which line of the program made the call.
+  abi::PythonFrame python[abi::kMaxPythonFrames];
+  ++ts.in_tracer;
+  const uint32_t python_count = python_frames(ts, python, std::min(depth, abi::kMaxPythonFrames));
+  --ts.in_tracer;
+  if (count + python_count == 0) {
+    errno = saved_errno;
+    return;
+  }
+  const uint32_t bytes = abi::backtrace_record_bytes(count, python_count);
   {
     WritingRecord writing(ts);
     if (uint8_t* p = ts.producer.reserve(bytes)) {
@@ -457,8 +468,9 @@ void record_backtrace(ThreadState& ts, uint32_t api_id, uint64_t begin, uint64_t
       r->header = {uint16_t(abi::RecordKind::kBacktrace), uint16_t(bytes), count};
       r->call_begin = begin;
       r->api_id = api_id;
-      r->reserved = 0;
+      r->python_frames = python_count;
       std::memcpy(r->frames, frames, 8u * count);
+      std::memcpy(r->frames + count, python, sizeof(abi::PythonFrame) * python_count);
       ts.producer.commit(bytes);
     }
   }

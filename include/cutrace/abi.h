@@ -21,7 +21,7 @@ namespace cutrace::abi {
 
 // Bumped whenever any layout in this header changes; a shim and a recorder of different versions
 // refuse to talk to each other rather than misread records.
-inline constexpr uint32_t kAbiVersion = 5;
+inline constexpr uint32_t kAbiVersion = 6;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
 // Capture ranges, set by the launcher for every process of the session (each gates itself):
@@ -160,6 +160,9 @@ enum class StringKind : uint32_t {
   // (cuGetProcAddress, cudaGetDriverEntryPoint) that this build has no wrapper for, so calls through
   // it are not recorded. Sent once per symbol per process image.
   kUnwrappedEntryPoint = 6,
+  // key = the id a BacktraceRecord's Python frames name a function by, text = its qualified name, a NUL,
+  // and the file of its code. Sent once per id per process, before the first backtrace naming it.
+  kPythonFunction = 7,
 };
 
 struct StringRecord {
@@ -193,16 +196,29 @@ static_assert(sizeof(ThreadStartRecord) == 32);
 // --osrt-backtrace-threshold): return addresses, innermost first, from the code that made the call
 // (the tracer's own frames are left out). Written just before the call's own record on the same ring,
 // so a reader attaches it to the next call record of the thread with the same begin and api id.
+// A Python frame of the thread that made a slow call (CPython processes only): the function's id (its
+// names come in a kPythonFunction string) and the line the frame was at.
+struct PythonFrame {
+  uint64_t function;
+  uint64_t line;
+};
+static_assert(sizeof(PythonFrame) == 16);
+
 struct BacktraceRecord {
-  RecordHeader header;  // kind = kBacktrace, aux = number of frames (1 .. kMaxBacktraceFrames)
-  uint64_t call_begin;  // the call's begin, in ClockKind units in the ring (ns in a trace file)
-  uint32_t api_id;      // the call's api id
-  uint32_t reserved;
-  uint64_t frames[];
+  RecordHeader header;     // kind = kBacktrace, aux = number of native frames (0 .. kMaxBacktraceFrames)
+  uint64_t call_begin;     // the call's begin, in ClockKind units in the ring (ns in a trace file)
+  uint32_t api_id;         // the call's api id
+  uint32_t python_frames;  // PythonFrame entries after the native frames (0 .. kMaxPythonFrames; 0 before ABI 6)
+  uint64_t frames[];       // native return addresses, innermost first; then the PythonFrames, innermost first
 };
 static_assert(sizeof(BacktraceRecord) == 24);
 inline constexpr uint32_t kMaxBacktraceFrames = 128;
-static_assert(sizeof(BacktraceRecord) + 8 * kMaxBacktraceFrames <= kMaxRecordBytes);
+inline constexpr uint32_t kMaxPythonFrames = 64;
+static_assert(sizeof(BacktraceRecord) + 8 * kMaxBacktraceFrames + sizeof(PythonFrame) * kMaxPythonFrames <=
+              kMaxRecordBytes);
+inline constexpr uint32_t backtrace_record_bytes(uint32_t native, uint32_t python) {
+  return uint32_t(sizeof(BacktraceRecord)) + 8u * native + uint32_t(sizeof(PythonFrame)) * python;
+}
 
 // Backtrace classes: ApiClass's values for CUDA calls, then the OS runtime's calls.
 inline constexpr uint32_t kBacktraceClasses = 5;

@@ -193,7 +193,13 @@ inline bool record_well_formed(const uint8_t* p, uint32_t bytes) {
     case abi::RecordKind::kCaptureState:
       return bytes == sizeof(abi::CaptureStateRecord);
     case abi::RecordKind::kBacktrace:
-      return h.aux >= 1 && h.aux <= abi::kMaxBacktraceFrames && bytes == sizeof(abi::BacktraceRecord) + 8u * h.aux;
+    {
+      if (bytes < sizeof(abi::BacktraceRecord)) return false;
+      uint32_t python;
+      std::memcpy(&python, p + offsetof(abi::BacktraceRecord, python_frames), sizeof python);
+      return h.aux + python >= 1 && h.aux <= abi::kMaxBacktraceFrames && python <= abi::kMaxPythonFrames &&
+             bytes == abi::backtrace_record_bytes(h.aux, python);
+    }
     case abi::RecordKind::kNvtx: {
       if (bytes < sizeof(abi::NvtxRecord)) return false;
       uint32_t length;

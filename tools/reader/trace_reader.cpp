@@ -138,10 +138,14 @@ const char* check_record(const uint8_t* p, size_t left) {
     case abi::RecordKind::kCaptureState:
       if (h.size < sizeof(abi::CaptureStateRecord)) return "a capture range record is too short";
       return nullptr;
-    case abi::RecordKind::kBacktrace:
-      if (h.aux > abi::kMaxBacktraceFrames || h.size < sizeof(abi::BacktraceRecord) + 8u * h.aux)
+    case abi::RecordKind::kBacktrace: {
+      if (h.size < sizeof(abi::BacktraceRecord)) return "a backtrace record is too short";
+      const uint32_t python = load<uint32_t>(p + offsetof(abi::BacktraceRecord, python_frames));
+      if (h.aux > abi::kMaxBacktraceFrames || python > abi::kMaxPythonFrames ||
+          h.size < abi::backtrace_record_bytes(h.aux, python))
         return "a backtrace record is shorter than its frames";
       return nullptr;
+    }
     case abi::RecordKind::kNvtx: {
       if (h.size < sizeof(abi::NvtxRecord)) return "an NVTX record is too short";
       uint32_t length = load<uint32_t>(p + offsetof(abi::NvtxRecord, text_bytes));
@@ -888,6 +892,13 @@ void TraceReader::apply_events() {
           break;
         case abi::StringKind::kUnwrappedEntryPoint:
           break;  // the recorder's warning (metadata warning.N) names them
+        case abi::StringKind::kPythonFunction: {
+          const size_t nul = text.find('\0');
+          Process::PythonFunction& f = proc.python_functions[load<uint64_t>(r + offsetof(abi::StringRecord, key))];
+          f.name.assign(text.substr(0, nul));
+          f.file.assign(nul == std::string_view::npos ? std::string_view() : text.substr(nul + 1));
+          break;
+        }
       }
     } else if (abi::RecordKind(h.kind) == abi::RecordKind::kApiCall) {
       apply_call_names(t, r, h.size);
@@ -948,6 +959,8 @@ bool TraceReader::deliver_event(Event& ev) {
           std::memcpy(c.args, r + sizeof(abi::ApiCallRecord), 8 * abi::kMaxApiArgs);
           c.frames = nullptr;
           c.frame_count = 0;
+          c.python_frames = nullptr;
+          c.python_frame_count = 0;
           if (backtraces_waiting_) {
             // The stack written just before this call's record, if it is this call's (a backtrace
             // whose call was lost to a full ring is dropped here).
@@ -958,6 +971,8 @@ bool TraceReader::deliver_event(Event& ev) {
               if (b->second.call_begin == rec.begin && b->second.api_id == h.aux) {
                 c.frames = b->second.frames.data();
                 c.frame_count = uint32_t(b->second.frames.size());
+                c.python_frames = b->second.python_frames.data();
+                c.python_frame_count = uint32_t(b->second.python_frames.size());
               }
             }
           }
@@ -972,6 +987,9 @@ bool TraceReader::deliver_event(Event& ev) {
           b.api_id = rec.api_id;
           b.frames.resize(h.aux);
           std::memcpy(b.frames.data(), r + sizeof(abi::BacktraceRecord), 8u * h.aux);
+          b.python_frames.resize(rec.python_frames);
+          std::memcpy(b.python_frames.data(), r + abi::backtrace_record_bytes(h.aux, 0),
+                      sizeof(abi::PythonFrame) * rec.python_frames);
           continue;  // delivered with its call
         }
         case abi::RecordKind::kString: {

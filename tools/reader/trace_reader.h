@@ -103,6 +103,11 @@ struct Process {
   std::unordered_map<uint64_t, KernelName> kernel_names;
   std::unordered_map<uint64_t, uint64_t> kernel_aliases;
   std::vector<Module> modules;  // in the order reported; a path may repeat after a reload
+  // kPythonFunction: the function id of a Python frame -> its qualified name and file.
+  struct PythonFunction {
+    std::string name, file;
+  };
+  std::unordered_map<uint64_t, PythonFunction> python_functions;
 
   // The module whose executable range holds `address` (the latest reported, after a reload), or null.
   const Module* module_at(uint64_t address) const {
@@ -157,6 +162,10 @@ struct ApiCall {
   // Valid until the next call of next(); null when the call has none.
   const uint64_t* frames = nullptr;
   uint32_t frame_count = 0;
+  // The Python frames of the thread (a CPython thread that held the GIL), innermost first; their
+  // functions are named by Process::python_functions. Valid like `frames`.
+  const abi::PythonFrame* python_frames = nullptr;
+  uint32_t python_frame_count = 0;
 
   uint64_t duration_ns() const { return end_ns - begin_ns; }
   bool outside_capture() const { return flags & abi::kCallFlagOutsideCapture; }
@@ -421,6 +430,7 @@ class TraceReader {
     uint32_t api_id = 0;
     bool waiting = false;
     std::vector<uint64_t> frames;
+    std::vector<abi::PythonFrame> python_frames;
   };
   std::unordered_map<uint32_t, PendingBacktrace> backtraces_;
   uint32_t backtraces_waiting_ = 0;

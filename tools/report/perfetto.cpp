@@ -349,6 +349,17 @@ class Writer {
       key("entry_point");
       append_json_string(j, api.name);
     }
+    if (c.python_frame_count) {
+      // The script's own frames, innermost first: the line of Python that made the call.
+      key("python_stack");
+      j += '[';
+      const reader::Process& p = reader_.process_of(t);
+      for (uint32_t i = 0; i < c.python_frame_count; ++i) {
+        if (i) j += ',';
+        append_json_string(j, format_python_frame(p, c.python_frames[i]));
+      }
+      j += ']';
+    }
     if (c.frame_count) {
       // Innermost first, each as the file and the offset a symboliser takes (addr2line -e FILE OFFSET);
       // an address in no reported module stays an address.

@@ -462,17 +462,25 @@ class NvtxPushPopTrace : public Report {
 
 // callsite_sum: the slow calls that carry a backtrace (--cudabacktrace, --osrt-backtrace-threshold),
 // grouped by API and by their stack named from the binaries, ranked by the total time they took: which
-// line of the program issued the time. Calls under their class's threshold carry no stack and are not
-// counted here; cuda_api_sum counts every call.
+// line of the program issued the time (in a Python program, the innermost Python frame). Calls under
+// their class's threshold carry no stack and are not counted here; cuda_api_sum counts every call.
 class CallsiteSum : public Report {
  public:
   explicit CallsiteSum(const ReportOptions& options) : options_(options) {}
 
   void add(TraceReader& reader, const Event& ev) override {
-    if (ev.kind != EventKind::kApiCall || ev.call.frame_count == 0 || !is_shown_call(ev.call, options_.show_internal))
+    if (ev.kind != EventKind::kApiCall || ev.call.frame_count + ev.call.python_frame_count == 0 ||
+        !is_shown_call(ev.call, options_.show_internal))
       return;
     const reader::Process& process = reader.process_of(*ev.thread);
-    std::string stack, site;
+    std::string stack, site, python;
+    for (uint32_t i = 0; i < ev.call.python_frame_count; ++i) {
+      // In a Python program the call site is the script's line.
+      std::string frame = format_python_frame(process, ev.call.python_frames[i]);
+      if (site.empty()) site = frame;
+      if (!python.empty()) python += " <- ";
+      python += frame;
+    }
     auto append = [&](const std::string& frame) {
       if (site.empty()) site = frame;
       if (!stack.empty()) stack += " <- ";
@@ -486,12 +494,15 @@ class CallsiteSum : public Report {
     std::string key = ev.call.api->display_name;
     key += '\x1f';
     key += stack;
+    key += '\x1f';
+    key += python;
     auto [it, added] = row_by_key_.emplace(std::move(key), rows_.size());
     if (added) {
       Row& row = rows_.emplace_back();
       row.name = &ev.call.api->display_name;
       row.site = std::move(site);
       row.stack = std::move(stack);
+      row.python = std::move(python);
     }
     if (rows_[it->second].stats.add(ev.call.duration_ns())) spill_when_over_budget(rows_, held_, ok_);
   }
@@ -509,7 +520,7 @@ class CallsiteSum : public Report {
  private:
   struct Row {
     const std::string* name = nullptr;
-    std::string site, stack;
+    std::string site, stack, python;
     DurationStats stats;
   };
 
@@ -521,17 +532,19 @@ class CallsiteSum : public Report {
     for (Row& r : rows_) order.push_back(&r);
     std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) {
       if (a->stats.total != b->stats.total) return a->stats.total > b->stats.total;
-      return *a->name != *b->name ? *a->name < *b->name : a->stack < b->stack;
+      if (*a->name != *b->name) return *a->name < *b->name;
+      return a->stack != b->stack ? a->stack < b->stack : a->python < b->python;
     });
     table_.title = "Call Sites of Slow Calls (callsite_sum)";
     table_.columns = {"Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)",
-                      "Max (ns)", "StdDev (ns)", "Name", "Call Site", "Stack"};
+                      "Max (ns)", "StdDev (ns)", "Name", "Call Site", "Stack", "Python Stack"};
     for (Row* r : order) {
       std::vector<Cell>& row = table_.rows.emplace_back();
       r->stats.append_cells(row, grand_total, &ok_);
       row.push_back(Cell::string(*r->name));
       row.push_back(Cell::string(r->site));
       row.push_back(Cell::string(r->stack));
+      row.push_back(Cell::string(r->python));
     }
     rows_.clear();
   }

@@ -69,6 +69,13 @@ std::string format_frame(const ResolvedAddress& where, const SourceFrame* frame)
   return out;
 }
 
+std::string format_python_frame(const reader::Process& process, const abi::PythonFrame& frame) {
+  auto it = process.python_functions.find(frame.function);
+  if (it == process.python_functions.end())
+    return "python function " + reader::hex(frame.function) + " (line " + std::to_string(frame.line) + ")";
+  return it->second.name + " (" + base_name(it->second.file) + ":" + std::to_string(frame.line) + ")";
+}
+
 struct Symbolizer::ModuleFile {
   Dwfl* dwfl = nullptr;
   Dwfl_Module* mod = nullptr;  // null when the file cannot be used: frames stay module+offset

@@ -36,6 +36,10 @@ std::string format_frame(const ResolvedAddress& where, const SourceFrame* frame)
 // The raw form: "module+0xoffset", or the address in hex.
 std::string raw_frame(const ResolvedAddress& where);
 
+// A Python frame as "function (file:line)", the names from the process's kPythonFunction strings; a
+// function whose names the trace lacks reads "python function 0x<id>".
+std::string format_python_frame(const reader::Process& process, const abi::PythonFrame& frame);
+
 class Symbolizer {
  public:
   Symbolizer();

@@ -7,6 +7,7 @@ import csv
 import io
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from conftest import APPS, CUTRACE, app, calls, metadata, profile, sim_env
@@ -184,3 +185,33 @@ def test_a_rebuilt_or_missing_binary_is_never_named_from_another_build(tmp_path)
     rows, stderr = callsites(trace)
     assert rows[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
     assert f"{program}: No such file or directory; its frames are shown as module+offset" in stderr
+
+
+# --- Python frames. ---
+
+SCRIPT = Path(__file__).resolve().parent / "scripts" / "python_backtrace.py"
+
+
+def script_line(marker):
+    lines = SCRIPT.read_text().splitlines()
+    (number,) = [n for n, line in enumerate(lines, 1) if line.rstrip().endswith("# CALL: " + marker)]
+    return number
+
+
+def test_a_python_scripts_slow_call_names_its_functions_and_lines(tmp_path):
+    command = [sys.executable, str(SCRIPT), "libcudart.so.13"]
+    proc, trace = profile(tmp_path, command, env=sim_env(**SLOW_COPIES), options=["--cudabacktrace", "memory:" + THRESHOLD])
+    assert proc.stdout == "failed 0\n"
+    events, _ = calls(trace, tmp_path, domains=None)
+    copies = [e for e in events if e["name"] == "cudaMemcpy"]
+    assert len(copies) == 2 and all("backtrace" in e["args"] for e in copies)
+    expected = [f"{function} (python_backtrace.py:{script_line(marker)})" for function, marker in
+                (("copy_batch", "copy_batch"), ("train_step", "train_step"), ("main", "main"), ("<module>", "<module>"))]
+    # Through ctypes.PyDLL the thread holds the GIL during the call: every Python frame, innermost first.
+    assert copies[0]["args"]["python_stack"] == expected
+    # ctypes.CDLL releases the GIL around the call: the native stack only, no frames read racily.
+    assert "python_stack" not in copies[1]["args"]
+    rows, _ = callsites(trace)
+    (row,) = [r for r in rows if r["Python Stack"]]
+    assert (row["Name"], row["Call Site"], row["Python Stack"]) == ("cudaMemcpy", expected[0], " <- ".join(expected))
+    assert int(row["Num Calls"]) == 1

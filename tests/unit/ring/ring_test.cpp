@@ -249,6 +249,18 @@ TEST(RingRecords, WellFormedChecksEveryKindsLayout) {
   EXPECT_FALSE(ring::record_well_formed(buf, b->header.size));
   b->header = {uint16_t(abi::RecordKind::kBacktrace), uint16_t(sizeof *b), 0};  // no frame at all
   EXPECT_FALSE(ring::record_well_formed(buf, b->header.size));
+  // Python frames (16 bytes each) follow the native ones; a record may hold only those.
+  b->header = {uint16_t(abi::RecordKind::kBacktrace), uint16_t(abi::backtrace_record_bytes(3, 2)), 3};
+  b->python_frames = 2;
+  EXPECT_TRUE(ring::record_well_formed(buf, b->header.size));
+  b->python_frames = 1;  // bytes nobody accounts for
+  EXPECT_FALSE(ring::record_well_formed(buf, b->header.size));
+  b->header = {uint16_t(abi::RecordKind::kBacktrace), uint16_t(abi::backtrace_record_bytes(0, 2)), 0};
+  b->python_frames = 2;
+  EXPECT_TRUE(ring::record_well_formed(buf, b->header.size));
+  b->python_frames = abi::kMaxPythonFrames + 1;  // more than any producer writes
+  b->header.size = uint16_t(abi::backtrace_record_bytes(0, abi::kMaxPythonFrames + 1));
+  EXPECT_FALSE(ring::record_well_formed(buf, b->header.size));
 
   auto* m = reinterpret_cast<abi::ModuleRecord*>(buf);
   std::memset(buf, 0, sizeof buf);

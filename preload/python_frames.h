@@ -1,0 +1,22 @@
+// The Python frames of the calling thread, for the backtrace of a slow call in a CPython process: what a
+// native stack cannot say (which line of the script issued the call), with no sampling and no change to
+// the program. Read through CPython's C API (3.9 or newer, which has PyFrame_GetBack and PyFrame_GetCode),
+// only while the thread holds the GIL: a thread that released it (PyTorch does around some blocking
+// calls) has its frames left out rather than read racily (README.md, "Backtraces of slow calls").
+#pragma once
+
+#include <cstdint>
+
+#include "runtime.h"
+
+namespace cutrace::preload {
+
+// Up to `capacity` frames, innermost first, each as (the id of its function and file, its line). The
+// names of an id are sent once per process as a kPythonFunction string. 0 when the process runs no
+// CPython, the thread does not hold the GIL, or it runs no Python code.
+uint32_t python_frames(ThreadState& ts, abi::PythonFrame* out, uint32_t capacity);
+
+// In a forked child: its trace is another process's, which has not been told any name yet.
+void forget_python_functions();
+
+}  // namespace cutrace::preload
