@@ -215,3 +215,19 @@ def test_a_python_scripts_slow_call_names_its_functions_and_lines(tmp_path):
     (row,) = [r for r in rows if r["Python Stack"]]
     assert (row["Name"], row["Call Site"], row["Python Stack"]) == ("cudaMemcpy", expected[0], " <- ".join(expected))
     assert int(row["Num Calls"]) == 1
+
+
+def test_threads_that_exit_right_after_a_slow_call_keep_its_named_stack(tmp_path):
+    # Each thread's ring is released when it exits, while the recorder may still be draining it: the
+    # stack must stay with its call.
+    threads = 8
+    proc, trace = profile(tmp_path, [app("backtrace_threads"), str(threads)], env=sim_env(**SLOW_COPIES),
+                          options=["--cudabacktrace", "memory:" + THRESHOLD])
+    assert proc.stdout == f"threads {threads} failed 0\n"
+    events, _ = calls(trace, tmp_path, domains=None)
+    copies = [e for e in events if e["name"] == "cudaMemcpy"]
+    assert len(copies) == threads and len({e["tid"] for e in copies}) == threads
+    site = f"copy_then_exit (backtrace_threads.cpp:{call_line('backtrace_threads.cpp', 'copy_then_exit')})"
+    assert all(e["args"]["stack"][0] == site for e in copies), [e["args"].get("stack") for e in copies]
+    rows, _ = callsites(trace)
+    assert [(r["Call Site"], int(r["Num Calls"])) for r in rows if r["Name"] == "cudaMemcpy"] == [(site, threads)]
