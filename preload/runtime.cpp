@@ -454,7 +454,8 @@ void record_backtrace(ThreadState& ts, uint32_t api_id, uint64_t begin, uint64_t
   // A CPython thread's script frames: which line of the program made the call.
   abi::PythonFrame python[abi::kMaxPythonFrames];
   ++ts.in_tracer;
-  const uint32_t python_count = python_frames(ts, python, std::min(depth, abi::kMaxPythonFrames));
+  const uint32_t python_count =
+      python_frames(ts, python, std::min(g_session->backtrace_depth_python, abi::kMaxPythonFrames));
   --ts.in_tracer;
   if (count + python_count == 0) {
     errno = saved_errno;

@@ -127,6 +127,7 @@ trace::KeyValues Recorder::metadata() const {
     kv.emplace_back("backtrace.threshold_ns", thresholds);
     kv.emplace_back("backtrace.depth", std::to_string(load_field(session_->backtrace_depth_cuda)) + "," +
                                            std::to_string(load_field(session_->backtrace_depth_osrt)));
+    kv.emplace_back("backtrace.python_depth", std::to_string(load_field(session_->backtrace_depth_python)));
   }
   if (clock_.is_tsc()) {
     char hz[32], err[32];

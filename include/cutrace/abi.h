@@ -420,7 +420,9 @@ struct alignas(64) SessionHeader {
   uint32_t backtrace_depth_osrt;  // of an OS runtime call's (--osrt-backtrace-depth)
   // Processes that were asked for backtraces and could not load libunwind.so.8, which takes them.
   std::atomic<uint32_t> backtrace_unavailable;
-  uint32_t backtrace_reserved;
+  // Python frames kept with a stack taken in a CPython thread (--python-backtrace), at most
+  // kMaxPythonFrames; 0: none.
+  uint32_t backtrace_depth_python;
 };
 static_assert(sizeof(SessionHeader) == 320);
 static_assert(offsetof(SessionHeader, capture_domains) == 64);

@@ -167,6 +167,7 @@ bool Session::create(const Options& options, std::string* error) {
   }
   h->backtrace_depth_cuda = std::min(options.backtrace_depth_cuda, abi::kMaxBacktraceFrames);
   h->backtrace_depth_osrt = std::min(options.backtrace_depth_osrt, abi::kMaxBacktraceFrames);
+  h->backtrace_depth_python = std::min(options.backtrace_depth_python, abi::kMaxPythonFrames);
   h->capture_domains.store(options.trace_domains, std::memory_order_release);
   name_ = name;
   header_ = h;

@@ -26,6 +26,7 @@ struct Options {
                                                              abi::kBacktraceOff};
   uint32_t backtrace_depth_cuda = 32;
   uint32_t backtrace_depth_osrt = 24;  // --osrt-backtrace-depth (nsys's default)
+  uint32_t backtrace_depth_python = 32;  // --python-backtrace none: 0
   // Rings are touched lazily, but a write to a page /dev/shm has no room for kills the writer with
   // SIGBUS: the traced program. So a session never reserves more than /dev/shm has free; with this
   // set, the slot count is lowered to fit (down to kMinFittedSlots) instead of failing.

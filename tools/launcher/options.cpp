@@ -13,7 +13,7 @@ enum class Arity { kValue, kBool, kNone };
 enum class Id {
   kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kQuiet, kHelp,
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
-  kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth,
+  kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
 };
 
 struct Supported {
@@ -46,6 +46,7 @@ constexpr Supported kSupported[] = {
     {0, "cudabacktrace-threshold", Arity::kValue, Id::kCudaBacktraceThreshold},
     {0, "osrt-backtrace-threshold", Arity::kValue, Id::kOsrtBacktraceThreshold},
     {0, "osrt-backtrace-depth", Arity::kValue, Id::kOsrtBacktraceDepth},
+    {0, "python-backtrace", Arity::kValue, Id::kPythonBacktrace},
     {'h', "help", Arity::kNone, Id::kHelp},
 };
 
@@ -64,7 +65,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "nvtx-domain-include", nullptr},
     {0, "nvtx-domain-exclude", nullptr},
     {0, "osrt-backtrace-stack-size", nullptr},
-    {0, "python-backtrace", "none"},
     {0, "python-sampling", "false"},
     {0, "python-sampling-frequency", nullptr},
     {0, "python-functions-trace", nullptr},
@@ -634,6 +634,14 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             return false;
           }
           break;
+        case Id::kPythonBacktrace:
+          if (!take_value(&value) || (value != "cuda" && value != "none" && value != "false")) {
+            *error = usage("option '" + w.spelled + "' takes cuda or none" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          options->python_backtrace = value == "cuda";
+          break;
         case Id::kOsrtThreshold:
           if (!take_value(&value) || !parse_whole_number(value, &options->osrt_threshold_ns)) {
             *error = usage("option '" + w.spelled + "' takes a whole number of nanoseconds" +
@@ -752,6 +760,9 @@ options:
                               nanoseconds (default 80000)
       --osrt-backtrace-depth N
                               frames kept of an osrt call's stack (default 24; 32 for CUDA calls)
+      --python-backtrace cuda|none
+                              in a CPython thread that holds the GIL, add its Python frames to
+                              the stacks taken (default cuda: on); none leaves them out
   -c, --capture-range none|cudaProfilerApi|nvtx
                               record each process only inside its own ranges: between its
                               cudaProfilerStart and cudaProfilerStop (or cuProfilerStart/Stop),

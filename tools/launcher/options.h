@@ -39,6 +39,9 @@ struct ProfileOptions {
                                                              abi::kBacktraceOff};
   uint64_t osrt_backtrace_threshold_ns = 80000;
   uint32_t osrt_backtrace_depth = 24;  // --osrt-backtrace-depth (nsys's default)
+  // --python-backtrace: Python frames with the stacks of CPython threads (cuda, the default) or not
+  // (none, false).
+  bool python_backtrace = true;
   uint32_t ring_bytes = abi::kDefaultRingBytes;
   bool ring_bytes_given = false;  // --ring-size was given: the session must not shrink the rings
   uint32_t ring_slots = abi::kDefaultSlotCount;

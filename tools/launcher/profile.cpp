@@ -263,6 +263,7 @@ int run(const ProfileOptions& options) {
   std::copy(std::begin(options.backtrace_threshold_ns), std::end(options.backtrace_threshold_ns),
             session_options.backtrace_threshold_ns);
   session_options.backtrace_depth_osrt = options.osrt_backtrace_depth;
+  session_options.backtrace_depth_python = options.python_backtrace ? 32 : 0;
   session::Session session;  // its destructor removes the shared memory on every way out
   std::string why;
   if (!session.create(session_options, &why))

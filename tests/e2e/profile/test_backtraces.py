@@ -215,6 +215,14 @@ def test_a_python_scripts_slow_call_names_its_functions_and_lines(tmp_path):
     (row,) = [r for r in rows if r["Python Stack"]]
     assert (row["Name"], row["Call Site"], row["Python Stack"]) == ("cudaMemcpy", expected[0], " <- ".join(expected))
     assert int(row["Num Calls"]) == 1
+    assert metadata(trace)["backtrace.python_depth"] == "32"
+
+    # nsys's --python-backtrace none: native stacks only.
+    proc, trace = profile(tmp_path, command, env=sim_env(**SLOW_COPIES), name="no_python",
+                          options=["--cudabacktrace", "memory:" + THRESHOLD, "--python-backtrace", "none"])
+    copies = [e for e in calls(trace, tmp_path, domains=None)[0] if e["name"] == "cudaMemcpy"]
+    assert [("backtrace" in e["args"], "python_stack" in e["args"]) for e in copies] == [(True, False)] * 2
+    assert metadata(trace)["backtrace.python_depth"] == "0"
 
 
 def test_threads_that_exit_right_after_a_slow_call_keep_its_named_stack(tmp_path):

@@ -259,6 +259,16 @@ TEST(LauncherOptions, ByteCounts) {
   EXPECT_FALSE(parse_byte_count("99999999999999G", &v));
 }
 
+TEST(LauncherOptions, PythonBacktraceTakesNsysValues) {
+  EXPECT_TRUE(parse({"app"}).options.python_backtrace);  // on with every stack of a CPython thread
+  EXPECT_TRUE(parse({"--python-backtrace=cuda", "app"}).options.python_backtrace);
+  EXPECT_FALSE(parse({"--python-backtrace", "none", "app"}).options.python_backtrace);
+  EXPECT_FALSE(parse({"--python-backtrace=false", "app"}).options.python_backtrace);
+  Parsed p = parse({"--python-backtrace=all", "app"});
+  EXPECT_FALSE(p.ok);
+  EXPECT_EQ(p.error.message, "cutrace profile: option '--python-backtrace' takes cuda or none, not 'all'.");
+}
+
 TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
   // Every option the brief of `nsys profile` lists that cutrace lacks, in each spelling, with a value
   // that asks for something.
@@ -267,7 +277,7 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
       {"--sample=process-tree"},
       {"-b", "dwarf"},
       {"--backtrace", "fp"},
-      {"--python-backtrace=cuda"},
+      {"--python-sampling=true"},
       {"--cuda-memory-usage", "true"},
       {"--export", "sqlite"},
       {"--trace-fork-before-exec=true"},
@@ -333,8 +343,8 @@ TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
 // A published command line is ported in one run: every option cutrace cannot take is named at once,
 // each with its remedy, and their values are not mistaken for the command.
 TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
-  expect_refused({"-s", "cpu", "--cuda-memory-usage=true", "-t", "cuda,mpi", "--bogus", "--python-backtrace",
-                  "cuda", "python3", "train.py"},
+  expect_refused({"-s", "cpu", "--cuda-memory-usage=true", "-t", "cuda,mpi", "--bogus", "--python-sampling",
+                  "true", "python3", "train.py"},
                  "cutrace profile: 5 options cannot be used: "
                  "(1) option '-s' is not supported yet; remove it to profile without it, or pass -s none; "
                  "(2) option '--cuda-memory-usage' is not supported yet; remove it to profile without it, or pass "
@@ -342,8 +352,8 @@ TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
                  "(3) -t mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas and "
                  "cudnn); "
                  "(4) unknown option '--bogus'; run `cutrace profile --help`; "
-                 "(5) option '--python-backtrace' is not supported yet; remove it to profile without it, or pass "
-                 "--python-backtrace=none.");
+                 "(5) option '--python-sampling' is not supported yet; remove it to profile without it, or pass "
+                 "--python-sampling=false.");
   // Other mistakes are still reported alone and first.
   expect_refused({"-s", "cpu", "-o"}, "cutrace profile: option '-o' needs a file name.");
 }
