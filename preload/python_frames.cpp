@@ -110,6 +110,14 @@ bool first_sending(uint64_t id) {
   return true;  // full: send again rather than leave a name out
 }
 
+// Clears the error indicator, dropping what a lookup of ours left there.
+void discard_error(const PythonApi& api) {
+  Object type = nullptr, value = nullptr, trace = nullptr;
+  api.fetch_error(&type, &value, &trace);
+  for (Object o : {type, value, trace})
+    if (o) api.dec_ref(o);
+}
+
 // The UTF-8 text of attribute `name` of `object`, into `out` (at most `capacity` bytes); its length.
 size_t attribute_text(const PythonApi& api, Object object, const char* name, char* out, size_t capacity) {
   Object value = api.get_attr(object, name);
@@ -141,11 +149,7 @@ uint64_t function_id(ThreadState& ts, const PythonApi& api, Object code) {
   char text[1024];
   size_t name = attribute_text(api, code, "co_qualname", text, 512);
   if (name == size_t(-1)) {
-    Object type = nullptr, value = nullptr, trace = nullptr;
-    api.fetch_error(&type, &value, &trace);  // the AttributeError of an older Python
-    if (type) api.dec_ref(type);
-    if (value) api.dec_ref(value);
-    if (trace) api.dec_ref(trace);
+    discard_error(api);  // the AttributeError of a Python older than 3.11
     name = attribute_text(api, code, "co_name", text, 512);
     if (name == size_t(-1)) name = 0;
   }
@@ -188,11 +192,7 @@ uint32_t python_frames(ThreadState& ts, abi::PythonFrame* out, uint32_t capacity
   }
   if (frame) api->dec_ref(frame);
   // An error the lookups left (an attribute missing) is not the program's.
-  Object t2 = nullptr, v2 = nullptr, tb2 = nullptr;
-  api->fetch_error(&t2, &v2, &tb2);
-  if (t2) api->dec_ref(t2);
-  if (v2) api->dec_ref(v2);
-  if (tb2) api->dec_ref(tb2);
+  discard_error(*api);
   api->restore_error(type, value, trace);
   return count;
 }

@@ -60,6 +60,21 @@ void spill_when_over_budget(Rows& rows, uint64_t& held, bool& ok) {
   held = 0;
 }
 
+// The rows of a summary, most total time first (ties broken by `tie`), and the grand total of their time.
+template <class Row, class Tie>
+std::vector<Row*> by_total_time(std::deque<Row>& rows, uint64_t& grand_total, Tie tie) {
+  grand_total = 0;
+  std::vector<Row*> order;
+  for (Row& r : rows) {
+    grand_total += r.stats.total;
+    order.push_back(&r);
+  }
+  std::sort(order.begin(), order.end(), [&](const Row* a, const Row* b) {
+    return a->stats.total != b->stats.total ? a->stats.total > b->stats.total : tie(*a, *b);
+  });
+  return order;
+}
+
 // cuda_api_sum (and the cuBLAS and cuDNN sums): per display name, as nsys groups by name
 // (__cudaLaunchKernel and __cudaLaunchKernel_ptsz are both the one cudaLaunchKernel users wrote), the
 // statistics of DurationStats.
@@ -102,12 +117,8 @@ class ApiSum : public Report {
   void build_table() {
     table_ready_ = true;
     uint64_t grand_total = 0;
-    for (const Row& r : rows_) grand_total += r.stats.total;
-    std::vector<Row*> order;
-    for (Row& r : rows_) order.push_back(&r);
-    std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) {
-      return a->stats.total != b->stats.total ? a->stats.total > b->stats.total : *a->name < *b->name;
-    });
+    const std::vector<Row*> order =
+        by_total_time(rows_, grand_total, [](const Row& a, const Row& b) { return *a.name < *b.name; });
     table_.title = title_;
     table_.columns = {"Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)",   "Med (ns)",
                       "Min (ns)", "Max (ns)",        "StdDev (ns)", "Name"};
@@ -347,13 +358,8 @@ class NvtxSum : public Report {
   void build_table() {
     table_ready_ = true;
     uint64_t grand_total = 0;
-    for (const Row& r : rows_) grand_total += r.stats.total;
-    std::vector<Row*> order;
-    for (Row& r : rows_) order.push_back(&r);
-    std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) {
-      if (a->stats.total != b->stats.total) return a->stats.total > b->stats.total;
-      if (a->name != b->name) return a->name < b->name;
-      return a->push_pop > b->push_pop;
+    const std::vector<Row*> order = by_total_time(rows_, grand_total, [](const Row& a, const Row& b) {
+      return a.name != b.name ? a.name < b.name : a.push_pop > b.push_pop;
     });
     table_.title = "NVTX Range Summary (nvtx_sum)";
     table_.columns = {"Time (%)", "Total Time (ns)", "Instances", "Avg (ns)",    "Med (ns)",
@@ -527,13 +533,9 @@ class CallsiteSum : public Report {
   void build_table() {
     table_ready_ = true;
     uint64_t grand_total = 0;
-    for (const Row& r : rows_) grand_total += r.stats.total;
-    std::vector<Row*> order;
-    for (Row& r : rows_) order.push_back(&r);
-    std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) {
-      if (a->stats.total != b->stats.total) return a->stats.total > b->stats.total;
-      if (*a->name != *b->name) return *a->name < *b->name;
-      return a->stack != b->stack ? a->stack < b->stack : a->python < b->python;
+    const std::vector<Row*> order = by_total_time(rows_, grand_total, [](const Row& a, const Row& b) {
+      if (*a.name != *b.name) return *a.name < *b.name;
+      return a.stack != b.stack ? a.stack < b.stack : a.python < b.python;
     });
     table_.title = "Call Sites of Slow Calls (callsite_sum)";
     table_.columns = {"Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)",
