@@ -49,6 +49,7 @@ constexpr const char* kUsage =
     "  --ready-fd N       write \"ready\" here once recording, and the summary line at the end\n"
     "  --meta KEY=VALUE   add a metadata pair to the trace (repeatable)\n"
     "  --force            the caller allowed overwriting FILE (recorded in the metadata)\n"
+    "  --perf-fds N       read CPU samples (-s cpu) from the N perf events open on fds 5 and up\n"
     "  --compression-level N    zstd level of the chunks (default 1: fast enough to keep up with\n"
     "                           tens of millions of calls per second on a few threads; while\n"
     "                           chunks wait for a compression thread, they get level -1)\n"
@@ -58,6 +59,8 @@ constexpr const char* kUsage =
 // zstd level 1 compresses this data about twice as fast as level 3 for 13% more bytes; the recorder
 // must keep up with the program in real time, the tools can recompress later.
 constexpr int kDefaultCompressionLevel = 1;
+// Where the launcher puts the perf events of -s cpu (RecorderProcess::kPerfFdBase).
+constexpr int kPerfFdBase = 5;
 
 unsigned default_compression_threads() {
   const unsigned cpus = std::thread::hardware_concurrency();
@@ -68,6 +71,7 @@ struct Args {
   std::string session, output, part;
   int ready_fd = -1;
   int claim_fd = -1;
+  std::vector<int> perf_fds;  // --perf-fds N: the perf events of -s cpu, on fds 5 .. 5 + N - 1
   bool force = false;
   int compression_level = kDefaultCompressionLevel;
   unsigned compression_threads = default_compression_threads();
@@ -128,6 +132,22 @@ int parse_args(int argc, char** argv, Args* args) {
         return 2;
       }
       (arg == "--ready-fd" ? args->ready_fd : args->claim_fd) = int(fd);
+    } else if (arg == "--perf-fds") {
+      if (!take(arg)) return 2;
+      const std::string text(value);
+      char* end = nullptr;
+      const long n = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end || n < 1 || n > 4096) {
+        std::fprintf(stderr, "cutrace-recorder: --perf-fds must be a count from 1 to 4096, got '%s'.\n", text.c_str());
+        return 2;
+      }
+      for (int fd = kPerfFdBase; fd < kPerfFdBase + n; ++fd) {
+        if (fcntl(fd, F_GETFD) < 0) {
+          std::fprintf(stderr, "cutrace-recorder: --perf-fds %ld: descriptor %d is not open.\n", n, fd);
+          return 2;
+        }
+        args->perf_fds.push_back(fd);
+      }
     } else if (arg == "--compression-level" || arg == "--compression-threads") {
       if (!take(arg)) return 2;
       const std::string text(value);
@@ -242,6 +262,10 @@ int main(int argc, char** argv) {
   for (const auto& [key, value] : args.meta)
     if (key == "capture.opened_by") recorder.set_capture_range(value);
   if (!recorder.attach(header, session.bytes(), &writer, &error)) {
+    ::unlink(part.c_str());
+    return fail(error + ".");
+  }
+  if (!args.perf_fds.empty() && !recorder.attach_cpu_samples(args.perf_fds, &error)) {
     ::unlink(part.c_str());
     return fail(error + ".");
   }

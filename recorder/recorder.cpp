@@ -147,6 +147,8 @@ uint64_t Recorder::poll() {
   uint64_t consumed = 0;
   slots_in_use_ = 0;
   for (uint32_t i = 0; i < slot_count_; ++i) consumed += visit_slot(i, false, now);
+  // A sample is about a record's worth of work: a pass that wrote some is not idle.
+  consumed += drain_cpu_samples(false) * sizeof(abi::CpuSampleRecord);
   return consumed;
 }
 
@@ -196,6 +198,7 @@ void Recorder::final_drain() {
   for (uint32_t i = 0; i < slot_count_; ++i) visit_slot(i, true, now);
   for (uint32_t i = 0; i < slot_count_; ++i)
     if (slots_[i].tracked) capture_counters(slots_[i], slot_at(i));
+  drain_cpu_samples(true);
   final_lost_no_slot_ = session_->lost_no_slot.load(std::memory_order_relaxed);
   processes_cut_off_ = session_->processes_cut_off.load(std::memory_order_acquire);
   backtrace_unavailable_ = session_->backtrace_unavailable.load(std::memory_order_relaxed);
@@ -287,6 +290,8 @@ void Recorder::ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns
   }
   kernels_of_thread_.push_back(it->second);
   writer_->add_thread_def(def);
+  thread_of_tid_[uint64_t(def.pid) << 32 | def.tid] = def.thread_index;
+  process_of_pid_[def.pid] = {def.process_start_ticks, def.ppid};
 }
 
 ring::DrainStats Recorder::drain(const SlotTrack& track, abi::RingHeader* ring, uint64_t max_bytes) {
@@ -379,6 +384,105 @@ void Recorder::encode_with_time(const uint8_t* record, uint32_t bytes, size_t ti
   time = clock_.to_ns(time);
   std::memcpy(converted + time_offset, &time, sizeof time);
   codec::encode(codec_, converted, bytes, batch_cursors_);
+}
+
+bool Recorder::attach_cpu_samples(const std::vector<int>& fds, std::string* error) {
+  cpu_samples_ = std::make_unique<CpuSampleReader>();
+  return cpu_samples_->attach(fds, error);
+}
+
+uint32_t Recorder::sampled_thread(uint32_t pid, uint32_t tid, uint64_t now_ns) {
+  const uint64_t key = uint64_t(pid) << 32 | tid;
+  if (auto t = thread_of_tid_.find(key); t != thread_of_tid_.end()) return t->second;
+  auto p = process_of_pid_.find(pid);
+  if (p == process_of_pid_.end()) return UINT32_MAX;
+  // A thread of a traced process that made no recorded call (a data loader, a compute pool): it gets
+  // a thread of its own in the trace, with claim serial 0 (it claimed no ring) and its name.
+  format::ThreadDef def{};
+  def.thread_index = uint32_t(threads_.size());
+  def.pid = pid;
+  def.tid = tid;
+  def.ppid = p->second.ppid;
+  def.process_start_ticks = p->second.start_ticks;
+  def.claim_serial = 0;
+  def.first_seen_ns = now_ns;
+  format::ThreadStats stats{};
+  stats.thread_index = def.thread_index;
+  threads_.push_back(stats);
+  dropped_no_memory_.push_back(0);
+  kernels_of_thread_.push_back(kernels_index_.at({pid, p->second.start_ticks}));
+  writer_->add_thread_def(def);
+  thread_of_tid_[key] = def.thread_index;
+  // Its name, as the shim sends a thread's at its claim.
+  char path[64], name[32] = {};
+  std::snprintf(path, sizeof path, "/proc/%u/task/%u/comm", pid, tid);
+  if (FILE* f = std::fopen(path, "re")) {
+    if (std::fgets(name, sizeof name, f)) {
+      const size_t length = strcspn(name, "\n");
+      uint8_t record[sizeof(abi::StringRecord) + 32] = {};
+      const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::StringRecord) + length));
+      auto* r = reinterpret_cast<abi::StringRecord*>(record);
+      r->header = {uint16_t(abi::RecordKind::kString), uint16_t(bytes), uint32_t(abi::StringKind::kThreadName)};
+      r->length = uint32_t(length);
+      std::memcpy(record + sizeof(abi::StringRecord), name, length);
+      if (batch_records_ && batch_thread_ != def.thread_index) submit_batch();
+      batch_thread_ = def.thread_index;
+      codec::encode(codec_, record, bytes, batch_cursors_);
+      ++batch_records_;
+    }
+    std::fclose(f);
+  }
+  return def.thread_index;
+}
+
+void Recorder::write_cpu_sample(uint32_t thread_index, const CpuSample& s) {
+  if (batch_records_ && batch_thread_ != thread_index) submit_batch();
+  if (batch_cursors_.structure + codec::kMaxEncodedBytes > batch_structure_.get() + options_.batch_bytes)
+    submit_batch();
+  batch_thread_ = thread_index;
+  uint8_t record[sizeof(abi::CpuSampleRecord) + 8 * abi::kMaxSampleFrames];
+  const uint32_t frames = std::min(s.frame_count, abi::kMaxSampleFrames);
+  const uint32_t bytes = uint32_t(sizeof(abi::CpuSampleRecord)) + 8 * frames;
+  auto* r = reinterpret_cast<abi::CpuSampleRecord*>(record);
+  r->header = {uint16_t(abi::RecordKind::kCpuSample), uint16_t(bytes), frames};
+  r->time = s.time_ns;
+  r->cpu = s.cpu;
+  r->flags = 0;
+  std::memcpy(r->frames, s.frames, 8u * frames);
+  codec::encode(codec_, record, bytes, batch_cursors_);
+  ++batch_records_;
+  ++cpu_samples_written_;
+}
+
+uint64_t Recorder::drain_cpu_samples(bool final) {
+  if (!cpu_samples_) return 0;
+  // Bounded: a process that never records keeps its samples here until the end.
+  constexpr size_t kMaxPendingSamples = 200000;
+  const uint64_t now = monotonic_ns();
+  if (!pending_samples_.empty()) {
+    std::vector<PendingSample> still;
+    for (PendingSample& p : pending_samples_) {
+      const uint32_t t = sampled_thread(p.pid, p.tid, now);
+      if (t != UINT32_MAX)
+        write_cpu_sample(t, CpuSample{p.pid, p.tid, p.cpu, p.time_ns, p.frames.data(), uint32_t(p.frames.size())});
+      else if (final)
+        ++cpu_samples_untraced_;
+      else
+        still.push_back(std::move(p));
+    }
+    pending_samples_.swap(still);
+  }
+  const uint64_t n = cpu_samples_->drain([&](const CpuSample& s) {
+    const uint32_t t = sampled_thread(s.pid, s.tid, now);
+    if (t != UINT32_MAX)
+      write_cpu_sample(t, s);
+    else if (final || pending_samples_.size() >= kMaxPendingSamples)
+      ++cpu_samples_untraced_;
+    else
+      pending_samples_.push_back({s.pid, s.tid, s.cpu, s.time_ns, {s.frames, s.frames + s.frame_count}});
+  });
+  submit_batch();
+  return n;
 }
 
 void Recorder::set_api_table(const ApiInfo* table, uint32_t count) {
@@ -562,6 +666,12 @@ std::vector<std::string> Recorder::warnings() const {
     out.push_back("no CUDA call was recorded and no traced process loaded a CUDA library; check that the program uses "
                   "CUDA");
   for (const std::string& w : library_warnings()) out.push_back(w);
+  if (cpu_samples_ && cpu_samples_->lost())
+    out.push_back(std::to_string(cpu_samples_->lost()) + " CPU samples were lost: the kernel's sampling buffers filled "
+                  "before the recorder read them (lower --sampling-frequency)");
+  if (cpu_samples_untraced_)
+    out.push_back(std::to_string(cpu_samples_untraced_) + " CPU samples of processes that recorded nothing (no CUDA "
+                  "call, no traced library) were left out: the trace has no thread of theirs to put them on");
   return out;
 }
 
@@ -727,6 +837,11 @@ trace::KeyValues Recorder::summary() const {
     runtimes += path;
   }
   if (!runtimes.empty()) kv.emplace_back("cuda.runtime_library", runtimes);
+  if (cpu_samples_) {
+    kv.emplace_back("cpu_samples", std::to_string(cpu_samples_written_));
+    kv.emplace_back("cpu_samples.lost", std::to_string(cpu_samples_->lost()));
+    kv.emplace_back("cpu_samples.untraced", std::to_string(cpu_samples_untraced_));
+  }
   const std::vector<std::string> w = warnings();
   for (size_t i = 0; i < w.size(); ++i) kv.emplace_back("warning." + std::to_string(i), w[i]);
   return kv;

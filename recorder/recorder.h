@@ -31,6 +31,7 @@
 #include "cutrace/record_codec.h"
 #include "cutrace/ring.h"
 #include "recorder/clock.h"
+#include "recorder/cpu_samples.h"
 #include "recorder/process_monitor.h"
 #include "recorder/trace_writer.h"
 
@@ -108,6 +109,9 @@ class Recorder {
   // After the session's memory became unreadable (another process shrank the object): from now on
   // nothing is read from it; summary() and thread_stats() report what was drained before.
   void abandon_session() { finished_ = true; }
+  // -s cpu: the perf events (one per CPU) whose samples go into the trace, each with the thread it
+  // interrupted. Takes the descriptors over. False (and `error`) when a buffer cannot be mapped.
+  bool attach_cpu_samples(const std::vector<int>& fds, std::string* error);
 
   Totals totals() const;
   std::vector<format::ThreadStats> thread_stats() const;
@@ -203,6 +207,13 @@ class Recorder {
   std::map<std::string, std::set<std::string>, std::less<>> wrapped_by_soname_;
   mutable std::optional<std::vector<std::string>> library_warnings_;
   void remember_kernel_handle(const uint8_t* record);
+  // Writes the samples the perf buffers hold; at the final drain, those of processes never seen are
+  // counted as untraced.
+  uint64_t drain_cpu_samples(bool final);
+  void write_cpu_sample(uint32_t thread_index, const CpuSample& s);
+  // The thread a sample of (pid, tid) belongs to: the ring it claimed, or one defined for it when its
+  // process is traced; UINT32_MAX when the process has not shown itself yet.
+  uint32_t sampled_thread(uint32_t pid, uint32_t tid, uint64_t now_ns);
   std::vector<ProcessKernels> kernels_;
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> kernels_index_;
   std::vector<uint32_t> kernels_of_thread_;  // thread_index -> index into kernels_
@@ -233,6 +244,23 @@ class Recorder {
   uint32_t slots_in_use_ = 0;  // claimed (or being claimed) in the last poll() pass
   uint64_t final_lost_no_slot_ = 0;
   uint32_t processes_cut_off_ = 0;  // SessionHeader::processes_cut_off at the final drain
+  // -s cpu.
+  std::unique_ptr<CpuSampleReader> cpu_samples_;
+  std::unordered_map<uint64_t, uint32_t> thread_of_tid_;  // pid << 32 | tid -> its latest thread index
+  struct TracedProcess {
+    uint64_t start_ticks = 0;
+    uint32_t ppid = 0;
+  };
+  std::unordered_map<uint32_t, TracedProcess> process_of_pid_;  // pid -> its latest process instance
+  // Samples of processes not seen yet (a process shows itself at its first record), kept for them.
+  struct PendingSample {
+    uint32_t pid, tid, cpu;
+    uint64_t time_ns;
+    std::vector<uint64_t> frames;
+  };
+  std::vector<PendingSample> pending_samples_;
+  uint64_t cpu_samples_written_ = 0;
+  uint64_t cpu_samples_untraced_ = 0;
 };
 
 }  // namespace cutrace::recorder

@@ -65,7 +65,8 @@ enum class RecordKind : uint16_t {
   kNvtx = 7,           // NVTX push/pop/start/end/mark
   kGpuActivity = 8,    // a CUPTI activity record, re-encoded
   kCaptureState = 9,   // capture switched on or off (profiler API, NVTX range)
-  kKindCount = 10,
+  kCpuSample = 10,     // CpuSampleRecord: a CPU sample of a thread (-s cpu); written by the recorder alone
+  kKindCount = 11,
 };
 
 struct RecordHeader {
@@ -219,6 +220,19 @@ static_assert(sizeof(BacktraceRecord) + 8 * kMaxBacktraceFrames + sizeof(PythonF
 inline constexpr uint32_t backtrace_record_bytes(uint32_t native, uint32_t python) {
   return uint32_t(sizeof(BacktraceRecord)) + 8u * native + uint32_t(sizeof(PythonFrame)) * python;
 }
+
+// A CPU sample (-s cpu): where a thread of a traced process was running when the sampling clock
+// ticked. Producers never write it: the recorder reads the samples from the kernel's perf events and
+// writes them into the sampled thread's records in the trace file. aux = frames (1 .. kMaxSampleFrames).
+struct CpuSampleRecord {
+  RecordHeader header;
+  uint64_t time;    // ns, CLOCK_MONOTONIC
+  uint32_t cpu;     // the CPU it ran on
+  uint32_t flags;   // 0
+  uint64_t frames[];  // the instruction it was at, then the return addresses of its callers
+};
+static_assert(sizeof(CpuSampleRecord) == 24);
+inline constexpr uint32_t kMaxSampleFrames = 64;
 
 // Backtrace classes: ApiClass's values for CUDA calls, then the OS runtime's calls.
 inline constexpr uint32_t kBacktraceClasses = 5;

@@ -14,6 +14,7 @@ enum class Id {
   kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kQuiet, kHelp,
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
+  kSample, kSamplingFrequency,
 };
 
 struct Supported {
@@ -47,6 +48,8 @@ constexpr Supported kSupported[] = {
     {0, "osrt-backtrace-threshold", Arity::kValue, Id::kOsrtBacktraceThreshold},
     {0, "osrt-backtrace-depth", Arity::kValue, Id::kOsrtBacktraceDepth},
     {0, "python-backtrace", Arity::kValue, Id::kPythonBacktrace},
+    {'s', "sample", Arity::kValue, Id::kSample},
+    {0, "sampling-frequency", Arity::kValue, Id::kSamplingFrequency},
     {'h', "help", Arity::kNone, Id::kHelp},
 };
 
@@ -60,7 +63,6 @@ struct Unsupported {
 };
 
 constexpr Unsupported kUnsupported[] = {
-    {'s', "sample", "none"},
     {'b', "backtrace", "none"},
     {0, "nvtx-domain-include", nullptr},
     {0, "nvtx-domain-exclude", nullptr},
@@ -87,7 +89,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "command-file", nullptr},
     {0, "cpuctxsw", "none"},
     {0, "cpu-core-events", "none"},
-    {0, "sampling-frequency", nullptr},
     {0, "sampling-period", nullptr},
     {0, "sampling-trigger", nullptr},
     {0, "samples-per-backtrace", nullptr},
@@ -634,6 +635,23 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             return false;
           }
           break;
+        case Id::kSample:
+          if (!take_value(&value) || (value != "process-tree" && value != "cpu" && value != "none")) {
+            *error = usage("option '" + w.spelled + "' takes process-tree (or cpu) or none" +
+                           (value == "system-wide" ? ", not system-wide: cutrace samples the command's processes alone"
+                            : value.empty()        ? std::string()
+                                                   : ", not '" + value + "'"));
+            return false;
+          }
+          options->cpu_sampling = value != "none";
+          break;
+        case Id::kSamplingFrequency:
+          if (!take_value(&value) || !parse_u32(value, 100, 8000, &options->sampling_frequency)) {
+            *error = usage("option '" + w.spelled + "' takes a number of samples per second from 100 to 8000" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          break;
         case Id::kPythonBacktrace:
           if (!take_value(&value) || (value != "cuda" && value != "none" && value != "false")) {
             *error = usage("option '" + w.spelled + "' takes cuda or none" +
@@ -760,6 +778,10 @@ options:
                               nanoseconds (default 80000)
       --osrt-backtrace-depth N
                               frames kept of an osrt call's stack (default 24; 32 for CUDA calls)
+  -s, --sample process-tree|cpu|none
+                              CPU samples of every thread of the command's processes, with their
+                              stacks (perf events; default none)
+      --sampling-frequency HZ samples per second and thread, 100 to 8000 (default 1000)
       --python-backtrace cuda|none
                               in a CPython thread that holds the GIL, add its Python frames to
                               the stacks taken (default cuda: on); none leaves them out

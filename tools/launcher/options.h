@@ -42,6 +42,11 @@ struct ProfileOptions {
   // --python-backtrace: Python frames with the stacks of CPython threads (cuda, the default) or not
   // (none, false).
   bool python_backtrace = true;
+  // -s/--sample process-tree (or its older spelling cpu): CPU samples of every thread of the command's
+  // processes, at --sampling-frequency Hz (nsys's 100 to 8000, default 1000). Off by default (nsys
+  // samples by default): a run costs only what it asks for.
+  bool cpu_sampling = false;
+  uint32_t sampling_frequency = 1000;
   uint32_t ring_bytes = abi::kDefaultRingBytes;
   bool ring_bytes_given = false;  // --ring-size was given: the session must not shrink the rings
   uint32_t ring_slots = abi::kDefaultSlotCount;

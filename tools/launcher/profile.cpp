@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/cpu_sampling.h"
 #include "launcher/descendants.h"
 #include "launcher/environment.h"
 #include "launcher/locate.h"
@@ -337,15 +338,26 @@ int run(const ProfileOptions& options) {
   if (options.force_overwrite) recorder_args.push_back("--force");
   if (options.capture_range != ProfileOptions::CaptureRange::kNone)
     recorder_args.insert(recorder_args.end(), {"--meta", "capture.opened_by=" + capture_opened_by(options)});
+  // -s cpu: events on the held program, enabled by its exec; the recorder reads them.
+  CpuSamplingEvents sampling;
+  if (options.cpu_sampling) {
+    open_cpu_sampling(program.pid(), options.sampling_frequency, &sampling);
+    if (sampling.fds.empty())
+      warn("CPU sampling (-s) is not available here (" + sampling.unavailable + "), so the trace has no CPU samples");
+    else
+      recorder_args.insert(recorder_args.end(), {"--perf-fds", std::to_string(sampling.fds.size()), "--meta",
+                                                 "sampling.frequency=" + std::to_string(options.sampling_frequency)});
+  }
 
   const std::vector<std::string> recorder_env = recorder_environment(environ);
   RecorderProcess recorder;
   if (!recorder.start(recorder_path, recorder_args, recorder_env, dev_null, std_fds.was_closed(2),
-                      output.claim.fd(), start_timeout, &error)) {
+                      output.claim.fd(), sampling.fds, start_timeout, &error)) {
     relay.discard();
     abandon_output(&output);
     return fail(error);
   }
+  sampling.close_all();  // the recorder holds them now
   // An old trace under the same name would otherwise survive a run whose recorder dies before it
   // finishes, and pass for this run's.
   if (options.force_overwrite) unlink(output.path.c_str());

@@ -120,7 +120,7 @@ bool RecorderProcess::read_some(milliseconds timeout) {
 
 bool RecorderProcess::start(const std::string& path, const std::vector<std::string>& args,
                             const std::vector<std::string>& env, int dev_null, bool null_stderr, int claim_fd,
-                            milliseconds start_timeout, UsageError* error) {
+                            const std::vector<int>& perf_fds, milliseconds start_timeout, UsageError* error) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     *error = failure(std::string("cannot create a pipe for the recorder: ") + std::strerror(errno));
@@ -137,6 +137,7 @@ bool RecorderProcess::start(const std::string& path, const std::vector<std::stri
   o.fd_map = {{dev_null, 0}, {dev_null, 1}, {pipe_fds[1], kReadyFd}};
   if (null_stderr) o.fd_map.push_back({dev_null, 2});
   if (claim_fd >= 0) o.fd_map.push_back({claim_fd, kClaimFd});
+  for (size_t i = 0; i < perf_fds.size(); ++i) o.fd_map.push_back({perf_fds[i], kPerfFdBase + int(i)});
   o.close_other_fds = true;
   std::string why;
   const bool spawned = child_.spawn(o, &why);

@@ -42,6 +42,8 @@ class RecorderProcess {
   static constexpr int kReadyFd = 3;
   // The fd number the recorder finds the launcher's claim on the output on (see reader::TraceClaim).
   static constexpr int kClaimFd = 4;
+  // The fd numbers of the perf events it reads CPU samples from (-s cpu): kPerfFdBase and up.
+  static constexpr int kPerfFdBase = 5;
 
   RecorderProcess() = default;
   ~RecorderProcess();
@@ -50,11 +52,11 @@ class RecorderProcess {
 
   // Runs `path` with `args` (argv[0] excluded) and `env` in its own process group, with stdin and stdout (and
   // stderr when `null_stderr`) on `dev_null`, its ready pipe on kReadyFd, `claim_fd` (when >= 0) on
-  // kClaimFd and no other descriptor of the launcher's, and waits until it writes "ready\n". On failure
+  // kClaimFd, `perf_fds` from kPerfFdBase on and no other descriptor of the launcher's, and waits until it writes "ready\n". On failure
   // the recorder is gone and `error` says why.
   bool start(const std::string& path, const std::vector<std::string>& args, const std::vector<std::string>& env,
-             int dev_null, bool null_stderr, int claim_fd, std::chrono::milliseconds start_timeout,
-             UsageError* error);
+             int dev_null, bool null_stderr, int claim_fd, const std::vector<int>& perf_fds,
+             std::chrono::milliseconds start_timeout, UsageError* error);
 
   // Waits for the recorder to exit after the program has ended (the caller has set
   // shutdown_requested). After `stop_timeout`, or as soon as the launcher is sent a signal with no

@@ -146,6 +146,11 @@ const char* check_record(const uint8_t* p, size_t left) {
         return "a backtrace record is shorter than its frames";
       return nullptr;
     }
+    case abi::RecordKind::kCpuSample:
+      if (h.size < sizeof(abi::CpuSampleRecord) || h.aux < 1 || h.aux > abi::kMaxSampleFrames ||
+          h.size < sizeof(abi::CpuSampleRecord) + 8u * h.aux)
+        return "a CPU sample record is shorter than its frames";
+      return nullptr;
     case abi::RecordKind::kNvtx: {
       if (h.size < sizeof(abi::NvtxRecord)) return "an NVTX record is too short";
       uint32_t length = load<uint32_t>(p + offsetof(abi::NvtxRecord, text_bytes));
@@ -1023,6 +1028,14 @@ bool TraceReader::deliver_event(Event& ev) {
           ev.kind = EventKind::kCapture;
           ev.capture = {h.aux == uint32_t(abi::CaptureEvent::kBegin), rec.time, rec.range,
                         abi::CaptureReason(rec.reason)};
+          return true;
+        }
+        case abi::RecordKind::kCpuSample: {
+          auto rec = load<abi::CpuSampleRecord>(r);
+          ev.kind = EventKind::kCpuSample;
+          sample_frames_.resize(h.aux);
+          std::memcpy(sample_frames_.data(), r + sizeof(abi::CpuSampleRecord), 8u * h.aux);
+          ev.sample = {rec.time, rec.cpu, sample_frames_.data(), h.aux};
           return true;
         }
         case abi::RecordKind::kNvtx:

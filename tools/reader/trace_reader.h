@@ -228,8 +228,18 @@ enum class EventKind : uint8_t {
   kModule,       // ev.module on ev.thread: its process reported a loaded object (already applied)
   kNvtx,         // ev.nvtx on ev.thread: an NVTX range event or mark
   kCapture,      // ev.capture on ev.thread: its process opened or closed a capture range (-c)
+  kCpuSample,    // ev.sample on ev.thread: a CPU sample (-s cpu)
   kRecord,       // ev.record on ev.thread: a record kind without a decoder here
   kEnd,          // the kEnd chunk: summary() and per-thread stats are filled in
+};
+
+// Where a thread was running when the sampling clock ticked (abi::CpuSampleRecord).
+struct CpuSampleEvent {
+  uint64_t time_ns = 0;
+  uint32_t cpu = 0;
+  // The instruction (an exact address), then return addresses; valid until the next call of next().
+  const uint64_t* frames = nullptr;
+  uint32_t frame_count = 0;
 };
 
 struct Event {
@@ -242,6 +252,7 @@ struct Event {
   const Module* module = nullptr;  // kModule: in processes()[thread->process].modules
   NvtxEvent nvtx;
   CaptureEvent capture;
+  CpuSampleEvent sample;
   RawRecord record;
 };
 
@@ -433,6 +444,7 @@ class TraceReader {
     std::vector<abi::PythonFrame> python_frames;
   };
   std::unordered_map<uint32_t, PendingBacktrace> backtraces_;
+  std::vector<uint64_t> sample_frames_;  // the frames of the CpuSampleEvent last delivered
   uint32_t backtraces_waiting_ = 0;
 };
 

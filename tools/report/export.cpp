@@ -225,7 +225,8 @@ int export_main(int argc, char** argv) {
   auto count = [](uint64_t n, const char* one, const char* many) {
     return reader::thousands(n) + " " + (n == 1 ? one : many);
   };
-  const std::string nvtx = counts.nvtx ? ", " + count(counts.nvtx, "NVTX range or mark", "NVTX ranges and marks") : "";
+  std::string nvtx = counts.nvtx ? ", " + count(counts.nvtx, "NVTX range or mark", "NVTX ranges and marks") : "";
+  if (counts.samples) nvtx += ", " + count(counts.samples, "CPU sample", "CPU samples");
   if (!out.is_stdout())
     std::fprintf(stderr, "cutrace export: wrote %s (%s%s, %s, %s).\n", output_path.c_str(),
                  count(counts.calls, "call", "calls").c_str(), nvtx.c_str(),

@@ -55,6 +55,7 @@ class Writer {
           break;
         case EventKind::kRecord: named_by_nvtx(ev); break;
         case EventKind::kCapture: capture(ev); break;
+        case EventKind::kCpuSample: sample(ev); break;
         default: break;
       }
     }
@@ -231,6 +232,38 @@ class Writer {
     nvtx_args(buf_, n.category, t, n.domain);
     buf_ += "}}";
     ++counts_.nvtx;
+  }
+
+  // A CPU sample: an instant on its thread's track, with the stack it interrupted, named.
+  void sample(const reader::Event& ev) {
+    const reader::CpuSampleEvent& s = ev.sample;
+    if (!nvtx_in_window(s.time_ns, s.time_ns)) return;
+    const reader::Thread& t = *ev.thread;
+    const reader::Process& p = reader_.process_of(t);
+    begin_event();
+    buf_ += "{\"ph\":\"i\",\"s\":\"t\",\"name\":";
+    const ResolvedAddress& top = symbols_.resolve(p, s.frames[0], true);
+    append_json_string(buf_, top.frames.empty() ? raw_frame(top) : top.frames.front().function);
+    buf_ += ",\"cat\":\"cpu_sample\",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) +
+            ",\"ts\":";
+    append_us(buf_, int64_t(s.time_ns - origin_));
+    buf_ += ",\"args\":{\"cpu\":" + std::to_string(s.cpu) + ",\"stack\":[";
+    bool first = true;
+    for (uint32_t i = 0; i < s.frame_count; ++i) {
+      const ResolvedAddress& where = symbols_.resolve(p, s.frames[i], i == 0);
+      if (where.frames.empty()) {
+        if (!first) buf_ += ',';
+        first = false;
+        append_json_string(buf_, raw_frame(where));
+      }
+      for (const SourceFrame& f : where.frames) {
+        if (!first) buf_ += ',';
+        first = false;
+        append_json_string(buf_, format_frame(where, &f) + (f.inlined ? " [inlined]" : ""));
+      }
+    }
+    buf_ += "]}}";
+    ++counts_.samples;
   }
 
   struct Slice {

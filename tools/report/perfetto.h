@@ -12,6 +12,9 @@
 // symbolisers take) and "stack" (the same frames named from the binaries: function (file:line), inlined
 // calls as frames of their own marked [inlined]).
 //
+// CPU samples (-s cpu) are thread-scoped instants ("cat":"cpu_sample") named by the function they found
+// running, with the stack ("stack") and the CPU in their arguments.
+//
 // NVTX: push/pop ranges are complete events ("cat":"nvtx") on their thread, enclosing the calls made
 // inside them; start/end ranges, which may end on another thread, are async events ("b"/"e") of their
 // process; marks are thread-scoped instants ("i"); a thread named with nvtxNameOsThread shows that name.
@@ -30,6 +33,7 @@ struct PerfettoCounts {
   uint64_t processes = 0;  // process tracks
   uint64_t threads = 0;    // thread tracks
   uint64_t nvtx = 0;       // NVTX ranges and marks written
+  uint64_t samples = 0;    // CPU samples written (instants on their threads' tracks)
   // Modules whose backtrace frames could not be named (Symbolizer::notes), one line each.
   std::vector<std::string> symbol_notes;
 };

@@ -561,6 +561,54 @@ class CallsiteSum : public Report {
   Table table_;
 };
 
+// cpu_sample_sum: where the CPU samples (-s cpu) found the threads, per function (the innermost frame
+// of each sample, named from the binaries; inlined code counts for the function it was inlined into's
+// innermost inlined function), most samples first. A frame no symbol names counts for its module.
+class CpuSampleSum : public Report {
+ public:
+  void add(TraceReader& reader, const Event& ev) override {
+    if (ev.kind != EventKind::kCpuSample || ev.sample.frame_count == 0) return;
+    const ResolvedAddress& where = symbols_.resolve(reader.process_of(*ev.thread), ev.sample.frames[0], true);
+    std::string function = where.frames.empty() ? "[unknown]" : where.frames.front().function;
+    std::string key = function + '\x1f' + where.module;
+    auto [it, added] = row_by_key_.emplace(std::move(key), rows_.size());
+    if (added) rows_.push_back(Row{std::move(function), where.module.empty() ? "[unknown]" : where.module, 0});
+    ++rows_[it->second].samples;
+    ++total_;
+  }
+
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader&, TableSink& sink) override {
+    Table table;
+    table.title = "CPU Samples by Function (cpu_sample_sum)";
+    table.columns = {"Samples (%)", "Samples", "Function", "Module"};
+    std::vector<const Row*> order;
+    for (const Row& r : rows_) order.push_back(&r);
+    std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) {
+      if (a->samples != b->samples) return a->samples > b->samples;
+      return a->function != b->function ? a->function < b->function : a->module < b->module;
+    });
+    for (const Row* r : order)
+      table.rows.push_back({Cell::decimal(100.0 * double(r->samples) / double(total_)), Cell::integer(r->samples),
+                            Cell::string(r->function), Cell::string(r->module)});
+    replay(table, sink);
+    return true;
+  }
+
+  std::vector<std::string> notes() const override { return symbols_.notes(); }
+
+ private:
+  struct Row {
+    std::string function, module;
+    uint64_t samples;
+  };
+  Symbolizer symbols_;
+  std::vector<Row> rows_;
+  std::unordered_map<std::string, size_t> row_by_key_;
+  uint64_t total_ = 0;
+};
+
 }  // namespace
 
 const std::vector<ReportInfo>& stats_reports() {
@@ -583,6 +631,8 @@ const std::vector<ReportInfo>& stats_reports() {
       {"callsite_sum", "Call Sites of Slow Calls: the calls that carry a backtrace (--cudabacktrace, "
        "--osrt-backtrace-threshold), per API and stack named from the binaries, ranked by total time",
        "backtrace data (profile with --cudabacktrace or -t osrt)"},
+      {"cpu_sample_sum", "CPU Samples by Function: where -s cpu found the threads, per function and module, most "
+       "samples first", "CPU sample data (profile with -s cpu)"},
   };
   return kReports;
 }
@@ -604,6 +654,7 @@ std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& 
   if (name == "nvtx_sum") return std::make_unique<NvtxSum>();
   if (name == "nvtx_pushpop_trace") return std::make_unique<NvtxPushPopTrace>();
   if (name == "callsite_sum") return std::make_unique<CallsiteSum>(options);
+  if (name == "cpu_sample_sum") return std::make_unique<CpuSampleSum>();
   return nullptr;
 }
 

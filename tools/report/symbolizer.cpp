@@ -137,22 +137,22 @@ Symbolizer::ModuleFile& Symbolizer::module_file(const reader::Module& m) {
   return *modules_.emplace(key, std::move(file)).first->second;
 }
 
-const ResolvedAddress& Symbolizer::resolve(const reader::Process& process, uint64_t return_address) {
-  const reader::Module* m = process.module_at(return_address);
+const ResolvedAddress& Symbolizer::resolve(const reader::Process& process, uint64_t address, bool exact) {
+  const reader::Module* m = process.module_at(address);
   if (m == nullptr) {
-    unplaced_ = ResolvedAddress{{}, return_address, {}};
+    unplaced_ = ResolvedAddress{{}, address, {}};
     return unplaced_;
   }
   ModuleFile& file = module_file(*m);
-  const uint64_t offset = return_address - m->base;
-  auto [it, added] = file.by_offset.try_emplace(offset);
+  const uint64_t offset = address - m->base;
+  auto [it, added] = file.by_offset.try_emplace(offset | (exact ? uint64_t(1) << 63 : 0));
   ResolvedAddress& r = it->second;
   if (!added) return r;
   r.module = file.name;
   r.offset = offset;
-  if (file.mod == nullptr || offset == 0) return r;
+  if (file.mod == nullptr || (offset == 0 && !exact)) return r;
   // A return address follows its call: the call instruction is the byte before it.
-  const Dwarf_Addr pc = offset - 1;
+  const Dwarf_Addr pc = exact ? offset : offset - 1;
 
   std::string symbol;
   GElf_Sym sym{};

@@ -47,9 +47,10 @@ class Symbolizer {
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
 
-  // `return_address` is a frame of a backtrace of `process` (innermost first, return addresses: the
-  // call instruction is the byte before). Cached per module and offset.
-  const ResolvedAddress& resolve(const reader::Process& process, uint64_t return_address);
+  // `address` is a frame of a backtrace of `process`: a return address (the call instruction is the
+  // byte before it), or with `exact` the instruction itself (where a CPU sample found the thread).
+  // Cached per module and offset.
+  const ResolvedAddress& resolve(const reader::Process& process, uint64_t address, bool exact = false);
 
   // One line per module whose frames could not be named ("FILE: not found, ..."), in the order met.
   const std::vector<std::string>& notes() const { return notes_; }

@@ -259,6 +259,25 @@ TEST(LauncherOptions, ByteCounts) {
   EXPECT_FALSE(parse_byte_count("99999999999999G", &v));
 }
 
+TEST(LauncherOptions, CpuSamplingTakesNsysValues) {
+  EXPECT_FALSE(parse({"app"}).options.cpu_sampling);
+  for (const char* value : {"cpu", "process-tree"}) {
+    Parsed p = parse({"-s", value, "app"});
+    ASSERT_TRUE(p.ok) << p.error.message;
+    EXPECT_TRUE(p.options.cpu_sampling) << value;
+    EXPECT_EQ(p.options.sampling_frequency, 1000u);
+  }
+  EXPECT_FALSE(parse({"--sample=none", "app"}).options.cpu_sampling);
+  EXPECT_EQ(parse({"--sampling-frequency", "8000", "app"}).options.sampling_frequency, 8000u);
+  EXPECT_EQ(parse({"--sampling-frequency=100", "app"}).options.sampling_frequency, 100u);
+  expect_refused({"--sampling-frequency", "99", "app"},
+                 "cutrace profile: option '--sampling-frequency' takes a number of samples per second from 100 to "
+                 "8000, not '99'.");
+  expect_refused({"-s", "system-wide", "app"},
+                 "cutrace profile: option '-s' takes process-tree (or cpu) or none, not system-wide: cutrace samples "
+                 "the command's processes alone.");
+}
+
 TEST(LauncherOptions, PythonBacktraceTakesNsysValues) {
   EXPECT_TRUE(parse({"app"}).options.python_backtrace);  // on with every stack of a CPython thread
   EXPECT_TRUE(parse({"--python-backtrace=cuda", "app"}).options.python_backtrace);
@@ -273,8 +292,8 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
   // Every option the brief of `nsys profile` lists that cutrace lacks, in each spelling, with a value
   // that asks for something.
   const std::vector<std::vector<std::string>> cases = {
-      {"-s", "cpu"},
-      {"--sample=process-tree"},
+      {"--sampling-period", "1000000"},
+      {"--samples-per-backtrace=2"},
       {"-b", "dwarf"},
       {"--backtrace", "fp"},
       {"--python-sampling=true"},
@@ -298,8 +317,8 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
     EXPECT_EQ(p.error.exit_code, kExitUsage) << spelled;
   }
   // Where a value asks for nothing, the message names it.
-  expect_refused({"-s", "cpu", "app"},
-                 "cutrace profile: option '-s' is not supported yet; remove it to profile without it, or pass -s none.");
+  expect_refused({"-b", "dwarf", "app"},
+                 "cutrace profile: option '-b' is not supported yet; remove it to profile without it, or pass -b none.");
   expect_refused({"--cuda-memory-usage=true", "app"},
                  "cutrace profile: option '--cuda-memory-usage' is not supported yet; remove it to profile without "
                  "it, or pass --cuda-memory-usage=false.");
@@ -343,10 +362,10 @@ TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
 // A published command line is ported in one run: every option cutrace cannot take is named at once,
 // each with its remedy, and their values are not mistaken for the command.
 TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
-  expect_refused({"-s", "cpu", "--cuda-memory-usage=true", "-t", "cuda,mpi", "--bogus", "--python-sampling",
+  expect_refused({"-b", "dwarf", "--cuda-memory-usage=true", "-t", "cuda,mpi", "--bogus", "--python-sampling",
                   "true", "python3", "train.py"},
                  "cutrace profile: 5 options cannot be used: "
-                 "(1) option '-s' is not supported yet; remove it to profile without it, or pass -s none; "
+                 "(1) option '-b' is not supported yet; remove it to profile without it, or pass -b none; "
                  "(2) option '--cuda-memory-usage' is not supported yet; remove it to profile without it, or pass "
                  "--cuda-memory-usage=false; "
                  "(3) -t mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas and "
@@ -355,7 +374,7 @@ TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
                  "(5) option '--python-sampling' is not supported yet; remove it to profile without it, or pass "
                  "--python-sampling=false.");
   // Other mistakes are still reported alone and first.
-  expect_refused({"-s", "cpu", "-o"}, "cutrace profile: option '-o' needs a file name.");
+  expect_refused({"-b", "dwarf", "-o"}, "cutrace profile: option '-o' needs a file name.");
 }
 
 // `-w maybe` names the option, not a command called maybe; a real command after a bare flag runs.

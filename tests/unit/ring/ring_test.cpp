@@ -262,6 +262,12 @@ TEST(RingRecords, WellFormedChecksEveryKindsLayout) {
   b->header.size = uint16_t(abi::backtrace_record_bytes(0, abi::kMaxPythonFrames + 1));
   EXPECT_FALSE(ring::record_well_formed(buf, b->header.size));
 
+  // A CPU sample is the recorder's to write: one in a ring is refused, however well formed.
+  auto* sample = reinterpret_cast<abi::CpuSampleRecord*>(buf);
+  std::memset(buf, 0, sizeof buf);
+  sample->header = {uint16_t(abi::RecordKind::kCpuSample), uint16_t(sizeof *sample + 8), 1};
+  EXPECT_FALSE(ring::record_well_formed(buf, sample->header.size));
+
   auto* m = reinterpret_cast<abi::ModuleRecord*>(buf);
   std::memset(buf, 0, sizeof buf);
   m->header = {uint16_t(abi::RecordKind::kModuleMap), uint16_t(abi::align_record(sizeof *m + 20)),
