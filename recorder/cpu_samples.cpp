@@ -91,6 +91,30 @@ uint64_t CpuSampleReader::drain(const std::function<void(const CpuSample&)>& sin
         lost_ += lost;
         continue;
       }
+      if (h.type == PERF_RECORD_SWITCH) {
+        // The sample_id trailer (sample_id_all) of the sample_type asked for: pid, tid, time, cpu, res.
+        struct {
+          uint32_t pid, tid;
+          uint64_t time;
+          uint32_t cpu, res;
+        } id;
+        if (h.size < sizeof h + sizeof id) {
+          ++malformed_;
+          continue;
+        }
+        std::memcpy(&id, record_.data() + sizeof h, sizeof id);
+        CpuSample change;
+        change.pid = id.pid;
+        change.tid = id.tid;
+        change.cpu = id.cpu;
+        change.time_ns = id.time;
+        change.context_switch = uint32_t(!(h.misc & PERF_RECORD_MISC_SWITCH_OUT)          ? abi::ContextSwitch::kIn
+                                         : (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? abi::ContextSwitch::kPreempted
+                                                                                          : abi::ContextSwitch::kOut);
+        sink(change);
+        ++delivered;
+        continue;
+      }
       if (h.type != PERF_RECORD_SAMPLE) continue;
       SampleFixed s;
       if (h.size < sizeof s) {

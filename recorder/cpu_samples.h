@@ -15,6 +15,8 @@ struct CpuSample {
   uint64_t time_ns = 0;        // CLOCK_MONOTONIC
   const uint64_t* frames = nullptr;  // the instruction, then return addresses; valid during the callback
   uint32_t frame_count = 0;
+  // Not a sample but a context switch (--cpuctxsw): abi::ContextSwitch; no frames.
+  uint32_t context_switch = 0;
 };
 
 class CpuSampleReader {
@@ -26,7 +28,8 @@ class CpuSampleReader {
 
   // Maps each perf event's buffer; takes the descriptors over. False (and `error`) when one cannot be.
   bool attach(const std::vector<int>& fds, std::string* error);
-  // Hands every sample the buffers hold to `sink`, oldest first per CPU, and frees their room.
+  // Hands every sample and context switch the buffers hold to `sink`, oldest first per CPU, and frees
+  // their room.
   uint64_t drain(const std::function<void(const CpuSample&)>& sink);
   uint64_t lost() const { return lost_; }          // samples the kernel could not store (buffer full)
   uint64_t malformed() const { return malformed_; }  // records that failed their checks

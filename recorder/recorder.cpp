@@ -440,6 +440,16 @@ void Recorder::write_cpu_sample(uint32_t thread_index, const CpuSample& s) {
   if (batch_cursors_.structure + codec::kMaxEncodedBytes > batch_structure_.get() + options_.batch_bytes)
     submit_batch();
   batch_thread_ = thread_index;
+  if (s.context_switch) {
+    abi::ContextSwitchRecord r{};
+    r.header = {uint16_t(abi::RecordKind::kContextSwitch), uint16_t(sizeof r), s.context_switch};
+    r.time = s.time_ns;
+    r.cpu = s.cpu;
+    codec::encode(codec_, reinterpret_cast<const uint8_t*>(&r), sizeof r, batch_cursors_);
+    ++batch_records_;
+    ++context_switches_written_;
+    return;
+  }
   uint8_t record[sizeof(abi::CpuSampleRecord) + 8 * abi::kMaxSampleFrames];
   const uint32_t frames = std::min(s.frame_count, abi::kMaxSampleFrames);
   const uint32_t bytes = uint32_t(sizeof(abi::CpuSampleRecord)) + 8 * frames;
@@ -464,9 +474,10 @@ uint64_t Recorder::drain_cpu_samples(bool final) {
     for (PendingSample& p : pending_samples_) {
       const uint32_t t = sampled_thread(p.pid, p.tid, now);
       if (t != UINT32_MAX)
-        write_cpu_sample(t, CpuSample{p.pid, p.tid, p.cpu, p.time_ns, p.frames.data(), uint32_t(p.frames.size())});
+        write_cpu_sample(t, CpuSample{p.pid, p.tid, p.cpu, p.time_ns, p.frames.data(), uint32_t(p.frames.size()),
+                                      p.context_switch});
       else if (final)
-        ++cpu_samples_untraced_;
+        cpu_samples_untraced_ += p.context_switch == 0;
       else
         still.push_back(std::move(p));
     }
@@ -477,9 +488,10 @@ uint64_t Recorder::drain_cpu_samples(bool final) {
     if (t != UINT32_MAX)
       write_cpu_sample(t, s);
     else if (final || pending_samples_.size() >= kMaxPendingSamples)
-      ++cpu_samples_untraced_;
+      cpu_samples_untraced_ += s.context_switch == 0;  // a switch of an untraced process is no loss
     else
-      pending_samples_.push_back({s.pid, s.tid, s.cpu, s.time_ns, {s.frames, s.frames + s.frame_count}});
+      pending_samples_.push_back(
+          {s.pid, s.tid, s.cpu, s.time_ns, {s.frames, s.frames + s.frame_count}, s.context_switch});
   });
   submit_batch();
   return n;
@@ -841,6 +853,7 @@ trace::KeyValues Recorder::summary() const {
     kv.emplace_back("cpu_samples", std::to_string(cpu_samples_written_));
     kv.emplace_back("cpu_samples.lost", std::to_string(cpu_samples_->lost()));
     kv.emplace_back("cpu_samples.untraced", std::to_string(cpu_samples_untraced_));
+    kv.emplace_back("context_switches", std::to_string(context_switches_written_));
   }
   const std::vector<std::string> w = warnings();
   for (size_t i = 0; i < w.size(); ++i) kv.emplace_back("warning." + std::to_string(i), w[i]);

@@ -257,10 +257,12 @@ class Recorder {
     uint32_t pid, tid, cpu;
     uint64_t time_ns;
     std::vector<uint64_t> frames;
+    uint32_t context_switch;
   };
   std::vector<PendingSample> pending_samples_;
   uint64_t cpu_samples_written_ = 0;
   uint64_t cpu_samples_untraced_ = 0;
+  uint64_t context_switches_written_ = 0;
 };
 
 }  // namespace cutrace::recorder

@@ -66,7 +66,8 @@ enum class RecordKind : uint16_t {
   kGpuActivity = 8,    // a CUPTI activity record, re-encoded
   kCaptureState = 9,   // capture switched on or off (profiler API, NVTX range)
   kCpuSample = 10,     // CpuSampleRecord: a CPU sample of a thread (-s cpu); written by the recorder alone
-  kKindCount = 11,
+  kContextSwitch = 11, // ContextSwitchRecord: a thread left or got a CPU (--cpuctxsw); the recorder's alone
+  kKindCount = 12,
 };
 
 struct RecordHeader {
@@ -233,6 +234,17 @@ struct CpuSampleRecord {
 };
 static_assert(sizeof(CpuSampleRecord) == 24);
 inline constexpr uint32_t kMaxSampleFrames = 64;
+
+// --cpuctxsw: a thread of a traced process was switched out of its CPU or back in, from the same perf
+// events. aux = ContextSwitch.
+enum class ContextSwitch : uint32_t { kIn = 1, kOut = 2, kPreempted = 3 };  // kPreempted: out, still runnable
+struct ContextSwitchRecord {
+  RecordHeader header;
+  uint64_t time;  // ns, CLOCK_MONOTONIC
+  uint32_t cpu;
+  uint32_t reserved;
+};
+static_assert(sizeof(ContextSwitchRecord) == 24);
 
 // Backtrace classes: ApiClass's values for CUDA calls, then the OS runtime's calls.
 inline constexpr uint32_t kBacktraceClasses = 5;

@@ -28,14 +28,21 @@ void CpuSamplingEvents::close_all() {
   fds.clear();
 }
 
-void open_cpu_sampling(pid_t pid, uint32_t frequency, CpuSamplingEvents* events) {
+void open_cpu_sampling(pid_t pid, uint32_t frequency, bool context_switches, CpuSamplingEvents* events) {
   perf_event_attr attr{};
   attr.size = sizeof attr;
   // The CPU-time clock of the task, which every kernel has (a guest often has no hardware counters).
   attr.type = PERF_TYPE_SOFTWARE;
   attr.config = PERF_COUNT_SW_CPU_CLOCK;
-  attr.freq = 1;
-  attr.sample_freq = frequency;
+  if (frequency) {
+    attr.freq = 1;
+    attr.sample_freq = frequency;
+  } else {
+    attr.sample_period = uint64_t(1) << 62;  // switches only: a sample every 146 years of CPU time
+  }
+  // Switch records carry the thread, time and CPU too (sample_id_all).
+  attr.context_switch = context_switches;
+  attr.sample_id_all = 1;
   attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN;
   attr.exclude_kernel = 1;
   attr.exclude_hv = 1;

@@ -25,6 +25,8 @@ struct CpuSamplingEvents {
 // Samples of `pid` (held before its exec) at `frequency` Hz of CPU time per thread, user space only (what
 // an unprivileged user may sample under kernel.perf_event_paranoid 2), with the instruction and the
 // frame-pointer call chain.
-void open_cpu_sampling(pid_t pid, uint32_t frequency, CpuSamplingEvents* events);
+// With `context_switches`, the same events also report each switch of a sampled thread out of its CPU and
+// back; with `frequency` 0 they take no samples, only switches.
+void open_cpu_sampling(pid_t pid, uint32_t frequency, bool context_switches, CpuSamplingEvents* events);
 
 }  // namespace cutrace::launcher

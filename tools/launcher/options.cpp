@@ -14,7 +14,7 @@ enum class Id {
   kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kQuiet, kHelp,
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
-  kSample, kSamplingFrequency,
+  kSample, kSamplingFrequency, kCpuctxsw,
 };
 
 struct Supported {
@@ -50,6 +50,7 @@ constexpr Supported kSupported[] = {
     {0, "python-backtrace", Arity::kValue, Id::kPythonBacktrace},
     {'s', "sample", Arity::kValue, Id::kSample},
     {0, "sampling-frequency", Arity::kValue, Id::kSamplingFrequency},
+    {0, "cpuctxsw", Arity::kValue, Id::kCpuctxsw},
     {'h', "help", Arity::kNone, Id::kHelp},
 };
 
@@ -87,7 +88,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "session", nullptr},
     {0, "session-new", nullptr},
     {0, "command-file", nullptr},
-    {0, "cpuctxsw", "none"},
     {0, "cpu-core-events", "none"},
     {0, "sampling-period", nullptr},
     {0, "sampling-trigger", nullptr},
@@ -645,6 +645,16 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           options->cpu_sampling = value != "none";
           break;
+        case Id::kCpuctxsw:
+          if (!take_value(&value) || (value != "process-tree" && value != "none")) {
+            *error = usage("option '" + w.spelled + "' takes process-tree or none" +
+                           (value == "system-wide" ? ", not system-wide: cutrace follows the command's processes alone"
+                            : value.empty()        ? std::string()
+                                                   : ", not '" + value + "'"));
+            return false;
+          }
+          options->context_switches = value == "process-tree";
+          break;
         case Id::kSamplingFrequency:
           if (!take_value(&value) || !parse_u32(value, 100, 8000, &options->sampling_frequency)) {
             *error = usage("option '" + w.spelled + "' takes a number of samples per second from 100 to 8000" +
@@ -782,6 +792,9 @@ options:
                               CPU samples of every thread of the command's processes, with their
                               stacks (perf events; default none)
       --sampling-frequency HZ samples per second and thread, 100 to 8000 (default 1000)
+      --cpuctxsw process-tree|none
+                              record when each thread of the command's processes leaves its CPU
+                              and gets it back (perf events; default none)
       --python-backtrace cuda|none
                               in a CPython thread that holds the GIL, add its Python frames to
                               the stacks taken (default cuda: on); none leaves them out

@@ -47,6 +47,9 @@ struct ProfileOptions {
   // samples by default): a run costs only what it asks for.
   bool cpu_sampling = false;
   uint32_t sampling_frequency = 1000;
+  // --cpuctxsw process-tree: when each thread of the command's processes left its CPU and got it back
+  // (nsys's default is process-tree; here, as sampling, off unless asked for).
+  bool context_switches = false;
   uint32_t ring_bytes = abi::kDefaultRingBytes;
   bool ring_bytes_given = false;  // --ring-size was given: the session must not shrink the rings
   uint32_t ring_slots = abi::kDefaultSlotCount;

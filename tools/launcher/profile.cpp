@@ -340,13 +340,22 @@ int run(const ProfileOptions& options) {
     recorder_args.insert(recorder_args.end(), {"--meta", "capture.opened_by=" + capture_opened_by(options)});
   // -s cpu: events on the held program, enabled by its exec; the recorder reads them.
   CpuSamplingEvents sampling;
-  if (options.cpu_sampling) {
-    open_cpu_sampling(program.pid(), options.sampling_frequency, &sampling);
-    if (sampling.fds.empty())
-      warn("CPU sampling (-s) is not available here (" + sampling.unavailable + "), so the trace has no CPU samples");
-    else
-      recorder_args.insert(recorder_args.end(), {"--perf-fds", std::to_string(sampling.fds.size()), "--meta",
-                                                 "sampling.frequency=" + std::to_string(options.sampling_frequency)});
+  if (options.cpu_sampling || options.context_switches) {
+    open_cpu_sampling(program.pid(), options.cpu_sampling ? options.sampling_frequency : 0, options.context_switches,
+                      &sampling);
+    const char* what = options.cpu_sampling && options.context_switches ? "CPU sampling (-s) and --cpuctxsw are"
+                       : options.cpu_sampling                         ? "CPU sampling (-s) is"
+                                                                      : "--cpuctxsw is";
+    if (sampling.fds.empty()) {
+      warn(std::string(what) + " not available here (" + sampling.unavailable + "), so the trace has no " +
+           (options.cpu_sampling ? "CPU samples" : "context switches"));
+    } else {
+      recorder_args.insert(recorder_args.end(), {"--perf-fds", std::to_string(sampling.fds.size())});
+      if (options.cpu_sampling)
+        recorder_args.insert(recorder_args.end(),
+                             {"--meta", "sampling.frequency=" + std::to_string(options.sampling_frequency)});
+      if (options.context_switches) recorder_args.insert(recorder_args.end(), {"--meta", "cpuctxsw=process-tree"});
+    }
   }
 
   const std::vector<std::string> recorder_env = recorder_environment(environ);

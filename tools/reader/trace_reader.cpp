@@ -146,6 +146,10 @@ const char* check_record(const uint8_t* p, size_t left) {
         return "a backtrace record is shorter than its frames";
       return nullptr;
     }
+    case abi::RecordKind::kContextSwitch:
+      if (h.size < sizeof(abi::ContextSwitchRecord) || h.aux < 1 || h.aux > 3)
+        return "a context switch record is too short or of no known kind";
+      return nullptr;
     case abi::RecordKind::kCpuSample:
       if (h.size < sizeof(abi::CpuSampleRecord) || h.aux < 1 || h.aux > abi::kMaxSampleFrames ||
           h.size < sizeof(abi::CpuSampleRecord) + 8u * h.aux)
@@ -1028,6 +1032,12 @@ bool TraceReader::deliver_event(Event& ev) {
           ev.kind = EventKind::kCapture;
           ev.capture = {h.aux == uint32_t(abi::CaptureEvent::kBegin), rec.time, rec.range,
                         abi::CaptureReason(rec.reason)};
+          return true;
+        }
+        case abi::RecordKind::kContextSwitch: {
+          auto rec = load<abi::ContextSwitchRecord>(r);
+          ev.kind = EventKind::kContextSwitch;
+          ev.context_switch = {rec.time, rec.cpu, abi::ContextSwitch(h.aux)};
           return true;
         }
         case abi::RecordKind::kCpuSample: {

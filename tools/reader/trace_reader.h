@@ -229,6 +229,7 @@ enum class EventKind : uint8_t {
   kNvtx,         // ev.nvtx on ev.thread: an NVTX range event or mark
   kCapture,      // ev.capture on ev.thread: its process opened or closed a capture range (-c)
   kCpuSample,    // ev.sample on ev.thread: a CPU sample (-s cpu)
+  kContextSwitch,  // ev.context_switch on ev.thread: it left its CPU or got one (--cpuctxsw)
   kRecord,       // ev.record on ev.thread: a record kind without a decoder here
   kEnd,          // the kEnd chunk: summary() and per-thread stats are filled in
 };
@@ -242,6 +243,14 @@ struct CpuSampleEvent {
   uint32_t frame_count = 0;
 };
 
+// A thread left its CPU or got one back (abi::ContextSwitchRecord). A thread's switches may be read out
+// of time order (each CPU's are read in turn): order them by time before pairing.
+struct ContextSwitchEvent {
+  uint64_t time_ns = 0;
+  uint32_t cpu = 0;
+  abi::ContextSwitch change = abi::ContextSwitch::kIn;
+};
+
 struct Event {
   EventKind kind = EventKind::kMetadata;
   uint64_t chunk = 0;              // sequence number of the chunk the event came from
@@ -253,6 +262,7 @@ struct Event {
   NvtxEvent nvtx;
   CaptureEvent capture;
   CpuSampleEvent sample;
+  ContextSwitchEvent context_switch;
   RawRecord record;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -56,10 +57,14 @@ class Writer {
         case EventKind::kRecord: named_by_nvtx(ev); break;
         case EventKind::kCapture: capture(ev); break;
         case EventKind::kCpuSample: sample(ev); break;
+        case EventKind::kContextSwitch:
+          switches_[ev.thread].push_back({ev.context_switch.time_ns, ev.context_switch.change});
+          break;
         default: break;
       }
     }
     for (auto& [thread, pending] : nested_) emit(pending);
+    off_cpu_slices();
     buf_ += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"cutrace\",\"trace\":";
     append_json_string(buf_, reader_.path());
     buf_ += ",\"status\":";
@@ -232,6 +237,38 @@ class Writer {
     nvtx_args(buf_, n.category, t, n.domain);
     buf_ += "}}";
     ++counts_.nvtx;
+  }
+
+  // --cpuctxsw: each time a thread was off its CPU, an async slice ("off CPU", or "preempted" when it
+  // was still runnable) of its own track, the thread's switches put in time order first.
+  void off_cpu_slices() {
+    for (auto& [thread, changes] : switches_) {
+      std::stable_sort(changes.begin(), changes.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      uint64_t left = 0;
+      abi::ContextSwitch why = abi::ContextSwitch::kOut;
+      bool off = false;
+      for (const auto& [time, change] : changes) {
+        if (change != abi::ContextSwitch::kIn) {
+          left = time;
+          why = change;
+          off = true;
+          continue;
+        }
+        if (!off) continue;
+        off = false;
+        if (!nvtx_in_window(left, time)) continue;
+        const std::string ids = ",\"cat\":\"off_cpu\",\"id\":\"off-cpu-" + std::to_string(thread->tid) +
+                                "\",\"pid\":" + std::to_string(thread->pid) + ",\"tid\":" + std::to_string(thread->tid);
+        const char* name = why == abi::ContextSwitch::kPreempted ? "preempted" : "off CPU";
+        for (bool begin : {true, false}) {
+          begin_event();
+          buf_ += std::string("{\"ph\":\"") + (begin ? "b" : "e") + "\",\"name\":\"" + name + "\"" + ids + ",\"ts\":";
+          append_us(buf_, int64_t((begin ? left : time) - origin_));
+          buf_ += "}";
+        }
+        ++counts_.off_cpu;
+      }
+    }
   }
 
   // A CPU sample: an instant on its thread's track, with the stack it interrupted, named.
@@ -446,6 +483,7 @@ class Writer {
   std::unordered_map<uint32_t, std::string> thread_names_;
   PerfettoCounts counts_;
   Symbolizer symbols_;
+  std::map<const reader::Thread*, std::vector<std::pair<uint64_t, abi::ContextSwitch>>> switches_;
   NvtxRangeTracker nvtx_{[this](const NvtxRange& r) { nvtx_range(r); }};
   std::unordered_map<uint32_t, uint64_t> capture_open_;  // process -> start of its open capture range
 };

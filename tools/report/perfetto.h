@@ -12,6 +12,7 @@
 // symbolisers take) and "stack" (the same frames named from the binaries: function (file:line), inlined
 // calls as frames of their own marked [inlined]).
 //
+// A thread's intervals off its CPU (--cpuctxsw) are async slices ("cat":"off_cpu", one id per thread).
 // CPU samples (-s cpu) are thread-scoped instants ("cat":"cpu_sample") named by the function they found
 // running, with the stack ("stack") and the CPU in their arguments.
 //
@@ -34,6 +35,7 @@ struct PerfettoCounts {
   uint64_t threads = 0;    // thread tracks
   uint64_t nvtx = 0;       // NVTX ranges and marks written
   uint64_t samples = 0;    // CPU samples written (instants on their threads' tracks)
+  uint64_t off_cpu = 0;    // intervals off CPU written (--cpuctxsw)
   // Modules whose backtrace frames could not be named (Symbolizer::notes), one line each.
   std::vector<std::string> symbol_notes;
 };

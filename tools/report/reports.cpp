@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <map>
 #include <unordered_map>
 
 #include "reader/decode.h"
@@ -609,6 +610,76 @@ class CpuSampleSum : public Report {
   uint64_t total_ = 0;
 };
 
+// cpu_ctxsw_sum: per thread, how often --cpuctxsw saw it leave its CPU (blocked, or preempted while
+// runnable) and how long it was off CPU, most time off CPU first. The thread's switches are ordered by
+// time first: each CPU's are read in turn.
+class CpuCtxswSum : public Report {
+ public:
+  void add(TraceReader&, const Event& ev) override {
+    if (ev.kind != EventKind::kContextSwitch) return;
+    changes_[ev.thread->index].push_back({ev.context_switch.time_ns, ev.context_switch.change});
+  }
+
+  uint64_t row_count(TraceReader&) override { return changes_.size(); }
+
+  bool write(TraceReader& reader, TableSink& sink) override {
+    struct Row {
+      const reader::Thread* thread;
+      uint64_t blocked = 0, preempted = 0;
+      DurationTotals off;
+    };
+    std::vector<Row> rows;
+    for (auto& [index, changes] : changes_) {
+      std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) { return a.time < b.time; });
+      Row row{&reader.threads()[index], 0, 0, {}};
+      uint64_t left = 0;
+      bool off = false;
+      for (const Change& c : changes) {
+        if (c.change == abi::ContextSwitch::kIn) {
+          if (off) row.off.add(c.time - left);
+          off = false;
+        } else {
+          ++(c.change == abi::ContextSwitch::kPreempted ? row.preempted : row.blocked);
+          left = c.time;
+          off = true;
+        }
+      }
+      rows.push_back(row);
+    }
+    std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+      if (a.off.total != b.off.total) return a.off.total > b.off.total;
+      return a.thread->index < b.thread->index;
+    });
+    Table table;
+    table.title = "CPU Context Switches per Thread (cpu_ctxsw_sum)";
+    table.columns = {"Off-CPU Time (ns)", "Switches Out", "Blocked", "Preempted", "Avg Off (ns)", "Max Off (ns)",
+                     "Pid", "Tid", "Thread Name"};
+    for (const Row& r : rows)
+      table.rows.push_back({Cell::integer(r.off.total), Cell::integer(r.blocked + r.preempted), Cell::integer(r.blocked),
+                            Cell::integer(r.preempted),
+                            Cell::decimal(r.off.count ? double(r.off.total) / double(r.off.count) : 0.0),
+                            Cell::integer(r.off.max), Cell::integer(r.thread->pid), Cell::integer(r.thread->tid),
+                            Cell::string(r.thread->name)});
+    replay(table, sink);
+    return true;
+  }
+
+ private:
+  struct Change {
+    uint64_t time;
+    abi::ContextSwitch change;
+  };
+  struct DurationTotals {
+    uint64_t count = 0, total = 0, max = 0;
+    void add(uint64_t d) {
+      ++count;
+      total += d;
+      max = std::max(max, d);
+    }
+  };
+  std::map<uint32_t, std::vector<Change>> changes_;  // by thread index
+};
+
 }  // namespace
 
 const std::vector<ReportInfo>& stats_reports() {
@@ -633,6 +704,8 @@ const std::vector<ReportInfo>& stats_reports() {
        "backtrace data (profile with --cudabacktrace or -t osrt)"},
       {"cpu_sample_sum", "CPU Samples by Function: where -s cpu found the threads, per function and module, most "
        "samples first", "CPU sample data (profile with -s cpu)"},
+      {"cpu_ctxsw_sum", "CPU Context Switches per Thread: times each thread left its CPU (blocked or preempted) and "
+       "its time off CPU", "context switch data (profile with --cpuctxsw process-tree)"},
   };
   return kReports;
 }
@@ -655,6 +728,7 @@ std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& 
   if (name == "nvtx_pushpop_trace") return std::make_unique<NvtxPushPopTrace>();
   if (name == "callsite_sum") return std::make_unique<CallsiteSum>(options);
   if (name == "cpu_sample_sum") return std::make_unique<CpuSampleSum>();
+  if (name == "cpu_ctxsw_sum") return std::make_unique<CpuCtxswSum>();
   return nullptr;
 }
 

@@ -90,3 +90,28 @@ def test_samples_of_a_process_the_trace_has_no_thread_of_are_counted(tmp_path):
     assert untraced > 50, text
     assert (f"cutrace: warning: {untraced} CPU samples of processes that recorded nothing (no CUDA call, no traced "
             "library) were left out: the trace has no thread of theirs to put them on.") in proc.stderr, proc.stderr
+
+
+def test_context_switches_show_each_sleep_off_cpu(tmp_path):
+    # Eight sleeps of 30 ms (four usleep, four nanosleep) on the main thread.
+    proc, trace = profile(tmp_path, [app("osrt_app"), "sleeps", "4", "0", "30", "0"],
+                          options=["--cpuctxsw", "process-tree", "-s", "cpu"])
+    assert proc.stdout == "nanosleep 4\nusleep 4\n"
+    table = subprocess.run([str(CUTRACE), "stats", "--report", "cpu_ctxsw_sum", "--format", "csv", str(trace)],
+                           capture_output=True, text=True, timeout=60)
+    assert table.returncode == 0, table.stderr
+    (row,) = list(csv.DictReader(io.StringIO(table.stdout)))
+    assert int(row["Blocked"]) >= 8 and int(row["Max Off (ns)"]) >= 30_000_000, row
+    assert 240_000_000 <= int(row["Off-CPU Time (ns)"]) <= 400_000_000, row
+    assert metadata(trace)["cpuctxsw"] == "process-tree"
+    _, doc = calls(trace, tmp_path, domains=None)
+    begins = {}
+    long_ones = 0
+    for e in doc["traceEvents"]:
+        if e.get("cat") != "off_cpu":
+            continue
+        if e["ph"] == "b":
+            begins[e["id"]] = e["ts"]
+        else:
+            long_ones += e["ts"] - begins.pop(e["id"]) >= 29_000  # microseconds
+    assert long_ones == 8 and not begins

@@ -273,6 +273,12 @@ TEST(LauncherOptions, CpuSamplingTakesNsysValues) {
   expect_refused({"--sampling-frequency", "99", "app"},
                  "cutrace profile: option '--sampling-frequency' takes a number of samples per second from 100 to "
                  "8000, not '99'.");
+  EXPECT_FALSE(parse({"app"}).options.context_switches);
+  EXPECT_TRUE(parse({"--cpuctxsw", "process-tree", "app"}).options.context_switches);
+  EXPECT_FALSE(parse({"--cpuctxsw=none", "app"}).options.context_switches);
+  expect_refused({"--cpuctxsw", "system-wide", "app"},
+                 "cutrace profile: option '--cpuctxsw' takes process-tree or none, not system-wide: cutrace follows "
+                 "the command's processes alone.");
   expect_refused({"-s", "system-wide", "app"},
                  "cutrace profile: option '-s' takes process-tree (or cpu) or none, not system-wide: cutrace samples "
                  "the command's processes alone.");
