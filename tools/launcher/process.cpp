@@ -70,8 +70,10 @@ struct ExecPlan {
 
 // Runs in the forked child. The launcher is single-threaded, so the child may use anything, but it
 // keeps to system calls and memory prepared before the fork.
+// `relocated` and `keep` have room for every fd_map entry (keep: one more); allocated by the parent, as
+// a forked child of a threaded program must not allocate.
 [[noreturn]] void run_child(const SpawnOptions& o, const ExecPlan& plan, const sigset_t& mask, int go_read,
-                            int go_write, int exec_read, int exec_write, int* relocated) {
+                            int go_write, int exec_read, int exec_write, int* relocated, int* keep) {
   restore_signals_in_child();
   sigprocmask(SIG_SETMASK, &mask, nullptr);
   if (o.own_process_group) setpgid(0, 0);
@@ -102,11 +104,10 @@ struct ExecPlan {
     if (dup2(relocated[i], o.fd_map[i].second) < 0) report_exec_failure(err_fd, errno);
   }
   if (o.close_other_fds) {
-    int keep[16];
+    // Every mapped descriptor is kept, however many (a recorder gets one perf event per CPU).
     int count = 0;
     keep[count++] = err_fd;
-    for (const auto& [from, to] : o.fd_map)
-      if (count < int(std::size(keep))) keep[count++] = to;
+    for (const auto& [from, to] : o.fd_map) keep[count++] = to;
     std::sort(keep, keep + count);
     close_fds_except(3, keep, count);
   }
@@ -196,6 +197,7 @@ bool Child::spawn(const SpawnOptions& o, std::string* error) {
   const ExecPlan plan{o.path.c_str(), argv.data(), o.env ? envp.data() : environ,
                       o.shell_fallback ? shell_argv.data() : nullptr};
   std::vector<int> relocated(o.fd_map.size(), -1);
+  std::vector<int> keep(o.fd_map.size() + 1, -1);
 
   int go[2] = {-1, -1};
   int exec_pipe[2] = {-1, -1};
@@ -212,7 +214,7 @@ bool Child::spawn(const SpawnOptions& o, std::string* error) {
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, &old);
   pid_t pid = fork();
-  if (pid == 0) run_child(o, plan, old, go[0], go[1], exec_pipe[0], exec_pipe[1], relocated.data());
+  if (pid == 0) run_child(o, plan, old, go[0], go[1], exec_pipe[0], exec_pipe[1], relocated.data(), keep.data());
   const int fork_errno = errno;
   if (pid > 0) {
     // Also done by the child; doing it on both sides closes the window in which a signal to the group

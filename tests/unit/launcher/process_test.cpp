@@ -160,6 +160,24 @@ TEST(LauncherChild, DescriptorsMappedAndOthersClosed) {
   close(inherited);
 }
 
+TEST(LauncherChild, EveryMappedDescriptorIsKeptHoweverMany) {
+  // A recorder gets one perf event per CPU: 24 descriptors on 5..28, with every other one closed.
+  std::vector<int> sources;
+  SpawnOptions o;
+  o.close_other_fds = true;
+  for (int k = 0; k < 24; ++k) {
+    const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    sources.push_back(fd);
+    o.fd_map.push_back({fd, 5 + k});
+  }
+  int status = 0;
+  auto fds = words(capture("ls /proc/$$/fd", o, &status));
+  for (int k = 0; k < 24; ++k)
+    EXPECT_NE(std::find(fds.begin(), fds.end(), std::to_string(5 + k)), fds.end()) << "fd " << 5 + k << " was closed";
+  for (int fd : sources) close(fd);
+}
+
 TEST(LauncherChild, MappingSurvivesCollidingNumbers) {
   // Two sources sitting on each other's targets (A on 8 goes to 7, B on 7 goes to 8): installing one
   // must not clobber the other.
