@@ -2,7 +2,8 @@
 # The checks of cutrace against a real GPU and driver, run on a machine that has one, from the folder
 # scripts/gpu-bundle.sh made (no build there): the real-GPU end-to-end tests (the runtime, the static
 # runtime, cuBLAS, CUDA 12 beside 13, backtraces, a PyTorch training step checked against PyTorch's own
-# profiler, JAX), the overhead benchmarks on the real runtime and through PyTorch, and the CUPTI probe.
+# profiler, JAX), a training loop profiled with stacks, Python frames, CPU samples and context switches,
+# the overhead benchmarks on the real runtime and through PyTorch, and the CUPTI probe.
 # Everything goes to RESULTS (default /tmp/gpu-check): log.txt, and the tests' measurements as JSON.
 #
 # usage: [GPU_CHECK_TESTS_ONLY=1] scripts/gpu-check.sh [BUNDLE_DIR=.gpu] [RESULTS=/tmp/gpu-check]
@@ -21,7 +22,7 @@ uname -r
 $python -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
 
 # The libraries the bundle brings that the machine may lack, where the dynamic linker looks.
-for lib in "$bundle"/libs/libunwind.so.8 "$bundle"/libs/libzstd.so.1; do
+for lib in "$bundle"/libs/lib{unwind.so.8,zstd.so.1,dw.so.1,elf.so.1,bz2.so.1.0,lzma.so.5}; do
   ldconfig -p | grep -q "$(basename "$lib") " || cp "$lib" /usr/local/lib/
 done
 ldconfig
@@ -50,6 +51,15 @@ step end-to-end tests on the GPU
 (cd tests/e2e/profile && CUTRACE_GPU_TESTS=require CUDA_LIB_DIR=$cudalib CUTRACE_GPU_REPORT=$results/report \
   timeout 330 $python -m pytest -v -p no:cacheprovider -o addopts= --basetemp="$results/pytest" test_real_gpu.py 2>&1)
 echo "exit $?"
+
+step a PyTorch training loop with backtraces, Python frames, CPU samples and context switches
+timeout 180 "$cutrace" profile -f true -o "$results/train" -t cuda,nvtx,cublas,cudnn,osrt -s cpu \
+  --cpuctxsw process-tree --cudabacktrace all:50000 -- $python scripts/gpu/train_step.py 50
+echo "exit $?"
+for report in callsite_sum cpu_sample_sum cpu_ctxsw_sum; do
+  timeout 60 "$cutrace" stats -r $report -f csv "$results/train.cutrace" | head -12 | cut -c1-600
+done
+timeout 60 "$cutrace" info "$results/train.cutrace" | grep -E "cpu_samples|context_switches|dropped|events"
 
 if [[ ${GPU_CHECK_TESTS_ONLY:-0} == 1 ]]; then step done; exit 0; fi
 
