@@ -12,6 +12,7 @@
 #include "report/gzip_stream.h"
 #include "report/nvtx_ranges.h"
 #include "report/perfetto.h"
+#include "report/symbolizer.h"
 
 namespace cutrace::report {
 namespace {
@@ -33,6 +34,9 @@ void print_help() {
       "                                  with several, from the first one's start to the last one's end)\n"
       "      --from TIME, --to TIME      only the calls that overlap this window, counted from the start\n"
       "                                  of the session: seconds, or a number with ns, us, ms or s\n"
+      "      --symbol-path DIR[:DIR]     also look for the traced binaries here (a copy of them, found by\n"
+      "                                  name, path or build-id; default $CUTRACE_SYMBOL_PATH), to name\n"
+      "                                  the frames of stacks and samples\n"
       "      --show-internal true        also export the CUDA runtime's internal calls (kernel registration,\n"
       "                                  __cudaPushCallConfiguration, ...), which are left out by default\n"
       "  -h, --help                      show this help\n"
@@ -125,6 +129,14 @@ int export_main(int argc, char** argv) {
         std::fprintf(stderr, "cutrace export: --show-internal takes true or false.\n");
         return kExitUsage;
       }
+      continue;
+    }
+    if (std::string value; !args.options_done() && args.value_option(nullptr, "--symbol-path", value, missing)) {
+      if (missing || value.empty()) {
+        std::fprintf(stderr, "cutrace export: --symbol-path takes DIR or DIR:DIR....\n");
+        return kExitUsage;
+      }
+      set_symbol_path(split_symbol_path(value));
       continue;
     }
     if (const int exit_code = args.take_common("export", "see `cutrace export --help`", trace_path); exit_code != ArgCursor::kNextArgument)

@@ -15,6 +15,7 @@
 #include "report/cli.h"
 #include "report/commands.h"
 #include "report/nvtx_ranges.h"
+#include "report/symbolizer.h"
 #include "report/reports.h"
 
 namespace cutrace::report {
@@ -39,6 +40,9 @@ void print_help() {
       "      --filter-nvtx RANGE[@DOMAIN|@*][/N]\n"
       "                                only calls and NVTX events inside the NVTX range RANGE (its Nth\n"
       "                                instance with /N), in the process that ran it\n"
+      "      --symbol-path DIR[:DIR]   also look for the traced binaries here (a copy of them, found by\n"
+      "                                name, path or build-id; default $CUTRACE_SYMBOL_PATH), to name\n"
+      "                                the frames of callsite_sum and cpu_sample_sum\n"
       "      --show-internal true      also count the CUDA runtime's internal calls (kernel registration,\n"
       "                                __cudaPushCallConfiguration, ...), which are left out by default\n"
       "  -q, --quiet                   do not name the files written\n"
@@ -304,6 +308,11 @@ int stats_main(int argc, char** argv) {
     }
     if (!args.options_done() && args.bool_option(nullptr, "--show-internal", req.options.show_internal, bad)) {
       if (bad) return usage_error("--show-internal takes true or false");
+      continue;
+    }
+    if (!args.options_done() && args.value_option(nullptr, "--symbol-path", value, missing)) {
+      if (missing || value.empty()) return usage_error("--symbol-path takes DIR or DIR:DIR...");
+      set_symbol_path(split_symbol_path(value));
       continue;
     }
     if (const int exit_code = args.take_common("stats", "see `cutrace stats --help`", traces);

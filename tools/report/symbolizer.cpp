@@ -89,8 +89,92 @@ struct Symbolizer::ModuleFile {
   }
 };
 
-Symbolizer::Symbolizer() = default;
+namespace {
+
+// Where to look for a module's file: the path the trace recorded, then in each directory of the
+// symbol path the file's name, the recorded path below it (a copy of the traced machine's tree) and
+// the build-id's debug file (.build-id/ab/cdef....debug).
+std::vector<std::string> candidate_paths(const reader::Module& m, const std::vector<std::string>& search) {
+  std::vector<std::string> paths{m.path};
+  if (m.build_id.empty()) return paths;  // nothing would tell another copy's build from this one
+  std::string hex_id;
+  for (unsigned char c : m.build_id) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    hex_id += kDigits[c >> 4];
+    hex_id += kDigits[c & 15];
+  }
+  for (const std::string& dir : search) {
+    paths.push_back(dir + "/" + base_name(m.path));
+    paths.push_back(dir + (m.path.empty() || m.path[0] != '/' ? "/" : "") + m.path);
+    if (hex_id.size() > 2) paths.push_back(dir + "/.build-id/" + hex_id.substr(0, 2) + "/" + hex_id.substr(2) + ".debug");
+  }
+  return paths;
+}
+
+std::vector<std::string>& default_symbol_path() {
+  static std::vector<std::string> path = [] {
+    std::vector<std::string> dirs;
+    if (const char* env = std::getenv("CUTRACE_SYMBOL_PATH")) dirs = split_symbol_path(env);
+    return dirs;
+  }();
+  return path;
+}
+
+}  // namespace
+
+void set_symbol_path(const std::vector<std::string>& dirs) { default_symbol_path() = dirs; }
+
+std::vector<std::string> split_symbol_path(const std::string& value) {
+  std::vector<std::string> dirs;
+  for (size_t from = 0; from <= value.size();) {
+    const size_t colon = std::min(value.find(':', from), value.size());
+    if (colon > from) dirs.push_back(value.substr(from, colon - from));
+    from = colon + 1;
+  }
+  return dirs;
+}
+
+Symbolizer::Symbolizer() : search_path_(default_symbol_path()) {}
 Symbolizer::~Symbolizer() = default;
+
+namespace {
+
+enum class Opened { kOk, kMissing, kNotElf, kOtherBuild };
+
+// Opens `path` as module `m` into `file`: kOk only when it is an ELF file with the build-id the trace
+// recorded (or the trace recorded none).
+Opened open_module(const std::string& path, const reader::Module& m, Dwfl*& dwfl, Dwfl_Module*& mod,
+                   std::string* why) {
+  // Non-blocking, and only a regular file: a FIFO or device named like the library must not stall
+  // the tool.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *why = fd < 0 ? std::string(std::strerror(errno)) : "not a regular file";
+    if (fd >= 0) ::close(fd);
+    return Opened::kMissing;
+  }
+  dwfl = dwfl_begin(&kOfflineCallbacks);
+  // Placed at 0: module addresses are the file's own link-time addresses, which is what a frame's
+  // offset from the load bias is. The descriptor is the library's from here on.
+  mod = dwfl ? dwfl_report_elf(dwfl, base_name(m.path).c_str(), path.c_str(), fd, 0, false) : nullptr;
+  if (dwfl) dwfl_report_end(dwfl, nullptr, nullptr);
+  if (mod == nullptr) {
+    *why = dwfl_errmsg(-1);
+    if (!dwfl) ::close(fd);
+    return Opened::kNotElf;
+  }
+  if (!m.build_id.empty()) {
+    const unsigned char* bits = nullptr;
+    GElf_Addr vaddr = 0;
+    const int n = dwfl_module_build_id(mod, &bits, &vaddr);
+    if (n <= 0 || size_t(n) != m.build_id.size() || std::memcmp(bits, m.build_id.data(), size_t(n)) != 0)
+      return Opened::kOtherBuild;
+  }
+  return Opened::kOk;
+}
+
+}  // namespace
 
 Symbolizer::ModuleFile& Symbolizer::module_file(const reader::Module& m) {
   std::string key = m.path;
@@ -103,37 +187,43 @@ Symbolizer::ModuleFile& Symbolizer::module_file(const reader::Module& m) {
   auto file = std::make_unique<ModuleFile>();
   file->path = m.path;
   file->name = base_name(m.path);
-  // Non-blocking, and only a regular file: a FIFO or device named like the library must not stall
-  // the tool.
-  const int fd = ::open(m.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  struct stat st {};
-  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    if (fd >= 0) ::close(fd);
-    notes_.push_back(m.path + ": " + (fd < 0 ? std::string(std::strerror(errno)) : "not a regular file") +
-                     "; its frames are shown as module+offset (symbolise on the machine that ran the program, "
-                     "or where the same build of it is at that path)");
-    return *modules_.emplace(key, std::move(file)).first->second;
-  }
-  file->dwfl = dwfl_begin(&kOfflineCallbacks);
-  // Placed at 0: module addresses are the file's own link-time addresses, which is what a frame's
-  // offset from the load bias is. The descriptor is the library's from here on.
-  Dwfl_Module* mod = file->dwfl ? dwfl_report_elf(file->dwfl, file->name.c_str(), m.path.c_str(), fd, 0, false) : nullptr;
-  if (file->dwfl) dwfl_report_end(file->dwfl, nullptr, nullptr);
-  if (mod == nullptr) {
-    if (!file->dwfl) ::close(fd);
-    notes_.push_back(m.path + ": not a readable ELF file (" + std::string(dwfl_errmsg(-1)) +
-                     "); its frames are shown as module+offset");
-  } else if (!m.build_id.empty()) {
-    const unsigned char* bits = nullptr;
-    GElf_Addr vaddr = 0;
-    const int n = dwfl_module_build_id(mod, &bits, &vaddr);
-    if (n <= 0 || size_t(n) != m.build_id.size() || std::memcmp(bits, m.build_id.data(), size_t(n)) != 0) {
-      notes_.push_back(m.path + ": not the build the trace recorded (its GNU build-id differs): rebuilt or "
-                       "replaced since; its frames are shown as module+offset rather than named from another build");
-      mod = nullptr;
+  Opened first = Opened::kMissing;
+  std::string first_why;
+  const std::vector<std::string> paths = candidate_paths(m, search_path_);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    Dwfl* dwfl = nullptr;
+    Dwfl_Module* mod = nullptr;
+    std::string why;
+    const Opened opened = open_module(paths[i], m, dwfl, mod, &why);
+    if (opened == Opened::kOk) {
+      file->dwfl = dwfl;
+      file->mod = mod;
+      file->path = paths[i];
+      return *modules_.emplace(key, std::move(file)).first->second;
+    }
+    if (dwfl) dwfl_end(dwfl);
+    if (i == 0) {
+      first = opened;
+      first_why = why;
     }
   }
-  file->mod = mod;
+  const std::string elsewhere = search_path_.empty() ? "" : " nor anywhere in the symbol path";
+  switch (first) {
+    case Opened::kMissing:
+      notes_.push_back(m.path + ": " + first_why + elsewhere +
+                       "; its frames are shown as module+offset (symbolise where the same build is at that path, or "
+                       "give a copy's directory with --symbol-path)");
+      break;
+    case Opened::kNotElf:
+      notes_.push_back(m.path + ": not a readable ELF file (" + first_why + ")" + elsewhere +
+                       "; its frames are shown as module+offset");
+      break;
+    default:
+      notes_.push_back(m.path + ": not the build the trace recorded (its GNU build-id differs): rebuilt or "
+                       "replaced since" + (search_path_.empty() ? "" : ", and no copy in the symbol path matches") +
+                       "; its frames are shown as module+offset rather than named from another build");
+      break;
+  }
   return *modules_.emplace(key, std::move(file)).first->second;
 }
 

@@ -36,6 +36,13 @@ std::string format_frame(const ResolvedAddress& where, const SourceFrame* frame)
 // The raw form: "module+0xoffset", or the address in hex.
 std::string raw_frame(const ResolvedAddress& where);
 
+// Directories where the tools also look for a module's file, by name, below its recorded path, or by
+// build-id (a copy of the traced machine's binaries): --symbol-path, else $CUTRACE_SYMBOL_PATH
+// (colon-separated). A copy is used only when its build-id is the recorded one.
+void set_symbol_path(const std::vector<std::string>& dirs);
+// "DIR:DIR..." as set_symbol_path takes it.
+std::vector<std::string> split_symbol_path(const std::string& value);
+
 // A Python frame as "function (file:line)", the names from the process's kPythonFunction strings; a
 // function whose names the trace lacks reads "python function 0x<id>".
 std::string format_python_frame(const reader::Process& process, const abi::PythonFrame& frame);
@@ -61,6 +68,7 @@ class Symbolizer {
 
   std::unordered_map<std::string, std::unique_ptr<ModuleFile>> modules_;  // by path, build-id and base
   std::vector<std::string> notes_;
+  std::vector<std::string> search_path_;
   ResolvedAddress unplaced_;
 };
 

@@ -5,6 +5,8 @@ frames), and the stack names the program's call chain when symbolised from the t
 carry none; a process that cannot load the unwinder says so."""
 import csv
 import io
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -112,8 +114,8 @@ def named(source, function, marker=None):
     return f"{function} ({source}:{call_line(source, marker or function)})"
 
 
-def callsites(trace):
-    proc = subprocess.run([str(CUTRACE), "stats", "--report", "callsite_sum", "--format", "csv", str(trace)],
+def callsites(trace, options=()):
+    proc = subprocess.run([str(CUTRACE), "stats", "--report", "callsite_sum", "--format", "csv", *options, str(trace)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return list(csv.DictReader(io.StringIO(proc.stdout))), proc.stderr
@@ -185,6 +187,36 @@ def test_a_rebuilt_or_missing_binary_is_never_named_from_another_build(tmp_path)
     rows, stderr = callsites(trace)
     assert rows[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
     assert f"{program}: No such file or directory; its frames are shown as module+offset" in stderr
+
+    # A copy of the traced build elsewhere (the binaries of another machine, say): --symbol-path finds
+    # it by name, or below it by the recorded path, and names the frames again once its build-id matches.
+    by_name, by_path, wrong = tmp_path / "symbols", tmp_path / "sysroot", tmp_path / "other"
+    by_name.mkdir()
+    shutil.copy(app("backtrace_app"), by_name / "backtrace_app")
+    (by_path / program.parent.relative_to("/")).mkdir(parents=True)
+    shutil.copy(app("backtrace_app"), by_path / program.relative_to("/"))
+    wrong.mkdir()
+    shutil.copy(app("osrt_app"), wrong / "backtrace_app")
+    site = named("backtrace_app.cpp", "copy_slowly")
+    # Or by build-id, as debug packages lay files out (/usr/lib/debug/.build-id/ab/cdef....debug).
+    notes = subprocess.run(["readelf", "-n", app("backtrace_app")], capture_output=True, text=True, check=True).stdout
+    build_id = next(l.split(":")[1].strip() for l in notes.splitlines() if "Build ID" in l)
+    by_id = tmp_path / "debug"
+    (by_id / ".build-id" / build_id[:2]).mkdir(parents=True)
+    shutil.copy(app("backtrace_app"), by_id / ".build-id" / build_id[:2] / (build_id[2:] + ".debug"))
+    for where in (by_name, by_path, by_id, f"{wrong}:{by_name}"):
+        rows, stderr = callsites(trace, ["--symbol-path", str(where)])
+        assert rows[0]["Call Site"] == site and str(program) not in stderr, (where, stderr)
+    rows, stderr = callsites(trace, ["--symbol-path", str(wrong)])
+    assert rows[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
+    assert f"{program}: No such file or directory nor anywhere in the symbol path;" in stderr
+    # The export takes it too, and so do both from $CUTRACE_SYMBOL_PATH.
+    out = tmp_path / "named.json"
+    env = dict(os.environ, CUTRACE_SYMBOL_PATH=str(by_name))
+    subprocess.run([str(CUTRACE), "export", "--type", "perfetto", "-o", str(out), str(trace)], env=env, check=True,
+                   capture_output=True, timeout=60)
+    stacks = [e["args"]["stack"] for e in json.loads(out.read_text())["traceEvents"] if "stack" in e.get("args", {})]
+    assert stacks and stacks[0][0] == site
 
 
 # --- Python frames. ---
