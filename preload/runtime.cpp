@@ -14,6 +14,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,7 +89,7 @@ bool is_own_frame(uintptr_t ip) {
 // ahead of libgcc_s in the program's global scope and take over its exception handling. Its static
 // archive is not position-independent, so it cannot be linked into the shim either.
 void load_unwinder() {
-  bool asked = false;
+  bool asked = g_session->timer_sampling_hz != 0;  // the timer sampler takes stacks too
   for (uint32_t k = 0; k < abi::kBacktraceClasses; ++k) asked |= g_session->backtrace_threshold_ns[k] != abi::kBacktraceOff;
   if (!asked || g_unw_backtrace.load(std::memory_order_relaxed)) return;
   void* library = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
@@ -326,6 +328,74 @@ bool claim_ring(ThreadState& ts) {
 
 }  // namespace
 
+// -s cpu where perf events are forbidden (SessionHeader::timer_sampling_hz): the timer signal's
+// handler. It writes one CPU sample of the thread it interrupted into that thread's ring: the
+// interrupted instruction and the return addresses below it, without cutrace's frames. A signal that
+// comes while the thread is inside cutrace (writing a record, taking a stack) is counted and skipped:
+// the ring is the thread's own and not reentrant.
+void on_sample_signal(int, siginfo_t* info, void* context) {
+  if (info->si_code != SI_TIMER || !g_session) return;
+  const int saved_errno = errno;
+  ThreadState& ts = t_thread;
+  const UnwBacktrace unwind = g_unw_backtrace.load(std::memory_order_acquire);
+  if (ts.in_tracer || !ts.producer.header || !unwind) {
+    g_session->timer_samples_skipped.fetch_add(1, std::memory_order_relaxed);
+    errno = saved_errno;
+    return;
+  }
+  const uint64_t time = now();
+  const auto pc = uint64_t(static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP]);
+  constexpr int kHandlerFrames = 8;  // this handler, libc's signal trampoline
+  void* frames[abi::kMaxSampleFrames + kHandlerFrames];
+  WritingRecord writing(ts);
+  const int n = unwind(frames, int(abi::kMaxSampleFrames) + kHandlerFrames);
+  // libunwind steps through the signal frame: the interrupted instruction is one of the frames, and
+  // the ones before it are the handler's.
+  int first = 0;
+  while (first < n && uint64_t(reinterpret_cast<uintptr_t>(frames[first])) != pc) ++first;
+  uint64_t kept[abi::kMaxSampleFrames];
+  uint32_t count = 0;
+  kept[count++] = pc;
+  for (int k = first + 1; k < n && count < abi::kMaxSampleFrames; ++k)
+    if (first < n && !is_own_frame(reinterpret_cast<uintptr_t>(frames[k]))) kept[count++] = uint64_t(reinterpret_cast<uintptr_t>(frames[k]));
+  const uint32_t bytes = uint32_t(sizeof(abi::CpuSampleRecord)) + 8u * count;
+  if (uint8_t* p = ts.producer.reserve(bytes)) {
+    auto* r = reinterpret_cast<abi::CpuSampleRecord*>(p);
+    r->header = {uint16_t(abi::RecordKind::kCpuSample), uint16_t(bytes), count};
+    r->time = time;
+    r->cpu = uint32_t(sched_getcpu());
+    r->flags = 0;
+    std::memcpy(r->frames, kept, 8u * count);
+    ts.producer.commit(bytes);
+  }
+  errno = saved_errno;
+}
+
+// Starts the timer sampler on the calling thread, which has just claimed its ring: a timer on its own
+// CPU clock, signalling this thread alone, every 1/timer_sampling_hz second of its CPU time (so a
+// thread blocked in a system call is never interrupted by it).
+void start_timer_sampling() {
+  const uint32_t hz = g_session->timer_sampling_hz;
+  if (!hz) return;
+  static std::atomic<bool> handler_installed{false};
+  if (!handler_installed.exchange(true)) {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_sample_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(abi::timer_sample_signal(), &sa, nullptr);
+  }
+  sigevent event{};
+  event.sigev_notify = SIGEV_THREAD_ID;
+  event.sigev_signo = abi::timer_sample_signal();
+  event._sigev_un._tid = pid_t(syscall(SYS_gettid));  // sigev_notify_thread_id, which glibc 2.36 does not name
+  timer_t timer;
+  if (timer_create(CLOCK_THREAD_CPUTIME_ID, &event, &timer) != 0) return;
+  const long period_ns = long(1000000000u / hz);
+  itimerspec every{{period_ns / 1000000000, period_ns % 1000000000}, {period_ns / 1000000000, period_ns % 1000000000}};
+  timer_settime(timer, 0, &every, nullptr);
+}
+
 bool prepare_thread(ThreadState& ts) {
   if (ts.in_tracer) return false;
   // Attaching (for a call made before this library's constructor ran) and claiming make system calls.
@@ -355,6 +425,7 @@ bool prepare_thread(ThreadState& ts) {
     char name[17] = {};
     if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0) emit_string(ts, abi::StringKind::kThreadName, 0, name, strlen(name));
     if (first_in_process) announce_process(ts);
+    start_timer_sampling();
   } else if (g_session->capture_domains.load(std::memory_order_relaxed)) {
     // Every slot is taken: this call's record is lost, and counted so the loss is reported.
     g_session->lost_no_slot.fetch_add(1, std::memory_order_relaxed);

@@ -64,6 +64,7 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
   writer_ = writer;
   if (!clock_.init(clock_kind_, options_.recalibration_interval_ns, error)) return false;
   osrt_threshold_ns_ = load_field(session->osrt_threshold_ns);
+  timer_sampling_ = load_field(session->timer_sampling_hz) != 0;
   for (uint32_t k = 0; k < abi::kBacktraceClasses; ++k)
     backtrace_threshold_ns_[k] = load_field(session->backtrace_threshold_ns[k]);
   if (clock_.is_tsc()) {
@@ -202,6 +203,7 @@ void Recorder::final_drain() {
   final_lost_no_slot_ = session_->lost_no_slot.load(std::memory_order_relaxed);
   processes_cut_off_ = session_->processes_cut_off.load(std::memory_order_acquire);
   backtrace_unavailable_ = session_->backtrace_unavailable.load(std::memory_order_relaxed);
+  timer_samples_skipped_ = session_->timer_samples_skipped.load(std::memory_order_relaxed);
   finished_ = true;
 }
 
@@ -357,6 +359,10 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       break;
     case abi::RecordKind::kBacktrace:
       encode_with_time(record, bytes, offsetof(abi::BacktraceRecord, call_begin));
+      break;
+    case abi::RecordKind::kCpuSample:  // from the timer sampler (-s cpu without perf events)
+      encode_with_time(record, bytes, offsetof(abi::CpuSampleRecord, time));
+      ++cpu_samples_written_;
       break;
     case abi::RecordKind::kString:
       remember_string(record);
@@ -681,6 +687,9 @@ std::vector<std::string> Recorder::warnings() const {
   if (cpu_samples_ && cpu_samples_->lost())
     out.push_back(std::to_string(cpu_samples_->lost()) + " CPU samples were lost: the kernel's sampling buffers filled "
                   "before the recorder read them (lower --sampling-frequency)");
+  if (timer_samples_skipped_)
+    out.push_back(std::to_string(timer_samples_skipped_) + " CPU samples of the timer sampler were skipped: the "
+                  "signal came while the thread was inside cutrace, whose own time they would have shown");
   if (cpu_samples_untraced_)
     out.push_back(std::to_string(cpu_samples_untraced_) + " CPU samples of processes that recorded nothing (no CUDA "
                   "call, no traced library) were left out: the trace has no thread of theirs to put them on");
@@ -849,11 +858,14 @@ trace::KeyValues Recorder::summary() const {
     runtimes += path;
   }
   if (!runtimes.empty()) kv.emplace_back("cuda.runtime_library", runtimes);
-  if (cpu_samples_) {
+  if (cpu_samples_ || timer_sampling_) {
     kv.emplace_back("cpu_samples", std::to_string(cpu_samples_written_));
-    kv.emplace_back("cpu_samples.lost", std::to_string(cpu_samples_->lost()));
-    kv.emplace_back("cpu_samples.untraced", std::to_string(cpu_samples_untraced_));
-    kv.emplace_back("context_switches", std::to_string(context_switches_written_));
+    if (timer_sampling_) kv.emplace_back("cpu_samples.skipped", std::to_string(timer_samples_skipped_));
+    if (cpu_samples_) {
+      kv.emplace_back("cpu_samples.lost", std::to_string(cpu_samples_->lost()));
+      kv.emplace_back("cpu_samples.untraced", std::to_string(cpu_samples_untraced_));
+      kv.emplace_back("context_switches", std::to_string(context_switches_written_));
+    }
   }
   const std::vector<std::string> w = warnings();
   for (size_t i = 0; i < w.size(); ++i) kv.emplace_back("warning." + std::to_string(i), w[i]);

@@ -263,6 +263,8 @@ class Recorder {
   uint64_t cpu_samples_written_ = 0;
   uint64_t cpu_samples_untraced_ = 0;
   uint64_t context_switches_written_ = 0;
+  bool timer_sampling_ = false;          // SessionHeader::timer_sampling_hz was set
+  uint64_t timer_samples_skipped_ = 0;   // SessionHeader::timer_samples_skipped, read by final_drain()
 };
 
 }  // namespace cutrace::recorder

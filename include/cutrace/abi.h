@@ -8,6 +8,7 @@
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -65,7 +66,7 @@ enum class RecordKind : uint16_t {
   kNvtx = 7,           // NVTX push/pop/start/end/mark
   kGpuActivity = 8,    // a CUPTI activity record, re-encoded
   kCaptureState = 9,   // capture switched on or off (profiler API, NVTX range)
-  kCpuSample = 10,     // CpuSampleRecord: a CPU sample of a thread (-s cpu); written by the recorder alone
+  kCpuSample = 10,     // CpuSampleRecord: a CPU sample of a thread (-s cpu): the recorder's, or the timer sampler's
   kContextSwitch = 11, // ContextSwitchRecord: a thread left or got a CPU (--cpuctxsw); the recorder's alone
   kKindCount = 12,
 };
@@ -223,8 +224,9 @@ inline constexpr uint32_t backtrace_record_bytes(uint32_t native, uint32_t pytho
 }
 
 // A CPU sample (-s cpu): where a thread of a traced process was running when the sampling clock
-// ticked. Producers never write it: the recorder reads the samples from the kernel's perf events and
-// writes them into the sampled thread's records in the trace file. aux = frames (1 .. kMaxSampleFrames).
+// ticked. The recorder reads them from the kernel's perf events and writes them into the sampled
+// thread's records in the trace file; where perf events are forbidden, a thread's own timer signal
+// writes them into its ring (time then in the session clock's units). aux = frames (1 .. kMaxSampleFrames).
 struct CpuSampleRecord {
   RecordHeader header;
   uint64_t time;    // ns, CLOCK_MONOTONIC
@@ -434,7 +436,9 @@ struct alignas(64) SessionHeader {
   // Set by a process whose capture range ended under --capture-range-end stop-shutdown or
   // repeat-shutdown: the launcher ends the program (--kill) and the session.
   std::atomic<uint32_t> capture_shutdown;
-  uint32_t shared_reserved;
+  // -s cpu where perf events are forbidden: each thread that claims a ring samples itself this many
+  // times per second of its CPU time, with a timer signal (kTimerSampleSignal); 0: no such sampling.
+  uint32_t timer_sampling_hz;
   uint64_t osrt_threshold_ns;  // --osrt-threshold, as the launcher was given it
 
   // Backtraces of slow calls, per backtrace class (ApiClass, then kBacktraceClassOsrt): the threshold
@@ -449,8 +453,13 @@ struct alignas(64) SessionHeader {
   // Python frames kept with a stack taken in a CPython thread (--python-backtrace), at most
   // kMaxPythonFrames; 0: none.
   uint32_t backtrace_depth_python;
+  // Timer samples not taken because the signal came while the thread was inside cutrace (writing a
+  // record, taking a stack): counted, not lost silently.
+  std::atomic<uint64_t> timer_samples_skipped;
 };
 static_assert(sizeof(SessionHeader) == 320);
+// The signal of the timer sampler: a real-time one, which programs rarely use (SIGPROF is a profiler's).
+inline int timer_sample_signal() { return SIGRTMAX - 4; }
 static_assert(offsetof(SessionHeader, capture_domains) == 64);
 static_assert(offsetof(SessionHeader, osrt_threshold) == 72);
 static_assert(offsetof(SessionHeader, backtrace_min_threshold) == 80);

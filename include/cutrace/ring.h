@@ -200,6 +200,8 @@ inline bool record_well_formed(const uint8_t* p, uint32_t bytes) {
       return h.aux + python >= 1 && h.aux <= abi::kMaxBacktraceFrames && python <= abi::kMaxPythonFrames &&
              bytes == abi::backtrace_record_bytes(h.aux, python);
     }
+    case abi::RecordKind::kCpuSample:  // the timer sampler's, where perf events are forbidden
+      return h.aux >= 1 && h.aux <= abi::kMaxSampleFrames && bytes == sizeof(abi::CpuSampleRecord) + 8u * h.aux;
     case abi::RecordKind::kNvtx: {
       if (bytes < sizeof(abi::NvtxRecord)) return false;
       uint32_t length;

@@ -262,11 +262,20 @@ TEST(RingRecords, WellFormedChecksEveryKindsLayout) {
   b->header.size = uint16_t(abi::backtrace_record_bytes(0, abi::kMaxPythonFrames + 1));
   EXPECT_FALSE(ring::record_well_formed(buf, b->header.size));
 
-  // A CPU sample is the recorder's to write: one in a ring is refused, however well formed.
+  // A CPU sample of the timer sampler: its frame count says its size, from 1 to kMaxSampleFrames.
   auto* sample = reinterpret_cast<abi::CpuSampleRecord*>(buf);
   std::memset(buf, 0, sizeof buf);
-  sample->header = {uint16_t(abi::RecordKind::kCpuSample), uint16_t(sizeof *sample + 8), 1};
+  sample->header = {uint16_t(abi::RecordKind::kCpuSample), uint16_t(sizeof *sample + 8 * 2), 2};
+  EXPECT_TRUE(ring::record_well_formed(buf, sample->header.size));
+  sample->header.aux = 3;
   EXPECT_FALSE(ring::record_well_formed(buf, sample->header.size));
+  sample->header = {uint16_t(abi::RecordKind::kCpuSample), uint16_t(sizeof *sample), 0};
+  EXPECT_FALSE(ring::record_well_formed(buf, sample->header.size));
+  // A context switch is the recorder's to write (from perf events): one in a ring is refused.
+  auto* change = reinterpret_cast<abi::ContextSwitchRecord*>(buf);
+  std::memset(buf, 0, sizeof buf);
+  change->header = {uint16_t(abi::RecordKind::kContextSwitch), uint16_t(sizeof *change), 1};
+  EXPECT_FALSE(ring::record_well_formed(buf, change->header.size));
 
   auto* m = reinterpret_cast<abi::ModuleRecord*>(buf);
   std::memset(buf, 0, sizeof buf);
