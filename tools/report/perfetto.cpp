@@ -284,22 +284,9 @@ class Writer {
     buf_ += ",\"cat\":\"cpu_sample\",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) +
             ",\"ts\":";
     append_us(buf_, int64_t(s.time_ns - origin_));
-    buf_ += ",\"args\":{\"cpu\":" + std::to_string(s.cpu) + ",\"stack\":[";
-    bool first = true;
-    for (uint32_t i = 0; i < s.frame_count; ++i) {
-      const ResolvedAddress& where = symbols_.resolve(p, s.frames[i], i == 0);
-      if (where.frames.empty()) {
-        if (!first) buf_ += ',';
-        first = false;
-        append_json_string(buf_, raw_frame(where));
-      }
-      for (const SourceFrame& f : where.frames) {
-        if (!first) buf_ += ',';
-        first = false;
-        append_json_string(buf_, format_frame(where, &f) + (f.inlined ? " [inlined]" : ""));
-      }
-    }
-    buf_ += "]}}";
+    buf_ += ",\"args\":{\"cpu\":" + std::to_string(s.cpu) + ",\"stack\":";
+    append_json_strings(buf_, symbols_.named_stack(p, s.frames, s.frame_count, true));
+    buf_ += "}}";
     ++counts_.samples;
   }
 
@@ -451,22 +438,7 @@ class Writer {
       // The same frames named from the binaries (function, file:line), the functions inlined at a
       // call each a frame of its own; a frame that cannot be named stays module+offset.
       key("stack");
-      j += '[';
-      bool first = true;
-      for (uint32_t i = 0; i < c.frame_count; ++i) {
-        const ResolvedAddress& where = symbols_.resolve(p, c.frames[i]);
-        if (where.frames.empty()) {
-          if (!first) j += ',';
-          first = false;
-          append_json_string(j, raw_frame(where));
-        }
-        for (const SourceFrame& f : where.frames) {
-          if (!first) j += ',';
-          first = false;
-          append_json_string(j, format_frame(where, &f) + (f.inlined ? " [inlined]" : ""));
-        }
-      }
-      j += ']';
+      append_json_strings(j, symbols_.named_stack(p, c.frames, c.frame_count));
     }
     j += "}}";
   }

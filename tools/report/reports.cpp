@@ -493,11 +493,7 @@ class CallsiteSum : public Report {
       if (!stack.empty()) stack += " <- ";
       stack += frame;
     };
-    for (uint32_t i = 0; i < ev.call.frame_count; ++i) {
-      const ResolvedAddress& where = symbols_.resolve(process, ev.call.frames[i]);
-      if (where.frames.empty()) append(raw_frame(where));
-      for (const SourceFrame& f : where.frames) append(format_frame(where, &f) + (f.inlined ? " [inlined]" : ""));
-    }
+    for (const std::string& frame : symbols_.named_stack(process, ev.call.frames, ev.call.frame_count)) append(frame);
     std::string key = ev.call.api->display_name;
     key += '\x1f';
     key += stack;

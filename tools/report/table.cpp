@@ -368,6 +368,15 @@ void replay(Table& table, TableSink& sink) {
   sink.end();
 }
 
+void append_json_strings(std::string& out, const std::vector<std::string>& strings) {
+  out += '[';
+  for (size_t i = 0; i < strings.size(); ++i) {
+    if (i) out += ',';
+    append_json_string(out, strings[i]);
+  }
+  out += ']';
+}
+
 void append_json_string(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out.push_back('"');
