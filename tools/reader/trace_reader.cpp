@@ -994,11 +994,14 @@ bool TraceReader::deliver_event(Event& ev) {
           b.waiting = true;
           b.call_begin = rec.call_begin;
           b.api_id = rec.api_id;
+          // Either list may be empty (a record of Python frames alone, or of native ones alone), and an
+          // empty vector's data() may be null, which memcpy must not be given.
           b.frames.resize(h.aux);
-          std::memcpy(b.frames.data(), r + sizeof(abi::BacktraceRecord), 8u * h.aux);
+          if (h.aux) std::memcpy(b.frames.data(), r + sizeof(abi::BacktraceRecord), 8u * h.aux);
           b.python_frames.resize(rec.python_frames);
-          std::memcpy(b.python_frames.data(), r + abi::backtrace_record_bytes(h.aux, 0),
-                      sizeof(abi::PythonFrame) * rec.python_frames);
+          if (rec.python_frames)
+            std::memcpy(b.python_frames.data(), r + abi::backtrace_record_bytes(h.aux, 0),
+                        sizeof(abi::PythonFrame) * rec.python_frames);
           continue;  // delivered with its call
         }
         case abi::RecordKind::kString: {
