@@ -268,21 +268,24 @@ void Recorder::ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns
     capture_counters(track, ring);
   }
   format::ThreadDef def{};
-  def.thread_index = uint32_t(threads_.size());
   def.pid = load_field(ring->pid);
   def.tid = load_field(ring->tid);
   def.ppid = load_field(ring->ppid);
   def.process_start_ticks = load_field(ring->process_start_ticks);
   def.claim_serial = serial;
   def.first_seen_ns = now_ns;
+  track.tracked = true;
+  track.claim_serial = serial;
+  track.thread_index = define_thread(def);
+  track.process = monitor_.track(def.pid, def.process_start_ticks, now_ns);
+}
+
+uint32_t Recorder::define_thread(format::ThreadDef def) {
+  def.thread_index = uint32_t(threads_.size());
   format::ThreadStats stats{};
   stats.thread_index = def.thread_index;
   threads_.push_back(stats);
   dropped_no_memory_.push_back(0);
-  track.tracked = true;
-  track.claim_serial = serial;
-  track.thread_index = def.thread_index;
-  track.process = monitor_.track(def.pid, def.process_start_ticks, now_ns);
   const auto [it, added] =
       kernels_index_.emplace(std::make_pair(def.pid, def.process_start_ticks), uint32_t(kernels_.size()));
   if (added) {
@@ -294,6 +297,16 @@ void Recorder::ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns
   writer_->add_thread_def(def);
   thread_of_tid_[uint64_t(def.pid) << 32 | def.tid] = def.thread_index;
   process_of_pid_[def.pid] = {def.process_start_ticks, def.ppid};
+  return def.thread_index;
+}
+
+void Recorder::encode_for_thread(uint32_t thread_index, const uint8_t* record, uint32_t bytes) {
+  if (batch_records_ && batch_thread_ != thread_index) submit_batch();
+  if (batch_cursors_.structure + codec::kMaxEncodedBytes > batch_structure_.get() + options_.batch_bytes)
+    submit_batch();
+  batch_thread_ = thread_index;
+  codec::encode(codec_, record, bytes, batch_cursors_);
+  ++batch_records_;
 }
 
 ring::DrainStats Recorder::drain(const SlotTrack& track, abi::RingHeader* ring, uint64_t max_bytes) {
@@ -405,20 +418,13 @@ uint32_t Recorder::sampled_thread(uint32_t pid, uint32_t tid, uint64_t now_ns) {
   // A thread of a traced process that made no recorded call (a data loader, a compute pool): it gets
   // a thread of its own in the trace, with claim serial 0 (it claimed no ring) and its name.
   format::ThreadDef def{};
-  def.thread_index = uint32_t(threads_.size());
   def.pid = pid;
   def.tid = tid;
   def.ppid = p->second.ppid;
   def.process_start_ticks = p->second.start_ticks;
   def.claim_serial = 0;
   def.first_seen_ns = now_ns;
-  format::ThreadStats stats{};
-  stats.thread_index = def.thread_index;
-  threads_.push_back(stats);
-  dropped_no_memory_.push_back(0);
-  kernels_of_thread_.push_back(kernels_index_.at({pid, p->second.start_ticks}));
-  writer_->add_thread_def(def);
-  thread_of_tid_[key] = def.thread_index;
+  const uint32_t thread_index = define_thread(def);
   // Its name, as the shim sends a thread's at its claim.
   char path[64], name[32] = {};
   std::snprintf(path, sizeof path, "/proc/%u/task/%u/comm", pid, tid);
@@ -431,28 +437,20 @@ uint32_t Recorder::sampled_thread(uint32_t pid, uint32_t tid, uint64_t now_ns) {
       r->header = {uint16_t(abi::RecordKind::kString), uint16_t(bytes), uint32_t(abi::StringKind::kThreadName)};
       r->length = uint32_t(length);
       std::memcpy(record + sizeof(abi::StringRecord), name, length);
-      if (batch_records_ && batch_thread_ != def.thread_index) submit_batch();
-      batch_thread_ = def.thread_index;
-      codec::encode(codec_, record, bytes, batch_cursors_);
-      ++batch_records_;
+      encode_for_thread(thread_index, record, bytes);
     }
     std::fclose(f);
   }
-  return def.thread_index;
+  return thread_index;
 }
 
 void Recorder::write_cpu_sample(uint32_t thread_index, const CpuSample& s) {
-  if (batch_records_ && batch_thread_ != thread_index) submit_batch();
-  if (batch_cursors_.structure + codec::kMaxEncodedBytes > batch_structure_.get() + options_.batch_bytes)
-    submit_batch();
-  batch_thread_ = thread_index;
   if (s.context_switch) {
     abi::ContextSwitchRecord r{};
     r.header = {uint16_t(abi::RecordKind::kContextSwitch), uint16_t(sizeof r), s.context_switch};
     r.time = s.time_ns;
     r.cpu = s.cpu;
-    codec::encode(codec_, reinterpret_cast<const uint8_t*>(&r), sizeof r, batch_cursors_);
-    ++batch_records_;
+    encode_for_thread(thread_index, reinterpret_cast<const uint8_t*>(&r), sizeof r);
     ++context_switches_written_;
     return;
   }
@@ -465,8 +463,7 @@ void Recorder::write_cpu_sample(uint32_t thread_index, const CpuSample& s) {
   r->cpu = s.cpu;
   r->flags = 0;
   std::memcpy(r->frames, s.frames, 8u * frames);
-  codec::encode(codec_, record, bytes, batch_cursors_);
-  ++batch_records_;
+  encode_for_thread(thread_index, record, bytes);
   ++cpu_samples_written_;
 }
 

@@ -155,6 +155,11 @@ class Recorder {
   }
   uint64_t visit_slot(uint32_t i, bool final, uint64_t now_ns);
   void ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns);
+  // Defines a thread of the trace (one that claimed a ring, or one only sampled): its index, stats, process
+  // and the lookups by tid and pid. `def.thread_index` is assigned here.
+  uint32_t define_thread(format::ThreadDef def);
+  // Encodes one record written by the recorder itself into `thread_index`'s batch, switching batches as needed.
+  void encode_for_thread(uint32_t thread_index, const uint8_t* record, uint32_t bytes);
   ring::DrainStats drain(const SlotTrack& track, abi::RingHeader* ring, uint64_t max_bytes);
   uint64_t drain_to_head(const SlotTrack& track, abi::RingHeader* ring);
   void convert(const uint8_t* record, uint32_t bytes);

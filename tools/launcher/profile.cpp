@@ -343,30 +343,24 @@ int run(const ProfileOptions& options) {
   if (options.cpu_sampling || options.context_switches) {
     open_cpu_sampling(program.pid(), options.cpu_sampling ? options.sampling_frequency : 0, options.context_switches,
                       &sampling);
-    const char* what = options.cpu_sampling && options.context_switches ? "CPU sampling (-s) and --cpuctxsw are"
-                       : options.cpu_sampling                         ? "CPU sampling (-s) is"
-                                                                      : "--cpuctxsw is";
-    if (sampling.fds.empty() && options.cpu_sampling) {
+    const bool perf = !sampling.fds.empty();
+    if (perf) {
+      recorder_args.insert(recorder_args.end(), {"--perf-fds", std::to_string(sampling.fds.size())});
+      if (options.context_switches) recorder_args.insert(recorder_args.end(), {"--meta", "cpuctxsw=process-tree"});
+    } else if (options.cpu_sampling) {
       // The fallback: every thread that claims a ring samples itself with a timer on its CPU clock.
       session.header()->timer_sampling_hz = options.sampling_frequency;
       warn("perf events are not available here (" + sampling.unavailable + "), so CPU samples come from a timer "
            "signal in each thread that makes a traced call, not from other threads, and at most at the kernel's tick "
            "rate" +
            std::string(options.context_switches ? ", and the trace has no context switches" : ""));
-      recorder_args.insert(recorder_args.end(), {"--meta", "sampling.frequency=" +
-                                                               std::to_string(options.sampling_frequency),
-                                                 "--meta", "sampling.method=timer"});
-    } else if (sampling.fds.empty()) {
-      warn(std::string(what) + " not available here (" + sampling.unavailable + "), so the trace has no " +
-           "context switches");
     } else {
-      recorder_args.insert(recorder_args.end(), {"--perf-fds", std::to_string(sampling.fds.size())});
-      if (options.cpu_sampling)
-        recorder_args.insert(recorder_args.end(),
-                             {"--meta", "sampling.frequency=" + std::to_string(options.sampling_frequency),
-                              "--meta", "sampling.method=perf"});
-      if (options.context_switches) recorder_args.insert(recorder_args.end(), {"--meta", "cpuctxsw=process-tree"});
+      warn("--cpuctxsw is not available here (" + sampling.unavailable + "), so the trace has no context switches");
     }
+    if (options.cpu_sampling)
+      recorder_args.insert(recorder_args.end(),
+                           {"--meta", "sampling.frequency=" + std::to_string(options.sampling_frequency), "--meta",
+                            std::string("sampling.method=") + (perf ? "perf" : "timer")});
   }
 
   const std::vector<std::string> recorder_env = recorder_environment(environ);

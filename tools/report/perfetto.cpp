@@ -409,13 +409,7 @@ class Writer {
     if (c.python_frame_count) {
       // The script's own frames, innermost first: the line of Python that made the call.
       key("python_stack");
-      j += '[';
-      const reader::Process& p = reader_.process_of(t);
-      for (uint32_t i = 0; i < c.python_frame_count; ++i) {
-        if (i) j += ',';
-        append_json_string(j, format_python_frame(p, c.python_frames[i]));
-      }
-      j += ']';
+      append_json_strings(j, python_stack(reader_.process_of(t), c.python_frames, c.python_frame_count));
     }
     if (c.frame_count) {
       // Innermost first, each as the file and the offset a symboliser takes (addr2line -e FILE OFFSET);

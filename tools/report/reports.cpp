@@ -481,10 +481,8 @@ class CallsiteSum : public Report {
       return;
     const reader::Process& process = reader.process_of(*ev.thread);
     std::string stack, site, python;
-    for (uint32_t i = 0; i < ev.call.python_frame_count; ++i) {
-      // In a Python program the call site is the script's line.
-      std::string frame = format_python_frame(process, ev.call.python_frames[i]);
-      if (site.empty()) site = frame;
+    for (const std::string& frame : python_stack(process, ev.call.python_frames, ev.call.python_frame_count)) {
+      if (site.empty()) site = frame;  // in a Python program the call site is the script's line
       if (!python.empty()) python += " <- ";
       python += frame;
     }

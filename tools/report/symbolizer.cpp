@@ -76,6 +76,12 @@ std::string format_python_frame(const reader::Process& process, const abi::Pytho
   return it->second.name + " (" + base_name(it->second.file) + ":" + std::to_string(frame.line) + ")";
 }
 
+std::vector<std::string> python_stack(const reader::Process& process, const abi::PythonFrame* frames, uint32_t count) {
+  std::vector<std::string> named;
+  for (uint32_t i = 0; i < count; ++i) named.push_back(format_python_frame(process, frames[i]));
+  return named;
+}
+
 struct Symbolizer::ModuleFile {
   Dwfl* dwfl = nullptr;
   Dwfl_Module* mod = nullptr;  // null when the file cannot be used: frames stay module+offset

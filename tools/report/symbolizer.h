@@ -46,6 +46,8 @@ std::vector<std::string> split_symbol_path(const std::string& value);
 // A Python frame as "function (file:line)", the names from the process's kPythonFunction strings; a
 // function whose names the trace lacks reads "python function 0x<id>".
 std::string format_python_frame(const reader::Process& process, const abi::PythonFrame& frame);
+// Every Python frame of a call so, innermost first.
+std::vector<std::string> python_stack(const reader::Process& process, const abi::PythonFrame* frames, uint32_t count);
 
 class Symbolizer {
  public:
