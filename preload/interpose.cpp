@@ -322,3 +322,26 @@ extern "C" void* cutrace_dlvsym_handle(void* handle, const char* name, const cha
   const Prepared p = prepare_lookup(name);
   return finish_lookup(p, real_dlvsym()(handle, name, version));
 }
+
+// An object unloaded by dlclose gets its unload record at once, while the time still says when it went:
+// a later object may be mapped at its addresses, and frames taken before must not be named from that
+// one. The real dlclose runs first and its result and dlerror() state are the program's; the look
+// afterwards makes no dl call that could disturb them (dl_iterate_phdr leaves dlerror() alone).
+extern "C" int dlclose(void* handle) {
+  using DlcloseFn = int (*)(void*);
+  static std::atomic<DlcloseFn> real{nullptr};
+  DlcloseFn close = real.load(std::memory_order_acquire);
+  if (!close) {
+    close = reinterpret_cast<DlcloseFn>(elf::find_next(self_address(), "dlclose"));
+    if (!close) {
+      errno = ENOSYS;
+      return -1;
+    }
+    real.store(close, std::memory_order_release);
+  }
+  const int result = close(handle);
+  const int saved_errno = errno;
+  note_loaded_objects(t_thread);
+  errno = saved_errno;
+  return result;
+}

@@ -36,12 +36,23 @@ struct KeySet {
   void add(const ObjectKey& k) {
     if (count < kMaxObjects) keys[count++] = k;
   }
+  void remove_at(uint32_t i) { keys[i] = keys[--count]; }
+};
+
+// What a reported object's unload record repeats of its load record: by the time the loader's list
+// no longer holds the object, its headers and notes are unmapped.
+struct Reported {
+  uint64_t base, text_start, text_end;
+  uint32_t flags;
+  uint8_t build_id_bytes;
+  uint8_t build_id[abi::kMaxBuildIdBytes];
 };
 
 std::atomic_flag g_lock = ATOMIC_FLAG_INIT;
 elf::Object g_objects[kMaxObjects];  // the last walk of the loader's list
 uint32_t g_object_count = 0;
 KeySet g_reported;  // module records written by this process
+Reported g_reported_fields[kMaxObjects];  // g_reported's objects, index for index
 KeySet g_examined;  // imports looked at (objects present at start-up are entered unexamined)
 bool g_startup_noted = false;
 std::atomic<uint64_t> g_last_adds{~0ull}, g_last_subs{~0ull};
@@ -149,29 +160,17 @@ uint32_t module_flags(const elf::Object& o, const char* path) {
   return flags;
 }
 
-void emit_module(ThreadState& ts, const elf::Object& o) {
-  if (!ts.producer.header) return;
-  char exe[1024];
-  const char* path = path_of(o, exe, sizeof exe);
-  size_t path_bytes = strlen(path);
-  if (path_bytes > abi::kMaxModulePathBytes) path_bytes = abi::kMaxModulePathBytes;
-  const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::ModuleRecord) + path_bytes));
-  const uint32_t flags = module_flags(o, path);  // before reserving: it reads files
-  WritingRecord writing(ts);
-  uint8_t* p = ts.producer.reserve(bytes);
-  if (!p) return;
-  auto* r = reinterpret_cast<abi::ModuleRecord*>(p);
-  std::memset(r, 0, bytes);
-  r->header = {uint16_t(abi::RecordKind::kModuleMap), uint16_t(bytes), uint32_t(abi::ModuleEvent::kLoaded)};
-  r->base = o.bias;
-  r->flags = flags;
+Reported describe(const elf::Object& o, const char* path) {
+  Reported d{};
+  d.base = o.bias;
+  d.flags = module_flags(o, path);
   for (uint16_t i = 0; i < o.phnum; ++i) {
     const ElfW(Phdr)& ph = o.phdr[i];
-    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && r->text_end == 0) {
-      r->text_start = o.bias + ph.p_vaddr;
-      r->text_end = r->text_start + ph.p_memsz;
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && d.text_end == 0) {
+      d.text_start = o.bias + ph.p_vaddr;
+      d.text_end = d.text_start + ph.p_memsz;
     }
-    if (ph.p_type != PT_NOTE || r->build_id_bytes) continue;
+    if (ph.p_type != PT_NOTE || d.build_id_bytes) continue;
     // Notes: 4-byte namesz, descsz, type, then the name and the descriptor, each padded to 4.
     auto* n = reinterpret_cast<const uint8_t*>(o.bias + ph.p_vaddr);
     for (size_t at = 0; at + 12 <= ph.p_memsz;) {
@@ -182,16 +181,76 @@ void emit_module(ThreadState& ts, const elf::Object& o) {
       const size_t name_at = at + 12, desc_at = name_at + ((namesz + 3) & ~3u);
       if (desc_at + descsz > ph.p_memsz) break;
       if (type == NT_GNU_BUILD_ID && namesz == 4 && std::memcmp(n + name_at, "GNU", 4) == 0) {
-        r->build_id_bytes = uint8_t(descsz < abi::kMaxBuildIdBytes ? descsz : abi::kMaxBuildIdBytes);
-        std::memcpy(r->build_id, n + desc_at, r->build_id_bytes);
+        d.build_id_bytes = uint8_t(descsz < abi::kMaxBuildIdBytes ? descsz : abi::kMaxBuildIdBytes);
+        std::memcpy(d.build_id, n + desc_at, d.build_id_bytes);
         break;
       }
       at = desc_at + ((descsz + 3) & ~3u);
     }
   }
+  return d;
+}
+
+// An unload has no path: the reader ends the load with the same base and text range.
+void write_module_record(ThreadState& ts, abi::ModuleEvent event, const Reported& d, const char* path,
+                         size_t path_bytes) {
+  if (!ts.producer.header) return;
+  if (path_bytes > abi::kMaxModulePathBytes) path_bytes = abi::kMaxModulePathBytes;
+  const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::ModuleRecord) + path_bytes));
+  WritingRecord writing(ts);
+  uint8_t* p = ts.producer.reserve(bytes);
+  if (!p) return;
+  auto* r = reinterpret_cast<abi::ModuleRecord*>(p);
+  std::memset(r, 0, bytes);
+  r->header = {uint16_t(abi::RecordKind::kModuleMap), uint16_t(bytes), uint32_t(event)};
+  r->time = now();
+  r->base = d.base;
+  r->text_start = d.text_start;
+  r->text_end = d.text_end;
+  r->flags = d.flags;
+  r->build_id_bytes = d.build_id_bytes;
+  std::memcpy(r->build_id, d.build_id, d.build_id_bytes);
   r->path_bytes = uint32_t(path_bytes);
   std::memcpy(r->path, path, path_bytes);
   ts.producer.commit(bytes);
+}
+
+// Writes the object's load record and enters it as reported.
+void report_object(ThreadState& ts, const elf::Object& o) {
+  char exe[1024];
+  const char* path = path_of(o, exe, sizeof exe);
+  const Reported d = describe(o, path);  // before reserving: it reads files
+  if (ts.producer.header) write_module_record(ts, abi::ModuleEvent::kLoaded, d, path, strlen(path));
+  if (g_reported.count < kMaxObjects) g_reported_fields[g_reported.count] = d;
+  g_reported.add(key_of(o));
+}
+
+// Whether the loader's list (just collected) holds the object.
+bool loaded_now(const ObjectKey& k) {
+  for (uint32_t i = 0; i < g_object_count; ++i)
+    if (key_of(g_objects[i]) == k) return true;
+  return false;
+}
+
+// Whether an object was loaded or unloaded since the module records were written.
+bool reported_set_changed() {
+  for (uint32_t i = 0; i < g_object_count; ++i)
+    if (!g_reported.contains(key_of(g_objects[i]))) return true;
+  for (uint32_t i = 0; i < g_reported.count; ++i)
+    if (!loaded_now(g_reported.keys[i])) return true;
+  return false;
+}
+
+// Reported objects that the loader's list (just collected) no longer holds: each gets its unload
+// record and is forgotten, so that the same file loaded again (often at the same address) is
+// reported afresh.
+void report_unloads(ThreadState& ts) {
+  for (uint32_t i = g_reported.count; i-- > 0;) {
+    if (loaded_now(g_reported.keys[i])) continue;
+    write_module_record(ts, abi::ModuleEvent::kUnloaded, g_reported_fields[i], "", 0);
+    g_reported_fields[i] = g_reported_fields[g_reported.count - 1];
+    g_reported.remove_at(i);
+  }
 }
 
 // Whether something loaded ahead of the shim (the program, a library preloaded before it) defines
@@ -288,10 +347,7 @@ void report_all_objects(ThreadState& ts) {
   Locked lock;
   collect_objects();
   g_reported.count = 0;
-  for (uint32_t i = 0; i < g_object_count; ++i) {
-    emit_module(ts, g_objects[i]);
-    g_reported.add(key_of(g_objects[i]));
-  }
+  for (uint32_t i = 0; i < g_object_count; ++i) report_object(ts, g_objects[i]);
 }
 
 void note_loaded_objects(ThreadState& ts) {
@@ -306,6 +362,8 @@ void note_loaded_objects(ThreadState& ts) {
   {
     Locked lock;
     collect_objects();
+    for (uint32_t i = g_examined.count; i-- > 0;)
+      if (!loaded_now(g_examined.keys[i])) g_examined.remove_at(i);
     for (uint32_t i = 0; i < g_object_count; ++i) {
       const ObjectKey k = key_of(g_objects[i]);
       if (g_examined.contains(k)) continue;
@@ -315,7 +373,7 @@ void note_loaded_objects(ThreadState& ts) {
     }
     g_startup_noted = true;
     // Before the process has recorded anything, only a CUDA library makes it start reporting.
-    need_ring = announced ? g_reported.count < g_object_count : any_cuda_library();
+    need_ring = announced ? reported_set_changed() : any_cuda_library();
   }
   ts.in_tracer--;
   // Claiming a ring may announce the process, which reports every object itself (and takes the lock).
@@ -324,12 +382,9 @@ void note_loaded_objects(ThreadState& ts) {
     ts.in_tracer++;
     Locked lock;
     collect_objects();
-    for (uint32_t i = 0; i < g_object_count; ++i) {
-      const ObjectKey k = key_of(g_objects[i]);
-      if (g_reported.contains(k)) continue;
-      emit_module(ts, g_objects[i]);
-      g_reported.add(k);
-    }
+    report_unloads(ts);
+    for (uint32_t i = 0; i < g_object_count; ++i)
+      if (!g_reported.contains(key_of(g_objects[i]))) report_object(ts, g_objects[i]);
     ts.in_tracer--;
     // A runtime loaded after the process announced itself (a framework's plug-in dlopens it).
     report_cuda_runtime(ts);

@@ -20,8 +20,9 @@
 
 namespace cutrace::preload {
 
-// Looks for objects loaded since the last look. When the process already reports to the session,
-// each new object gets a module record; when it does not yet, a new CUDA library makes it start (so
+// Looks for objects loaded or unloaded since the last look (the dlclose wrapper looks at once). When
+// the process already reports to the session, each new object gets a module record, and each one gone
+// an unload record; when it does not yet, a new CUDA library makes it start (so
 // that a library loaded through ctypes and never called still shows in the trace). Redirects the
 // imports of wrapped functions of every object loaded after start-up that bypass the shim. Cheap when
 // nothing was loaded: one call of dl_iterate_phdr that stops at the first object. Never call it while

@@ -382,8 +382,8 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       codec::encode(codec_, record, bytes, batch_cursors_);
       break;
     case abi::RecordKind::kModuleMap:
-      remember_module(record, bytes);
-      codec::encode(codec_, record, bytes, batch_cursors_);
+      if (header.aux == uint32_t(abi::ModuleEvent::kLoaded)) remember_module(record, bytes);
+      encode_with_time(record, bytes, offsetof(abi::ModuleRecord, time));
       break;
     default:
       // ring::record_well_formed admits only the kinds above; anything else is not ours to write.

@@ -22,7 +22,7 @@ namespace cutrace::abi {
 
 // Bumped whenever any layout in this header changes; a shim and a recorder of different versions
 // refuse to talk to each other rather than misread records.
-inline constexpr uint32_t kAbiVersion = 6;
+inline constexpr uint32_t kAbiVersion = 7;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
 // Capture ranges, set by the launcher for every process of the session (each gates itself):
@@ -254,9 +254,10 @@ inline constexpr uint32_t kBacktraceClassOsrt = 4;
 inline constexpr uint64_t kBacktraceOff = UINT64_MAX;  // a threshold no call reaches
 
 // A loaded object of the process, sent when the process first claims a ring and whenever the shim
-// finds the set of loaded objects changed (it looks after dlsym and driver lookups, and at exit).
-// aux = ModuleEvent.
-enum class ModuleEvent : uint32_t { kLoaded = 1 };
+// finds the set of loaded objects changed (it looks after dlsym, dlclose and driver lookups, before a
+// backtrace, and at exit). aux = ModuleEvent. An unload repeats the fields of the object's load record
+// (base, text range, build-id, flags, path), so that a reader can end the right one.
+enum class ModuleEvent : uint32_t { kLoaded = 1, kUnloaded = 2 };
 
 inline constexpr uint32_t kModuleFlagMainProgram = 1;  // the executable itself
 inline constexpr uint32_t kModuleFlagDeviceCode = 2;   // carries GPU code (an .nv_fatbin section)
@@ -265,6 +266,11 @@ inline constexpr uint32_t kMaxBuildIdBytes = 32;
 
 struct ModuleRecord {
   RecordHeader header;   // kind = kModuleMap, aux = ModuleEvent
+  // When the shim found the object loaded or gone (ClockKind units in the ring, ns in the file). A
+  // load is found at the latest before the first backtrace that needs it, an unload right after the
+  // dlclose that did it: so a frame taken at time t lies in the object loaded last before t and not
+  // unloaded by then, even where a later object reuses its addresses.
+  uint64_t time;
   uint64_t base;         // load bias (dl_iterate_phdr's dlpi_addr)
   uint64_t text_start;   // the executable PT_LOAD range, load bias applied; 0, 0 when there is none
   uint64_t text_end;
@@ -276,7 +282,7 @@ struct ModuleRecord {
   uint32_t reserved2;
   char path[];
 };
-static_assert(sizeof(ModuleRecord) == 80);
+static_assert(sizeof(ModuleRecord) == 88);
 inline constexpr uint32_t kMaxModulePathBytes = kMaxRecordBytes - sizeof(ModuleRecord);
 
 // NVTX annotations (the shim is the program's NVTX tool, loaded through NVTX_INJECTION64_PATH).

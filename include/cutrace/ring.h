@@ -184,7 +184,9 @@ inline bool record_well_formed(const uint8_t* p, uint32_t bytes) {
     case abi::RecordKind::kThreadStart:
       return bytes == sizeof(abi::ThreadStartRecord);
     case abi::RecordKind::kModuleMap: {
-      if (bytes < sizeof(abi::ModuleRecord)) return false;
+      if (bytes < sizeof(abi::ModuleRecord) || h.aux < uint32_t(abi::ModuleEvent::kLoaded) ||
+          h.aux > uint32_t(abi::ModuleEvent::kUnloaded))
+        return false;
       uint32_t length;
       std::memcpy(&length, p + offsetof(abi::ModuleRecord, path_bytes), sizeof length);
       return p[offsetof(abi::ModuleRecord, build_id_bytes)] <= abi::kMaxBuildIdBytes &&

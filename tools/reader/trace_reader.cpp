@@ -129,6 +129,8 @@ const char* check_record(const uint8_t* p, size_t left) {
       return nullptr;
     case abi::RecordKind::kModuleMap: {
       if (h.size < sizeof(abi::ModuleRecord)) return "a module record is too short";
+      if (h.aux < uint32_t(abi::ModuleEvent::kLoaded) || h.aux > uint32_t(abi::ModuleEvent::kUnloaded))
+        return "a module record has an unknown event";
       uint32_t length = load<uint32_t>(p + offsetof(abi::ModuleRecord, path_bytes));
       if (length > h.size - sizeof(abi::ModuleRecord)) return "a module record is shorter than its path";
       if (p[offsetof(abi::ModuleRecord, build_id_bytes)] > abi::kMaxBuildIdBytes)
@@ -846,14 +848,28 @@ void TraceReader::apply_call_names(Thread& t, const uint8_t* rec, uint32_t size)
 
 void TraceReader::apply_module(Thread& t, const uint8_t* rec) {
   auto r = load<abi::ModuleRecord>(rec);
+  std::vector<Module>& modules = processes_[t.process].modules;
+  if (r.header.aux == uint32_t(abi::ModuleEvent::kUnloaded)) {
+    // Ends the latest load of the same object that is still open; an unload of nothing known (its load
+    // was in a damaged chunk) changes nothing.
+    for (auto m = modules.rbegin(); m != modules.rend(); ++m) {
+      if (m->base == r.base && m->text_start == r.text_start && m->text_end == r.text_end &&
+          m->unloaded_at == UINT64_MAX) {
+        m->unloaded_at = std::max(r.time, m->loaded_at);
+        break;
+      }
+    }
+    return;
+  }
   Module m;
   m.base = r.base;
   m.text_start = r.text_start;
   m.text_end = r.text_end;
   m.flags = r.flags;
+  m.loaded_at = r.time;
   m.build_id.assign(reinterpret_cast<const char*>(r.build_id), r.build_id_bytes);
   m.path.assign(reinterpret_cast<const char*>(rec + sizeof(abi::ModuleRecord)), r.path_bytes);
-  processes_[t.process].modules.push_back(std::move(m));
+  modules.push_back(std::move(m));
 }
 
 void TraceReader::apply_events() {
@@ -1022,7 +1038,9 @@ bool TraceReader::deliver_event(Event& ev) {
           return true;
         }
         case abi::RecordKind::kModuleMap: {
-          // apply_events() added the chunk's modules in record order; this is the next of them.
+          // apply_events() added the chunk's loads in record order; this is the next of them. An
+          // unload was applied to its module there and is no event of its own.
+          if (h.aux != uint32_t(abi::ModuleEvent::kLoaded)) continue;
           const Process& proc = processes_[block_thread_->process];
           size_t& delivered = module_cursor_[block_thread_->process];
           if (delivered >= proc.modules.size()) continue;

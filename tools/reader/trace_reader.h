@@ -84,6 +84,8 @@ struct Module {
   uint64_t text_start = 0, text_end = 0;
   uint32_t flags = 0;     // abi::kModuleFlag*
   std::string build_id;   // raw bytes
+  uint64_t loaded_at = 0;              // ns: when the shim found it loaded (0 in traces that predate it)
+  uint64_t unloaded_at = UINT64_MAX;   // ns: when the shim found it unloaded; UINT64_MAX while loaded
 };
 
 // A process instance: (pid, start time) tells a reused pid apart.
@@ -109,11 +111,23 @@ struct Process {
   };
   std::unordered_map<uint64_t, PythonFunction> python_functions;
 
-  // The module whose executable range holds `address` (the latest reported, after a reload), or null.
-  const Module* module_at(uint64_t address) const {
-    for (auto m = modules.rbegin(); m != modules.rend(); ++m)
-      if (address >= m->text_start && address < m->text_end) return &*m;
-    return nullptr;
+  // The module whose executable range held `address` at `time` (ns): of the objects there, the one
+  // loaded last by then and not unloaded yet. An address in an object the shim found loaded only after
+  // `time` (a sample taken before anything made the shim look) goes to the earliest such object not
+  // unloaded by then. Null when no object was there.
+  const Module* module_at(uint64_t address, uint64_t time) const {
+    const Module* found = nullptr;
+    for (const Module& m : modules) {
+      if (address < m.text_start || address >= m.text_end || m.unloaded_at <= time) continue;
+      if (found == nullptr) {
+        found = &m;
+      } else if (m.loaded_at <= time) {
+        if (found->loaded_at > time || m.loaded_at >= found->loaded_at) found = &m;
+      } else if (found->loaded_at > time && m.loaded_at < found->loaded_at) {
+        found = &m;
+      }
+    }
+    return found;
   }
   // NVTX names, from the naming records (already applied when the chunk's events are delivered):
   // domain id -> name; (domain << 32 | category) -> name; registered string id -> text; (NvtxResource

@@ -279,13 +279,13 @@ class Writer {
     const reader::Process& p = reader_.process_of(t);
     begin_event();
     buf_ += "{\"ph\":\"i\",\"s\":\"t\",\"name\":";
-    const ResolvedAddress& top = symbols_.resolve(p, s.frames[0], true);
+    const ResolvedAddress& top = symbols_.resolve(p, s.frames[0], s.time_ns, true);
     append_json_string(buf_, top.frames.empty() ? raw_frame(top) : top.frames.front().function);
     buf_ += ",\"cat\":\"cpu_sample\",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) +
             ",\"ts\":";
     append_us(buf_, int64_t(s.time_ns - origin_));
     buf_ += ",\"args\":{\"cpu\":" + std::to_string(s.cpu) + ",\"stack\":";
-    append_json_strings(buf_, symbols_.named_stack(p, s.frames, s.frame_count, true));
+    append_json_strings(buf_, symbols_.named_stack(p, s.frames, s.frame_count, s.time_ns, true));
     buf_ += "}}";
     ++counts_.samples;
   }
@@ -419,7 +419,7 @@ class Writer {
       const reader::Process& p = reader_.process_of(t);
       for (uint32_t i = 0; i < c.frame_count; ++i) {
         if (i) j += ',';
-        const reader::Module* m = p.module_at(c.frames[i]);
+        const reader::Module* m = p.module_at(c.frames[i], c.begin_ns);
         if (!m) {
           append_json_string(j, reader::hex(c.frames[i]));
           continue;
@@ -432,7 +432,7 @@ class Writer {
       // The same frames named from the binaries (function, file:line), the functions inlined at a
       // call each a frame of its own; a frame that cannot be named stays module+offset.
       key("stack");
-      append_json_strings(j, symbols_.named_stack(p, c.frames, c.frame_count));
+      append_json_strings(j, symbols_.named_stack(p, c.frames, c.frame_count, c.begin_ns));
     }
     j += "}}";
   }

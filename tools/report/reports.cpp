@@ -491,7 +491,7 @@ class CallsiteSum : public Report {
       if (!stack.empty()) stack += " <- ";
       stack += frame;
     };
-    for (const std::string& frame : symbols_.named_stack(process, ev.call.frames, ev.call.frame_count)) append(frame);
+    for (const std::string& frame : symbols_.named_stack(process, ev.call.frames, ev.call.frame_count, ev.call.begin_ns)) append(frame);
     std::string key = ev.call.api->display_name;
     key += '\x1f';
     key += stack;
@@ -563,7 +563,7 @@ class CpuSampleSum : public Report {
  public:
   void add(TraceReader& reader, const Event& ev) override {
     if (ev.kind != EventKind::kCpuSample || ev.sample.frame_count == 0) return;
-    const ResolvedAddress& where = symbols_.resolve(reader.process_of(*ev.thread), ev.sample.frames[0], true);
+    const ResolvedAddress& where = symbols_.resolve(reader.process_of(*ev.thread), ev.sample.frames[0], ev.sample.time_ns, true);
     std::string function = where.frames.empty() ? "[unknown]" : where.frames.front().function;
     std::string key = function + '\x1f' + where.module;
     auto [it, added] = row_by_key_.emplace(std::move(key), rows_.size());

@@ -234,18 +234,19 @@ Symbolizer::ModuleFile& Symbolizer::module_file(const reader::Module& m) {
 }
 
 std::vector<std::string> Symbolizer::named_stack(const reader::Process& process, const uint64_t* frames,
-                                                uint32_t count, bool first_exact) {
+                                                uint32_t count, uint64_t time, bool first_exact) {
   std::vector<std::string> named;
   for (uint32_t i = 0; i < count; ++i) {
-    const ResolvedAddress& where = resolve(process, frames[i], first_exact && i == 0);
+    const ResolvedAddress& where = resolve(process, frames[i], time, first_exact && i == 0);
     if (where.frames.empty()) named.push_back(raw_frame(where));
     for (const SourceFrame& f : where.frames) named.push_back(format_frame(where, &f) + (f.inlined ? " [inlined]" : ""));
   }
   return named;
 }
 
-const ResolvedAddress& Symbolizer::resolve(const reader::Process& process, uint64_t address, bool exact) {
-  const reader::Module* m = process.module_at(address);
+const ResolvedAddress& Symbolizer::resolve(const reader::Process& process, uint64_t address, uint64_t time,
+                                           bool exact) {
+  const reader::Module* m = process.module_at(address, time);
   if (m == nullptr) {
     unplaced_ = ResolvedAddress{{}, address, {}};
     return unplaced_;

@@ -56,16 +56,16 @@ class Symbolizer {
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
 
-  // `address` is a frame of a backtrace of `process`: a return address (the call instruction is the
-  // byte before it), or with `exact` the instruction itself (where a CPU sample found the thread).
-  // Cached per module and offset.
-  const ResolvedAddress& resolve(const reader::Process& process, uint64_t address, bool exact = false);
+  // `address` is a frame of a stack of `process` taken at `time` (ns; it picks the object that was at
+  // the address then): a return address (the call instruction is the byte before it), or with `exact`
+  // the instruction itself (where a CPU sample found the thread). Cached per module and offset.
+  const ResolvedAddress& resolve(const reader::Process& process, uint64_t address, uint64_t time, bool exact = false);
 
   // The frames of a stack as shown: "function (file:line)", " [inlined]" after a function inlined at
   // the call, or module+offset where nothing names it; innermost first. With `first_exact`, the first
   // frame is an instruction (a CPU sample's), the others return addresses.
   std::vector<std::string> named_stack(const reader::Process& process, const uint64_t* frames, uint32_t count,
-                                       bool first_exact = false);
+                                       uint64_t time, bool first_exact = false);
 
   // One line per module whose frames could not be named ("FILE: not found, ..."), in the order met.
   const std::vector<std::string>& notes() const { return notes_; }

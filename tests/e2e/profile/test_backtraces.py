@@ -121,8 +121,8 @@ def callsites(trace, options=()):
     return list(csv.DictReader(io.StringIO(proc.stdout))), proc.stderr
 
 
-def with_library(tmp_path, command, name="trace"):
-    proc, trace = profile(tmp_path, command, env=sim_env(**SLOW_COPIES), name=name,
+def with_library(tmp_path, command, name="trace", env=None):
+    proc, trace = profile(tmp_path, command, env=sim_env(**SLOW_COPIES, **(env or {})), name=name,
                           options=["--cudabacktrace", "memory:" + THRESHOLD])
     events, _ = calls(trace, tmp_path, domains=None)
     return proc, trace, [e for e in events if "stack" in e["args"]]
@@ -156,6 +156,24 @@ def test_stacks_name_functions_lines_inlined_calls_and_a_dlopened_library(tmp_pa
     # The totals are the calls' own durations (the export's microseconds, to the nanosecond).
     assert abs(int(rows[0]["Total Time (ns)"]) - sum(e["dur"] for e in copies[:3]) * 1000) < 3
     assert abs(int(rows[1]["Total Time (ns)"]) - copies[3]["dur"] * 1000) < 1
+
+
+def test_a_library_unloaded_and_replaced_at_its_addresses_keeps_its_own_names(tmp_path):
+    # Two builds of the library that differ in a function's name only; each is closed before the next
+    # is loaded, so the second tends to be mapped where the first was, at the same offsets.
+    first, again = APPS / "libbacktrace_lib.so", APPS / "libbacktrace_lib_again.so"
+    proc, trace, taken = with_library(tmp_path, [app("backtrace_app"), "1", "1", str(first), str(again)],
+                                      env={"BACKTRACE_APP_ADDRESSES": "1"})
+    assert proc.stdout == "copies 1 queries 1 failed 0\n"
+    # The test means something only where the loader reused the range.
+    entry = [line.split(" at ")[1] for line in proc.stderr.splitlines() if " at 0x" in line]
+    assert len(entry) == 2 and entry[0] == entry[1], proc.stderr
+    assert [e["name"] for e in taken] == ["cudaMemcpy"] * 3
+    line = call_line("backtrace_lib.cpp", "copy_inline")
+    assert taken[1]["args"]["stack"][0] == f"copy_inline (backtrace_lib.cpp:{line}) [inlined]", taken[1]["args"]
+    assert taken[2]["args"]["stack"][0] == f"copy_inline_again (backtrace_lib.cpp:{line}) [inlined]", taken[2]["args"]
+    assert taken[1]["args"]["backtrace"][0].startswith("libbacktrace_lib.so+")
+    assert taken[2]["args"]["backtrace"][0].startswith("libbacktrace_lib_again.so+")
 
 
 def test_a_stripped_program_keeps_module_offsets_and_says_so(tmp_path):

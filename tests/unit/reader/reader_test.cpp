@@ -686,6 +686,56 @@ TEST(Reader, LaunchesAreNamedEvenWhereTheNamingRecordsComeLater) {
   }
 }
 
+// dlclose, then a dlopen that maps another library at the same addresses: a frame is placed by the
+// object that was there when its stack was taken.
+TEST(Reader, AFrameIsPlacedByTheObjectLoadedAtItsAddressAtTheTime) {
+  const std::string path = temp_path("reloaded.cutrace");
+  {
+    trace::TraceWriter w;
+    ASSERT_TRUE(w.open(path, 1));
+    ASSERT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
+    w.add_thread_def(thread_def(0, 4242, 4242, 1, 1000));
+    Records r;
+    r.module(abi::ModuleEvent::kLoaded, kT0, 0x400000, 0x401000, 0x402000, "/bin/app")
+        .module(abi::ModuleEvent::kLoaded, kT0 + 100, 0x7f0000000000, 0x7f0000001000, 0x7f0000003000, "/lib/liba.so")
+        .module(abi::ModuleEvent::kUnloaded, kT0 + 200, 0x7f0000000000, 0x7f0000001000, 0x7f0000003000, "")
+        .module(abi::ModuleEvent::kLoaded, kT0 + 300, 0x7f0000000000, 0x7f0000001000, 0x7f0000003000, "/lib/libb.so")
+        // An unload of an object the trace never loaded (its load was lost) changes nothing.
+        .module(abi::ModuleEvent::kUnloaded, kT0 + 350, 0x7e0000000000, 0x7e0000001000, 0x7e0000003000, "")
+        .call(kCudaMalloc, kT0 + 400, kT0 + 500, 0, {0, 16});
+    r.add_to(w, 0);
+    ASSERT_TRUE(w.flush_events());
+    ASSERT_TRUE(w.finish({}, {}));
+  }
+  TraceReader t;
+  ASSERT_TRUE(t.open(path)) << t.error();
+  Event ev;
+  std::vector<std::string> delivered;
+  while (t.next(ev))
+    if (ev.kind == EventKind::kModule) delivered.push_back(ev.module->path);
+  EXPECT_EQ(t.status().state, TraceState::kComplete) << t.status().reason;
+  // Loads are events; unloads end them and are none.
+  EXPECT_EQ(delivered, (std::vector<std::string>{"/bin/app", "/lib/liba.so", "/lib/libb.so"}));
+  const reader::Process& p = t.processes().at(0);
+  ASSERT_EQ(p.modules.size(), 3u);
+  EXPECT_EQ(p.modules[1].loaded_at, kT0 + 100);
+  EXPECT_EQ(p.modules[1].unloaded_at, kT0 + 200);
+  EXPECT_EQ(p.modules[2].unloaded_at, UINT64_MAX);
+  auto at = [&](uint64_t address, uint64_t time) {
+    const reader::Module* m = p.module_at(address, time);
+    return m ? m->path : std::string("(none)");
+  };
+  EXPECT_EQ(at(0x7f0000001800, kT0 + 150), "/lib/liba.so");
+  EXPECT_EQ(at(0x7f0000001800, kT0 + 400), "/lib/libb.so");
+  // Between the unload and the load the shim found later: the object that was mapped there next.
+  EXPECT_EQ(at(0x7f0000001800, kT0 + 250), "/lib/libb.so");
+  // Before the shim first looked: the first object found there.
+  EXPECT_EQ(at(0x7f0000001800, kT0 - 50), "/lib/liba.so");
+  EXPECT_EQ(at(0x401800, kT0 + 400), "/bin/app");
+  EXPECT_EQ(at(0x7f0000003000, kT0 + 400), "(none)");  // the end of a range is outside it
+  EXPECT_EQ(at(0x500000, kT0 + 400), "(none)");
+}
+
 TEST(Reader, ADamagedNamesChunkIsReportedWhereTheStreamReachesIt) {
   const std::string path = temp_path("bad-names.cutrace");
   trace::TraceWriter w;

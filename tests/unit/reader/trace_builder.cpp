@@ -198,6 +198,24 @@ Records& Records::capture(bool begin, uint64_t time_ns, uint32_t range) {
   return *this;
 }
 
+Records& Records::module(abi::ModuleEvent event, uint64_t time_ns, uint64_t base, uint64_t text_start,
+                         uint64_t text_end, std::string_view path) {
+  const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::ModuleRecord) + path.size()));
+  std::vector<uint8_t> rec(bytes, 0);
+  abi::ModuleRecord r{};
+  r.header = {uint16_t(abi::RecordKind::kModuleMap), uint16_t(bytes), uint32_t(event)};
+  r.time = time_ns;
+  r.base = base;
+  r.text_start = text_start;
+  r.text_end = text_end;
+  r.path_bytes = uint32_t(path.size());
+  std::memcpy(rec.data(), &r, sizeof r);
+  std::memcpy(rec.data() + sizeof r, path.data(), path.size());
+  bytes_.insert(bytes_.end(), rec.begin(), rec.end());
+  ++count_;
+  return *this;
+}
+
 Records& Records::raw(abi::RecordKind kind, uint32_t aux, uint32_t payload_bytes) {
   abi::RecordHeader h{uint16_t(kind), uint16_t(sizeof h + payload_bytes), aux};
   append(bytes_, h);

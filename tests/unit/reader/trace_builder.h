@@ -51,6 +51,9 @@ class Records {
   Records& nvtx(abi::NvtxEvent event, uint64_t time_ns, std::string_view text = {}, uint32_t domain = 0,
                 uint64_t range_id = 0, uint64_t string_id = 0, uint32_t category = 0);
   Records& capture(bool begin, uint64_t time_ns, uint32_t range);
+  // A module record: an object loaded or unloaded at `time_ns`, its executable range [text_start, text_end).
+  Records& module(abi::ModuleEvent event, uint64_t time_ns, uint64_t base, uint64_t text_start, uint64_t text_end,
+                  std::string_view path);
   // A record of a kind the reader has no decoder for (a GPU activity record of a later version, say).
   Records& raw(abi::RecordKind kind, uint32_t aux, uint32_t payload_bytes);
 

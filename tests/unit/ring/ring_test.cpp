@@ -291,6 +291,13 @@ TEST(RingRecords, WellFormedChecksEveryKindsLayout) {
   EXPECT_FALSE(ring::record_well_formed(buf, m->header.size));
   m->path_bytes = 8;  // the record is larger than its path needs
   EXPECT_FALSE(ring::record_well_formed(buf, m->header.size));
+  m->path_bytes = 20;
+  m->header.aux = uint32_t(abi::ModuleEvent::kUnloaded);
+  EXPECT_TRUE(ring::record_well_formed(buf, m->header.size));
+  m->header.aux = 3;  // no such event
+  EXPECT_FALSE(ring::record_well_formed(buf, m->header.size));
+  m->header.aux = 0;
+  EXPECT_FALSE(ring::record_well_formed(buf, m->header.size));
 
   auto* n = reinterpret_cast<abi::NvtxRecord*>(buf);
   std::memset(buf, 0, sizeof buf);
