@@ -19,4 +19,11 @@ uint32_t python_frames(ThreadState& ts, abi::PythonFrame* out, uint32_t capacity
 // In a forked child: its trace is another process's, which has not been told any name yet.
 void forget_python_functions();
 
+// --python-sampling (SessionHeader::python_sampling_hz): in a CPython process (3.9 or newer), starts a
+// thread that, python_sampling_hz times a second, takes the GIL and writes the Python stack of every
+// other thread running Python code (sys._current_frames()) as PythonSampleRecords. Once per process;
+// nothing in other processes. Taking the GIL is what makes the frames safe to read, and what limits the
+// rate: a thread running Python hands the GIL over only at its switch interval (5 ms by default).
+void start_python_sampling();
+
 }  // namespace cutrace::preload

@@ -247,6 +247,7 @@ __attribute__((constructor)) void cutrace_preload_init() {
   ThreadState& ts = t_thread;
   note_loaded_objects(ts);
   if (!ts.producer.header && process_uses_cuda()) prepare_thread(ts);
+  start_python_sampling();
 }
 
 // Libraries loaded through dlopen and never looked up through a handle are found here at last.
@@ -426,6 +427,9 @@ bool prepare_thread(ThreadState& ts) {
     if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0) emit_string(ts, abi::StringKind::kThreadName, 0, name, strlen(name));
     if (first_in_process) announce_process(ts);
     start_timer_sampling();
+    // A forked child's sampler starts here, once the child records: at the fork, its interpreter is
+    // not yet fit for another thread to take the GIL.
+    if (first_in_process && g_is_forked_child) start_python_sampling();
   } else if (g_session->capture_domains.load(std::memory_order_relaxed)) {
     // Every slot is taken: this call's record is lost, and counted so the loss is reported.
     g_session->lost_no_slot.fetch_add(1, std::memory_order_relaxed);

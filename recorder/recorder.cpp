@@ -1,6 +1,7 @@
 #include "recorder/recorder.h"
 
 #include <linux/futex.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,6 +66,7 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
   if (!clock_.init(clock_kind_, options_.recalibration_interval_ns, error)) return false;
   osrt_threshold_ns_ = load_field(session->osrt_threshold_ns);
   timer_sampling_ = load_field(session->timer_sampling_hz) != 0;
+  python_sampling_ = load_field(session->python_sampling_hz) != 0;
   for (uint32_t k = 0; k < abi::kBacktraceClasses; ++k)
     backtrace_threshold_ns_[k] = load_field(session->backtrace_threshold_ns[k]);
   if (clock_.is_tsc()) {
@@ -377,6 +379,9 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       encode_with_time(record, bytes, offsetof(abi::CpuSampleRecord, time));
       ++cpu_samples_written_;
       break;
+    case abi::RecordKind::kPythonSample:
+      write_python_sample(record, bytes);
+      return;  // counted where it was written
     case abi::RecordKind::kString:
       remember_string(record);
       codec::encode(codec_, record, bytes, batch_cursors_);
@@ -403,6 +408,42 @@ void Recorder::encode_with_time(const uint8_t* record, uint32_t bytes, size_t ti
   time = clock_.to_ns(time);
   std::memcpy(converted + time_offset, &time, sizeof time);
   codec::encode(codec_, converted, bytes, batch_cursors_);
+}
+
+// A Python sample comes from the sampler thread's ring and names the sampled thread of the same
+// process by tid: it is filed under that thread, which gets a thread of its own in the trace if it made
+// no recorded call. A tid that is not a thread of the process (it exited since, or the ring lies) is
+// counted, not filed.
+void Recorder::write_python_sample(const uint8_t* record, uint32_t bytes) {
+  const uint32_t drained = batch_thread_;
+  abi::PythonSampleRecord r;
+  std::memcpy(&r, record, sizeof r);
+  const uint32_t pid = kernels_[kernels_of_thread_[drained]].pid;
+  const uint64_t now = monotonic_ns();
+  uint32_t target = UINT32_MAX;
+  if (thread_of_tid_.count(uint64_t(pid) << 32 | r.tid)) {
+    target = sampled_thread(pid, r.tid, now);
+  } else if (r.tid != 0) {
+    char task[64];
+    std::snprintf(task, sizeof task, "/proc/%u/task/%u", pid, r.tid);
+    struct stat st;
+    if (stat(task, &st) == 0) target = sampled_thread(pid, r.tid, now);
+  }
+  if (target == UINT32_MAX) {
+    ++python_samples_unplaced_;
+    return;
+  }
+  uint8_t converted[abi::kMaxRecordBytes];
+  std::memcpy(converted, record, bytes);
+  const uint64_t time = clock_.to_ns(r.time);
+  std::memcpy(converted + offsetof(abi::PythonSampleRecord, time), &time, sizeof time);
+  encode_for_thread(target, converted, bytes);
+  ++python_samples_written_;
+  // The drained thread's records go on in a block of their own.
+  if (batch_thread_ != drained) {
+    submit_batch();
+    batch_thread_ = drained;
+  }
 }
 
 bool Recorder::attach_cpu_samples(const std::vector<int>& fds, std::string* error) {
@@ -863,6 +904,10 @@ trace::KeyValues Recorder::summary() const {
       kv.emplace_back("cpu_samples.untraced", std::to_string(cpu_samples_untraced_));
       kv.emplace_back("context_switches", std::to_string(context_switches_written_));
     }
+  }
+  if (python_sampling_) {
+    kv.emplace_back("python_samples", std::to_string(python_samples_written_));
+    kv.emplace_back("python_samples.unplaced", std::to_string(python_samples_unplaced_));
   }
   const std::vector<std::string> w = warnings();
   for (size_t i = 0; i < w.size(); ++i) kv.emplace_back("warning." + std::to_string(i), w[i]);

@@ -163,6 +163,7 @@ class Recorder {
   ring::DrainStats drain(const SlotTrack& track, abi::RingHeader* ring, uint64_t max_bytes);
   uint64_t drain_to_head(const SlotTrack& track, abi::RingHeader* ring);
   void convert(const uint8_t* record, uint32_t bytes);
+  void write_python_sample(const uint8_t* record, uint32_t bytes);
   void encode_with_time(const uint8_t* record, uint32_t bytes, size_t time_offset);
   void submit_batch();
   void capture_counters(const SlotTrack& track, abi::RingHeader* ring);
@@ -266,6 +267,9 @@ class Recorder {
   };
   std::vector<PendingSample> pending_samples_;
   uint64_t cpu_samples_written_ = 0;
+  bool python_sampling_ = false;
+  uint64_t python_samples_written_ = 0;
+  uint64_t python_samples_unplaced_ = 0;  // named a thread that is not (or no longer) the process's
   uint64_t cpu_samples_untraced_ = 0;
   uint64_t context_switches_written_ = 0;
   bool timer_sampling_ = false;          // SessionHeader::timer_sampling_hz was set

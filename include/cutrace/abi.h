@@ -68,7 +68,8 @@ enum class RecordKind : uint16_t {
   kCaptureState = 9,   // capture switched on or off (profiler API, NVTX range)
   kCpuSample = 10,     // CpuSampleRecord: a CPU sample of a thread (-s cpu): the recorder's, or the timer sampler's
   kContextSwitch = 11, // ContextSwitchRecord: a thread left or got a CPU (--cpuctxsw); the recorder's alone
-  kKindCount = 12,
+  kPythonSample = 12,  // PythonSampleRecord: the Python stack of a thread (--python-sampling)
+  kKindCount = 13,
 };
 
 struct RecordHeader {
@@ -247,6 +248,19 @@ struct ContextSwitchRecord {
   uint32_t reserved;
 };
 static_assert(sizeof(ContextSwitchRecord) == 24);
+
+// --python-sampling: the Python stack of a thread of a CPython process, read by the process's sampler
+// thread while it held the GIL. In the ring it is the sampler's record, naming the sampled thread by
+// `tid`; the recorder files it under that thread (tid is then the thread's own). aux = frames
+// (1 .. kMaxPythonFrames), innermost first, named as a BacktraceRecord's.
+struct PythonSampleRecord {
+  RecordHeader header;
+  uint64_t time;   // ClockKind units in the ring, ns in the file
+  uint32_t tid;
+  uint32_t flags;  // 0
+  PythonFrame frames[];
+};
+static_assert(sizeof(PythonSampleRecord) == 24);
 
 // Backtrace classes: ApiClass's values for CUDA calls, then the OS runtime's calls.
 inline constexpr uint32_t kBacktraceClasses = 5;
@@ -459,6 +473,9 @@ struct alignas(64) SessionHeader {
   // Python frames kept with a stack taken in a CPython thread (--python-backtrace), at most
   // kMaxPythonFrames; 0: none.
   uint32_t backtrace_depth_python;
+  // --python-sampling: samples per second of the Python stacks of every thread of a CPython process
+  // (a sampler thread in the process, which takes the GIL to read them); 0: none.
+  uint32_t python_sampling_hz;
   // Timer samples not taken because the signal came while the thread was inside cutrace (writing a
   // record, taking a stack): counted, not lost silently.
   std::atomic<uint64_t> timer_samples_skipped;

@@ -194,6 +194,9 @@ inline bool record_well_formed(const uint8_t* p, uint32_t bytes) {
     }
     case abi::RecordKind::kCaptureState:
       return bytes == sizeof(abi::CaptureStateRecord);
+    case abi::RecordKind::kPythonSample:
+      return h.aux >= 1 && h.aux <= abi::kMaxPythonFrames &&
+             bytes == sizeof(abi::PythonSampleRecord) + sizeof(abi::PythonFrame) * h.aux;
     case abi::RecordKind::kBacktrace:
     {
       if (bytes < sizeof(abi::BacktraceRecord)) return false;

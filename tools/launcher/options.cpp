@@ -14,7 +14,7 @@ enum class Id {
   kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kQuiet, kHelp,
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
-  kSample, kSamplingFrequency, kCpuctxsw,
+  kSample, kSamplingFrequency, kCpuctxsw, kPythonSampling, kPythonSamplingFrequency,
 };
 
 struct Supported {
@@ -51,6 +51,8 @@ constexpr Supported kSupported[] = {
     {'s', "sample", Arity::kValue, Id::kSample},
     {0, "sampling-frequency", Arity::kValue, Id::kSamplingFrequency},
     {0, "cpuctxsw", Arity::kValue, Id::kCpuctxsw},
+    {0, "python-sampling", Arity::kBool, Id::kPythonSampling},
+    {0, "python-sampling-frequency", Arity::kValue, Id::kPythonSamplingFrequency},
     {'h', "help", Arity::kNone, Id::kHelp},
 };
 
@@ -68,8 +70,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "nvtx-domain-include", nullptr},
     {0, "nvtx-domain-exclude", nullptr},
     {0, "osrt-backtrace-stack-size", nullptr},
-    {0, "python-sampling", "false"},
-    {0, "python-sampling-frequency", nullptr},
     {0, "python-functions-trace", nullptr},
     {0, "pytorch", "none"},
     {0, "dask", "none"},
@@ -662,6 +662,16 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             return false;
           }
           break;
+        case Id::kPythonSampling:
+          if (!take_bool(&options->python_sampling)) return false;
+          break;
+        case Id::kPythonSamplingFrequency:
+          if (!take_value(&value) || !parse_u32(value, 1, 2000, &options->python_sampling_frequency)) {
+            *error = usage("option '" + w.spelled + "' takes a number of samples per second from 1 to 2000" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          break;
         case Id::kPythonBacktrace:
           if (!take_value(&value) || (value != "cuda" && value != "none" && value != "false")) {
             *error = usage("option '" + w.spelled + "' takes cuda or none" +
@@ -798,6 +808,11 @@ options:
       --python-backtrace cuda|none
                               in a CPython thread that holds the GIL, add its Python frames to
                               the stacks taken (default cuda: on); none leaves them out
+      --python-sampling true|false
+                              sample the Python stack of every thread of each CPython process
+                              (3.9 or newer), from a thread that takes the GIL (default false)
+      --python-sampling-frequency HZ
+                              Python samples per second, 1 to 2000 (default 1000)
   -c, --capture-range none|cudaProfilerApi|nvtx
                               record each process only inside its own ranges: between its
                               cudaProfilerStart and cudaProfilerStop (or cuProfilerStart/Stop),

@@ -42,6 +42,10 @@ struct ProfileOptions {
   // --python-backtrace: Python frames with the stacks of CPython threads (cuda, the default) or not
   // (none, false).
   bool python_backtrace = true;
+  // --python-sampling: the Python stacks of every thread of each CPython process, at
+  // --python-sampling-frequency Hz (nsys's 1 to 2000, default 1000). Off by default, as in nsys.
+  bool python_sampling = false;
+  uint32_t python_sampling_frequency = 1000;
   // -s/--sample process-tree (or its older spelling cpu): CPU samples of every thread of the command's
   // processes, at --sampling-frequency Hz (nsys's 100 to 8000, default 1000). Off by default (nsys
   // samples by default): a run costs only what it asks for.

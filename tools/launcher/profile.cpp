@@ -363,6 +363,12 @@ int run(const ProfileOptions& options) {
                             std::string("sampling.method=") + (perf ? "perf" : "timer")});
   }
 
+  if (options.python_sampling) {
+    session.header()->python_sampling_hz = options.python_sampling_frequency;
+    recorder_args.insert(recorder_args.end(),
+                         {"--meta", "python_sampling.frequency=" + std::to_string(options.python_sampling_frequency)});
+  }
+
   const std::vector<std::string> recorder_env = recorder_environment(environ);
   RecorderProcess recorder;
   if (!recorder.start(recorder_path, recorder_args, recorder_env, dev_null, std_fds.was_closed(2),

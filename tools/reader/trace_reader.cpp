@@ -152,6 +152,11 @@ const char* check_record(const uint8_t* p, size_t left) {
       if (h.size < sizeof(abi::ContextSwitchRecord) || h.aux < 1 || h.aux > 3)
         return "a context switch record is too short or of no known kind";
       return nullptr;
+    case abi::RecordKind::kPythonSample:
+      if (h.aux < 1 || h.aux > abi::kMaxPythonFrames ||
+          h.size < sizeof(abi::PythonSampleRecord) + sizeof(abi::PythonFrame) * h.aux)
+        return "a Python sample record is shorter than its frames";
+      return nullptr;
     case abi::RecordKind::kCpuSample:
       if (h.size < sizeof(abi::CpuSampleRecord) || h.aux < 1 || h.aux > abi::kMaxSampleFrames ||
           h.size < sizeof(abi::CpuSampleRecord) + 8u * h.aux)
@@ -1067,6 +1072,15 @@ bool TraceReader::deliver_event(Event& ev) {
           sample_frames_.resize(h.aux);
           std::memcpy(sample_frames_.data(), r + sizeof(abi::CpuSampleRecord), 8u * h.aux);
           ev.sample = {rec.time, rec.cpu, sample_frames_.data(), h.aux};
+          return true;
+        }
+        case abi::RecordKind::kPythonSample: {
+          auto rec = load<abi::PythonSampleRecord>(r);
+          ev.kind = EventKind::kPythonSample;
+          python_sample_frames_.resize(h.aux);
+          std::memcpy(python_sample_frames_.data(), r + sizeof(abi::PythonSampleRecord),
+                      sizeof(abi::PythonFrame) * h.aux);
+          ev.python_sample = {rec.time, python_sample_frames_.data(), h.aux};
           return true;
         }
         case abi::RecordKind::kNvtx:

@@ -244,6 +244,7 @@ enum class EventKind : uint8_t {
   kCapture,      // ev.capture on ev.thread: its process opened or closed a capture range (-c)
   kCpuSample,    // ev.sample on ev.thread: a CPU sample (-s cpu)
   kContextSwitch,  // ev.context_switch on ev.thread: it left its CPU or got one (--cpuctxsw)
+  kPythonSample,   // ev.python_sample on ev.thread: its Python stack (--python-sampling)
   kRecord,       // ev.record on ev.thread: a record kind without a decoder here
   kEnd,          // the kEnd chunk: summary() and per-thread stats are filled in
 };
@@ -254,6 +255,14 @@ struct CpuSampleEvent {
   uint32_t cpu = 0;
   // The instruction (an exact address), then return addresses; valid until the next call of next().
   const uint64_t* frames = nullptr;
+  uint32_t frame_count = 0;
+};
+
+// The Python stack of a thread at one tick of the Python sampler (abi::PythonSampleRecord): innermost
+// first, each named by Process::python_functions; valid until the next call of next().
+struct PythonSampleEvent {
+  uint64_t time_ns = 0;
+  const abi::PythonFrame* frames = nullptr;
   uint32_t frame_count = 0;
 };
 
@@ -276,6 +285,7 @@ struct Event {
   NvtxEvent nvtx;
   CaptureEvent capture;
   CpuSampleEvent sample;
+  PythonSampleEvent python_sample;
   ContextSwitchEvent context_switch;
   RawRecord record;
 };
@@ -469,6 +479,7 @@ class TraceReader {
   };
   std::unordered_map<uint32_t, PendingBacktrace> backtraces_;
   std::vector<uint64_t> sample_frames_;  // the frames of the CpuSampleEvent last delivered
+  std::vector<abi::PythonFrame> python_sample_frames_;  // and of the PythonSampleEvent
   uint32_t backtraces_waiting_ = 0;
 };
 

@@ -57,6 +57,7 @@ class Writer {
         case EventKind::kRecord: named_by_nvtx(ev); break;
         case EventKind::kCapture: capture(ev); break;
         case EventKind::kCpuSample: sample(ev); break;
+        case EventKind::kPythonSample: python_sample(ev); break;
         case EventKind::kContextSwitch:
           switches_[ev.thread].push_back({ev.context_switch.time_ns, ev.context_switch.change});
           break;
@@ -288,6 +289,25 @@ class Writer {
     append_json_strings(buf_, symbols_.named_stack(p, s.frames, s.frame_count, s.time_ns, true));
     buf_ += "}}";
     ++counts_.samples;
+  }
+
+  // A Python sample: an instant on its thread's track, named by the function it found running.
+  void python_sample(const reader::Event& ev) {
+    const reader::PythonSampleEvent& s = ev.python_sample;
+    if (!nvtx_in_window(s.time_ns, s.time_ns)) return;
+    const reader::Thread& t = *ev.thread;
+    const std::vector<std::string> stack = python_stack(reader_.process_of(t), s.frames, s.frame_count);
+    begin_event();
+    buf_ += "{\"ph\":\"i\",\"s\":\"t\",\"name\":";
+    const std::string& top = stack.front();
+    append_json_string(buf_, top.substr(0, top.rfind(" (")));
+    buf_ += ",\"cat\":\"python_sample\",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) +
+            ",\"ts\":";
+    append_us(buf_, int64_t(s.time_ns - origin_));
+    buf_ += ",\"args\":{\"python_stack\":";
+    append_json_strings(buf_, stack);
+    buf_ += "}}";
+    ++counts_.python_samples;
   }
 
   struct Slice {

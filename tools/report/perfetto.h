@@ -14,7 +14,9 @@
 //
 // A thread's intervals off its CPU (--cpuctxsw) are async slices ("cat":"off_cpu", one id per thread).
 // CPU samples (-s cpu) are thread-scoped instants ("cat":"cpu_sample") named by the function they found
-// running, with the stack ("stack") and the CPU in their arguments.
+// running, with the stack ("stack") and the CPU in their arguments. Python samples (--python-sampling)
+// are thread-scoped instants ("cat":"python_sample") named by the innermost Python function, with the
+// Python stack ("python_stack").
 //
 // NVTX: push/pop ranges are complete events ("cat":"nvtx") on their thread, enclosing the calls made
 // inside them; start/end ranges, which may end on another thread, are async events ("b"/"e") of their
@@ -35,6 +37,7 @@ struct PerfettoCounts {
   uint64_t threads = 0;    // thread tracks
   uint64_t nvtx = 0;       // NVTX ranges and marks written
   uint64_t samples = 0;    // CPU samples written (instants on their threads' tracks)
+  uint64_t python_samples = 0;  // Python samples written (the same)
   uint64_t off_cpu = 0;    // intervals off CPU written (--cpuctxsw)
   // Modules whose backtrace frames could not be named (Symbolizer::notes), one line each.
   std::vector<std::string> symbol_notes;

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "reader/decode.h"
 #include "report/nvtx_ranges.h"
@@ -604,6 +605,65 @@ class CpuSampleSum : public Report {
   uint64_t total_ = 0;
 };
 
+// python_sample_sum: where the Python samples (--python-sampling) found the threads, per Python
+// function: the samples it was running in (Self: the innermost frame) and those it was on the stack of
+// (Total: counted once per sample, however deep its recursion), most self samples first.
+class PythonSampleSum : public Report {
+ public:
+  void add(TraceReader& reader, const Event& ev) override {
+    if (ev.kind != EventKind::kPythonSample || ev.python_sample.frame_count == 0) return;
+    const reader::Process& process = reader.process_of(*ev.thread);
+    std::unordered_set<size_t> on_stack;
+    for (uint32_t i = 0; i < ev.python_sample.frame_count; ++i) {
+      const abi::PythonFrame& frame = ev.python_sample.frames[i];
+      auto known = process.python_functions.find(frame.function);
+      std::string function, file;
+      if (known != process.python_functions.end()) {
+        function = known->second.name;
+        file = known->second.file;
+      } else {
+        function = "python function " + reader::hex(frame.function);
+      }
+      std::string key = function + '\x1f' + file;
+      auto [it, added] = row_by_key_.emplace(std::move(key), rows_.size());
+      if (added) rows_.push_back(Row{std::move(function), std::move(file), 0, 0});
+      if (i == 0) ++rows_[it->second].self;
+      if (on_stack.insert(it->second).second) ++rows_[it->second].total;
+    }
+    ++samples_;
+  }
+
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader&, TableSink& sink) override {
+    Table table;
+    table.title = "Python Samples by Function (python_sample_sum)";
+    table.columns = {"Self (%)", "Self Samples", "Total (%)", "Total Samples", "Function", "File"};
+    std::vector<const Row*> order;
+    for (const Row& r : rows_) order.push_back(&r);
+    std::sort(order.begin(), order.end(), [](const Row* a, const Row* b) {
+      if (a->self != b->self) return a->self > b->self;
+      if (a->total != b->total) return a->total > b->total;
+      return a->function != b->function ? a->function < b->function : a->file < b->file;
+    });
+    for (const Row* r : order)
+      table.rows.push_back({Cell::decimal(100.0 * double(r->self) / double(samples_)), Cell::integer(r->self),
+                            Cell::decimal(100.0 * double(r->total) / double(samples_)), Cell::integer(r->total),
+                            Cell::string(r->function), Cell::string(r->file)});
+    replay(table, sink);
+    return true;
+  }
+
+ private:
+  struct Row {
+    std::string function, file;
+    uint64_t self, total;
+  };
+  std::vector<Row> rows_;
+  std::unordered_map<std::string, size_t> row_by_key_;
+  uint64_t samples_ = 0;
+};
+
 // cpu_ctxsw_sum: per thread, how often --cpuctxsw saw it leave its CPU (blocked, or preempted while
 // runnable) and how long it was off CPU, most time off CPU first. The thread's switches are ordered by
 // time first: each CPU's are read in turn.
@@ -698,6 +758,9 @@ const std::vector<ReportInfo>& stats_reports() {
        "backtrace data (profile with --cudabacktrace or -t osrt)"},
       {"cpu_sample_sum", "CPU Samples by Function: where -s cpu found the threads, per function and module, most "
        "samples first", "CPU sample data (profile with -s cpu)"},
+      {"python_sample_sum", "Python Samples by Function: where --python-sampling found the threads, per Python "
+       "function, as the running function (self) and anywhere on the stack (total)",
+       "Python sample data (profile with --python-sampling true)"},
       {"cpu_ctxsw_sum", "CPU Context Switches per Thread: times each thread left its CPU (blocked or preempted) and "
        "its time off CPU", "context switch data (profile with --cpuctxsw process-tree)"},
   };
@@ -722,6 +785,7 @@ std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& 
   if (name == "nvtx_pushpop_trace") return std::make_unique<NvtxPushPopTrace>();
   if (name == "callsite_sum") return std::make_unique<CallsiteSum>(options);
   if (name == "cpu_sample_sum") return std::make_unique<CpuSampleSum>();
+  if (name == "python_sample_sum") return std::make_unique<PythonSampleSum>();
   if (name == "cpu_ctxsw_sum") return std::make_unique<CpuCtxswSum>();
   return nullptr;
 }

@@ -294,6 +294,21 @@ TEST(LauncherOptions, PythonBacktraceTakesNsysValues) {
   EXPECT_EQ(p.error.message, "cutrace profile: option '--python-backtrace' takes cuda or none, not 'all'.");
 }
 
+TEST(LauncherOptions, PythonSamplingTakesNsysValues) {
+  EXPECT_FALSE(parse({"app"}).options.python_sampling);  // off unless asked for, as in nsys
+  Parsed p = parse({"--python-sampling=true", "--python-sampling-frequency", "250", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_TRUE(p.options.python_sampling);
+  EXPECT_EQ(p.options.python_sampling_frequency, 250u);
+  EXPECT_EQ(parse({"--python-sampling", "true", "app"}).options.python_sampling_frequency, 1000u);
+  EXPECT_FALSE(parse({"--python-sampling=false", "app"}).options.python_sampling);
+  expect_refused({"--python-sampling-frequency=2001", "app"},
+                 "cutrace profile: option '--python-sampling-frequency' takes a number of samples per second from 1 "
+                 "to 2000, not '2001'.");
+  expect_refused({"--python-sampling=often", "app"},
+                 "cutrace profile: option '--python-sampling' takes true or false, not 'often'.");
+}
+
 TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
   // Every option the brief of `nsys profile` lists that cutrace lacks, in each spelling, with a value
   // that asks for something.
@@ -302,7 +317,7 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
       {"--samples-per-backtrace=2"},
       {"-b", "dwarf"},
       {"--backtrace", "fp"},
-      {"--python-sampling=true"},
+      {"--python-functions-trace=funcs.json"},
       {"--cuda-memory-usage", "true"},
       {"--export", "sqlite"},
       {"--trace-fork-before-exec=true"},
@@ -368,8 +383,8 @@ TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
 // A published command line is ported in one run: every option cutrace cannot take is named at once,
 // each with its remedy, and their values are not mistaken for the command.
 TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
-  expect_refused({"-b", "dwarf", "--cuda-memory-usage=true", "-t", "cuda,mpi", "--bogus", "--python-sampling",
-                  "true", "python3", "train.py"},
+  expect_refused({"-b", "dwarf", "--cuda-memory-usage=true", "-t", "cuda,mpi", "--bogus", "--pytorch",
+                  "autograd-nvtx", "python3", "train.py"},
                  "cutrace profile: 5 options cannot be used: "
                  "(1) option '-b' is not supported yet; remove it to profile without it, or pass -b none; "
                  "(2) option '--cuda-memory-usage' is not supported yet; remove it to profile without it, or pass "
@@ -377,8 +392,8 @@ TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
                  "(3) -t mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas and "
                  "cudnn); "
                  "(4) unknown option '--bogus'; run `cutrace profile --help`; "
-                 "(5) option '--python-sampling' is not supported yet; remove it to profile without it, or pass "
-                 "--python-sampling=false.");
+                 "(5) option '--pytorch' is not supported yet; remove it to profile without it, or pass "
+                 "--pytorch=none.");
   // Other mistakes are still reported alone and first.
   expect_refused({"-b", "dwarf", "-o"}, "cutrace profile: option '-o' needs a file name.");
 }

@@ -8,7 +8,9 @@
 #include <x86intrin.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "recorder/library_exports.h"
@@ -54,6 +56,7 @@ class RecorderTest : public ::testing::Test {
     so.trace_domains = trace_domains_;
     std::string error;
     ASSERT_TRUE(session_.create(so, &error)) << error;
+    session_.header()->python_sampling_hz = python_sampling_hz_;
     ASSERT_TRUE(writer_.open(path_)) << writer_.error();
     rec_ = std::make_unique<recorder::Recorder>(options);
     ASSERT_TRUE(rec_->attach(session_.header(), session_.bytes(), &writer_, &error)) << error;
@@ -84,6 +87,7 @@ class RecorderTest : public ::testing::Test {
   }
 
   uint32_t trace_domains_ = session::Options{}.trace_domains;  // what `-t` selected
+  uint32_t python_sampling_hz_ = 0;  // --python-sampling
   fs::path dir_;
   std::string path_;
   session::Session session_;
@@ -497,6 +501,53 @@ TEST_F(RecorderTest, GathersKernelNamesAndHandlesPerProcess) {
 }
 
 // Module records and the nesting of calls (depth, enclosing domains) reach the file as pushed.
+// The sampler thread's ring names the threads it sampled: each sample is filed under its thread (one
+// that claimed no ring gets a thread of its own), and a tid that is no thread of the process is counted.
+TEST_F(RecorderTest, FilesPythonSamplesUnderTheThreadTheyName) {
+  std::atomic<uint32_t> other_tid{0};
+  std::atomic<bool> release{false};
+  std::thread other([&] {
+    other_tid = uint32_t(gettid());
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (!other_tid) std::this_thread::yield();
+  python_sampling_hz_ = 100;
+  start();
+  TestRing sampler = TestRing::claim_self(session_.header(), 0, uint32_t(gettid()) + 1000000);
+  TestRing main_ring = TestRing::claim_self(session_.header(), 1);
+  ASSERT_TRUE(sampler.valid() && main_ring.valid());
+  ASSERT_TRUE(main_ring.push_call(0, 100, 200, 0));
+  rec_->poll();  // the main thread is known by its ring before it is sampled
+  ASSERT_TRUE(sampler.push_python_sample(1000, uint32_t(gettid()), {{7, 11}, {8, 12}}));
+  ASSERT_TRUE(sampler.push_python_sample(2000, other_tid, {{9, 13}}));
+  ASSERT_TRUE(sampler.push_python_sample(3000, 0x7ffffff0u, {{9, 14}}));  // no such thread
+  sampler.retire();
+  main_ring.retire();
+  rec_->poll();
+  release = true;
+  other.join();
+  finish();
+  const test::Events& ev = events_;
+  std::map<uint32_t, uint32_t> tid_of;  // thread index -> tid
+  for (const format::ThreadDef& d : ev.threads) tid_of[d.thread_index] = d.tid;
+  std::vector<std::pair<uint32_t, std::vector<uint64_t>>> samples;
+  for (const test::Decoded& d : ev.records)
+    if (d.kind == abi::RecordKind::kPythonSample) {
+      EXPECT_EQ(d.key, tid_of[d.thread]);
+      samples.emplace_back(tid_of[d.thread], d.args);
+    }
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0], (std::pair<uint32_t, std::vector<uint64_t>>{uint32_t(gettid()), {7, 11, 8, 12}}));
+  EXPECT_EQ(samples[1], (std::pair<uint32_t, std::vector<uint64_t>>{other_tid.load(), {9, 13}}));
+  // Main's sample went to its ring's thread; the other thread got a definition with claim serial 0.
+  uint32_t ringless = 0;
+  for (const format::ThreadDef& d : ev.threads) ringless += d.claim_serial == 0 && d.tid == other_tid;
+  EXPECT_EQ(ringless, 1u);
+  EXPECT_EQ(test::lookup(end_.summary, "python_samples"), "2");
+  EXPECT_EQ(test::lookup(end_.summary, "python_samples.unplaced"), "1");
+  EXPECT_EQ(rec_->totals().malformed, 0u);
+}
+
 TEST_F(RecorderTest, KeepsModulesAndTheDomainsAroundANestedCall) {
   start();
   TestRing r = TestRing::claim_self(session_.header(), 0);

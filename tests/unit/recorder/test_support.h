@@ -107,6 +107,18 @@ struct TestRing {
     return producer.push(buf, bytes);
   }
 
+  // A Python sample of thread `tid` (the sampler's record), with `frames` (function id, line) pairs.
+  bool push_python_sample(uint64_t time, uint32_t tid, std::initializer_list<abi::PythonFrame> frames) {
+    uint8_t buf[abi::kMaxRecordBytes] = {};
+    const uint32_t bytes = uint32_t(sizeof(abi::PythonSampleRecord) + sizeof(abi::PythonFrame) * frames.size());
+    auto* r = reinterpret_cast<abi::PythonSampleRecord*>(buf);
+    r->header = {uint16_t(abi::RecordKind::kPythonSample), uint16_t(bytes), uint32_t(frames.size())};
+    r->time = time;
+    r->tid = tid;
+    std::memcpy(r->frames, frames.begin(), sizeof(abi::PythonFrame) * frames.size());
+    return producer.push(buf, bytes);
+  }
+
   bool push_module(const std::string& path, uint64_t base, uint32_t flags) {
     uint8_t buf[abi::kMaxRecordBytes] = {};
     const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::ModuleRecord) + path.size()));
@@ -327,6 +339,17 @@ inline Events decode_events(const std::vector<Chunk>& chunks) {
             std::memcpy(&n, rec, sizeof n);
             d.key = n.range_id;
             d.text.assign(reinterpret_cast<const char*>(rec + sizeof n), n.text_bytes);
+          } else if (d.kind == abi::RecordKind::kPythonSample) {
+            abi::PythonSampleRecord ps;
+            std::memcpy(&ps, rec, sizeof ps);
+            d.time_ns = ps.time;
+            d.key = ps.tid;
+            for (uint32_t i = 0; i < h.aux; ++i) {
+              abi::PythonFrame f;
+              std::memcpy(&f, rec + sizeof ps + sizeof f * i, sizeof f);
+              d.args.push_back(f.function);
+              d.args.push_back(f.line);
+            }
           } else if (d.kind == abi::RecordKind::kCaptureState) {
             abi::CaptureStateRecord c;
             std::memcpy(&c, rec, sizeof c);

@@ -258,7 +258,8 @@ TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
   EXPECT_EQ(r.exit, 2);
   EXPECT_EQ(r.err,
             "cutrace stats: unknown report 'gpu_kern_magic'; available reports: cuda_api_sum, cuda_api_trace, "
-            "cublas_api_sum, cudnn_api_sum, osrt_sum, api_trace, nvtx_sum, nvtx_pushpop_trace, callsite_sum, cpu_sample_sum, cpu_ctxsw_sum.\n");
+            "cublas_api_sum, cudnn_api_sum, osrt_sum, api_trace, nvtx_sum, nvtx_pushpop_trace, callsite_sum, cpu_sample_sum, "
+            "python_sample_sum, cpu_ctxsw_sum.\n");
   r = cli({"stats", "--format", "xml", trace_});
   EXPECT_EQ(r.exit, 2);
   EXPECT_EQ(r.err, "cutrace stats: unknown format 'xml'; use column, table, csv, tsv or json.\n");

@@ -277,6 +277,18 @@ TEST(RingRecords, WellFormedChecksEveryKindsLayout) {
   change->header = {uint16_t(abi::RecordKind::kContextSwitch), uint16_t(sizeof *change), 1};
   EXPECT_FALSE(ring::record_well_formed(buf, change->header.size));
 
+  // A Python sample: its frames fill the record exactly.
+  auto* ps = reinterpret_cast<abi::PythonSampleRecord*>(buf);
+  std::memset(buf, 0, sizeof buf);
+  ps->header = {uint16_t(abi::RecordKind::kPythonSample), uint16_t(sizeof *ps + 2 * sizeof(abi::PythonFrame)), 2};
+  EXPECT_TRUE(ring::record_well_formed(buf, ps->header.size));
+  ps->header.aux = 3;  // more frames than the record holds
+  EXPECT_FALSE(ring::record_well_formed(buf, ps->header.size));
+  ps->header.aux = 0;
+  EXPECT_FALSE(ring::record_well_formed(buf, ps->header.size));
+  ps->header = {uint16_t(abi::RecordKind::kPythonSample), uint16_t(sizeof *ps + 65 * sizeof(abi::PythonFrame)), 65};
+  EXPECT_FALSE(ring::record_well_formed(buf, ps->header.size));  // over kMaxPythonFrames
+
   auto* m = reinterpret_cast<abi::ModuleRecord*>(buf);
   std::memset(buf, 0, sizeof buf);
   m->header = {uint16_t(abi::RecordKind::kModuleMap), uint16_t(abi::align_record(sizeof *m + 20)),

@@ -1,0 +1,132 @@
+"""Python sampling (--python-sampling, --python-sampling-frequency): a thread of each CPython process
+takes the GIL at the frequency asked and records the Python stack of every other thread that runs
+Python code, filed under that thread. A script with known work on two threads in turn (2.5 units of
+CPU in spin_main on the main thread, 1 in spin_worker on a worker, each waiting in time.sleep while the
+other spins), and a forked child, must be sampled in those functions, at those lines, on those
+threads, in about those proportions; a run without the option has no Python samples."""
+import csv
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CUTRACE, calls, info, metadata, profile, sim_env
+
+SCRIPT = Path(__file__).resolve().parent / "scripts" / "python_sampling.py"
+
+
+def line(marker):
+    lines = SCRIPT.read_text().splitlines()
+    (number,) = [n for n, text in enumerate(lines, 1) if text.rstrip().endswith("# LINE: " + marker)]
+    return number
+
+
+def frame(function, marker=None):
+    return f"{function} (python_sampling.py:{line(marker or function)})"
+
+
+def run(tmp_path, options, library=True, name="trace"):
+    command = [sys.executable, str(SCRIPT), "0.5", "0.2"] + (["libcudart.so.13"] if library else [])
+    proc, trace = profile(tmp_path, command, options=options, name=name)
+    ids = {}
+    for text in proc.stdout.splitlines():
+        parts = text.split()
+        if parts[0] in ("main", "worker"):
+            ids[parts[0]] = int(parts[1])
+        elif parts[0] == "child":
+            ids["child"] = int(parts[2])
+    assert proc.stdout.splitlines()[-1] == "done", proc.stdout
+    _, doc = calls(trace, tmp_path, domains=None)
+    samples = [e for e in doc["traceEvents"] if e.get("cat") == "python_sample"]
+    return proc, trace, ids, samples
+
+
+def by_function(trace):
+    proc = subprocess.run([str(CUTRACE), "stats", "--report", "python_sample_sum", "--format", "csv", str(trace)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return {(r["Function"], Path(r["File"]).name): r for r in csv.DictReader(io.StringIO(proc.stdout))}
+
+
+def test_samples_name_each_threads_python_stack_at_its_lines(tmp_path):
+    proc, trace, ids, samples = run(tmp_path, ["--python-sampling=true"])
+    assert set(ids) == {"main", "worker", "child"}
+    spinning = {"main": [], "worker": [], "child": []}
+    for s in samples:
+        stack = s["args"]["python_stack"]
+        assert s["name"] == stack[0].rsplit(" (", 1)[0]
+        if stack[0] == frame("spin"):
+            who = {"spin_main": "main", "spin_worker": "worker", "spin_child": "child"}[stack[1].split(" ")[0]]
+            spinning[who].append(s)
+            # Each thread's spin is on that thread's own track.
+            assert s["tid"] == ids[who], (s, ids)
+    main_stack = [frame("spin"), frame("spin_main"), frame("busy_main"), frame("main"),
+                  frame("<module>")]
+    assert spinning["main"] and all(s["args"]["python_stack"] == main_stack for s in spinning["main"])
+    assert all(s["args"]["python_stack"][:2] == [frame("spin"), frame("spin_worker")] for s in spinning["worker"])
+    # The worker's thread shows the functions it was waiting in, at the line that sleeps.
+    waiting = [s["args"]["python_stack"][:2] for s in samples if s["tid"] == ids["worker"] and
+               s["args"]["python_stack"][1:2] == [frame("wait_worker")]]
+    assert waiting and all(w == [frame("wait_for"), frame("wait_worker")] for w in waiting)
+    # A forked child that records gets a sampler of its own, and its functions are named in its process.
+    assert spinning["child"] and all(s["pid"] == ids["child"] for s in spinning["child"])
+    # Time spent spinning, 2.5 : 1 (the GIL's switch interval bounds the rate, not the frequency asked).
+    main, worker = len(spinning["main"]), len(spinning["worker"])
+    assert main >= 20 and 1.2 <= main / worker <= 5.0, (main, worker)
+
+    rows = by_function(trace)
+    for function in ("spin_main", "spin_worker", "spin_child"):
+        assert int(rows[(function, "python_sampling.py")]["Self Samples"]) == 0
+    assert int(rows[("spin_main", "python_sampling.py")]["Total Samples"]) == main
+    assert int(rows[("spin", "python_sampling.py")]["Self Samples"]) == sum(map(len, spinning.values()))
+    assert metadata(trace)["python_sampling.frequency"] == "1000"
+    summary = info(trace)
+    assert f"python_samples                 {len(samples)}" in summary, summary
+    assert "python_samples.unplaced        0" in summary, summary
+
+
+def test_the_frequency_bounds_the_rate_and_no_option_means_no_samples(tmp_path):
+    _, trace, ids, samples = run(tmp_path, ["--python-sampling", "true", "--python-sampling-frequency", "20"],
+                                 library=False)
+    spin = [s for s in samples if s["args"]["python_stack"][1:2] == [frame("spin_main")]]
+    # 0.5 s of the main thread's CPU at 20 per second; the run is longer than its CPU time, not shorter.
+    assert 3 <= len(spin) <= 15, len(spin)
+    assert metadata(trace)["python_sampling.frequency"] == "20"
+
+    _, trace, _, samples = run(tmp_path, [], library=False, name="without")
+    assert samples == []
+    assert "python_samples" not in info(trace)
+
+
+def test_a_program_that_is_not_python_runs_as_without_the_option(tmp_path):
+    from conftest import app
+    proc, trace = profile(tmp_path, [app("backtrace_app"), "1", "1"], options=["--python-sampling=true"])
+    assert proc.stdout == "copies 1 queries 1 failed 0\n"
+    events, doc = calls(trace, tmp_path, domains=None)
+    assert not [e for e in doc["traceEvents"] if e.get("cat") == "python_sample"]
+    assert "cutrace-pysample" not in info(trace)
+
+
+def other_pythons():
+    """Other CPython interpreters on this machine, 3.9 or newer (pyenv's), each tested where present."""
+    found = []
+    for candidate in sorted(Path("/root/.pyenv/versions").glob("3.*/bin/python3")):
+        version = tuple(int(p) for p in candidate.parts[-3].split(".")[:2])
+        if version >= (3, 9) and candidate.resolve() != Path(sys.executable).resolve():
+            found.append(str(candidate))
+    return found or [None]
+
+
+@pytest.mark.parametrize("python", other_pythons())
+def test_every_cpython_version_from_3_9_is_sampled_alike(tmp_path, python):
+    if python is None:
+        pytest.skip("no other CPython 3.9+ on this machine")
+    proc, trace = profile(tmp_path, [python, str(SCRIPT), "0.3", "0.1"], options=["--python-sampling=true"])
+    main_tid = int(proc.stdout.split()[1])
+    _, doc = calls(trace, tmp_path, domains=None)
+    spin = [e for e in doc["traceEvents"] if e.get("cat") == "python_sample" and
+            e["args"]["python_stack"][:2] == [frame("spin"), frame("spin_main")]]
+    assert len(spin) >= 10 and all(e["tid"] == main_tid for e in spin), (python, len(spin))
+    assert spin[0]["args"]["python_stack"][2:] == [frame("busy_main"), frame("main"), frame("<module>")]
