@@ -278,7 +278,13 @@ void Recorder::ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns
   def.first_seen_ns = now_ns;
   track.tracked = true;
   track.claim_serial = serial;
-  track.thread_index = define_thread(def);
+  track.thread_index = UINT32_MAX;
+  // The thread was sampled before it made its first recorded call: its ring continues that thread.
+  if (auto known = thread_of_tid_.find(uint64_t(def.pid) << 32 | def.tid);
+      known != thread_of_tid_.end() && ringless_threads_.erase(known->second) &&
+      kernels_[kernels_of_thread_[known->second]].start_ticks == def.process_start_ticks)
+    track.thread_index = known->second;
+  if (track.thread_index == UINT32_MAX) track.thread_index = define_thread(def);
   track.process = monitor_.track(def.pid, def.process_start_ticks, now_ns);
 }
 
@@ -466,6 +472,7 @@ uint32_t Recorder::sampled_thread(uint32_t pid, uint32_t tid, uint64_t now_ns) {
   def.claim_serial = 0;
   def.first_seen_ns = now_ns;
   const uint32_t thread_index = define_thread(def);
+  ringless_threads_.insert(thread_index);
   // Its name, as the shim sends a thread's at its claim.
   char path[64], name[32] = {};
   std::snprintf(path, sizeof path, "/proc/%u/task/%u/comm", pid, tid);

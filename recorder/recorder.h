@@ -21,6 +21,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -253,6 +254,9 @@ class Recorder {
   // -s cpu.
   std::unique_ptr<CpuSampleReader> cpu_samples_;
   std::unordered_map<uint64_t, uint32_t> thread_of_tid_;  // pid << 32 | tid -> its latest thread index
+  // Threads defined because they were sampled before they claimed a ring (claim serial 0): a ring
+  // the same thread claims later continues that thread rather than defining it again.
+  std::unordered_set<uint32_t> ringless_threads_;
   struct TracedProcess {
     uint64_t start_ticks = 0;
     uint32_t ppid = 0;

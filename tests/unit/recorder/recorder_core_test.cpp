@@ -521,8 +521,14 @@ TEST_F(RecorderTest, FilesPythonSamplesUnderTheThreadTheyName) {
   ASSERT_TRUE(sampler.push_python_sample(1000, uint32_t(gettid()), {{7, 11}, {8, 12}}));
   ASSERT_TRUE(sampler.push_python_sample(2000, other_tid, {{9, 13}}));
   ASSERT_TRUE(sampler.push_python_sample(3000, 0x7ffffff0u, {{9, 14}}));  // no such thread
+  rec_->poll();
+  // The sampled thread's first recorded call: its ring continues the thread the sample defined.
+  TestRing other_ring = TestRing::claim_self(session_.header(), 2, other_tid);
+  ASSERT_TRUE(other_ring.valid());
+  ASSERT_TRUE(other_ring.push_call(0, 4000, 4100, 0));
   sampler.retire();
   main_ring.retire();
+  other_ring.retire();
   rec_->poll();
   release = true;
   other.join();
@@ -539,10 +545,17 @@ TEST_F(RecorderTest, FilesPythonSamplesUnderTheThreadTheyName) {
   ASSERT_EQ(samples.size(), 2u);
   EXPECT_EQ(samples[0], (std::pair<uint32_t, std::vector<uint64_t>>{uint32_t(gettid()), {7, 11, 8, 12}}));
   EXPECT_EQ(samples[1], (std::pair<uint32_t, std::vector<uint64_t>>{other_tid.load(), {9, 13}}));
-  // Main's sample went to its ring's thread; the other thread got a definition with claim serial 0.
-  uint32_t ringless = 0;
-  for (const format::ThreadDef& d : ev.threads) ringless += d.claim_serial == 0 && d.tid == other_tid;
-  EXPECT_EQ(ringless, 1u);
+  // Main's sample went to its ring's thread; the other thread got a definition with claim serial 0,
+  // its only one: its call is filed under it too.
+  std::vector<format::ThreadDef> others;
+  for (const format::ThreadDef& d : ev.threads)
+    if (d.tid == other_tid) others.push_back(d);
+  ASSERT_EQ(others.size(), 1u);
+  EXPECT_EQ(others[0].claim_serial, 0u);
+  uint32_t calls_of_other = 0;
+  for (const test::Decoded& d : ev.records)
+    calls_of_other += d.kind == abi::RecordKind::kApiCall && d.thread == others[0].thread_index;
+  EXPECT_EQ(calls_of_other, 1u);
   EXPECT_EQ(test::lookup(end_.summary, "python_samples"), "2");
   EXPECT_EQ(test::lookup(end_.summary, "python_samples.unplaced"), "1");
   EXPECT_EQ(rec_->totals().malformed, 0u);
