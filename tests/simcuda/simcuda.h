@@ -4,8 +4,8 @@
 // real headers and exporting the real version node, so any program built with `nvcc -cudart shared`
 // (or linked against libcudart.so.13) runs on it with LD_LIBRARY_PATH=build/simcuda/lib. It needs no
 // GPU and no driver. The device state (memory, streams, events, the device timeline, registered
-// kernels) lives in libsimcuda-core.so beside it, so that the simulated driver and libraries beside
-// it (and CUPTI, later) share one device with the runtime, as the real stack does.
+// kernels) lives in libsimcuda-core.so beside it, so that the simulated driver, libraries and CUPTI
+// beside it share one device with the runtime, as the real stack does.
 //
 // Knobs (environment variables, read once per process, when the library is first used):
 //
@@ -16,6 +16,15 @@
 //   SIMCUDA_DEVICE_MEMORY_MIB  memory of each device in MiB (default 16384).
 //   SIMCUDA_DRIVER_VERSION     what cudaDriverGetVersion and cuDriverGetVersion report (default 13000).
 //   SIMCUDA_RUNTIME_DRIVER     0: the runtime does not load libcuda.so.1 (see below); default 1.
+//   SIMCUDA_CUPTI_ERROR        a CUptiResult libcupti.so.13 injects (default none). 999
+//                              (CUPTI_ERROR_UNKNOWN, as real CUPTI without a driver): cuptiSubscribe,
+//                              cuptiActivityEnable, cuptiActivityFlushAll, cuptiActivityFlushPeriod,
+//                              cuptiSetThreadIdType and cuptiActivityRegisterTimestampCallback fail
+//                              with it; 39 (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED):
+//                              cuptiSubscribe fails as if another tool had subscribed first.
+//   SIMCUDA_CUPTI_DEVICE_BUFFER_RECORDS  at most this many device records (kernels, copies, memsets)
+//                              between two flushes; the rest are dropped and counted by
+//                              cuptiActivityGetNumDroppedRecords (default 0 = no limit).
 //
 // A malformed value is ignored with one warning on stderr.
 //
@@ -110,6 +119,28 @@
 // without the driver. Cheap calls (cudaGetDevice, cudaGetLastError, cudaStreamQuery, ...) never go
 // through the driver. When libcuda.so.1 cannot be loaded, or SIMCUDA_RUNTIME_DRIVER=0 is set, the
 // runtime works on the device directly, as it always did.
+//
+// CUPTI: libcupti.so.13 (cupti/cupti.cpp) implements the CUPTI Activity API with CUDA 13's record
+// structs (CUpti_ActivityKernel10, Memcpy6, Memset4, Synchronization2, Memory4, API,
+// ExternalCorrelation) for the kinds CONCURRENT_KERNEL, KERNEL, MEMCPY, MEMSET, SYNCHRONIZATION,
+// MEMORY2, RUNTIME, DRIVER and EXTERNAL_CORRELATION (others: CUPTI_ERROR_NOT_COMPATIBLE). The
+// runtime and the driver report each API call that has a CUPTI cbid (every runtime export that
+// returns a cudaError_t, not the __cudaRegister* family, __cudaPushCallConfiguration or
+// cudaGetErrorName/String; every driver entry point but cuSimFutureFunction, whether called by
+// export or through cuGetProcAddress) under CUDA 13's cbid of that export; device operations
+// are reported when the device thread completes them, before they count as complete. Records carry
+// the timeline's exact start and end. Correlation ids:
+//   - every runtime and every driver call gets its own id from one process-wide counter,
+//     increasing in the order calls are entered; the driver calls the runtime makes inside a
+//     runtime call get ids of their own (an entry point implemented with another of its domain is
+//     one call);
+//   - a kernel carries the outermost call's id (the runtime call's when launched through the
+//     runtime, else the driver call's), as do memsets, synchronisations and allocation records;
+//   - a memcpy carries the driver call's id as correlationId (the runtime call's when the runtime
+//     copied without the driver, as for 2D copies) and the runtime call's as runtimeCorrelationId
+//     (0 when the driver was called directly).
+// With no CUPTI loaded, or no activity kind enabled, every hook costs one relaxed atomic load and
+// nothing about the device or its timing changes (core/activity.h).
 //
 // libcublasLt.so.13, libcublas.so.13 and libcudnn.so.9 do not use the runtime: each dlopen()s
 // libcuda.so.1 and uses cuGetProcAddress, as the real CUDA 13 libraries do. A GEMM is one kernel

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "activity.h"
 #include "simcuda.h"
 
 namespace simcuda {
@@ -20,6 +21,16 @@ size_t rounded(size_t size) {
 
 bool counts_against_device(MemoryKind k) {
   return k == MemoryKind::kDevice || k == MemoryKind::kManaged;
+}
+
+// Allocations the application made (not module storage, not its own registered memory), reported
+// to a profiler as they happen; frees by a stream are reported by the stream's free operation.
+void report(bool allocation, const Allocation& a) {
+  if (!activity::active() || a.module_owned || a.kind == MemoryKind::kRegisteredHost) return;
+  activity::Memory kind = a.kind == MemoryKind::kDevice    ? activity::Memory::kDevice
+                          : a.kind == MemoryKind::kManaged ? activity::Memory::kManaged
+                                                           : activity::Memory::kPinned;
+  activity::report_memory(allocation, kind, a.device, a.base, a.size);
 }
 
 }  // namespace
@@ -71,6 +82,7 @@ Status MemoryTracker::allocate(MemoryKind kind, int device, size_t size, unsigne
   a.module_owned = module_owned;
   allocations_[a.base] = a;
   *out = p;
+  report(true, a);
   return Status::kOk;
 }
 
@@ -90,10 +102,15 @@ Status MemoryTracker::release_where(void* ptr, Pred accept) {
 }
 
 Status MemoryTracker::release(void* ptr, std::initializer_list<MemoryKind> kinds) {
-  return release_where(ptr, [kinds](const Allocation& a) {
-    return !a.module_owned && !a.free_pending &&
-           std::find(kinds.begin(), kinds.end(), a.kind) != kinds.end();
+  std::optional<Allocation> released;
+  Status s = release_where(ptr, [kinds, &released](const Allocation& a) {
+    bool ok = !a.module_owned && !a.free_pending &&
+              std::find(kinds.begin(), kinds.end(), a.kind) != kinds.end();
+    if (ok) released = a;
+    return ok;
   });
+  if (released) report(false, *released);
+  return s;
 }
 
 void MemoryTracker::release_module_storage(void* ptr) {
@@ -198,6 +215,18 @@ MemoryTracker& memory() {
   // Never destroyed: a static destructor or a thread still running at exit may free memory.
   static MemoryTracker* m = new MemoryTracker;
   return *m;
+}
+
+activity::Memory activity::memory_of(const void* p) {
+  std::optional<Allocation> a = memory().find(p);
+  if (!a) return Memory::kPageable;
+  switch (a->kind) {
+    case MemoryKind::kDevice: return Memory::kDevice;
+    case MemoryKind::kManaged: return Memory::kManaged;
+    case MemoryKind::kPinnedHost:
+    case MemoryKind::kRegisteredHost: return Memory::kPinned;
+  }
+  return Memory::kUnknown;
 }
 
 }  // namespace simcuda

@@ -65,7 +65,7 @@ Status Timeline::stream_info(StreamId id, StreamInfo* out) {
   return Status::kOk;
 }
 
-OpTimes Timeline::submit_locked(Stream& s, Work work, uint64_t not_before_ns) {
+OpTimes Timeline::submit_locked(StreamId id, Stream& s, Work work, uint64_t not_before_ns) {
   DeviceState& d = devices_[s.info.device];
   uint64_t start = std::max({now_ns(), s.tail_end_ns, not_before_ns});
   bool blocking = (s.info.flags & kStreamNonBlocking) == 0;
@@ -86,7 +86,7 @@ OpTimes Timeline::submit_locked(Stream& s, Work work, uint64_t not_before_ns) {
   }
   d.last = std::max(d.last, key);
   last_all_ = std::max(last_all_, key);
-  queue_.emplace(key, Op{s.info.device, std::move(work)});
+  queue_.emplace(key, Op{s.info.device, id, start, std::move(work)});
   ensure_worker_locked();
   cv_.notify_all();
   return OpTimes{key, start};
@@ -96,7 +96,7 @@ Status Timeline::submit(StreamId stream, Work work, OpTimes* times) {
   Lock lock(mu_);
   Stream* s = find_stream_locked(stream);
   if (s == nullptr) return Status::kInvalidHandle;
-  OpTimes t = submit_locked(*s, std::move(work), 0);
+  OpTimes t = submit_locked(stream, *s, std::move(work), 0);
   if (times != nullptr) *times = t;
   return Status::kOk;
 }
@@ -160,7 +160,7 @@ Status Timeline::record_event(EventId event, StreamId stream, OpTimes* times) {
   if (e == nullptr || s == nullptr || e->info.device != s->info.device) {
     return Status::kInvalidHandle;
   }
-  OpTimes t = submit_locked(*s, Work{OpKind::kEventRecord, 0, {}}, 0);
+  OpTimes t = submit_locked(stream, *s, Work{OpKind::kEventRecord, 0, {}, {}}, 0);
   e->info.recorded = true;
   e->time_ns = t.start_ns;
   e->key = t.key;
@@ -174,7 +174,7 @@ Status Timeline::stream_wait_event(StreamId stream, EventId event) {
   Stream* s = find_stream_locked(stream);
   if (e == nullptr || s == nullptr) return Status::kInvalidHandle;
   if (!e->info.recorded) return Status::kOk;
-  submit_locked(*s, Work{OpKind::kStreamWait, 0, {}}, e->time_ns);
+  submit_locked(stream, *s, Work{OpKind::kStreamWait, 0, {}, {}}, e->time_ns);
   return Status::kOk;
 }
 
@@ -273,10 +273,15 @@ bool Timeline::run_due_locked(uint64_t* next_due_ns) {
     return false;
   }
   auto node = queue_.extract(it);
-  if (node.mapped().work.effect) {
+  Op& op = node.mapped();
+  // Reported before the operation counts as complete, so that a synchronising call that returns has
+  // its operations' records already handed to the profiler, as with real CUPTI after a sync.
+  const bool report = op.work.info != nullptr && activity::active();
+  if (op.work.effect || report) {
     in_flight_ = true;
     mu_.unlock();
-    node.mapped().work.effect();
+    if (op.work.effect) op.work.effect();
+    if (report) activity::report_op(*op.work.info, op.start_ns, node.key().end_ns, op.device, op.stream);
     mu_.lock();
     in_flight_ = false;
   }

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "activity.h"
 #include "config.h"
 #include "sync.h"
 
@@ -42,6 +43,8 @@ struct Work {
   uint64_t duration_ns = 0;
   // Run on the device thread once the operation's end time has passed; empty for pure timing.
   std::function<void()> effect;
+  // Set only while a profiler listens (activity::active()): reported when the operation completes.
+  std::shared_ptr<const activity::OpInfo> info;
 };
 
 // When a submitted operation occupies the device.
@@ -132,12 +135,14 @@ class SIMCUDA_API Timeline {
   };
   struct Op {
     int device = 0;
+    StreamId stream = 0;
+    uint64_t start_ns = 0;
     Work work;
   };
 
   Stream* find_stream_locked(StreamId id);
   Event* find_event_locked(EventId id);
-  OpTimes submit_locked(Stream& s, Work work, uint64_t not_before_ns);
+  OpTimes submit_locked(StreamId id, Stream& s, Work work, uint64_t not_before_ns);
   void ensure_worker_locked();
   // Completes the earliest operation if its end time has passed (the lock is released while its
   // effect runs) and returns true; otherwise stores when it will be due and returns false.

@@ -146,129 +146,166 @@ int attribute_of(cudaDeviceAttr attr, const cudaDeviceProp& p) {
 }  // namespace simcuda::rt
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
-  if (count == nullptr) return rt::record(cudaErrorInvalidValue);
-  *count = config().device_count;
-  return rt::record(*count == 0 ? cudaErrorNoDevice : cudaSuccess);
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDeviceCount_v3020), [&]() -> cudaError_t {
+    if (count == nullptr) return rt::record(cudaErrorInvalidValue);
+    *count = config().device_count;
+    return rt::record(*count == 0 ? cudaErrorNoDevice : cudaSuccess);
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDevice(int* device) {
-  if (device == nullptr) return rt::record(cudaErrorInvalidValue);
-  return rt::record(rt::current_device(device));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDevice_v3020), [&]() -> cudaError_t {
+    if (device == nullptr) return rt::record(cudaErrorInvalidValue);
+    return rt::record(rt::current_device(device));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaSetDevice(int device) {
-  if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
-  rt::set_thread_device(device);
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaSetDevice_v3020), [&]() -> cudaError_t {
+    if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+    rt::set_thread_device(device);
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaInitDevice(int device, unsigned int deviceFlags,
                                                     unsigned int flags) {
-  if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
-  if ((flags & ~unsigned(cudaInitDeviceFlagsAreValid)) != 0) {
-    return rt::record(cudaErrorInvalidValue);
-  }
-  if ((flags & cudaInitDeviceFlagsAreValid) != 0) {
-    if ((deviceFlags & ~unsigned(cudaDeviceMask)) != 0) return rt::record(cudaErrorInvalidValue);
-    rt::g_device_flags[device].store(deviceFlags, std::memory_order_relaxed);
-  }
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaInitDevice_v12000), [&]() -> cudaError_t {
+    if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+    if ((flags & ~unsigned(cudaInitDeviceFlagsAreValid)) != 0) {
+      return rt::record(cudaErrorInvalidValue);
+    }
+    if ((flags & cudaInitDeviceFlagsAreValid) != 0) {
+      if ((deviceFlags & ~unsigned(cudaDeviceMask)) != 0) return rt::record(cudaErrorInvalidValue);
+      rt::g_device_flags[device].store(deviceFlags, std::memory_order_relaxed);
+    }
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int flags) {
-  int device;
-  if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
-  unsigned schedule = flags & cudaDeviceScheduleMask;
-  if ((flags & ~unsigned(cudaDeviceMask)) != 0 ||
-      (schedule != cudaDeviceScheduleAuto && schedule != cudaDeviceScheduleSpin &&
-       schedule != cudaDeviceScheduleYield && schedule != cudaDeviceScheduleBlockingSync)) {
-    return rt::record(cudaErrorInvalidValue);
-  }
-  rt::g_device_flags[device].store(flags, std::memory_order_relaxed);
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaSetDeviceFlags_v3020), [&]() -> cudaError_t {
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+    unsigned schedule = flags & cudaDeviceScheduleMask;
+    if ((flags & ~unsigned(cudaDeviceMask)) != 0 ||
+        (schedule != cudaDeviceScheduleAuto && schedule != cudaDeviceScheduleSpin &&
+         schedule != cudaDeviceScheduleYield && schedule != cudaDeviceScheduleBlockingSync)) {
+      return rt::record(cudaErrorInvalidValue);
+    }
+    rt::g_device_flags[device].store(flags, std::memory_order_relaxed);
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int* flags) {
-  if (flags == nullptr) return rt::record(cudaErrorInvalidValue);
-  int device;
-  if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
-  // The real runtime always reports host mapping as enabled.
-  *flags = rt::g_device_flags[device].load(std::memory_order_relaxed) | cudaDeviceMapHost;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDeviceFlags_v7000), [&]() -> cudaError_t {
+    if (flags == nullptr) return rt::record(cudaErrorInvalidValue);
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+    // The real runtime always reports host mapping as enabled.
+    *flags = rt::g_device_flags[device].load(std::memory_order_relaxed) | cudaDeviceMapHost;
+    return cudaSuccess;
+  });
 }
 
+// The export behind cudaGetDeviceProperties since CUDA 12, hence its cbid.
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  if (prop == nullptr) return rt::record(cudaErrorInvalidValue);
-  if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
-  *prop = rt::properties_of(device);
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDeviceProperties_v12000), [&]() -> cudaError_t {
+    if (prop == nullptr) return rt::record(cudaErrorInvalidValue);
+    if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+    *prop = rt::properties_of(device);
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr,
                                                             int device) {
-  if (value == nullptr || int(attr) < 1 || int(attr) >= int(cudaDevAttrMax)) {
-    return rt::record(cudaErrorInvalidValue);
-  }
-  if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
-  *value = rt::attribute_of(attr, rt::properties_of(device));
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceGetAttribute_v5000), [&]() -> cudaError_t {
+    if (value == nullptr || int(attr) < 1 || int(attr) >= int(cudaDevAttrMax)) {
+      return rt::record(cudaErrorInvalidValue);
+    }
+    if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+    *value = rt::attribute_of(attr, rt::properties_of(device));
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetStreamPriorityRange(int* leastPriority,
                                                                       int* greatestPriority) {
-  if (leastPriority != nullptr) *leastPriority = rt::kLeastStreamPriority;
-  if (greatestPriority != nullptr) *greatestPriority = rt::kGreatestStreamPriority;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceGetStreamPriorityRange_v5050), [&]() -> cudaError_t {
+    if (leastPriority != nullptr) *leastPriority = rt::kLeastStreamPriority;
+    if (greatestPriority != nullptr) *greatestPriority = rt::kGreatestStreamPriority;
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* runtimeVersion) {
-  if (runtimeVersion == nullptr) return rt::record(cudaErrorInvalidValue);
-  // The version of the headers this runtime is built with: 13000, or 12090 for libcudart.so.12.
-  *runtimeVersion = CUDART_VERSION;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaRuntimeGetVersion_v3020), [&]() -> cudaError_t {
+    if (runtimeVersion == nullptr) return rt::record(cudaErrorInvalidValue);
+    // The version of the headers this runtime is built with: 13000, or 12090 for libcudart.so.12.
+    *runtimeVersion = CUDART_VERSION;
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDriverGetVersion(int* driverVersion) {
-  if (driverVersion == nullptr) return rt::record(cudaErrorInvalidValue);
-  *driverVersion = config().driver_version;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDriverGetVersion_v3020), [&]() -> cudaError_t {
+    if (driverVersion == nullptr) return rt::record(cudaErrorInvalidValue);
+    *driverVersion = config().driver_version;
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceSynchronize() {
-  int device;
-  if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
-  if (const rt::DriverApi* d = rt::driver()) {
-    if (cudaError_t e = rt::bind_context(*d, device); e) return rt::record(e);
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceSynchronize_v3020), [&]() -> cudaError_t {
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+    if (const rt::DriverApi* d = rt::driver()) {
+      if (cudaError_t e = rt::bind_context(*d, device); e) return rt::record(e);
 #if CUDART_VERSION >= 13000
-    return rt::record(rt::from_driver(d->ctx_synchronize(nullptr)));
+      return rt::record(rt::from_driver(d->ctx_synchronize(nullptr)));
 #else
-    return rt::record(rt::from_driver(d->ctx_synchronize()));
+      return rt::record(rt::from_driver(d->ctx_synchronize()));
 #endif
-  }
-  timeline().synchronize_device(device);
-  return cudaSuccess;
+    }
+    return activity::timed_sync(activity::SyncType::kContext, device, 0, 0, [&] {
+      timeline().synchronize_device(device);
+      return cudaSuccess;
+    });
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceReset() {
-  int device;
-  if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
-  timeline().reset_device(device);
-  memory().release_device(device);
-  rt::g_device_flags[device].store(0, std::memory_order_relaxed);
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceReset_v3020), [&]() -> cudaError_t {
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+    timeline().reset_device(device);
+    memory().release_device(device);
+    rt::g_device_flags[device].store(0, std::memory_order_relaxed);
+    return cudaSuccess;
+  });
 }
 
-SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetLastError() { return rt::take_last_error(true); }
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetLastError() {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetLastError_v3020), [&]() -> cudaError_t { return rt::take_last_error(true); });
+}
 
-SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaPeekAtLastError() { return rt::take_last_error(false); }
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaPeekAtLastError() {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaPeekAtLastError_v3020), [&]() -> cudaError_t { return rt::take_last_error(false); });
+}
 
 // As the real runtime does, through the driver: a tracer sees cuProfilerStart inside.
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaProfilerStart() {
-  if (const rt::DriverApi* d = rt::driver()) return rt::record(rt::from_driver(d->profiler_start()));
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaProfilerStart_v4000), [&]() -> cudaError_t {
+    if (const rt::DriverApi* d = rt::driver()) return rt::record(rt::from_driver(d->profiler_start()));
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaProfilerStop() {
-  if (const rt::DriverApi* d = rt::driver()) return rt::record(rt::from_driver(d->profiler_stop()));
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaProfilerStop_v4000), [&]() -> cudaError_t {
+    if (const rt::DriverApi* d = rt::driver()) return rt::record(rt::from_driver(d->profiler_stop()));
+    return cudaSuccess;
+  });
 }

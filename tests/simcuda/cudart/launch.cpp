@@ -68,7 +68,16 @@ cudaError_t launch(const void* function_or_handle, dim3 grid, dim3 block, size_t
         f, grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shared_mem), stream, nullptr,
         nullptr));
   }
-  Status s = timeline().submit(sid, Work{OpKind::kKernel, k->duration_ns, {}});
+  Work work{OpKind::kKernel, k->duration_ns, {}, {}};
+  if (activity::active()) {
+    auto info = activity::new_op_info(activity::OpType::kKernel);
+    info->name = k->name.c_str();
+    info->grid[0] = grid.x, info->grid[1] = grid.y, info->grid[2] = grid.z;
+    info->block[0] = block.x, info->block[1] = block.y, info->block[2] = block.z;
+    info->dynamic_shared = unsigned(shared_mem);
+    work.info = std::move(info);
+  }
+  Status s = timeline().submit(sid, std::move(work));
   if (s == Status::kOk) notify_launch(*k, k->duration_ns);
   return from_status(s);
 }
@@ -129,30 +138,38 @@ SIMCUDA_EXPORT unsigned CUDARTAPI __cudaPushCallConfiguration(dim3 gridDim, dim3
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim,
                                                                 size_t* sharedMem, void* stream) {
-  rt::CallConfiguration c;
-  if (!rt::pop_call_configuration(&c)) return cudaErrorMissingConfiguration;
-  if (gridDim != nullptr) *gridDim = c.grid;
-  if (blockDim != nullptr) *blockDim = c.block;
-  if (sharedMem != nullptr) *sharedMem = c.shared_mem;
-  if (stream != nullptr) *static_cast<cudaStream_t*>(stream) = c.stream;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(__cudaPopCallConfiguration_v13000), [&]() -> cudaError_t {
+    rt::CallConfiguration c;
+    if (!rt::pop_call_configuration(&c)) return cudaErrorMissingConfiguration;
+    if (gridDim != nullptr) *gridDim = c.grid;
+    if (blockDim != nullptr) *blockDim = c.block;
+    if (sharedMem != nullptr) *sharedMem = c.shared_mem;
+    if (stream != nullptr) *static_cast<cudaStream_t*>(stream) = c.stream;
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t* kernel, const void* function) {
-  return rt::record(rt::get_kernel(kernel, function));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(__cudaGetKernel_v13000), [&]() -> cudaError_t {
+    return rt::record(rt::get_kernel(kernel, function));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim,
                                                         dim3 blockDim, void** /*args*/,
                                                         size_t sharedMem, cudaStream_t stream) {
-  return rt::record(rt::launch(kernel, gridDim, blockDim, sharedMem, stream, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(__cudaLaunchKernel_v13000), [&]() -> cudaError_t {
+    return rt::record(rt::launch(kernel, gridDim, blockDim, sharedMem, stream, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim,
                                                              dim3 blockDim, void** /*args*/,
                                                              size_t sharedMem,
                                                              cudaStream_t stream) {
-  return rt::record(rt::launch(kernel, gridDim, blockDim, sharedMem, stream, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(__cudaLaunchKernel_ptsz_v13000), [&]() -> cudaError_t {
+    return rt::record(rt::launch(kernel, gridDim, blockDim, sharedMem, stream, kPerThread));
+  });
 }
 
 // ---- launch API ----
@@ -160,30 +177,40 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI __cudaLaunchKernel_ptsz(cudaKernel_t kernel
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel(const void* func, dim3 gridDim,
                                                       dim3 blockDim, void** /*args*/,
                                                       size_t sharedMem, cudaStream_t stream) {
-  return rt::record(rt::launch(func, gridDim, blockDim, sharedMem, stream, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaLaunchKernel_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::launch(func, gridDim, blockDim, sharedMem, stream, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel_ptsz(const void* func, dim3 gridDim,
                                                            dim3 blockDim, void** /*args*/,
                                                            size_t sharedMem, cudaStream_t stream) {
-  return rt::record(rt::launch(func, gridDim, blockDim, sharedMem, stream, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaLaunchKernel_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::launch(func, gridDim, blockDim, sharedMem, stream, kPerThread));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t* config,
                                                          const void* func, void** /*args*/) {
-  return rt::record(rt::launch_ex(config, func, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaLaunchKernelExC_v11060), [&]() -> cudaError_t {
+    return rt::record(rt::launch_ex(config, func, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
                                                               const void* func, void** /*args*/) {
-  return rt::record(rt::launch_ex(config, func, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaLaunchKernelExC_ptsz_v11060), [&]() -> cudaError_t {
+    return rt::record(rt::launch_ex(config, func, kPerThread));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchCooperativeKernel(const void* func, dim3 gridDim,
                                                                  dim3 blockDim, void** /*args*/,
                                                                  size_t sharedMem,
                                                                  cudaStream_t stream) {
-  return rt::record(rt::launch(func, gridDim, blockDim, sharedMem, stream, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaLaunchCooperativeKernel_v9000), [&]() -> cudaError_t {
+    return rt::record(rt::launch(func, gridDim, blockDim, sharedMem, stream, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchCooperativeKernel_ptsz(const void* func,
@@ -191,58 +218,72 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchCooperativeKernel_ptsz(const void
                                                                       void** /*args*/,
                                                                       size_t sharedMem,
                                                                       cudaStream_t stream) {
-  return rt::record(rt::launch(func, gridDim, blockDim, sharedMem, stream, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaLaunchCooperativeKernel_ptsz_v9000), [&]() -> cudaError_t {
+    return rt::record(rt::launch(func, gridDim, blockDim, sharedMem, stream, kPerThread));
+  });
 }
 
 // ---- functions ----
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetKernel(cudaKernel_t* kernelPtr,
                                                    const void* entryFuncAddr) {
-  return rt::record(rt::get_kernel(kernelPtr, entryFuncAddr));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetKernel_v12000), [&]() -> cudaError_t {
+    return rt::record(rt::get_kernel(kernelPtr, entryFuncAddr));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetFuncBySymbol(cudaFunction_t* functionPtr,
                                                          const void* symbolPtr) {
-  if (functionPtr == nullptr) return rt::record(cudaErrorInvalidValue);
-  const Kernel* k = kernels().find(symbolPtr);
-  if (k == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
-  *functionPtr = reinterpret_cast<cudaFunction_t>(const_cast<Kernel*>(k));
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetFuncBySymbol_v11000), [&]() -> cudaError_t {
+    if (functionPtr == nullptr) return rt::record(cudaErrorInvalidValue);
+    const Kernel* k = kernels().find(symbolPtr);
+    if (k == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
+    *functionPtr = reinterpret_cast<cudaFunction_t>(const_cast<Kernel*>(k));
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFuncGetName(const char** name, const void* func) {
-  if (name == nullptr) return rt::record(cudaErrorInvalidValue);
-  const Kernel* k = kernels().find(func);
-  if (k == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
-  *name = k->name.c_str();
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaFuncGetName_v12030), [&]() -> cudaError_t {
+    if (name == nullptr) return rt::record(cudaErrorInvalidValue);
+    const Kernel* k = kernels().find(func);
+    if (k == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
+    *name = k->name.c_str();
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFuncGetAttributes(cudaFuncAttributes* attr,
                                                            const void* func) {
-  if (attr == nullptr) return rt::record(cudaErrorInvalidValue);
-  if (kernels().find(func) == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
-  std::memset(attr, 0, sizeof *attr);
-  attr->maxThreadsPerBlock = int(rt::kMaxThreadsPerBlock);
-  attr->numRegs = 32;
-  attr->ptxVersion = 75;
-  attr->binaryVersion = 75;
-  attr->maxDynamicSharedSizeBytes = 48 << 10;
-  attr->preferredShmemCarveout = -1;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaFuncGetAttributes_v3020), [&]() -> cudaError_t {
+    if (attr == nullptr) return rt::record(cudaErrorInvalidValue);
+    if (kernels().find(func) == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
+    std::memset(attr, 0, sizeof *attr);
+    attr->maxThreadsPerBlock = int(rt::kMaxThreadsPerBlock);
+    attr->numRegs = 32;
+    attr->ptxVersion = 75;
+    attr->binaryVersion = 75;
+    attr->maxDynamicSharedSizeBytes = 48 << 10;
+    attr->preferredShmemCarveout = -1;
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr,
                                                           int /*value*/) {
-  if (int(attr) < 0 || int(attr) >= int(cudaFuncAttributeMax)) {
-    return rt::record(cudaErrorInvalidValue);
-  }
-  if (kernels().find(func) == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaFuncSetAttribute_v9000), [&]() -> cudaError_t {
+    if (int(attr) < 0 || int(attr) >= int(cudaFuncAttributeMax)) {
+      return rt::record(cudaErrorInvalidValue);
+    }
+    if (kernels().find(func) == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFuncSetCacheConfig(const void* func,
                                                             cudaFuncCache /*cacheConfig*/) {
-  if (kernels().find(func) == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaFuncSetCacheConfig_v3020), [&]() -> cudaError_t {
+    if (kernels().find(func) == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
+    return cudaSuccess;
+  });
 }

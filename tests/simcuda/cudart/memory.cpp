@@ -150,6 +150,13 @@ cudaError_t copy(void* dst, const void* src, const Rect& r, cudaMemcpyKind kind,
   } else {
     work.effect = [dst, src, r] { copy_rect(dst, src, r); };
   }
+  if (activity::active()) {
+    auto info = activity::new_op_info(activity::OpType::kMemcpy);
+    info->src = activity::memory_of(src);
+    info->dst = activity::memory_of(dst);
+    info->bytes = uint64_t(r.width) * r.height;
+    work.info = std::move(info);
+  }
   OpTimes times;
   if (Status s = timeline().submit(sid, std::move(work), &times); s != Status::kOk) {
     return from_status(s);
@@ -189,6 +196,13 @@ cudaError_t set(void* ptr, int value, size_t pitch, size_t width, size_t height,
       std::memset(static_cast<char*>(ptr) + row * pitch, value, width);
     }
   };
+  if (activity::active()) {
+    auto info = activity::new_op_info(activity::OpType::kMemset);
+    info->dst = activity::memory_of(ptr);
+    info->bytes = uint64_t(width) * height;
+    info->value = uint32_t(value);
+    work.info = std::move(info);
+  }
   OpTimes times;
   if (Status s = timeline().submit(sid, std::move(work), &times); s != Status::kOk) {
     return from_status(s);
@@ -244,7 +258,13 @@ cudaError_t free_async(void* ptr, cudaStream_t stream, DefaultStream flavour) {
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
   if (Status s = memory().mark_free_pending(ptr); s != Status::kOk) return from_status(s);
-  Work work{OpKind::kFree, 0, [ptr] { memory().release_pending(ptr); }};
+  Work work{OpKind::kFree, 0, [ptr] { memory().release_pending(ptr); }, {}};
+  if (activity::active()) {
+    auto info = activity::new_op_info(activity::OpType::kFree);
+    info->address = reinterpret_cast<uintptr_t>(ptr);
+    if (std::optional<Allocation> a = memory().find(ptr)) info->bytes = a->size;
+    work.info = std::move(info);
+  }
   if (Status s = timeline().submit(sid, std::move(work)); s != Status::kOk) {
     memory().cancel_free_pending(ptr);
     return from_status(s);
@@ -293,171 +313,217 @@ using rt::kPerThread;
 // ---- allocation ----
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
-  return rt::record(rt::malloc_device(devPtr, size));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMalloc_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::malloc_device(devPtr, size));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFree(void* devPtr) {
-  return rt::record(rt::free_device_memory(devPtr));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaFree_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::free_device_memory(devPtr));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void** devPtr, size_t size,
                                                        unsigned int flags) {
-  if (size == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)) {
-    return rt::record(cudaErrorInvalidValue);
-  }
-  return rt::record(rt::allocate(MemoryKind::kManaged, devPtr, size, flags));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMallocManaged_v6000), [&]() -> cudaError_t {
+    if (size == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)) {
+      return rt::record(cudaErrorInvalidValue);
+    }
+    return rt::record(rt::allocate(MemoryKind::kManaged, devPtr, size, flags));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
-  return rt::record(rt::allocate(MemoryKind::kPinnedHost, ptr, size, 0));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMallocHost_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::allocate(MemoryKind::kPinnedHost, ptr, size, 0));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
-  constexpr unsigned kValid = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
-  if ((flags & ~kValid) != 0) return rt::record(cudaErrorInvalidValue);
-  return rt::record(rt::allocate(MemoryKind::kPinnedHost, pHost, size, flags));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaHostAlloc_v3020), [&]() -> cudaError_t {
+    constexpr unsigned kValid = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+    if ((flags & ~kValid) != 0) return rt::record(cudaErrorInvalidValue);
+    return rt::record(rt::allocate(MemoryKind::kPinnedHost, pHost, size, flags));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;
-  std::optional<Allocation> a = memory().find(ptr);
-  if (!a || a->kind != MemoryKind::kPinnedHost || a->base != reinterpret_cast<uintptr_t>(ptr)) {
-    return rt::record(cudaErrorInvalidValue);
-  }
-  // Pinned memory may be the source or target of work on any device.
-  timeline().synchronize_all();
-  return rt::record(rt::from_status(memory().release(ptr, {MemoryKind::kPinnedHost})));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaFreeHost_v3020), [&]() -> cudaError_t {
+    if (ptr == nullptr) return cudaSuccess;
+    std::optional<Allocation> a = memory().find(ptr);
+    if (!a || a->kind != MemoryKind::kPinnedHost || a->base != reinterpret_cast<uintptr_t>(ptr)) {
+      return rt::record(cudaErrorInvalidValue);
+    }
+    // Pinned memory may be the source or target of work on any device.
+    timeline().synchronize_all();
+    return rt::record(rt::from_status(memory().release(ptr, {MemoryKind::kPinnedHost})));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
-  constexpr unsigned kValid = cudaHostRegisterPortable | cudaHostRegisterMapped |
-                              cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
-  if ((flags & ~kValid) != 0) return rt::record(cudaErrorInvalidValue);
-  int device;
-  if (cudaError_t e = rt::current_device(&device); e) return rt::record(e);
-  return rt::record(rt::from_status(memory().register_host(ptr, size, flags, device)));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaHostRegister_v4000), [&]() -> cudaError_t {
+    constexpr unsigned kValid = cudaHostRegisterPortable | cudaHostRegisterMapped |
+                                cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
+    if ((flags & ~kValid) != 0) return rt::record(cudaErrorInvalidValue);
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e) return rt::record(e);
+    return rt::record(rt::from_status(memory().register_host(ptr, size, flags, device)));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostUnregister(void* ptr) {
-  return rt::record(rt::from_status(memory().unregister_host(ptr)));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaHostUnregister_v4000), [&]() -> cudaError_t {
+    return rt::record(rt::from_status(memory().unregister_host(ptr)));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** pDevice, void* pHost,
                                                               unsigned int flags) {
-  if (pDevice == nullptr || flags != 0) return rt::record(cudaErrorInvalidValue);
-  std::optional<Allocation> a = memory().find(pHost);
-  if (!a || !is_pinned_host(a->kind)) return rt::record(cudaErrorInvalidValue);
-  // Unified addressing: the device sees host memory at the host address.
-  *pDevice = pHost;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaHostGetDevicePointer_v3020), [&]() -> cudaError_t {
+    if (pDevice == nullptr || flags != 0) return rt::record(cudaErrorInvalidValue);
+    std::optional<Allocation> a = memory().find(pHost);
+    if (!a || !is_pinned_host(a->kind)) return rt::record(cudaErrorInvalidValue);
+    // Unified addressing: the device sees host memory at the host address.
+    *pDevice = pHost;
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostGetFlags(unsigned int* pFlags, void* pHost) {
-  if (pFlags == nullptr) return rt::record(cudaErrorInvalidValue);
-  std::optional<Allocation> a = memory().find(pHost);
-  if (!a || a->kind != MemoryKind::kPinnedHost) return rt::record(cudaErrorInvalidValue);
-  *pFlags = a->flags;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaHostGetFlags_v3020), [&]() -> cudaError_t {
+    if (pFlags == nullptr) return rt::record(cudaErrorInvalidValue);
+    std::optional<Allocation> a = memory().find(pHost);
+    if (!a || a->kind != MemoryKind::kPinnedHost) return rt::record(cudaErrorInvalidValue);
+    *pFlags = a->flags;
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total) {
-  if (free == nullptr || total == nullptr) return rt::record(cudaErrorInvalidValue);
-  int device;
-  if (cudaError_t e = rt::current_device(&device); e) return rt::record(e);
-  *total = config().device_memory_bytes;
-  *free = *total - memory().used(device);
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemGetInfo_v3020), [&]() -> cudaError_t {
+    if (free == nullptr || total == nullptr) return rt::record(cudaErrorInvalidValue);
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e) return rt::record(e);
+    *total = config().device_memory_bytes;
+    *free = *total - memory().used(device);
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttributes* attributes,
                                                               const void* ptr) {
-  if (attributes == nullptr) return rt::record(cudaErrorInvalidValue);
-  std::memset(attributes, 0, sizeof *attributes);
-  std::optional<Allocation> a = memory().find(ptr);
-  if (!a) {
-    attributes->type = cudaMemoryTypeUnregistered;
-    attributes->device = cudaInvalidDeviceId;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaPointerGetAttributes_v4000), [&]() -> cudaError_t {
+    if (attributes == nullptr) return rt::record(cudaErrorInvalidValue);
+    std::memset(attributes, 0, sizeof *attributes);
+    std::optional<Allocation> a = memory().find(ptr);
+    if (!a) {
+      attributes->type = cudaMemoryTypeUnregistered;
+      attributes->device = cudaInvalidDeviceId;
+      return cudaSuccess;
+    }
+    attributes->device = a->device;
+    attributes->devicePointer = const_cast<void*>(ptr);
+    switch (a->kind) {
+      case MemoryKind::kDevice:
+        attributes->type = cudaMemoryTypeDevice;
+        break;
+      case MemoryKind::kManaged:
+        attributes->type = cudaMemoryTypeManaged;
+        attributes->hostPointer = const_cast<void*>(ptr);
+        break;
+      case MemoryKind::kPinnedHost:
+      case MemoryKind::kRegisteredHost:
+        attributes->type = cudaMemoryTypeHost;
+        attributes->hostPointer = const_cast<void*>(ptr);
+        break;
+    }
     return cudaSuccess;
-  }
-  attributes->device = a->device;
-  attributes->devicePointer = const_cast<void*>(ptr);
-  switch (a->kind) {
-    case MemoryKind::kDevice:
-      attributes->type = cudaMemoryTypeDevice;
-      break;
-    case MemoryKind::kManaged:
-      attributes->type = cudaMemoryTypeManaged;
-      attributes->hostPointer = const_cast<void*>(ptr);
-      break;
-    case MemoryKind::kPinnedHost:
-    case MemoryKind::kRegisteredHost:
-      attributes->type = cudaMemoryTypeHost;
-      attributes->hostPointer = const_cast<void*>(ptr);
-      break;
-  }
-  return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size,
                                                      cudaStream_t hStream) {
-  return rt::record(rt::malloc_async(devPtr, size, hStream, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMallocAsync_v11020), [&]() -> cudaError_t {
+    return rt::record(rt::malloc_async(devPtr, size, hStream, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void** devPtr, size_t size,
                                                           cudaStream_t hStream) {
-  return rt::record(rt::malloc_async(devPtr, size, hStream, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMallocAsync_ptsz_v11020), [&]() -> cudaError_t {
+    return rt::record(rt::malloc_async(devPtr, size, hStream, kPerThread));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
-  return rt::record(rt::free_async(devPtr, hStream, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaFreeAsync_v11020), [&]() -> cudaError_t {
+    return rt::record(rt::free_async(devPtr, hStream, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) {
-  return rt::record(rt::free_async(devPtr, hStream, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaFreeAsync_ptsz_v11020), [&]() -> cudaError_t {
+    return rt::record(rt::free_async(devPtr, hStream, kPerThread));
+  });
 }
 
 // ---- copies ----
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count,
                                                 cudaMemcpyKind kind) {
-  return rt::record(rt::copy_1d(dst, src, count, kind, nullptr, kLegacy, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpy_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::copy_1d(dst, src, count, kind, nullptr, kLegacy, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy_ptds(void* dst, const void* src, size_t count,
                                                      cudaMemcpyKind kind) {
-  return rt::record(rt::copy_1d(dst, src, count, kind, nullptr, kPerThread, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpy_ptds_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::copy_1d(dst, src, count, kind, nullptr, kPerThread, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count,
                                                      cudaMemcpyKind kind, cudaStream_t stream) {
-  return rt::record(rt::copy_1d(dst, src, count, kind, stream, kLegacy, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpyAsync_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::copy_1d(dst, src, count, kind, stream, kLegacy, false));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count,
                                                           cudaMemcpyKind kind,
                                                           cudaStream_t stream) {
-  return rt::record(rt::copy_1d(dst, src, count, kind, stream, kPerThread, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpyAsync_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::copy_1d(dst, src, count, kind, stream, kPerThread, false));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy2D(void* dst, size_t dpitch, const void* src,
                                                   size_t spitch, size_t width, size_t height,
                                                   cudaMemcpyKind kind) {
-  return rt::record(
-      rt::copy(dst, src, {width, height, dpitch, spitch}, kind, nullptr, kLegacy, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpy2D_v3020), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy(dst, src, {width, height, dpitch, spitch}, kind, nullptr, kLegacy, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src,
                                                        size_t spitch, size_t width, size_t height,
                                                        cudaMemcpyKind kind) {
-  return rt::record(
-      rt::copy(dst, src, {width, height, dpitch, spitch}, kind, nullptr, kPerThread, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpy2D_ptds_v7000), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy(dst, src, {width, height, dpitch, spitch}, kind, nullptr, kPerThread, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src,
                                                        size_t spitch, size_t width, size_t height,
                                                        cudaMemcpyKind kind, cudaStream_t stream) {
-  return rt::record(
-      rt::copy(dst, src, {width, height, dpitch, spitch}, kind, stream, kLegacy, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpy2DAsync_v3020), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy(dst, src, {width, height, dpitch, spitch}, kind, stream, kLegacy, false));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch,
@@ -465,104 +531,136 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy2DAsync_ptsz(void* dst, size_t dp
                                                             size_t width, size_t height,
                                                             cudaMemcpyKind kind,
                                                             cudaStream_t stream) {
-  return rt::record(
-      rt::copy(dst, src, {width, height, dpitch, spitch}, kind, stream, kPerThread, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpy2DAsync_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy(dst, src, {width, height, dpitch, spitch}, kind, stream, kPerThread, false));
+  });
 }
 
 // ---- memset ----
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
-  return rt::record(rt::set(devPtr, value, count, count, 1, nullptr, kLegacy, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemset_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::set(devPtr, value, count, count, 1, nullptr, kLegacy, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset_ptds(void* devPtr, int value, size_t count) {
-  return rt::record(rt::set(devPtr, value, count, count, 1, nullptr, kPerThread, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemset_ptds_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::set(devPtr, value, count, count, 1, nullptr, kPerThread, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count,
                                                      cudaStream_t stream) {
-  return rt::record(rt::set(devPtr, value, count, count, 1, stream, kLegacy, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemsetAsync_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::set(devPtr, value, count, count, 1, stream, kLegacy, false));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count,
                                                           cudaStream_t stream) {
-  return rt::record(rt::set(devPtr, value, count, count, 1, stream, kPerThread, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemsetAsync_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::set(devPtr, value, count, count, 1, stream, kPerThread, false));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset2D(void* devPtr, size_t pitch, int value,
                                                   size_t width, size_t height) {
-  return rt::record(rt::set(devPtr, value, pitch, width, height, nullptr, kLegacy, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemset2D_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::set(devPtr, value, pitch, width, height, nullptr, kLegacy, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset2D_ptds(void* devPtr, size_t pitch, int value,
                                                        size_t width, size_t height) {
-  return rt::record(rt::set(devPtr, value, pitch, width, height, nullptr, kPerThread, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemset2D_ptds_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::set(devPtr, value, pitch, width, height, nullptr, kPerThread, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset2DAsync(void* devPtr, size_t pitch, int value,
                                                        size_t width, size_t height,
                                                        cudaStream_t stream) {
-  return rt::record(rt::set(devPtr, value, pitch, width, height, stream, kLegacy, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemset2DAsync_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::set(devPtr, value, pitch, width, height, stream, kLegacy, false));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemset2DAsync_ptsz(void* devPtr, size_t pitch, int value,
                                                             size_t width, size_t height,
                                                             cudaStream_t stream) {
-  return rt::record(rt::set(devPtr, value, pitch, width, height, stream, kPerThread, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemset2DAsync_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::set(devPtr, value, pitch, width, height, stream, kPerThread, false));
+  });
 }
 
 // ---- module variables ----
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetSymbolAddress(void** devPtr, const void* symbol) {
-  if (devPtr == nullptr) return rt::record(cudaErrorInvalidValue);
-  std::optional<Symbol> s = kernels().find_symbol(symbol);
-  if (!s) return rt::record(cudaErrorInvalidSymbol);
-  *devPtr = s->device_ptr;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetSymbolAddress_v3020), [&]() -> cudaError_t {
+    if (devPtr == nullptr) return rt::record(cudaErrorInvalidValue);
+    std::optional<Symbol> s = kernels().find_symbol(symbol);
+    if (!s) return rt::record(cudaErrorInvalidSymbol);
+    *devPtr = s->device_ptr;
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetSymbolSize(size_t* size, const void* symbol) {
-  if (size == nullptr) return rt::record(cudaErrorInvalidValue);
-  std::optional<Symbol> s = kernels().find_symbol(symbol);
-  if (!s) return rt::record(cudaErrorInvalidSymbol);
-  *size = s->size;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetSymbolSize_v3020), [&]() -> cudaError_t {
+    if (size == nullptr) return rt::record(cudaErrorInvalidValue);
+    std::optional<Symbol> s = kernels().find_symbol(symbol);
+    if (!s) return rt::record(cudaErrorInvalidSymbol);
+    *size = s->size;
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbol(const void* symbol, const void* src,
                                                         size_t count, size_t offset,
                                                         cudaMemcpyKind kind) {
-  return rt::record(
-      rt::copy_to_symbol(symbol, src, count, offset, kind, nullptr, kLegacy, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpyToSymbol_v3020), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy_to_symbol(symbol, src, count, offset, kind, nullptr, kLegacy, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbol_ptds(const void* symbol, const void* src,
                                                              size_t count, size_t offset,
                                                              cudaMemcpyKind kind) {
-  return rt::record(
-      rt::copy_to_symbol(symbol, src, count, offset, kind, nullptr, kPerThread, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpyToSymbol_ptds_v7000), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy_to_symbol(symbol, src, count, offset, kind, nullptr, kPerThread, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbol(void* dst, const void* symbol,
                                                           size_t count, size_t offset,
                                                           cudaMemcpyKind kind) {
-  return rt::record(
-      rt::copy_from_symbol(dst, symbol, count, offset, kind, nullptr, kLegacy, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpyFromSymbol_v3020), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy_from_symbol(dst, symbol, count, offset, kind, nullptr, kLegacy, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol,
                                                                size_t count, size_t offset,
                                                                cudaMemcpyKind kind) {
-  return rt::record(
-      rt::copy_from_symbol(dst, symbol, count, offset, kind, nullptr, kPerThread, true));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpyFromSymbol_ptds_v7000), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy_from_symbol(dst, symbol, count, offset, kind, nullptr, kPerThread, true));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync(const void* symbol, const void* src,
                                                              size_t count, size_t offset,
                                                              cudaMemcpyKind kind,
                                                              cudaStream_t stream) {
-  return rt::record(
-      rt::copy_to_symbol(symbol, src, count, offset, kind, stream, kLegacy, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpyToSymbolAsync_v3020), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy_to_symbol(symbol, src, count, offset, kind, stream, kLegacy, false));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync_ptsz(const void* symbol,
@@ -570,24 +668,30 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyToSymbolAsync_ptsz(const void* sy
                                                                   size_t offset,
                                                                   cudaMemcpyKind kind,
                                                                   cudaStream_t stream) {
-  return rt::record(
-      rt::copy_to_symbol(symbol, src, count, offset, kind, stream, kPerThread, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpyToSymbolAsync_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy_to_symbol(symbol, src, count, offset, kind, stream, kPerThread, false));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync(void* dst, const void* symbol,
                                                                size_t count, size_t offset,
                                                                cudaMemcpyKind kind,
                                                                cudaStream_t stream) {
-  return rt::record(
-      rt::copy_from_symbol(dst, symbol, count, offset, kind, stream, kLegacy, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpyFromSymbolAsync_v3020), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy_from_symbol(dst, symbol, count, offset, kind, stream, kLegacy, false));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol,
                                                                     size_t count, size_t offset,
                                                                     cudaMemcpyKind kind,
                                                                     cudaStream_t stream) {
-  return rt::record(
-      rt::copy_from_symbol(dst, symbol, count, offset, kind, stream, kPerThread, false));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpyFromSymbolAsync_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(
+        rt::copy_from_symbol(dst, symbol, count, offset, kind, stream, kPerThread, false));
+  });
 }
 
 namespace simcuda::rt {
@@ -622,35 +726,47 @@ cudaError_t prefetch_to_device(const void* ptr, size_t count, int device, cudaSt
 #if CUDART_VERSION >= 13000
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void* devPtr, size_t count, cudaMemLocation location,
                                                           unsigned int, cudaStream_t stream) {
-  return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPrefetchAsync_v12020), [&]() -> cudaError_t {
+    return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void* devPtr, size_t count,
                                                                cudaMemLocation location, unsigned int,
                                                                cudaStream_t stream) {
-  return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPrefetchAsync_ptsz_v12020), [&]() -> cudaError_t {
+    return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kPerThread));
+  });
 }
 #else
 // CUDA 12: a device number (cudaCpuDeviceId for the host); _v2 has CUDA 13's prototype.
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void* devPtr, size_t count, int dstDevice,
                                                           cudaStream_t stream) {
-  return rt::record(rt::prefetch_to_device(devPtr, count, dstDevice, stream, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPrefetchAsync_v8000), [&]() -> cudaError_t {
+    return rt::record(rt::prefetch_to_device(devPtr, count, dstDevice, stream, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync_ptsz(const void* devPtr, size_t count, int dstDevice,
                                                                cudaStream_t stream) {
-  return rt::record(rt::prefetch_to_device(devPtr, count, dstDevice, stream, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPrefetchAsync_ptsz_v8000), [&]() -> cudaError_t {
+    return rt::record(rt::prefetch_to_device(devPtr, count, dstDevice, stream, kPerThread));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync_v2(const void* devPtr, size_t count,
                                                              cudaMemLocation location, unsigned int,
                                                              cudaStream_t stream) {
-  return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPrefetchAsync_v12020), [&]() -> cudaError_t {
+    return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPrefetchAsync_v2_ptsz(const void* devPtr, size_t count,
                                                                   cudaMemLocation location, unsigned int,
                                                                   cudaStream_t stream) {
-  return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPrefetchAsync_ptsz_v12020), [&]() -> cudaError_t {
+    return rt::record(rt::prefetch(devPtr, count, location.type, location.id, stream, kPerThread));
+  });
 }
 #endif

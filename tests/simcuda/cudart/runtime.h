@@ -12,6 +12,11 @@
 
 #include <cstdint>
 
+// The CUPTI cbids of CUDA 13 (copied beside the build, see CMakeLists.txt, so that the CUDA 12 build
+// of this runtime, which has no CUPTI headers of its own, reports the same ids).
+#include "cupti_runtime_cbid.h"
+
+#include "core/activity.h"
 #include "core/config.h"
 #include "core/kernels.h"
 #include "core/memory.h"
@@ -19,6 +24,7 @@
 #include "nvcc_abi.h"
 
 #define SIMCUDA_EXPORT extern "C" __attribute__((visibility("default")))
+#define SIMCUDA_RUNTIME_CBID(name) CUPTI_RUNTIME_TRACE_CBID_##name
 
 namespace simcuda::rt {
 
@@ -92,6 +98,13 @@ const DriverApi* driver();
 cudaError_t bind_context(const DriverApi& d, int device);
 cudaError_t from_driver(CUresult r);
 inline int flavour_index(DefaultStream f) { return f == DefaultStream::kLegacy ? 0 : 1; }
+
+// Runs an export's body as one runtime API call for a profiler (core/activity.h): every export that
+// has a CUPTI cbid goes through this.
+template <class F>
+inline cudaError_t traced(uint32_t cbid, F&& body) {
+  return activity::traced(activity::Domain::kRuntime, cbid, body);
+}
 
 cudaError_t launch(const void* function_or_handle, dim3 grid, dim3 block, size_t shared_mem,
                    cudaStream_t stream, DefaultStream flavour);

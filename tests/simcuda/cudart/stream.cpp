@@ -37,6 +37,13 @@ cudaError_t stream_info(cudaStream_t stream, DefaultStream flavour, StreamInfo* 
   return from_status(timeline().stream_info(sid, info));
 }
 
+// The device of a stream, for a profiler's records; only asked while one listens.
+int device_of(StreamId sid) {
+  StreamInfo info;
+  if (!activity::active() || timeline().stream_info(sid, &info) != Status::kOk) return 0;
+  return info.device;
+}
+
 cudaError_t synchronize_stream(cudaStream_t stream, DefaultStream flavour) {
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
@@ -46,7 +53,8 @@ cudaError_t synchronize_stream(cudaStream_t stream, DefaultStream flavour) {
     if (cudaError_t e = bind_context(*d, device); e) return e;
     return from_driver(d->stream_synchronize[flavour_index(flavour)](stream));
   }
-  return from_status(timeline().synchronize_stream(sid));
+  return activity::timed_sync(activity::SyncType::kStream, device_of(sid), sid, 0,
+                              [&] { return from_status(timeline().synchronize_stream(sid)); });
 }
 
 cudaError_t query_stream(cudaStream_t stream, DefaultStream flavour) {
@@ -82,7 +90,8 @@ cudaError_t wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags,
   EventId eid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
   if (cudaError_t e = event_id(event, &eid); e) return e;
-  return from_status(timeline().stream_wait_event(sid, eid));
+  return activity::timed_sync(activity::SyncType::kStreamWaitEvent, device_of(sid), sid, eid,
+                              [&] { return from_status(timeline().stream_wait_event(sid, eid)); });
 }
 
 cudaError_t record_event(cudaEvent_t event, cudaStream_t stream, unsigned flags,
@@ -100,7 +109,7 @@ cudaError_t record_event(cudaEvent_t event, cudaStream_t stream, unsigned flags,
 cudaError_t add_host_work(cudaStream_t stream, DefaultStream flavour, std::function<void()> fn) {
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
-  return from_status(timeline().submit(sid, Work{OpKind::kHostFunc, 0, std::move(fn)}));
+  return from_status(timeline().submit(sid, Work{OpKind::kHostFunc, 0, std::move(fn), {}}));
 }
 
 cudaError_t launch_host_func(cudaStream_t stream, cudaHostFn_t fn, void* user_data,
@@ -126,181 +135,239 @@ using rt::kPerThread;
 // ---- streams ----
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) {
-  return rt::record(rt::create_stream(pStream, cudaStreamDefault, 0));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamCreate_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::create_stream(pStream, cudaStreamDefault, 0));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream,
                                                                unsigned int flags) {
-  return rt::record(rt::create_stream(pStream, flags, 0));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamCreateWithFlags_v5000), [&]() -> cudaError_t {
+    return rt::record(rt::create_stream(pStream, flags, 0));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamCreateWithPriority(cudaStream_t* pStream,
                                                                   unsigned int flags,
                                                                   int priority) {
-  return rt::record(rt::create_stream(pStream, flags, priority));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamCreateWithPriority_v5050), [&]() -> cudaError_t {
+    return rt::record(rt::create_stream(pStream, flags, priority));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
-  StreamId id;
-  // The default streams are not the application's to destroy.
-  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
-    return rt::record(cudaErrorInvalidResourceHandle);
-  }
-  if (cudaError_t e = rt::resolve_stream(stream, kLegacy, &id); e) return rt::record(e);
-  return rt::record(rt::from_status(timeline().destroy_stream(id)));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamDestroy_v5050), [&]() -> cudaError_t {
+    StreamId id;
+    // The default streams are not the application's to destroy.
+    if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
+      return rt::record(cudaErrorInvalidResourceHandle);
+    }
+    if (cudaError_t e = rt::resolve_stream(stream, kLegacy, &id); e) return rt::record(e);
+    return rt::record(rt::from_status(timeline().destroy_stream(id)));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
-  return rt::record(rt::synchronize_stream(stream, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamSynchronize_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::synchronize_stream(stream, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream) {
-  return rt::record(rt::synchronize_stream(stream, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamSynchronize_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::synchronize_stream(stream, kPerThread));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
-  return rt::record(rt::query_stream(stream, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamQuery_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::query_stream(stream, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamQuery_ptsz(cudaStream_t stream) {
-  return rt::record(rt::query_stream(stream, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamQuery_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::query_stream(stream, kPerThread));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                                          unsigned int flags) {
-  return rt::record(rt::wait_event(stream, event, flags, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamWaitEvent_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::wait_event(stream, event, flags, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamWaitEvent_ptsz(cudaStream_t stream,
                                                               cudaEvent_t event,
                                                               unsigned int flags) {
-  return rt::record(rt::wait_event(stream, event, flags, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamWaitEvent_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::wait_event(stream, event, flags, kPerThread));
+  });
 }
 
-#define SIMCUDA_STREAM_GETTER(name, type, flavour, expr)                              \
+#define SIMCUDA_STREAM_GETTER(name, cbid, type, flavour, expr)                        \
   SIMCUDA_EXPORT cudaError_t CUDARTAPI name(cudaStream_t hStream, type* out) {        \
-    if (out == nullptr) return rt::record(cudaErrorInvalidValue);                     \
-    StreamInfo info;                                                                  \
-    StreamId id;                                                                      \
-    if (cudaError_t e = rt::stream_info(hStream, flavour, &info, &id); e) {           \
-      return rt::record(e);                                                           \
-    }                                                                                 \
-    *out = static_cast<type>(expr);                                                   \
-    return cudaSuccess;                                                               \
+    return rt::traced(SIMCUDA_RUNTIME_CBID(cbid), [&]() -> cudaError_t {              \
+      if (out == nullptr) return rt::record(cudaErrorInvalidValue);                   \
+      StreamInfo info;                                                                \
+      StreamId id;                                                                    \
+      if (cudaError_t e = rt::stream_info(hStream, flavour, &info, &id); e) {         \
+        return rt::record(e);                                                         \
+      }                                                                               \
+      *out = static_cast<type>(expr);                                                 \
+      return cudaSuccess;                                                             \
+    });                                                                               \
   }
 
-SIMCUDA_STREAM_GETTER(cudaStreamGetFlags, unsigned int, kLegacy, info.flags)
-SIMCUDA_STREAM_GETTER(cudaStreamGetFlags_ptsz, unsigned int, kPerThread, info.flags)
-SIMCUDA_STREAM_GETTER(cudaStreamGetPriority, int, kLegacy, info.priority)
-SIMCUDA_STREAM_GETTER(cudaStreamGetPriority_ptsz, int, kPerThread, info.priority)
-SIMCUDA_STREAM_GETTER(cudaStreamGetDevice, int, kLegacy, info.device)
-SIMCUDA_STREAM_GETTER(cudaStreamGetDevice_ptsz, int, kPerThread, info.device)
-SIMCUDA_STREAM_GETTER(cudaStreamGetId, unsigned long long, kLegacy, id)
-SIMCUDA_STREAM_GETTER(cudaStreamGetId_ptsz, unsigned long long, kPerThread, id)
+SIMCUDA_STREAM_GETTER(cudaStreamGetFlags, cudaStreamGetFlags_v5050, unsigned int, kLegacy, info.flags)
+SIMCUDA_STREAM_GETTER(cudaStreamGetFlags_ptsz, cudaStreamGetFlags_ptsz_v7000, unsigned int, kPerThread, info.flags)
+SIMCUDA_STREAM_GETTER(cudaStreamGetPriority, cudaStreamGetPriority_v5050, int, kLegacy, info.priority)
+SIMCUDA_STREAM_GETTER(cudaStreamGetPriority_ptsz, cudaStreamGetPriority_ptsz_v7000, int, kPerThread, info.priority)
+SIMCUDA_STREAM_GETTER(cudaStreamGetDevice, cudaStreamGetDevice_v12080, int, kLegacy, info.device)
+SIMCUDA_STREAM_GETTER(cudaStreamGetDevice_ptsz, cudaStreamGetDevice_ptsz_v12080, int, kPerThread, info.device)
+SIMCUDA_STREAM_GETTER(cudaStreamGetId, cudaStreamGetId_v12000, unsigned long long, kLegacy, id)
+SIMCUDA_STREAM_GETTER(cudaStreamGetId_ptsz, cudaStreamGetId_ptsz_v12000, unsigned long long, kPerThread, id)
 
 #undef SIMCUDA_STREAM_GETTER
 
 // Nothing is ever captured into a graph here, but libraries ask before most stream work.
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
                                                            cudaStreamCaptureStatus* pCaptureStatus) {
-  if (pCaptureStatus == nullptr) return rt::record(cudaErrorInvalidValue);
-  StreamInfo info;
-  if (cudaError_t e = rt::stream_info(stream, kLegacy, &info); e) return rt::record(e);
-  *pCaptureStatus = cudaStreamCaptureStatusNone;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamIsCapturing_v10000), [&]() -> cudaError_t {
+    if (pCaptureStatus == nullptr) return rt::record(cudaErrorInvalidValue);
+    StreamInfo info;
+    if (cudaError_t e = rt::stream_info(stream, kLegacy, &info); e) return rt::record(e);
+    *pCaptureStatus = cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing_ptsz(
     cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus) {
-  if (pCaptureStatus == nullptr) return rt::record(cudaErrorInvalidValue);
-  StreamInfo info;
-  if (cudaError_t e = rt::stream_info(stream, kPerThread, &info); e) return rt::record(e);
-  *pCaptureStatus = cudaStreamCaptureStatusNone;
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamIsCapturing_ptsz_v10000), [&]() -> cudaError_t {
+    if (pCaptureStatus == nullptr) return rt::record(cudaErrorInvalidValue);
+    StreamInfo info;
+    if (cudaError_t e = rt::stream_info(stream, kPerThread, &info); e) return rt::record(e);
+    *pCaptureStatus = cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream,
                                                            cudaStreamCallback_t callback,
                                                            void* userData, unsigned int flags) {
-  return rt::record(rt::add_callback(stream, callback, userData, flags, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamAddCallback_v5000), [&]() -> cudaError_t {
+    return rt::record(rt::add_callback(stream, callback, userData, flags, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback_ptsz(cudaStream_t stream,
                                                                 cudaStreamCallback_t callback,
                                                                 void* userData,
                                                                 unsigned int flags) {
-  return rt::record(rt::add_callback(stream, callback, userData, flags, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamAddCallback_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::add_callback(stream, callback, userData, flags, kPerThread));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
                                                         void* userData) {
-  return rt::record(rt::launch_host_func(stream, fn, userData, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaLaunchHostFunc_v10000), [&]() -> cudaError_t {
+    return rt::record(rt::launch_host_func(stream, fn, userData, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn,
                                                              void* userData) {
-  return rt::record(rt::launch_host_func(stream, fn, userData, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaLaunchHostFunc_ptsz_v10000), [&]() -> cudaError_t {
+    return rt::record(rt::launch_host_func(stream, fn, userData, kPerThread));
+  });
 }
 
 // ---- events ----
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event,
                                                               unsigned int flags) {
-  return rt::record(rt::create_event(event, flags));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaEventCreateWithFlags_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::create_event(event, flags));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
-  return rt::record(rt::create_event(event, cudaEventDefault));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaEventCreate_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::create_event(event, cudaEventDefault));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
-  EventId id;
-  if (cudaError_t e = rt::event_id(event, &id); e) return rt::record(e);
-  return rt::record(rt::from_status(timeline().destroy_event(id)));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaEventDestroy_v3020), [&]() -> cudaError_t {
+    EventId id;
+    if (cudaError_t e = rt::event_id(event, &id); e) return rt::record(e);
+    return rt::record(rt::from_status(timeline().destroy_event(id)));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  return rt::record(rt::record_event(event, stream, 0, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaEventRecord_v3020), [&]() -> cudaError_t {
+    return rt::record(rt::record_event(event, stream, 0, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
-  return rt::record(rt::record_event(event, stream, 0, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaEventRecord_ptsz_v7000), [&]() -> cudaError_t {
+    return rt::record(rt::record_event(event, stream, 0, kPerThread));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t event,
                                                               cudaStream_t stream,
                                                               unsigned int flags) {
-  return rt::record(rt::record_event(event, stream, flags, kLegacy));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaEventRecordWithFlags_v11010), [&]() -> cudaError_t {
+    return rt::record(rt::record_event(event, stream, flags, kLegacy));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventRecordWithFlags_ptsz(cudaEvent_t event,
                                                                    cudaStream_t stream,
                                                                    unsigned int flags) {
-  return rt::record(rt::record_event(event, stream, flags, kPerThread));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaEventRecordWithFlags_ptsz_v11010), [&]() -> cudaError_t {
+    return rt::record(rt::record_event(event, stream, flags, kPerThread));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
-  EventId id;
-  if (cudaError_t e = rt::event_id(event, &id); e) return rt::record(e);
-  return rt::record(rt::from_status(timeline().query_event(id)));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaEventQuery_v3020), [&]() -> cudaError_t {
+    EventId id;
+    if (cudaError_t e = rt::event_id(event, &id); e) return rt::record(e);
+    return rt::record(rt::from_status(timeline().query_event(id)));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
-  EventId id;
-  if (cudaError_t e = rt::event_id(event, &id); e) return rt::record(e);
-  return rt::record(rt::from_status(timeline().synchronize_event(id)));
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaEventSynchronize_v3020), [&]() -> cudaError_t {
+    EventId id;
+    if (cudaError_t e = rt::event_id(event, &id); e) return rt::record(e);
+    EventInfo info{};
+    if (activity::active()) timeline().event_info(id, &info);
+    return rt::record(activity::timed_sync(activity::SyncType::kEvent, info.device, 0, id, [&] {
+      return rt::from_status(timeline().synchronize_event(id));
+    }));
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventElapsedTime(float* ms, cudaEvent_t start,
                                                           cudaEvent_t end) {
-  if (ms == nullptr) return rt::record(cudaErrorInvalidValue);
-  EventId a, b;
-  if (cudaError_t e = rt::event_id(start, &a); e) return rt::record(e);
-  if (cudaError_t e = rt::event_id(end, &b); e) return rt::record(e);
-  int64_t ns;
-  if (Status s = timeline().elapsed_ns(a, b, &ns); s != Status::kOk) {
-    return rt::record(rt::from_status(s));
-  }
-  *ms = float(double(ns) / 1e6);
-  return cudaSuccess;
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaEventElapsedTime_v12080), [&]() -> cudaError_t {
+    if (ms == nullptr) return rt::record(cudaErrorInvalidValue);
+    EventId a, b;
+    if (cudaError_t e = rt::event_id(start, &a); e) return rt::record(e);
+    if (cudaError_t e = rt::event_id(end, &b); e) return rt::record(e);
+    int64_t ns;
+    if (Status s = timeline().elapsed_ns(a, b, &ns); s != Status::kOk) {
+      return rt::record(rt::from_status(s));
+    }
+    *ms = float(double(ns) / 1e6);
+    return cudaSuccess;
+  });
 }

@@ -120,6 +120,9 @@ const Kernel* loaded_kernel(const void* handle) {
 struct Node {
   const Kernel* kernel;
   uint64_t duration_ns;
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_mem;
 };
 
 struct Graph {
@@ -172,7 +175,22 @@ struct Launch {
   CUstream stream;
   void** kernel_params;
   void** extra;
+  unsigned shared_mem;
 };
+
+// What a profiler is told about a kernel queued while it listens.
+std::shared_ptr<const activity::OpInfo> kernel_info(const Kernel& k, const unsigned grid[3],
+                                                     const unsigned block[3], unsigned shared_mem) {
+  if (!activity::active()) return nullptr;
+  auto info = activity::new_op_info(activity::OpType::kKernel);
+  info->name = k.name.c_str();
+  for (int i = 0; i < 3; ++i) {
+    info->grid[i] = grid[i];
+    info->block[i] = block[i];
+  }
+  info->dynamic_shared = shared_mem;
+  return info;
+}
 
 CUresult launch(const Launch& l, DefaultStream flavour) {
   if (CUresult e = check_initialized(); e) return e;
@@ -188,11 +206,13 @@ CUresult launch(const Launch& l, DefaultStream flavour) {
     std::lock_guard<std::mutex> lock(reg().graphs_mu);
     auto it = reg().capturing.find(sid);
     if (it != reg().capturing.end()) {
-      it->second->nodes.push_back(Node{k, duration});
+      it->second->nodes.push_back(Node{k, duration, {l.grid[0], l.grid[1], l.grid[2]},
+                                       {l.block[0], l.block[1], l.block[2]}, l.shared_mem});
       return CUDA_SUCCESS;
     }
   }
-  Status s = timeline().submit(sid, Work{OpKind::kKernel, duration, {}});
+  Status s = timeline().submit(
+      sid, Work{OpKind::kKernel, duration, {}, kernel_info(*k, l.grid, l.block, l.shared_mem)});
   if (s == Status::kOk) notify_launch(*k, duration);
   return from_status(s);
 }
@@ -201,7 +221,7 @@ CUresult launch_ex(const CUlaunchConfig* c, CUfunction f, void** params, void** 
                    DefaultStream flavour) {
   if (c == nullptr || (c->numAttrs > 0 && c->attrs == nullptr)) return CUDA_ERROR_INVALID_VALUE;
   return launch({f, {c->gridDimX, c->gridDimY, c->gridDimZ}, {c->blockDimX, c->blockDimY, c->blockDimZ},
-                 c->hStream, params, extra},
+                 c->hStream, params, extra, c->sharedMemBytes},
                 flavour);
 }
 
@@ -232,9 +252,11 @@ CUresult end_capture(CUstream stream, CUgraph* out, DefaultStream flavour) {
   return CUDA_SUCCESS;
 }
 
+template <class Params>
 CUresult add_kernel_node(CUgraphNode* out, CUgraph graph, size_t num_dependencies,
                          const CUgraphNode* dependencies, CUfunction f, CUkernel kern,
-                         void** extra) {
+                         const Params& p) {
+  void** extra = p.extra;
   if (out == nullptr || (num_dependencies > 0 && dependencies == nullptr)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -246,7 +268,8 @@ CUresult add_kernel_node(CUgraphNode* out, CUgraph graph, size_t num_dependencie
   std::lock_guard<std::mutex> lock(reg().graphs_mu);
   auto* g = reinterpret_cast<Graph*>(graph);
   if (reg().graphs.count(g) == 0) return CUDA_ERROR_INVALID_VALUE;
-  g->nodes.push_back(Node{k, duration});
+  g->nodes.push_back(Node{k, duration, {p.gridDimX, p.gridDimY, p.gridDimZ},
+                          {p.blockDimX, p.blockDimY, p.blockDimZ}, p.sharedMemBytes});
   *out = reinterpret_cast<CUgraphNode>(&g->nodes.back());
   return CUDA_SUCCESS;
 }
@@ -264,7 +287,8 @@ CUresult graph_launch(CUgraphExec exec, CUstream stream, DefaultStream flavour) 
     nodes = x->nodes;
   }
   for (const Node& n : nodes) {
-    if (Status s = timeline().submit(sid, Work{OpKind::kKernel, n.duration_ns, {}}); s != Status::kOk) {
+    Work work{OpKind::kKernel, n.duration_ns, {}, kernel_info(*n.kernel, n.grid, n.block, n.shared_mem)};
+    if (Status s = timeline().submit(sid, std::move(work)); s != Status::kOk) {
       return from_status(s);
     }
     notify_launch(*n.kernel, n.duration_ns);
@@ -318,6 +342,13 @@ CUresult copy(void* dst, Side dst_side, const void* src, Side src_side, size_t n
   } else {
     work.effect = [dst, src, n] { std::memmove(dst, src, n); };
   }
+  if (activity::active()) {
+    auto info = activity::new_op_info(activity::OpType::kMemcpy);
+    info->src = activity::memory_of(src);
+    info->dst = activity::memory_of(dst);
+    info->bytes = n;
+    work.info = std::move(info);
+  }
   OpTimes times;
   if (Status s = timeline().submit(sid, std::move(work), &times); s != Status::kOk) {
     return from_status(s);
@@ -352,6 +383,13 @@ CUresult set(CUdeviceptr dst, unsigned value, unsigned size, size_t n, CUstream 
       for (size_t i = 0; i < n; ++i) words[i] = value;
     }
   };
+  if (activity::active()) {
+    auto info = activity::new_op_info(activity::OpType::kMemset);
+    info->dst = activity::memory_of(p);
+    info->bytes = uint64_t(n) * size;
+    info->value = value;
+    work.info = std::move(info);
+  }
   OpTimes times;
   if (Status s = timeline().submit(sid, std::move(work), &times); s != Status::kOk) {
     return from_status(s);
@@ -362,12 +400,28 @@ CUresult set(CUdeviceptr dst, unsigned value, unsigned size, size_t n, CUstream 
 
 // ---- streams and events ----
 
+// The device of a stream, for a profiler's records; only asked while one listens.
+int stream_device(StreamId sid) {
+  StreamInfo info;
+  if (!activity::active() || timeline().stream_info(sid, &info) != Status::kOk) return 0;
+  return info.device;
+}
+
+// Waits for a device on behalf of cuCtxSynchronize.
+CUresult synchronize_context(int device) {
+  return activity::timed_sync(activity::SyncType::kContext, device, 0, 0, [&] {
+    timeline().synchronize_device(device);
+    return CUDA_SUCCESS;
+  });
+}
+
 CUresult stream_op(CUstream stream, DefaultStream flavour, bool synchronize) {
   StreamId sid;
   if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
   if (synchronize) {
     if (CUresult e = not_capturing(sid); e) return e;
-    return from_status(timeline().synchronize_stream(sid));
+    return activity::timed_sync(activity::SyncType::kStream, stream_device(sid), sid, 0,
+                                [&] { return from_status(timeline().synchronize_stream(sid)); });
   }
   return from_status(timeline().query_stream(sid));
 }
@@ -424,18 +478,22 @@ namespace impl {
 namespace {
 
 CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
-  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult e = check_initialized(); e) return e;
-  if (ordinal < 0 || ordinal >= config().device_count) return CUDA_ERROR_INVALID_DEVICE;
-  *device = ordinal;
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuDeviceGet), [&]() -> CUresult {
+    if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_initialized(); e) return e;
+    if (ordinal < 0 || ordinal >= config().device_count) return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuDeviceGetCount(int* count) {
-  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult e = check_initialized(); e) return e;
-  *count = config().device_count;
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuDeviceGetCount), [&]() -> CUresult {
+    if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_initialized(); e) return e;
+    *count = config().device_count;
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult check_device(CUdevice dev) {
@@ -444,149 +502,185 @@ CUresult check_device(CUdevice dev) {
 }
 
 CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
-  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult e = check_device(dev); e) return e;
-  // The runtime's cudaDeviceProp::name for the same device.
-  std::snprintf(name, size_t(len), "Simulated CUDA Device %d", dev);
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuDeviceGetName), [&]() -> CUresult {
+    if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_device(dev); e) return e;
+    // The runtime's cudaDeviceProp::name for the same device.
+    std::snprintf(name, size_t(len), "Simulated CUDA Device %d", dev);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUdevice dev) {
-  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult e = check_device(dev); e) return e;
-  // The runtime's cudaDeviceProp values for the same device.
-  switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = int(kMaxThreadsPerBlock); break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *value = int(kMaxBlockDim[0]); break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *value = int(kMaxBlockDim[1]); break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *value = int(kMaxBlockDim[2]); break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *value = int(kMaxGridDim[0]); break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *value = int(kMaxGridDim[1]); break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *value = int(kMaxGridDim[2]); break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *value = 48 << 10; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *value = 1; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
-  }
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuDeviceGetAttribute), [&]() -> CUresult {
+    if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_device(dev); e) return e;
+    // The runtime's cudaDeviceProp values for the same device.
+    switch (attrib) {
+      case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = int(kMaxThreadsPerBlock); break;
+      case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *value = int(kMaxBlockDim[0]); break;
+      case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *value = int(kMaxBlockDim[1]); break;
+      case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *value = int(kMaxBlockDim[2]); break;
+      case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *value = int(kMaxGridDim[0]); break;
+      case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *value = int(kMaxGridDim[1]); break;
+      case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *value = int(kMaxGridDim[2]); break;
+      case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *value = 48 << 10; break;
+      case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
+      case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
+      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
+      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+      case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
+      case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: *value = 1; break;
+      case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *value = 1; break;
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
-  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult e = check_device(dev); e) return e;
-  *ctx = primary_context(dev);
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuDevicePrimaryCtxRetain), [&]() -> CUresult {
+    if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_device(dev); e) return e;
+    *ctx = primary_context(dev);
+    return CUDA_SUCCESS;
+  });
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return check_device(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  return traced(SIMCUDA_DRIVER_CBID(cuDevicePrimaryCtxRelease_v2), [&]() -> CUresult { return check_device(dev); });
+}
 
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext* ctx) {
-  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult e = check_initialized(); e) return e;
-  *ctx = current_context();
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuCtxGetCurrent), [&]() -> CUresult {
+    if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_initialized(); e) return e;
+    *ctx = current_context();
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
-  if (CUresult e = check_initialized(); e) return e;
-  if (ctx != nullptr && context_device(ctx) < 0) return CUDA_ERROR_INVALID_CONTEXT;
-  set_current_context(ctx);
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuCtxSetCurrent), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    if (ctx != nullptr && context_device(ctx) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    set_current_context(ctx);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
-  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return current_device(device);
+  return traced(SIMCUDA_DRIVER_CBID(cuCtxGetDevice), [&]() -> CUresult {
+    if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    return current_device(device);
+  });
 }
 
 CUresult CUDAAPI cuCtxSynchronize() {
-  int device;
-  if (CUresult e = current_device(&device); e) return e;
-  timeline().synchronize_device(device);
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuCtxSynchronize), [&]() -> CUresult {
+    int device;
+    if (CUresult e = current_device(&device); e) return e;
+    return synchronize_context(device);
+  });
 }
 
 CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
-  if (CUresult e = check_initialized(); e) return e;
-  if (ctx == nullptr) return cuCtxSynchronize();
-  int device = context_device(ctx);
-  if (device < 0) return CUDA_ERROR_INVALID_CONTEXT;
-  timeline().synchronize_device(device);
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuCtxSynchronize_v2), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    if (ctx == nullptr) return cuCtxSynchronize();
+    int device = context_device(ctx);
+    if (device < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    return synchronize_context(device);
+  });
 }
 
 CUresult CUDAAPI cuGetExportTable(const void** table, const CUuuid* id) {
-  if (table == nullptr || id == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *table = nullptr;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  return traced(SIMCUDA_DRIVER_CBID(cuGetExportTable), [&]() -> CUresult {
+    if (table == nullptr || id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *table = nullptr;
+    return CUDA_ERROR_NOT_SUPPORTED;
+  });
 }
 
 CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
-  return get_proc_address(symbol, pfn, version, flags, nullptr);
+  return traced(SIMCUDA_DRIVER_CBID(cuGetProcAddress), [&]() -> CUresult {
+    return get_proc_address(symbol, pfn, version, flags, nullptr);
+  });
 }
 
 CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
                                      CUdriverProcAddressQueryResult* status) {
-  return get_proc_address(symbol, pfn, version, flags, status);
+  return traced(SIMCUDA_DRIVER_CBID(cuGetProcAddress_v2), [&]() -> CUresult {
+    return get_proc_address(symbol, pfn, version, flags, status);
+  });
 }
 
 // modules
 
 CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
-  Module* m;
-  if (module == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult e = load_module(image, false, &m); e) return e;
-  *module = reinterpret_cast<CUmodule>(m);
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuModuleLoadData), [&]() -> CUresult {
+    Module* m;
+    if (module == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = load_module(image, false, &m); e) return e;
+    *module = reinterpret_cast<CUmodule>(m);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule module, const char* name) {
-  const Kernel* k;
-  if (CUresult e = module_kernel(module, false, name, &k); e) return e;
-  *f = reinterpret_cast<CUfunction>(const_cast<Kernel*>(k));
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuModuleGetFunction), [&]() -> CUresult {
+    const Kernel* k;
+    if (CUresult e = module_kernel(module, false, name, &k); e) return e;
+    *f = reinterpret_cast<CUfunction>(const_cast<Kernel*>(k));
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuModuleUnload(CUmodule module) {
-  if (CUresult e = check_initialized(); e) return e;
-  return unload_module(module, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuModuleUnload), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    return unload_module(module, false);
+  });
 }
 
 CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, void**,
                                    unsigned int, CUlibraryOption*, void**, unsigned int) {
-  Module* m;
-  if (library == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult e = load_module(code, true, &m); e) return e;
-  *library = reinterpret_cast<CUlibrary>(m);
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuLibraryLoadData), [&]() -> CUresult {
+    Module* m;
+    if (library == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = load_module(code, true, &m); e) return e;
+    *library = reinterpret_cast<CUlibrary>(m);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, const char* name) {
-  const Kernel* k;
-  if (CUresult e = module_kernel(library, true, name, &k); e) return e;
-  *kernel = reinterpret_cast<CUkernel>(const_cast<Kernel*>(k));
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuLibraryGetKernel), [&]() -> CUresult {
+    const Kernel* k;
+    if (CUresult e = module_kernel(library, true, name, &k); e) return e;
+    *kernel = reinterpret_cast<CUkernel>(const_cast<Kernel*>(k));
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
-  if (CUresult e = check_initialized(); e) return e;
-  return unload_module(library, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuLibraryUnload), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    return unload_module(library, true);
+  });
 }
 
 // A CUkernel is a CUfunction of the current context, and either is the runtime's handle of the
 // same kernel: the device keeps one record per kernel.
 CUresult CUDAAPI cuKernelGetFunction(CUfunction* f, CUkernel kernel) {
-  if (f == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult e = check_initialized(); e) return e;
-  const Kernel* k = loaded_kernel(kernel);
-  if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *f = reinterpret_cast<CUfunction>(const_cast<Kernel*>(k));
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuKernelGetFunction), [&]() -> CUresult {
+    if (f == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_initialized(); e) return e;
+    const Kernel* k = loaded_kernel(kernel);
+    if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    *f = reinterpret_cast<CUfunction>(const_cast<Kernel*>(k));
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult kernel_name(const char** name, const void* handle) {
@@ -598,146 +692,194 @@ CUresult kernel_name(const char** name, const void* handle) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction f) { return kernel_name(name, f); }
-CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel k) { return kernel_name(name, k); }
+CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction f) {
+  return traced(SIMCUDA_DRIVER_CBID(cuFuncGetName), [&]() -> CUresult { return kernel_name(name, f); });
+}
+CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel k) {
+  return traced(SIMCUDA_DRIVER_CBID(cuKernelGetName), [&]() -> CUresult { return kernel_name(name, k); });
+}
 
 // launches
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                unsigned by, unsigned bz, unsigned, CUstream stream, void** params,
+                                unsigned by, unsigned bz, unsigned sm, CUstream stream, void** params,
                                 void** extra) {
-  return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, extra}, kLegacy);
+  return traced(SIMCUDA_DRIVER_CBID(cuLaunchKernel), [&]() -> CUresult {
+    return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, extra, sm}, kLegacy);
+  });
 }
 
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                     unsigned bx, unsigned by, unsigned bz, unsigned,
+                                     unsigned bx, unsigned by, unsigned bz, unsigned sm,
                                      CUstream stream, void** params, void** extra) {
-  return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, extra}, kPerThread);
+  return traced(SIMCUDA_DRIVER_CBID(cuLaunchKernel_ptsz), [&]() -> CUresult {
+    return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, extra, sm}, kPerThread);
+  });
 }
 
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
                                   void** extra) {
-  return launch_ex(config, f, params, extra, kLegacy);
+  return traced(SIMCUDA_DRIVER_CBID(cuLaunchKernelEx), [&]() -> CUresult {
+    return launch_ex(config, f, params, extra, kLegacy);
+  });
 }
 
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                        void** extra) {
-  return launch_ex(config, f, params, extra, kPerThread);
+  return traced(SIMCUDA_DRIVER_CBID(cuLaunchKernelEx_ptsz), [&]() -> CUresult {
+    return launch_ex(config, f, params, extra, kPerThread);
+  });
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                           unsigned bx, unsigned by, unsigned bz, unsigned,
+                                           unsigned bx, unsigned by, unsigned bz, unsigned sm,
                                            CUstream stream, void** params) {
-  return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, nullptr}, kLegacy);
+  return traced(SIMCUDA_DRIVER_CBID(cuLaunchCooperativeKernel), [&]() -> CUresult {
+    return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, nullptr, sm}, kLegacy);
+  });
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
                                                 unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                                                unsigned, CUstream stream, void** params) {
-  return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, nullptr}, kPerThread);
+                                                unsigned sm, CUstream stream, void** params) {
+  return traced(SIMCUDA_DRIVER_CBID(cuLaunchCooperativeKernel_ptsz), [&]() -> CUresult {
+    return launch({f, {gx, gy, gz}, {bx, by, bz}, stream, params, nullptr, sm}, kPerThread);
+  });
 }
 
 // graphs
 
-CUresult CUDAAPI cuStreamBeginCapture(CUstream stream) { return begin_capture(stream, kLegacy); }
+CUresult CUDAAPI cuStreamBeginCapture(CUstream stream) {
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamBeginCapture), [&]() -> CUresult { return begin_capture(stream, kLegacy); });
+}
 CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream stream) {
-  return begin_capture(stream, kPerThread);
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamBeginCapture_ptsz), [&]() -> CUresult {
+    return begin_capture(stream, kPerThread);
+  });
 }
 CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode) {
-  return begin_capture(stream, kLegacy);
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamBeginCapture_v2), [&]() -> CUresult {
+    return begin_capture(stream, kLegacy);
+  });
 }
 CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode) {
-  return begin_capture(stream, kPerThread);
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamBeginCapture_v2_ptsz), [&]() -> CUresult {
+    return begin_capture(stream, kPerThread);
+  });
 }
 CUresult CUDAAPI cuStreamEndCapture(CUstream stream, CUgraph* graph) {
-  return end_capture(stream, graph, kLegacy);
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamEndCapture), [&]() -> CUresult {
+    return end_capture(stream, graph, kLegacy);
+  });
 }
 CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) {
-  return end_capture(stream, graph, kPerThread);
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamEndCapture_ptsz), [&]() -> CUresult {
+    return end_capture(stream, graph, kPerThread);
+  });
 }
 
 CUresult CUDAAPI cuGraphCreate(CUgraph* graph, unsigned int flags) {
-  if (graph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult e = check_initialized(); e) return e;
-  auto* g = new Graph;
-  std::lock_guard<std::mutex> lock(reg().graphs_mu);
-  reg().graphs.insert(g);
-  *graph = reinterpret_cast<CUgraph>(g);
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphCreate), [&]() -> CUresult {
+    if (graph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_initialized(); e) return e;
+    auto* g = new Graph;
+    std::lock_guard<std::mutex> lock(reg().graphs_mu);
+    reg().graphs.insert(g);
+    *graph = reinterpret_cast<CUgraph>(g);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
                                       size_t ndeps, const CUDA_KERNEL_NODE_PARAMS_v1* p) {
-  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return add_kernel_node(node, graph, ndeps, deps, p->func, nullptr, p->extra);
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphAddKernelNode), [&]() -> CUresult {
+    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    return add_kernel_node(node, graph, ndeps, deps, p->func, nullptr, *p);
+  });
 }
 
 CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
                                          size_t ndeps, const CUDA_KERNEL_NODE_PARAMS* p) {
-  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return add_kernel_node(node, graph, ndeps, deps, p->func, p->kern, p->extra);
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphAddKernelNode_v2), [&]() -> CUresult {
+    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    return add_kernel_node(node, graph, ndeps, deps, p->func, p->kern, *p);
+  });
 }
 
 CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
                                              unsigned long long) {
-  if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult e = check_initialized(); e) return e;
-  std::lock_guard<std::mutex> lock(reg().graphs_mu);
-  auto* g = reinterpret_cast<Graph*>(graph);
-  if (reg().graphs.count(g) == 0) return CUDA_ERROR_INVALID_VALUE;
-  auto* x = new GraphExec{std::vector<Node>(g->nodes.begin(), g->nodes.end())};
-  reg().execs.insert(x);
-  *exec = reinterpret_cast<CUgraphExec>(x);
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphInstantiateWithFlags), [&]() -> CUresult {
+    if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_initialized(); e) return e;
+    std::lock_guard<std::mutex> lock(reg().graphs_mu);
+    auto* g = reinterpret_cast<Graph*>(graph);
+    if (reg().graphs.count(g) == 0) return CUDA_ERROR_INVALID_VALUE;
+    auto* x = new GraphExec{std::vector<Node>(g->nodes.begin(), g->nodes.end())};
+    reg().execs.insert(x);
+    *exec = reinterpret_cast<CUgraphExec>(x);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  return graph_launch(exec, stream, kLegacy);
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphLaunch), [&]() -> CUresult {
+    return graph_launch(exec, stream, kLegacy);
+  });
 }
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
-  return graph_launch(exec, stream, kPerThread);
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphLaunch_ptsz), [&]() -> CUresult {
+    return graph_launch(exec, stream, kPerThread);
+  });
 }
 
 CUresult CUDAAPI cuGraphDestroy(CUgraph graph) {
-  if (CUresult e = check_initialized(); e) return e;
-  std::lock_guard<std::mutex> lock(reg().graphs_mu);
-  auto* g = reinterpret_cast<Graph*>(graph);
-  if (reg().graphs.erase(g) == 0) return CUDA_ERROR_INVALID_VALUE;
-  delete g;
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphDestroy), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    std::lock_guard<std::mutex> lock(reg().graphs_mu);
+    auto* g = reinterpret_cast<Graph*>(graph);
+    if (reg().graphs.erase(g) == 0) return CUDA_ERROR_INVALID_VALUE;
+    delete g;
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec exec) {
-  if (CUresult e = check_initialized(); e) return e;
-  std::lock_guard<std::mutex> lock(reg().graphs_mu);
-  auto* x = reinterpret_cast<GraphExec*>(exec);
-  if (reg().execs.erase(x) == 0) return CUDA_ERROR_INVALID_VALUE;
-  delete x;
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphExecDestroy), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    std::lock_guard<std::mutex> lock(reg().graphs_mu);
+    auto* x = reinterpret_cast<GraphExec*>(exec);
+    if (reg().execs.erase(x) == 0) return CUDA_ERROR_INVALID_VALUE;
+    delete x;
+    return CUDA_SUCCESS;
+  });
 }
 
 // memory
 
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
-  int device;
-  if (CUresult e = current_device(&device); e) return e;
-  void* p = nullptr;
-  if (Status s = memory().allocate(MemoryKind::kDevice, device, bytesize, 0, &p); s != Status::kOk) {
-    return from_status(s);
-  }
-  *dptr = CUdeviceptr(reinterpret_cast<uintptr_t>(p));
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuMemAlloc_v2), [&]() -> CUresult {
+    if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    int device;
+    if (CUresult e = current_device(&device); e) return e;
+    void* p = nullptr;
+    if (Status s = memory().allocate(MemoryKind::kDevice, device, bytesize, 0, &p); s != Status::kOk) {
+      return from_status(s);
+    }
+    *dptr = CUdeviceptr(reinterpret_cast<uintptr_t>(p));
+    return CUDA_SUCCESS;
+  });
 }
 
 // Waits for the device first, as the real cuMemFree does, so that no queued work still uses it.
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
-  if (CUresult e = check_initialized(); e) return e;
-  void* p = host(dptr);
-  std::optional<Allocation> a = memory().find(p);
-  if (!a || a->base != uintptr_t(dptr)) return CUDA_ERROR_INVALID_VALUE;
-  timeline().synchronize_device(a->device);
-  return from_status(memory().release(p, {MemoryKind::kDevice, MemoryKind::kManaged}));
+  return traced(SIMCUDA_DRIVER_CBID(cuMemFree_v2), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    void* p = host(dptr);
+    std::optional<Allocation> a = memory().find(p);
+    if (!a || a->base != uintptr_t(dptr)) return CUDA_ERROR_INVALID_VALUE;
+    timeline().synchronize_device(a->device);
+    return from_status(memory().release(p, {MemoryKind::kDevice, MemoryKind::kManaged}));
+  });
 }
 
 constexpr Side kH = Side::kHost;
@@ -745,137 +887,218 @@ constexpr Side kD = Side::kDevice;
 constexpr Side kU = Side::kUnified;
 
 CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return copy(host(dst), kU, host(src), kU, n, nullptr, kLegacy, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpy), [&]() -> CUresult {
+    return copy(host(dst), kU, host(src), kU, n, nullptr, kLegacy, true);
+  });
 }
 CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return copy(host(dst), kU, host(src), kU, n, nullptr, kPerThread, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpy_ptds), [&]() -> CUresult {
+    return copy(host(dst), kU, host(src), kU, n, nullptr, kPerThread, true);
+  });
 }
 CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  return copy(host(dst), kU, host(src), kU, n, s, kLegacy, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyAsync), [&]() -> CUresult {
+    return copy(host(dst), kU, host(src), kU, n, s, kLegacy, false);
+  });
 }
 CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  return copy(host(dst), kU, host(src), kU, n, s, kPerThread, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyAsync_ptsz), [&]() -> CUresult {
+    return copy(host(dst), kU, host(src), kU, n, s, kPerThread, false);
+  });
 }
 CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
-  return copy(host(dst), kD, src, kH, n, nullptr, kLegacy, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyHtoD_v2), [&]() -> CUresult {
+    return copy(host(dst), kD, src, kH, n, nullptr, kLegacy, true);
+  });
 }
 CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
-  return copy(host(dst), kD, src, kH, n, nullptr, kPerThread, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyHtoD_v2_ptds), [&]() -> CUresult {
+    return copy(host(dst), kD, src, kH, n, nullptr, kPerThread, true);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
-  return copy(dst, kH, host(src), kD, n, nullptr, kLegacy, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyDtoH_v2), [&]() -> CUresult {
+    return copy(dst, kH, host(src), kD, n, nullptr, kLegacy, true);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
-  return copy(dst, kH, host(src), kD, n, nullptr, kPerThread, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyDtoH_v2_ptds), [&]() -> CUresult {
+    return copy(dst, kH, host(src), kD, n, nullptr, kPerThread, true);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return copy(host(dst), kD, host(src), kD, n, nullptr, kLegacy, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyDtoD_v2), [&]() -> CUresult {
+    return copy(host(dst), kD, host(src), kD, n, nullptr, kLegacy, true);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return copy(host(dst), kD, host(src), kD, n, nullptr, kPerThread, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyDtoD_v2_ptds), [&]() -> CUresult {
+    return copy(host(dst), kD, host(src), kD, n, nullptr, kPerThread, true);
+  });
 }
 CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
-  return copy(host(dst), kD, src, kH, n, s, kLegacy, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyHtoDAsync_v2), [&]() -> CUresult {
+    return copy(host(dst), kD, src, kH, n, s, kLegacy, false);
+  });
 }
 CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
-  return copy(host(dst), kD, src, kH, n, s, kPerThread, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyHtoDAsync_v2_ptsz), [&]() -> CUresult {
+    return copy(host(dst), kD, src, kH, n, s, kPerThread, false);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
-  return copy(dst, kH, host(src), kD, n, s, kLegacy, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyDtoHAsync_v2), [&]() -> CUresult {
+    return copy(dst, kH, host(src), kD, n, s, kLegacy, false);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream s) {
-  return copy(dst, kH, host(src), kD, n, s, kPerThread, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyDtoHAsync_v2_ptsz), [&]() -> CUresult {
+    return copy(dst, kH, host(src), kD, n, s, kPerThread, false);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  return copy(host(dst), kD, host(src), kD, n, s, kLegacy, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyDtoDAsync_v2), [&]() -> CUresult {
+    return copy(host(dst), kD, host(src), kD, n, s, kLegacy, false);
+  });
 }
 CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  return copy(host(dst), kD, host(src), kD, n, s, kPerThread, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemcpyDtoDAsync_v2_ptsz), [&]() -> CUresult {
+    return copy(host(dst), kD, host(src), kD, n, s, kPerThread, false);
+  });
 }
 CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
-  return set(dst, v, 1, n, nullptr, kLegacy, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemsetD8_v2), [&]() -> CUresult {
+    return set(dst, v, 1, n, nullptr, kLegacy, true);
+  });
 }
 CUresult CUDAAPI cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char v, size_t n) {
-  return set(dst, v, 1, n, nullptr, kPerThread, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemsetD8_v2_ptds), [&]() -> CUresult {
+    return set(dst, v, 1, n, nullptr, kPerThread, true);
+  });
 }
 CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n) {
-  return set(dst, v, 4, n, nullptr, kLegacy, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemsetD32_v2), [&]() -> CUresult {
+    return set(dst, v, 4, n, nullptr, kLegacy, true);
+  });
 }
 CUresult CUDAAPI cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int v, size_t n) {
-  return set(dst, v, 4, n, nullptr, kPerThread, true);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemsetD32_v2_ptds), [&]() -> CUresult {
+    return set(dst, v, 4, n, nullptr, kPerThread, true);
+  });
 }
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
-  return set(dst, v, 1, n, s, kLegacy, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemsetD8Async), [&]() -> CUresult {
+    return set(dst, v, 1, n, s, kLegacy, false);
+  });
 }
 CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
-  return set(dst, v, 1, n, s, kPerThread, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemsetD8Async_ptsz), [&]() -> CUresult {
+    return set(dst, v, 1, n, s, kPerThread, false);
+  });
 }
 CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
-  return set(dst, v, 4, n, s, kLegacy, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemsetD32Async), [&]() -> CUresult {
+    return set(dst, v, 4, n, s, kLegacy, false);
+  });
 }
 CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
-  return set(dst, v, 4, n, s, kPerThread, false);
+  return traced(SIMCUDA_DRIVER_CBID(cuMemsetD32Async_ptsz), [&]() -> CUresult {
+    return set(dst, v, 4, n, s, kPerThread, false);
+  });
 }
 
 // streams and events
 
 CUresult CUDAAPI cuStreamCreate(CUstream* stream, unsigned int flags) {
-  if (stream == nullptr || (flags & ~unsigned(CU_STREAM_NON_BLOCKING)) != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  int device;
-  if (CUresult e = current_device(&device); e) return e;
-  StreamId id;
-  if (Status s = timeline().create_stream(device, flags, 0, false, &id); s != Status::kOk) {
-    return from_status(s);
-  }
-  *stream = reinterpret_cast<CUstream>(handles::stream(id));
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamCreate), [&]() -> CUresult {
+    if (stream == nullptr || (flags & ~unsigned(CU_STREAM_NON_BLOCKING)) != 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    int device;
+    if (CUresult e = current_device(&device); e) return e;
+    StreamId id;
+    if (Status s = timeline().create_stream(device, flags, 0, false, &id); s != Status::kOk) {
+      return from_status(s);
+    }
+    *stream = reinterpret_cast<CUstream>(handles::stream(id));
+    return CUDA_SUCCESS;
+  });
 }
 
-CUresult CUDAAPI cuStreamDestroy_v2(CUstream stream) { return destroy_stream(stream); }
-CUresult CUDAAPI cuStreamSynchronize(CUstream s) { return stream_op(s, kLegacy, true); }
-CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream s) { return stream_op(s, kPerThread, true); }
-CUresult CUDAAPI cuStreamQuery(CUstream s) { return stream_op(s, kLegacy, false); }
-CUresult CUDAAPI cuStreamQuery_ptsz(CUstream s) { return stream_op(s, kPerThread, false); }
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream stream) {
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamDestroy_v2), [&]() -> CUresult { return destroy_stream(stream); });
+}
+CUresult CUDAAPI cuStreamSynchronize(CUstream s) {
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamSynchronize), [&]() -> CUresult { return stream_op(s, kLegacy, true); });
+}
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream s) {
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamSynchronize_ptsz), [&]() -> CUresult { return stream_op(s, kPerThread, true); });
+}
+CUresult CUDAAPI cuStreamQuery(CUstream s) {
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamQuery), [&]() -> CUresult { return stream_op(s, kLegacy, false); });
+}
+CUresult CUDAAPI cuStreamQuery_ptsz(CUstream s) {
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamQuery_ptsz), [&]() -> CUresult { return stream_op(s, kPerThread, false); });
+}
 
 CUresult CUDAAPI cuEventCreate(CUevent* event, unsigned int flags) {
-  constexpr unsigned kValid = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
-  if (event == nullptr || (flags & ~kValid) != 0) return CUDA_ERROR_INVALID_VALUE;
-  int device;
-  if (CUresult e = current_device(&device); e) return e;
-  EventId id;
-  if (Status s = timeline().create_event(device, flags, &id); s != Status::kOk) {
-    return from_status(s);
-  }
-  *event = reinterpret_cast<CUevent>(handles::event(id));
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuEventCreate), [&]() -> CUresult {
+    constexpr unsigned kValid = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+    if (event == nullptr || (flags & ~kValid) != 0) return CUDA_ERROR_INVALID_VALUE;
+    int device;
+    if (CUresult e = current_device(&device); e) return e;
+    EventId id;
+    if (Status s = timeline().create_event(device, flags, &id); s != Status::kOk) {
+      return from_status(s);
+    }
+    *event = reinterpret_cast<CUevent>(handles::event(id));
+    return CUDA_SUCCESS;
+  });
 }
 
-CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) { return record_event(e, s, kLegacy); }
-CUresult CUDAAPI cuEventRecord_ptsz(CUevent e, CUstream s) { return record_event(e, s, kPerThread); }
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) {
+  return traced(SIMCUDA_DRIVER_CBID(cuEventRecord), [&]() -> CUresult { return record_event(e, s, kLegacy); });
+}
+CUresult CUDAAPI cuEventRecord_ptsz(CUevent e, CUstream s) {
+  return traced(SIMCUDA_DRIVER_CBID(cuEventRecord_ptsz), [&]() -> CUresult { return record_event(e, s, kPerThread); });
+}
 
 CUresult CUDAAPI cuEventSynchronize(CUevent event) {
-  EventId id;
-  if (CUresult e = event_id(event, &id); e) return e;
-  return from_status(timeline().synchronize_event(id));
+  return traced(SIMCUDA_DRIVER_CBID(cuEventSynchronize), [&]() -> CUresult {
+    EventId id;
+    if (CUresult e = event_id(event, &id); e) return e;
+    EventInfo info{};
+    if (activity::active()) timeline().event_info(id, &info);
+    return activity::timed_sync(activity::SyncType::kEvent, info.device, 0, id,
+                                [&] { return from_status(timeline().synchronize_event(id)); });
+  });
 }
 
 CUresult CUDAAPI cuEventQuery(CUevent event) {
-  EventId id;
-  if (CUresult e = event_id(event, &id); e) return e;
-  return from_status(timeline().query_event(id));
+  return traced(SIMCUDA_DRIVER_CBID(cuEventQuery), [&]() -> CUresult {
+    EventId id;
+    if (CUresult e = event_id(event, &id); e) return e;
+    return from_status(timeline().query_event(id));
+  });
 }
 
 CUresult CUDAAPI cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
-  return elapsed_time(ms, start, end);
+  return traced(SIMCUDA_DRIVER_CBID(cuEventElapsedTime_v2), [&]() -> CUresult {
+    return elapsed_time(ms, start, end);
+  });
 }
 
-CUresult CUDAAPI cuEventDestroy_v2(CUevent event) { return destroy_event(event); }
+CUresult CUDAAPI cuEventDestroy_v2(CUevent event) {
+  return traced(SIMCUDA_DRIVER_CBID(cuEventDestroy_v2), [&]() -> CUresult { return destroy_event(event); });
+}
 
 // Profiler control: what a tracer's capture range follows. Nothing to do on a simulated device.
-CUresult CUDAAPI cuProfilerStart() { return check_initialized(); }
-CUresult CUDAAPI cuProfilerStop() { return check_initialized(); }
+CUresult CUDAAPI cuProfilerStart() {
+  return traced(SIMCUDA_DRIVER_CBID(cuProfilerStart), [&]() -> CUresult { return check_initialized(); });
+}
+CUresult CUDAAPI cuProfilerStop() {
+  return traced(SIMCUDA_DRIVER_CBID(cuProfilerStop), [&]() -> CUresult { return check_initialized(); });
+}
 
 // An entry point of a driver newer than the toolkit: no header declares it and no export carries it,
 // as with a function a newer driver hands out to a newer runtime through cuGetProcAddress.
@@ -883,7 +1106,9 @@ CUresult CUDAAPI cuSimFutureFunction() { return check_initialized(); }
 
 // OpenGL interop, which the real driver hands out to every runtime that asks at start-up, whether or
 // not the program draws anything. Declared in cudaGL.h, which needs GL's own headers; no GL here.
-CUresult CUDAAPI cuGLInit() { return check_initialized(); }
+CUresult CUDAAPI cuGLInit() {
+  return traced(SIMCUDA_DRIVER_CBID(cuGLInit), [&]() -> CUresult { return check_initialized(); });
+}
 
 }  // namespace
 }  // namespace impl
@@ -893,28 +1118,36 @@ CUresult CUDAAPI cuGLInit() { return check_initialized(); }
 // Entry points without an internal twin: cuGetProcAddress hands out these exports themselves.
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuInit(unsigned int flags) {
-  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (config().device_count == 0) return CUDA_ERROR_NO_DEVICE;
-  mark_initialized();
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuInit), [&]() -> CUresult {
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (config().device_count == 0) return CUDA_ERROR_NO_DEVICE;
+    mark_initialized();
+    return CUDA_SUCCESS;
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuDriverGetVersion(int* version) {
-  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *version = config().driver_version;
-  return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuDriverGetVersion), [&]() -> CUresult {
+    if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *version = config().driver_version;
+    return CUDA_SUCCESS;
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuGetErrorName(CUresult error, const char** str) {
-  if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *str = error_name(error);
-  return *str == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuGetErrorName), [&]() -> CUresult {
+    if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *str = error_name(error);
+    return *str == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char** str) {
-  if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *str = error_string(error);
-  return *str == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuGetErrorString), [&]() -> CUresult {
+    if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *str = error_string(error);
+    return *str == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  });
 }
 
 // The export `name` calls impl::`target`.

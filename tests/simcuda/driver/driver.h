@@ -10,6 +10,9 @@
 
 #include <cstdint>
 
+#include "cupti_driver_cbid.h"  // copied beside the build, as for the runtime
+
+#include "core/activity.h"
 #include "core/config.h"
 #include "core/handles.h"
 #include "core/kernels.h"
@@ -17,6 +20,7 @@
 #include "core/timeline.h"
 
 #define SIMCUDA_EXPORT extern "C" __attribute__((visibility("default")))
+#define SIMCUDA_DRIVER_CBID(name) CUPTI_DRIVER_TRACE_CBID_##name
 
 namespace simcuda::drv {
 
@@ -25,6 +29,13 @@ namespace simcuda::drv {
 enum class DefaultStream : uint8_t { kLegacy, kPerThread };
 inline constexpr DefaultStream kLegacy = DefaultStream::kLegacy;
 inline constexpr DefaultStream kPerThread = DefaultStream::kPerThread;
+
+// Runs an entry point's body as one driver API call for a profiler (core/activity.h): every entry
+// point that has a CUPTI cbid goes through this, whether reached by its export or cuGetProcAddress.
+template <class F>
+inline CUresult traced(uint32_t cbid, F&& body) {
+  return activity::traced(activity::Domain::kDriver, cbid, body);
+}
 
 CUresult from_status(Status s);
 

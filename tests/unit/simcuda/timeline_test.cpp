@@ -26,7 +26,7 @@ class TimelineTest : public ::testing::Test {
   }
   OpTimes op(StreamId s, uint64_t ns, std::function<void()> effect = {}) {
     OpTimes t;
-    EXPECT_EQ(timeline().submit(s, Work{OpKind::kKernel, ns, std::move(effect)}, &t), Status::kOk);
+    EXPECT_EQ(timeline().submit(s, Work{OpKind::kKernel, ns, std::move(effect), {}}, &t), Status::kOk);
     return t;
   }
   void TearDown() override {
@@ -214,7 +214,7 @@ TEST_F(TimelineTest, ManyThreadsSubmitAndSynchronizeConcurrently) {
       for (int k = 0; k < kOps; ++k) {
         OpKind kind = k % 3 == 0 ? OpKind::kMemset : OpKind::kKernel;
         if (timeline().submit(streams[i], Work{kind, uint64_t(k % 5) * 100,
-                                               [&counters, i] { ++counters[i]; }}) != Status::kOk) {
+                                               [&counters, i] { ++counters[i]; }, {}}) != Status::kOk) {
           return;
         }
         if (k % 50 == 0) timeline().query_stream(streams[i]);

@@ -1,0 +1,755 @@
+// The simulated CUPTI: the Activity API over the simulated device's hooks (core/activity.h), with
+// CUDA 13's record structs, so that a collector written against the real CUPTI runs unchanged here.
+//
+// Correlation ids (the tracer relies on these rules; core/activity.h and simcuda.h say the same):
+//   - Every runtime and every driver API call gets its own correlationId from one process-wide
+//     counter, increasing in the order the calls are entered. A driver call the runtime makes
+//     inside a runtime call gets an id of its own. (An entry point implemented with another of its
+//     own domain is one call.)
+//   - CONCURRENT_KERNEL / KERNEL: correlationId = the outermost traced call that launched it: the
+//     runtime call's id when launched through the runtime, else the driver call's.
+//   - MEMCPY: correlationId = the driver call's id (the runtime call's when the runtime copied
+//     without the driver, as for 2D copies); runtimeCorrelationId = the enclosing runtime call's id,
+//     0 when the driver was called directly.
+//   - MEMSET, SYNCHRONIZATION, MEMORY2: the outermost call's id.
+//   - EXTERNAL_CORRELATION: one record per API call (runtime and driver) entered while an id is
+//     pushed on the calling thread, for each kind pushed, written before that call's API record.
+//
+// Records go into the client's buffers (cuptiActivityRegisterCallbacks) packed back to back, each
+// sizeof its struct (a multiple of 8). API records are written when the call returns, on its thread;
+// device operations when the device completes them, on the device thread, before the operation
+// counts as complete (so a synchronising call that returns has its operations' records written);
+// allocation records when the allocation or release happens. All records here are complete when
+// written, so cuptiActivityFlushAll(0) delivers every non-empty buffer, as the header promises for
+// buffers whose records are all complete, and CUPTI_ACTIVITY_FLAG_FLUSH_FORCED delivers the same.
+// A buffer that cannot take the next record (or holds maxNumRecords) is completed by the worker
+// thread, which also wakes every cuptiActivityFlushPeriod ms; as the header says of the periodic
+// flush, it delivers only such full buffers.
+//
+// Timestamps: the device's times are CLOCK_MONOTONIC; each is written as base + (t - monotonic now),
+// base being the registered timestamp callback's value, or CLOCK_REALTIME (real CUPTI's default
+// clock) without one. That offset is measured at most every 100 ms (see offset_now), not per
+// record, so that the records of one stream never overlap through measurement noise.
+//
+// Thread ids: CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT gives pthread_self() truncated to 32 bits, as the
+// real library on Linux; CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM gives gettid().
+//
+// The callback API is there only to hold the single subscriber slot: cuptiSubscribe succeeds once,
+// and its callback is never called. Knobs (simcuda.h): SIMCUDA_CUPTI_ERROR,
+// SIMCUDA_CUPTI_DEVICE_BUFFER_RECORDS.
+#include <cupti.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <limits>
+
+#include "core/activity.h"
+#include "core/sync.h"
+
+#define SIMCUDA_EXPORT extern "C" __attribute__((visibility("default")))
+
+using namespace simcuda;
+
+namespace {
+
+struct CbidName {
+  uint32_t cbid;
+  const char* name;
+};
+#include "cupti_cbid_names.inc"
+
+// ---- knobs ----
+
+struct Knobs {
+  CUptiResult error = CUPTI_SUCCESS;  // SIMCUDA_CUPTI_ERROR: 999 (no driver) or 39 (another tool)
+  uint64_t device_records = 0;        // SIMCUDA_CUPTI_DEVICE_BUFFER_RECORDS, 0 = unlimited
+};
+
+const Knobs& knobs() {
+  static const Knobs k = [] {
+    Knobs k;
+    if (const char* v = std::getenv("SIMCUDA_CUPTI_ERROR"); v != nullptr && *v != '\0') {
+      k.error = CUptiResult(std::strtol(v, nullptr, 10));
+    }
+    if (const char* v = std::getenv("SIMCUDA_CUPTI_DEVICE_BUFFER_RECORDS"); v != nullptr && *v != '\0') {
+      k.device_records = std::strtoull(v, nullptr, 10);
+    }
+    return k;
+  }();
+  return k;
+}
+
+// What a call fails with when SIMCUDA_CUPTI_ERROR=999 stands for a machine without a driver.
+CUptiResult no_driver() {
+  return knobs().error == CUPTI_ERROR_UNKNOWN ? CUPTI_ERROR_UNKNOWN : CUPTI_SUCCESS;
+}
+
+// ---- clocks ----
+
+uint64_t clock_ns(clockid_t id) {
+  timespec t;
+  clock_gettime(id, &t);
+  return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
+}
+
+std::atomic<CUpti_TimestampCallbackFunc> g_timestamp{nullptr};
+
+uint64_t cupti_now() {
+  CUpti_TimestampCallbackFunc f = g_timestamp.load(std::memory_order_acquire);
+  return f != nullptr ? f() : clock_ns(CLOCK_REALTIME);
+}
+
+// The offset from CLOCK_MONOTONIC to CUPTI's clock. Measured (with the monotonic clock read on both
+// sides of the CUPTI clock) when first needed, when the timestamp callback changes, and again once
+// it is 100 ms old so that steps of the realtime clock are followed; between measurements every
+// record uses the same offset, so records keep the device's exact order and spacing. An offset
+// within the measurement's own uncertainty is 0: a CLOCK_MONOTONIC callback gives exact device
+// times, not times off by the few ns two clock reads take.
+constexpr uint64_t kOffsetLifetimeNs = 100000000;
+std::atomic<int64_t> g_offset{0};
+std::atomic<uint64_t> g_offset_taken{0};  // monotonic time of the measurement, 0 = none
+
+int64_t measure_offset() {
+  uint64_t before = now_ns();
+  uint64_t cupti = cupti_now();
+  uint64_t after = now_ns();
+  int64_t offset = int64_t(cupti) - int64_t(before + (after - before) / 2);
+  if (uint64_t(offset < 0 ? -offset : offset) <= after - before) offset = 0;
+  return offset;
+}
+
+int64_t offset_now() {
+  uint64_t now = now_ns();
+  uint64_t taken = g_offset_taken.load(std::memory_order_acquire);
+  if (taken != 0 && now - taken < kOffsetLifetimeNs) return g_offset.load(std::memory_order_relaxed);
+  static Mutex mu;
+  Lock lock(mu);
+  if (g_offset_taken.load(std::memory_order_acquire) == taken) {
+    g_offset.store(measure_offset(), std::memory_order_relaxed);
+    g_offset_taken.store(now_ns(), std::memory_order_release);
+  }
+  return g_offset.load(std::memory_order_relaxed);
+}
+
+// Converts device/host CLOCK_MONOTONIC times to CUPTI's clock as of the moment of writing.
+struct Clock {
+  int64_t offset = offset_now();
+  uint64_t operator()(uint64_t monotonic) const { return uint64_t(int64_t(monotonic) + offset); }
+};
+
+// ---- buffers ----
+
+struct Buffer {
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  size_t used = 0;
+  size_t max_records = 0;
+  size_t records = 0;
+};
+
+struct State {
+  Mutex mu;
+  CondVar cv;  // a buffer became full, the period changed
+  Mutex deliver_mu;  // keeps deliveries in order between the worker and flushing threads
+  CUpti_BuffersCallbackRequestFunc request = nullptr;
+  CUpti_BuffersCallbackCompleteFunc complete = nullptr;
+  Buffer current;
+  std::deque<Buffer> full;
+  uint64_t dropped = 0;
+  uint64_t device_records = 0;  // written since the last flush, for SIMCUDA_CUPTI_DEVICE_BUFFER_RECORDS
+  uint32_t period_ms = 0;
+  bool worker_started = false;
+  bool subscribed = false;
+  int64_t grid_id = 0;
+};
+
+State& state() {
+  static State* s = new State;  // never destroyed: the device thread may write at exit
+  return *s;
+}
+
+std::atomic<uint64_t> g_enabled{0};  // bit per CUpti_ActivityKind
+std::atomic<CUpti_ActivityThreadIdType> g_thread_id_type{CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT};
+
+bool enabled(CUpti_ActivityKind kind) {
+  return (g_enabled.load(std::memory_order_relaxed) >> unsigned(kind)) & 1;
+}
+
+uint32_t thread_id() {
+  if (g_thread_id_type.load(std::memory_order_relaxed) == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) {
+    return uint32_t(syscall(SYS_gettid));
+  }
+  return uint32_t(uintptr_t(pthread_self()));
+}
+
+void* worker_main(void*);
+
+void start_worker_locked(State& s) {
+  if (s.worker_started) return;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t t;
+  if (pthread_create(&t, nullptr, worker_main, nullptr) == 0) {
+    pthread_detach(t);
+    s.worker_started = true;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void retire_current_locked(State& s) {
+  if (s.current.data == nullptr) return;
+  s.full.push_back(s.current);
+  s.current = Buffer{};
+  s.cv.notify_all();
+}
+
+// Appends one record; `device` records count against SIMCUDA_CUPTI_DEVICE_BUFFER_RECORDS.
+void write(const void* record, size_t size, bool device = false) {
+  State& s = state();
+  Lock lock(s.mu);
+  if (device && knobs().device_records != 0) {
+    if (s.device_records >= knobs().device_records) {
+      ++s.dropped;
+      return;
+    }
+    ++s.device_records;
+  }
+  Buffer& b = s.current;
+  if (b.data != nullptr &&
+      (b.used + size > b.size || (b.max_records != 0 && b.records >= b.max_records))) {
+    retire_current_locked(s);
+  }
+  if (b.data == nullptr) {
+    // The request callback runs with CUPTI's lock held; like the real one it must not call CUPTI.
+    if (s.request == nullptr) {
+      ++s.dropped;
+      return;
+    }
+    uint8_t* data = nullptr;
+    size_t bytes = 0, max_records = 0;
+    s.request(&data, &bytes, &max_records);
+    start_worker_locked(s);
+    if (data == nullptr || bytes < size) {
+      // A buffer too small to hold anything goes back to its owner empty.
+      if (data != nullptr) s.full.push_back(Buffer{data, bytes, 0, 0, 0});
+      ++s.dropped;
+      return;
+    }
+    b = Buffer{data, bytes, 0, max_records, 0};
+  }
+  std::memcpy(b.data + b.used, record, size);
+  b.used += size;
+  ++b.records;
+}
+
+// Hands every full buffer (and with `all`, the one being filled) to the client, in order.
+void deliver(bool all) {
+  State& s = state();
+  Lock order(s.deliver_mu);
+  std::deque<Buffer> out;
+  CUpti_BuffersCallbackCompleteFunc complete;
+  {
+    Lock lock(s.mu);
+    if (all && s.current.data != nullptr && s.current.used > 0) retire_current_locked(s);
+    out.swap(s.full);
+    complete = s.complete;
+    s.device_records = 0;
+  }
+  for (const Buffer& b : out) {
+    if (complete != nullptr) complete(nullptr, 0, b.data, b.size, b.used);
+  }
+}
+
+void* worker_main(void*) {
+  pthread_setname_np(pthread_self(), "cupti-worker");
+  State& s = state();
+  for (;;) {
+    {
+      Lock lock(s.mu);
+      if (s.full.empty()) {
+        if (s.period_ms == 0) {
+          s.cv.wait(s.mu);
+        } else {
+          s.cv.wait_until(s.mu, now_ns() + uint64_t(s.period_ms) * 1000000ull);
+        }
+      }
+    }
+    deliver(false);
+  }
+  return nullptr;
+}
+
+// ---- the sink ----
+
+uint32_t context_id(int device) { return uint32_t(device) + 1; }
+
+struct ExternalStacks {
+  std::deque<uint64_t> ids[CUPTI_EXTERNAL_CORRELATION_KIND_SIZE];
+};
+thread_local ExternalStacks t_external;
+
+void on_api_enter(activity::Domain, uint32_t, uint32_t correlation) {
+  if (!enabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) return;
+  for (int k = 0; k < CUPTI_EXTERNAL_CORRELATION_KIND_SIZE; ++k) {
+    if (t_external.ids[k].empty()) continue;
+    CUpti_ActivityExternalCorrelation r{};
+    r.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    r.externalKind = CUpti_ExternalCorrelationKind(k);
+    r.externalId = t_external.ids[k].back();
+    r.correlationId = correlation;
+    write(&r, sizeof r);
+  }
+}
+
+void on_api_exit(const activity::ApiCall& call) {
+  CUpti_ActivityKind kind =
+      call.domain == activity::Domain::kRuntime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
+  if (!enabled(kind)) return;
+  Clock clock;
+  CUpti_ActivityAPI r{};
+  r.kind = kind;
+  r.cbid = call.cbid;
+  r.start = clock(call.start_ns);
+  r.end = clock(call.end_ns);
+  r.processId = uint32_t(getpid());
+  r.threadId = thread_id();
+  r.correlationId = call.correlation;
+  r.returnValue = uint32_t(call.result);
+  write(&r, sizeof r);
+}
+
+uint8_t memory_kind(activity::Memory m) {
+  switch (m) {
+    case activity::Memory::kPageable: return CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+    case activity::Memory::kPinned: return CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+    case activity::Memory::kDevice: return CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    case activity::Memory::kManaged: return CUPTI_ACTIVITY_MEMORY_KIND_MANAGED;
+    case activity::Memory::kUnknown: break;
+  }
+  return CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN;
+}
+
+bool on_device(activity::Memory m) {
+  return m == activity::Memory::kDevice || m == activity::Memory::kManaged;
+}
+
+uint8_t copy_kind(activity::Memory src, activity::Memory dst) {
+  if (on_device(src)) return on_device(dst) ? CUPTI_ACTIVITY_MEMCPY_KIND_DTOD : CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  return on_device(dst) ? CUPTI_ACTIVITY_MEMCPY_KIND_HTOD : CUPTI_ACTIVITY_MEMCPY_KIND_HTOH;
+}
+
+void on_device_op(const activity::DeviceOp& op) {
+  const activity::OpInfo& info = *op.info;
+  Clock clock;
+  switch (info.type) {
+    case activity::OpType::kKernel: {
+      CUpti_ActivityKind kind = enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+                                : enabled(CUPTI_ACTIVITY_KIND_KERNEL)       ? CUPTI_ACTIVITY_KIND_KERNEL
+                                                                            : CUPTI_ACTIVITY_KIND_INVALID;
+      if (kind == CUPTI_ACTIVITY_KIND_INVALID) return;
+      CUpti_ActivityKernel10 r{};
+      r.kind = kind;
+      r.start = clock(op.start_ns);
+      r.end = clock(op.end_ns);
+      r.completed = r.end;
+      r.queued = CUPTI_TIMESTAMP_UNKNOWN;
+      r.submitted = CUPTI_TIMESTAMP_UNKNOWN;
+      r.deviceId = uint32_t(op.device);
+      r.contextId = context_id(op.device);
+      r.streamId = uint32_t(op.stream);
+      r.gridX = int32_t(info.grid[0]);
+      r.gridY = int32_t(info.grid[1]);
+      r.gridZ = int32_t(info.grid[2]);
+      r.blockX = int32_t(info.block[0]);
+      r.blockY = int32_t(info.block[1]);
+      r.blockZ = int32_t(info.block[2]);
+      r.dynamicSharedMemory = int32_t(info.dynamic_shared);
+      r.correlationId = info.runtime_correlation != 0 ? info.runtime_correlation : info.driver_correlation;
+      r.name = info.name;
+      {
+        Lock lock(state().mu);
+        r.gridId = ++state().grid_id;
+      }
+      write(&r, sizeof r, true);
+      return;
+    }
+    case activity::OpType::kMemcpy: {
+      if (!enabled(CUPTI_ACTIVITY_KIND_MEMCPY)) return;
+      CUpti_ActivityMemcpy6 r{};
+      r.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+      r.copyKind = copy_kind(info.src, info.dst);
+      r.srcKind = memory_kind(info.src);
+      r.dstKind = memory_kind(info.dst);
+      r.bytes = info.bytes;
+      r.start = clock(op.start_ns);
+      r.end = clock(op.end_ns);
+      r.deviceId = uint32_t(op.device);
+      r.contextId = context_id(op.device);
+      r.streamId = uint32_t(op.stream);
+      r.correlationId = info.driver_correlation != 0 ? info.driver_correlation : info.runtime_correlation;
+      r.runtimeCorrelationId = info.runtime_correlation;
+      r.copyCount = 1;
+      write(&r, sizeof r, true);
+      return;
+    }
+    case activity::OpType::kMemset: {
+      if (!enabled(CUPTI_ACTIVITY_KIND_MEMSET)) return;
+      CUpti_ActivityMemset4 r{};
+      r.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+      r.value = info.value;
+      r.bytes = info.bytes;
+      r.start = clock(op.start_ns);
+      r.end = clock(op.end_ns);
+      r.deviceId = uint32_t(op.device);
+      r.contextId = context_id(op.device);
+      r.streamId = uint32_t(op.stream);
+      r.correlationId = info.runtime_correlation != 0 ? info.runtime_correlation : info.driver_correlation;
+      r.memoryKind = memory_kind(info.dst);
+      write(&r, sizeof r, true);
+      return;
+    }
+    case activity::OpType::kFree: {
+      if (!enabled(CUPTI_ACTIVITY_KIND_MEMORY2)) return;
+      CUpti_ActivityMemory4 r{};
+      r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+      r.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+      r.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+      r.correlationId = info.runtime_correlation != 0 ? info.runtime_correlation : info.driver_correlation;
+      r.address = info.address;
+      r.bytes = info.bytes;
+      r.timestamp = clock(op.end_ns);
+      r.processId = uint32_t(getpid());
+      r.deviceId = uint32_t(op.device);
+      r.contextId = context_id(op.device);
+      r.streamId = uint32_t(op.stream);
+      r.isAsync = 1;
+      write(&r, sizeof r);
+      return;
+    }
+  }
+}
+
+void on_sync(const activity::SyncEvent& e) {
+  if (!enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) return;
+  Clock clock;
+  CUpti_ActivitySynchronization2 r{};
+  r.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  r.type = CUpti_ActivitySynchronizationType(e.type);
+  r.start = clock(e.start_ns);
+  r.end = clock(e.end_ns);
+  r.correlationId = e.correlation;
+  r.contextId = context_id(e.device);
+  r.streamId = e.stream != 0 ? uint32_t(e.stream) : CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  r.cudaEventId = e.event != 0 ? uint32_t(e.event) : CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  r.returnValue = uint32_t(e.result);
+  write(&r, sizeof r);
+}
+
+void on_memory(const activity::MemoryEvent& e) {
+  if (!enabled(CUPTI_ACTIVITY_KIND_MEMORY2)) return;
+  Clock clock;
+  CUpti_ActivityMemory4 r{};
+  r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  r.memoryOperationType = e.allocation ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
+                                       : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  r.memoryKind = CUpti_ActivityMemoryKind(memory_kind(e.kind));
+  r.correlationId = e.correlation;
+  r.address = e.address;
+  r.bytes = e.bytes;
+  r.timestamp = clock(e.time_ns);
+  r.processId = uint32_t(getpid());
+  r.deviceId = uint32_t(e.device);
+  r.contextId = context_id(e.device);
+  write(&r, sizeof r);
+}
+
+constexpr activity::Sink kSink{activity::kVersion, on_api_enter, on_api_exit, on_device_op, on_sync, on_memory};
+
+constexpr CUpti_ActivityKind kSupported[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_MEMORY2,
+    CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+};
+
+CUptiResult set_enabled(CUpti_ActivityKind kind, bool on) {
+  if (unsigned(kind) == 0 || unsigned(kind) >= unsigned(CUPTI_ACTIVITY_KIND_COUNT)) return CUPTI_ERROR_INVALID_KIND;
+  if (std::find(std::begin(kSupported), std::end(kSupported), kind) == std::end(kSupported)) {
+    return CUPTI_ERROR_NOT_COMPATIBLE;
+  }
+  State& s = state();
+  Lock lock(s.mu);
+  uint64_t bit = uint64_t(1) << unsigned(kind);
+  uint64_t mask = on ? g_enabled.load() | bit : g_enabled.load() & ~bit;
+  g_enabled.store(mask);
+  // The device's hooks stay at their one-load cost unless something is enabled.
+  activity::set_sink(mask != 0 ? &kSink : nullptr);
+  return CUPTI_SUCCESS;
+}
+
+size_t record_size(CUpti_ActivityKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
+    case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization2);
+    case CUPTI_ACTIVITY_KIND_MEMORY2: return sizeof(CUpti_ActivityMemory4);
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
+    default: return 0;
+  }
+}
+
+int g_subscriber_token;
+
+struct ResultName {
+  CUptiResult code;
+  const char* name;
+};
+
+#define R(x) {x, #x}
+constexpr ResultName kResults[] = {
+    R(CUPTI_SUCCESS), R(CUPTI_ERROR_INVALID_PARAMETER), R(CUPTI_ERROR_INVALID_DEVICE),
+    R(CUPTI_ERROR_INVALID_CONTEXT), R(CUPTI_ERROR_INVALID_EVENT_DOMAIN_ID), R(CUPTI_ERROR_INVALID_EVENT_ID),
+    R(CUPTI_ERROR_INVALID_EVENT_NAME), R(CUPTI_ERROR_INVALID_OPERATION), R(CUPTI_ERROR_OUT_OF_MEMORY),
+    R(CUPTI_ERROR_HARDWARE), R(CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT), R(CUPTI_ERROR_API_NOT_IMPLEMENTED),
+    R(CUPTI_ERROR_MAX_LIMIT_REACHED), R(CUPTI_ERROR_NOT_READY), R(CUPTI_ERROR_NOT_COMPATIBLE),
+    R(CUPTI_ERROR_NOT_INITIALIZED), R(CUPTI_ERROR_INVALID_METRIC_ID), R(CUPTI_ERROR_INVALID_METRIC_NAME),
+    R(CUPTI_ERROR_QUEUE_EMPTY), R(CUPTI_ERROR_INVALID_HANDLE), R(CUPTI_ERROR_INVALID_STREAM),
+    R(CUPTI_ERROR_INVALID_KIND), R(CUPTI_ERROR_INVALID_EVENT_VALUE), R(CUPTI_ERROR_DISABLED),
+    R(CUPTI_ERROR_INVALID_MODULE), R(CUPTI_ERROR_INVALID_METRIC_VALUE), R(CUPTI_ERROR_HARDWARE_BUSY),
+    R(CUPTI_ERROR_NOT_SUPPORTED), R(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED),
+    R(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE),
+    R(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_NON_P2P_DEVICES),
+    R(CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_WITH_MPS), R(CUPTI_ERROR_CDP_TRACING_NOT_SUPPORTED),
+    R(CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED), R(CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE),
+    R(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES), R(CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED),
+    R(CUPTI_ERROR_OPENACC_UNDEFINED_ROUTINE), R(CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED),
+    R(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), R(CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES),
+    R(CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED), R(CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED),
+    R(CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED), R(CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED),
+    R(CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED), R(CUPTI_ERROR_INVALID_CHIP_NAME), R(CUPTI_ERROR_UNKNOWN),
+};
+#undef R
+
+}  // namespace
+
+// ---- exports ----
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
+  if (version == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *version = CUPTI_API_VERSION;
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** str) {
+  if (str == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  for (const ResultName& r : kResults) {
+    if (r.code == result) {
+      *str = r.name;
+      return CUPTI_SUCCESS;
+    }
+  }
+  *str = nullptr;
+  return CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
+  if (timestamp == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *timestamp = cupti_now();
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber,
+                                                   CUpti_CallbackFunc, void*) {
+  if (subscriber == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (CUptiResult e = no_driver(); e) return e;
+  if (knobs().error == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  State& s = state();
+  Lock lock(s.mu);
+  if (s.subscribed) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  s.subscribed = true;
+  *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token);
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
+  State& s = state();
+  Lock lock(s.mu);
+  if (!s.subscribed || subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token)) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  s.subscribed = false;
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
+                                                         const char** name) {
+  if (name == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  auto find = [&](const auto& table) {
+    for (const CbidName& n : table) {
+      // The enums' INVALID (0) and SIZE entries name no function.
+      if (n.cbid == cbid && cbid != 0 && std::strcmp(n.name, "SIZE") != 0) {
+        *name = n.name;
+        return CUPTI_SUCCESS;
+      }
+    }
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  };
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) return find(kRUNTIMENames);
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return find(kDRIVERNames);
+  return CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f) {
+  if (CUptiResult e = no_driver(); e) return e;
+  if (f == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  g_timestamp.store(f, std::memory_order_release);
+  g_offset_taken.store(0, std::memory_order_release);
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiSetThreadIdType(CUpti_ActivityThreadIdType type) {
+  if (CUptiResult e = no_driver(); e) return e;
+  if (type != CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT && type != CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  g_thread_id_type.store(type);
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiGetThreadIdType(CUpti_ActivityThreadIdType* type) {
+  if (type == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *type = g_thread_id_type.load();
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
+                                                                   CUpti_BuffersCallbackCompleteFunc complete) {
+  if (request == nullptr || complete == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  State& s = state();
+  Lock lock(s.mu);
+  s.request = request;
+  s.complete = complete;
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
+  if (CUptiResult e = no_driver(); e) return e;
+  return set_enabled(kind, true);
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
+  return set_enabled(kind, false);
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
+  if (CUptiResult e = no_driver(); e) return e;
+  if ((flag & ~uint32_t(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)) != 0) return CUPTI_ERROR_INVALID_PARAMETER;
+  {
+    State& s = state();
+    Lock lock(s.mu);
+    if (s.complete == nullptr) return CUPTI_ERROR_INVALID_OPERATION;
+  }
+  // Every record here is complete when written (see the top): both flushes hand over every buffer.
+  deliver(true);
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityFlushPeriod(uint32_t time) {
+  if (CUptiResult e = no_driver(); e) return e;
+  State& s = state();
+  Lock lock(s.mu);
+  s.period_ms = time;
+  start_worker_locked(s);
+  s.cv.notify_all();
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t validBufferSizeBytes,
+                                                               CUpti_Activity** record) {
+  if (buffer == nullptr || record == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  size_t offset = 0;
+  if (*record != nullptr) {
+    auto* current = reinterpret_cast<uint8_t*>(*record);
+    if (current < buffer || current >= buffer + validBufferSizeBytes) return CUPTI_ERROR_INVALID_PARAMETER;
+    size_t size = record_size((*record)->kind);
+    if (size == 0) return CUPTI_ERROR_INVALID_KIND;
+    offset = size_t(current - buffer) + size;
+  }
+  if (offset + sizeof(CUpti_Activity) > validBufferSizeBytes) {
+    *record = nullptr;
+    return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  }
+  auto* next = reinterpret_cast<CUpti_Activity*>(buffer + offset);
+  size_t size = record_size(next->kind);
+  if (size == 0 || offset + size > validBufferSizeBytes) {
+    *record = nullptr;
+    return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  }
+  *record = next;
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
+  if (dropped == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  State& s = state();
+  Lock lock(s.mu);
+  // Reset on read, as the header says; one count for the whole process.
+  *dropped = size_t(s.dropped);
+  s.dropped = 0;
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                                           uint64_t id) {
+  if (unsigned(kind) == 0 || unsigned(kind) >= unsigned(CUPTI_EXTERNAL_CORRELATION_KIND_SIZE)) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  t_external.ids[kind].push_back(id);
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                                          uint64_t* lastId) {
+  if (unsigned(kind) == 0 || unsigned(kind) >= unsigned(CUPTI_EXTERNAL_CORRELATION_KIND_SIZE)) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  std::deque<uint64_t>& ids = t_external.ids[kind];
+  if (ids.empty()) return CUPTI_ERROR_QUEUE_EMPTY;
+  if (lastId != nullptr) *lastId = ids.back();
+  ids.pop_back();
+  return CUPTI_SUCCESS;
+}
+
+// Ends the session: nothing is recorded any more and every buffer goes back to the client; the next
+// call starts afresh.
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void) {
+  {
+    State& s = state();
+    Lock lock(s.mu);
+    g_enabled.store(0);
+    activity::set_sink(nullptr);
+  }
+  deliver(true);
+  State& s = state();
+  Lock lock(s.mu);
+  s.request = nullptr;
+  s.complete = nullptr;
+  s.subscribed = false;
+  s.period_ms = 0;
+  g_timestamp.store(nullptr);
+  g_offset_taken.store(0, std::memory_order_release);
+  g_thread_id_type.store(CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT);
+  return CUPTI_SUCCESS;
+}
