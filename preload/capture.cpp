@@ -1,9 +1,12 @@
 #include "capture.h"
 
+#include <time.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
 
+#include "gpu_activity.h"
 #include "runtime.h"
 
 namespace cutrace::preload {
@@ -56,6 +59,21 @@ thread_local int64_t t_capture_level __attribute__((tls_model("initial-exec"))) 
 thread_local uint32_t t_capture_domain __attribute__((tls_model("initial-exec"))) = 0;
 std::atomic<uint64_t> g_capture_range_id{0};
 
+// The process's ranges in CLOCK_MONOTONIC ns, for GPU activity, which CUPTI delivers later: work that
+// overlaps a range is the range's. The latest kMaxRanges; an older range's work is dropped.
+constexpr uint32_t kMaxRanges = 1024;
+struct TimedRange {
+  std::atomic<uint64_t> begin{0}, end{UINT64_MAX};
+};
+TimedRange g_ranges[kMaxRanges];
+std::atomic<uint32_t> g_ranges_opened{0};
+
+uint64_t monotonic_now() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
+}
+
 void emit_state(abi::CaptureEvent event, uint32_t range, abi::CaptureReason reason) {
   ThreadState& ts = t_thread;
   const int saved_errno = errno;
@@ -85,6 +103,10 @@ bool begin(abi::CaptureReason reason) {
     next = ((state & ~uint64_t(0xffffffff)) + (uint64_t(1) << 32)) | kActive;
   } while (!g_state.compare_exchange_weak(state, next, std::memory_order_acq_rel, std::memory_order_relaxed));
   g_process_capture.store(~0u, std::memory_order_relaxed);
+  TimedRange& timed = g_ranges[uint32_t(next >> 32) % kMaxRanges];
+  timed.end.store(UINT64_MAX, std::memory_order_relaxed);
+  timed.begin.store(monotonic_now(), std::memory_order_relaxed);
+  g_ranges_opened.store(uint32_t(next >> 32), std::memory_order_release);
   emit_state(abi::CaptureEvent::kBegin, uint32_t(next >> 32), reason);
   return true;
 }
@@ -112,9 +134,28 @@ void end(abi::CaptureReason reason) {
   } while (!g_state.compare_exchange_weak(state, next, std::memory_order_acq_rel, std::memory_order_relaxed));
   // The record goes out while the gate is still open to it; then calls pass through.
   emit_state(abi::CaptureEvent::kEnd, uint32_t(next >> 32), reason);
+  g_ranges[uint32_t(next >> 32) % kMaxRanges].end.store(monotonic_now(), std::memory_order_release);
   g_process_capture.store(0, std::memory_order_relaxed);
+  // What the device did inside the range reaches the trace before the program may be ended for it.
+  flush_gpu_activity();
   if (shutdown && g_session) g_session->capture_shutdown.store(1, std::memory_order_release);
 }
+
+}  // namespace
+
+bool capture_overlaps(uint64_t start_ns, uint64_t end_ns) {
+  if (g_config.mode == Mode::kAlways) return true;
+  const uint32_t opened = g_ranges_opened.load(std::memory_order_acquire);
+  for (uint32_t n = opened, seen = 0; n >= 1 && seen < kMaxRanges; --n, ++seen) {
+    const TimedRange& r = g_ranges[n % kMaxRanges];
+    const uint64_t begin = r.begin.load(std::memory_order_relaxed), end = r.end.load(std::memory_order_acquire);
+    if (end_ns < begin) continue;
+    if (start_ns <= end) return true;
+  }
+  return false;
+}
+
+namespace {
 
 bool copy_field(std::string_view value, char* out, size_t room, size_t* bytes) {
   if (value.size() >= room) return false;

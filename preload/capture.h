@@ -15,6 +15,10 @@ namespace cutrace::preload {
 // ANDed with the session's capture word on every call: all ones unless capture ranges are in use.
 extern std::atomic<uint32_t> g_process_capture CUTRACE_SHIM_NAME("process_capture");
 
+// Whether [start_ns, end_ns] (CLOCK_MONOTONIC) overlaps one of the process's capture ranges (always,
+// without -c): GPU activity arrives after the fact and is kept only where it does.
+bool capture_overlaps(uint64_t start_ns, uint64_t end_ns);
+
 // Reads the launcher's capture settings (abi::kCaptureEnvVar) once the session is attached.
 void init_capture();
 // Whether -c nvtx is in use: the NVTX tool then checks ranges against it. Set once, at attach.

@@ -21,6 +21,7 @@
 #include "api_lookup.h"
 #include "cutrace/api_table.h"
 #include "loaded_objects.h"
+#include "gpu_activity.h"
 #include "modules.h"
 #include "runtime.h"
 
@@ -314,11 +315,17 @@ void* finish_lookup(const Prepared& p, void* found) {
 }  // namespace
 
 extern "C" void* cutrace_dlsym_handle(void* handle, const char* name) {
+  // The tracer's own lookups, and those of the CUPTI it loaded, get what glibc finds: CUPTI's calls
+  // into the driver are not the program's.
+  if (t_thread.in_tracer || in_shims_cupti(uintptr_t(__builtin_return_address(0))))
+    return real_dlsym()(handle, name);
   const Prepared p = prepare_lookup(name);
   return finish_lookup(p, real_dlsym()(handle, name));
 }
 
 extern "C" void* cutrace_dlvsym_handle(void* handle, const char* name, const char* version) {
+  if (t_thread.in_tracer || in_shims_cupti(uintptr_t(__builtin_return_address(0))))
+    return real_dlvsym()(handle, name, version);
   const Prepared p = prepare_lookup(name);
   return finish_lookup(p, real_dlvsym()(handle, name, version));
 }

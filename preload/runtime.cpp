@@ -29,6 +29,7 @@
 #include "loaded_objects.h"
 #include "modules.h"
 #include "osrt.h"
+#include "gpu_activity.h"
 #include "python_frames.h"
 
 namespace cutrace::preload {
@@ -181,6 +182,7 @@ void on_fork_child() {
   g_is_forked_child = true;
   forget_reported_objects();
   forget_python_functions();
+  forget_gpu_activity();
   if (g_session) g_session->processes_attached.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -276,8 +278,10 @@ void report_cuda_runtime(ThreadState& ts) {
     if (!get_version || get_version(&version) != 0 || !dladdr(reinterpret_cast<void*>(get_version), &where) ||
         !where.dli_fname)
       continue;
-    if (!g_runtime_reported.exchange(true, std::memory_order_relaxed))
+    if (!g_runtime_reported.exchange(true, std::memory_order_relaxed)) {
       emit_string(ts, abi::StringKind::kCudaRuntime, uint64_t(version), where.dli_fname, strlen(where.dli_fname));
+      start_gpu_activity(ts);
+    }
     return;
   }
 }
@@ -426,6 +430,9 @@ bool prepare_thread(ThreadState& ts) {
     char name[17] = {};
     if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0) emit_string(ts, abi::StringKind::kThreadName, 0, name, strlen(name));
     if (first_in_process) announce_process(ts);
+    // A program that reaches the driver without a runtime (static runtime, driver API) starts GPU
+    // activity here; one with a runtime did when the runtime was reported.
+    if (first_in_process && !g_is_forked_child && process_uses_cuda()) start_gpu_activity(ts);
     start_timer_sampling();
     // A forked child's sampler starts here, once the child records: at the fork, its interpreter is
     // not yet fit for another thread to take the GIL.

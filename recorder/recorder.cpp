@@ -388,6 +388,16 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
     case abi::RecordKind::kPythonSample:
       write_python_sample(record, bytes);
       return;  // counted where it was written
+    case abi::RecordKind::kGpuActivity:
+      // Already in ns (CUPTI took the trace's clock) and checked for size by the ring.
+      ++gpu_records_[header.aux];
+      if (header.aux == uint32_t(abi::GpuActivity::kDropped)) {
+        uint64_t dropped;
+        std::memcpy(&dropped, record + offsetof(abi::GpuDroppedRecord, dropped), sizeof dropped);
+        gpu_dropped_ += dropped;
+      }
+      codec::encode(codec_, record, bytes, batch_cursors_);
+      break;
     case abi::RecordKind::kString:
       remember_string(record);
       codec::encode(codec_, record, bytes, batch_cursors_);
@@ -582,6 +592,12 @@ void Recorder::remember_string(const uint8_t* record) {
       command.assign(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 200));
     return;
   }
+  if (s.header.aux == uint32_t(abi::StringKind::kGpuActivityStatus)) {
+    ProcessKernels& p = kernels_[kernels_of_thread_[batch_thread_]];
+    p.gpu_status_code = uint32_t(s.key);
+    p.gpu_status.assign(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 600));
+    return;
+  }
   if (s.header.aux == uint32_t(abi::StringKind::kUnwrappedEntryPoint)) {
     // Bounded: a warning names a few, and ring contents are untrusted.
     std::set<std::string>& names = kernels_[kernels_of_thread_[batch_thread_]].unwrapped_entry_points;
@@ -729,6 +745,26 @@ std::vector<std::string> Recorder::warnings() const {
     out.push_back("no CUDA call was recorded and no traced process loaded a CUDA library; check that the program uses "
                   "CUDA");
   for (const std::string& w : library_warnings()) out.push_back(w);
+  // One line per reason: a run of many processes without a driver says so once.
+  std::map<std::string, std::vector<const ProcessKernels*>> without_gpu;
+  for (const ProcessKernels& p : kernels_)
+    if (p.gpu_status_code != UINT32_MAX && p.gpu_status_code != 0) without_gpu[p.gpu_status].push_back(&p);
+  for (const auto& [reason, processes] : without_gpu) {
+    if (processes.size() == 1) {
+      const ProcessKernels& p = *processes.front();
+      out.push_back("process " + std::to_string(p.pid) + (p.command.empty() ? "" : " (" + p.command + ")") +
+                    " has no GPU activity in the trace, only its API calls: " + reason);
+    } else {
+      std::string pids;
+      for (size_t i = 0; i < processes.size() && i < 8; ++i) pids += (i ? ", " : "") + std::to_string(processes[i]->pid);
+      if (processes.size() > 8) pids += ", ...";
+      out.push_back(std::to_string(processes.size()) + " processes (" + pids +
+                    ") have no GPU activity in the trace, only their API calls: " + reason);
+    }
+  }
+  if (gpu_dropped_)
+    out.push_back(std::to_string(gpu_dropped_) + " GPU activity records were dropped by CUPTI: its buffers filled "
+                  "faster than the trace took them");
   if (cpu_samples_ && cpu_samples_->lost())
     out.push_back(std::to_string(cpu_samples_->lost()) + " CPU samples were lost: the kernel's sampling buffers filled "
                   "before the recorder read them (lower --sampling-frequency)");
@@ -911,6 +947,19 @@ trace::KeyValues Recorder::summary() const {
       kv.emplace_back("cpu_samples.untraced", std::to_string(cpu_samples_untraced_));
       kv.emplace_back("context_switches", std::to_string(context_switches_written_));
     }
+  }
+  bool gpu_tried = false;
+  for (const ProcessKernels& p : kernels_) gpu_tried |= p.gpu_status_code != UINT32_MAX;
+  if (gpu_tried) {
+    static const char* const kNames[] = {"", "kernels", "memcpy", "memset", "sync", "memory", "api_links", ""};
+    for (uint32_t k = 1; k < 7; ++k)
+      kv.emplace_back(std::string("gpu_activity.") + kNames[k], std::to_string(gpu_records_[k]));
+    kv.emplace_back("gpu_activity.dropped", std::to_string(gpu_dropped_));
+    for (const ProcessKernels& p : kernels_)
+      if (p.gpu_status_code == 0) {
+        kv.emplace_back("gpu_activity.source", p.gpu_status);
+        break;
+      }
   }
   if (python_sampling_) {
     kv.emplace_back("python_samples", std::to_string(python_samples_written_));

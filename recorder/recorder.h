@@ -201,6 +201,10 @@ class Recorder {
     bool opened_capture_range = false;  // a kCaptureState record came from it
     std::string command;  // kProcessCommand, else kProcessExe; bounded
     std::set<std::string> unwrapped_entry_points;  // kUnwrappedEntryPoint: driver entry points without a wrapper
+    // kGpuActivityStatus: CUPTI's result when the process started GPU activity (UINT32_MAX: it did not
+    // try), and what the shim said of it; bounded.
+    uint32_t gpu_status_code = UINT32_MAX;
+    std::string gpu_status;
   };
   void remember_string(const uint8_t* record);
   void remember_module(const uint8_t* record, uint32_t bytes);
@@ -272,6 +276,8 @@ class Recorder {
   std::vector<PendingSample> pending_samples_;
   uint64_t cpu_samples_written_ = 0;
   bool python_sampling_ = false;
+  uint64_t gpu_records_[8] = {};  // GPU activity records written, by abi::GpuActivity
+  uint64_t gpu_dropped_ = 0;      // records CUPTI said it dropped
   uint64_t python_samples_written_ = 0;
   uint64_t python_samples_unplaced_ = 0;  // named a thread that is not (or no longer) the process's
   uint64_t cpu_samples_untraced_ = 0;

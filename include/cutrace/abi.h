@@ -64,7 +64,7 @@ enum class RecordKind : uint16_t {
   kBacktrace = 5,      // variable-length list of return addresses for the preceding call
   kModuleMap = 6,      // ModuleRecord: a loaded object (path, load bias, text range, build-id, flags)
   kNvtx = 7,           // NVTX push/pop/start/end/mark
-  kGpuActivity = 8,    // a CUPTI activity record, re-encoded
+  kGpuActivity = 8,    // GPU activity from CUPTI, re-encoded (GpuActivity records)
   kCaptureState = 9,   // capture switched on or off (profiler API, NVTX range)
   kCpuSample = 10,     // CpuSampleRecord: a CPU sample of a thread (-s cpu): the recorder's, or the timer sampler's
   kContextSwitch = 11, // ContextSwitchRecord: a thread left or got a CPU (--cpuctxsw); the recorder's alone
@@ -167,6 +167,13 @@ enum class StringKind : uint32_t {
   // key = the id a BacktraceRecord's Python frames name a function by, text = its qualified name, a NUL,
   // and the file of its code. Sent once per id per process, before the first backtrace naming it.
   kPythonFunction = 7,
+  // key = the id a GPU kernel record names its kernel by (a hash of the name), text = the kernel's
+  // mangled name as CUPTI gives it. Sent once per id per process, before the first record naming it.
+  kGpuKernelName = 8,
+  // key = the CUPTI result code (0 when GPU activity is collected), text = what happened, one sentence:
+  // why GPU activity is not collected for this process (no driver, another profiler holds CUPTI, ...),
+  // or where CUPTI was loaded from. Sent once per process when it tries to start GPU activity.
+  kGpuActivityStatus = 9,
 };
 
 struct StringRecord {
@@ -261,6 +268,117 @@ struct PythonSampleRecord {
   PythonFrame frames[];
 };
 static_assert(sizeof(PythonSampleRecord) == 24);
+
+// GPU activity (-t cuda, where a driver and CUPTI are present): what CUPTI reported the device did,
+// re-encoded by the shim from CUPTI's activity buffers into the ring of the thread that received them.
+// Times are ns of CLOCK_MONOTONIC in the ring and in the file alike: CUPTI takes its timestamps from
+// the shim's clock (cuptiActivityRegisterTimestampCallback). Device, context and stream ids are
+// CUPTI's, per process. aux = GpuActivity.
+enum class GpuActivity : uint32_t {
+  kKernel = 1,   // GpuKernelRecord (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+  kMemcpy = 2,   // GpuMemcpyRecord (MEMCPY)
+  kMemset = 3,   // GpuMemsetRecord (MEMSET)
+  kSync = 4,     // GpuSyncRecord (SYNCHRONIZATION): a host wait, on the host's timeline
+  kMemory = 5,   // GpuMemoryRecord (MEMORY2): a device allocation or release
+  kApiLink = 6,  // GpuApiLinkRecord: which call of which thread a correlation id belongs to
+  kDropped = 7,  // GpuDroppedRecord: records CUPTI could not deliver
+};
+
+// The fields every GPU activity record but kApiLink and kDropped starts with.
+struct GpuActivityHeader {
+  RecordHeader header;   // kind = kGpuActivity, aux = GpuActivity
+  uint64_t start;        // ns, CLOCK_MONOTONIC
+  uint64_t end;          // ns; == start for an instant (an allocation)
+  uint32_t correlation;  // CUPTI's correlation id of the API call that issued it (0: none known)
+  uint32_t device;       // CUPTI device id; UINT32_MAX when CUPTI gives none (a synchronisation)
+  uint32_t context;
+  uint32_t stream;       // CUPTI stream id; UINT32_MAX when none
+};
+static_assert(sizeof(GpuActivityHeader) == 40);
+
+struct GpuKernelRecord {
+  GpuActivityHeader h;
+  uint64_t name;         // id of the process's kGpuKernelName string; 0 when CUPTI gave no name
+  int32_t grid[3];
+  int32_t block[3];
+  uint32_t static_shared_bytes;
+  uint32_t dynamic_shared_bytes;
+  uint32_t registers_per_thread;
+  uint32_t reserved;
+};
+static_assert(sizeof(GpuKernelRecord) == 88);
+
+struct GpuMemcpyRecord {
+  GpuActivityHeader h;
+  uint64_t bytes;
+  uint32_t runtime_correlation;  // the enclosing runtime call's correlation id, 0 when none
+  uint8_t copy_kind;             // CUpti_ActivityMemcpyKind
+  uint8_t src_kind;              // CUpti_ActivityMemoryKind
+  uint8_t dst_kind;
+  uint8_t flags;                 // CUpti_ActivityFlag's low byte (1: asynchronous)
+};
+static_assert(sizeof(GpuMemcpyRecord) == 56);
+
+struct GpuMemsetRecord {
+  GpuActivityHeader h;
+  uint64_t bytes;
+  uint32_t value;
+  uint16_t memory_kind;  // CUpti_ActivityMemoryKind
+  uint16_t flags;
+};
+static_assert(sizeof(GpuMemsetRecord) == 56);
+
+struct GpuSyncRecord {
+  GpuActivityHeader h;
+  uint32_t type;   // CUpti_ActivitySynchronizationType
+  uint32_t event;  // CUPTI's event id for event synchronisations, else UINT32_MAX
+};
+static_assert(sizeof(GpuSyncRecord) == 48);
+
+struct GpuMemoryRecord {
+  GpuActivityHeader h;   // start == end: when it happened
+  uint64_t address;
+  uint64_t bytes;
+  uint32_t operation;    // CUpti_ActivityMemoryOperationType: 1 allocation, 2 release
+  uint32_t memory_kind;  // CUpti_ActivityMemoryKind
+};
+static_assert(sizeof(GpuMemoryRecord) == 64);
+
+// A runtime or driver call as CUPTI saw it (its RUNTIME/DRIVER activity), kept only for calls that
+// give the device work, wait for it or allocate (their api's class is not kOther): the link from a
+// GPU record's correlation id to the call that issued it. CUPTI's interval lies inside the shim's own
+// record of the same call on the same thread, since CUPTI times the call from within.
+struct GpuApiLinkRecord {
+  RecordHeader header;   // kind = kGpuActivity, aux = kApiLink
+  uint64_t start;        // ns, CLOCK_MONOTONIC
+  uint64_t end;
+  uint32_t correlation;
+  uint32_t tid;          // the calling thread (CUPTI's threadId of type SYSTEM)
+  uint32_t api_id;       // the call's id in the trace's api table
+  uint32_t result;       // its return value as CUPTI saw it
+};
+static_assert(sizeof(GpuApiLinkRecord) == 40);
+
+struct GpuDroppedRecord {
+  RecordHeader header;  // kind = kGpuActivity, aux = kDropped
+  uint64_t time;        // ns, CLOCK_MONOTONIC: when the shim learnt of them
+  uint64_t dropped;     // records CUPTI dropped since the last such record
+};
+static_assert(sizeof(GpuDroppedRecord) == 24);
+
+// The size of a GPU activity record of kind `aux`; 0 for an unknown kind.
+inline constexpr uint32_t gpu_activity_bytes(uint32_t aux) {
+  switch (GpuActivity(aux)) {
+    case GpuActivity::kKernel: return sizeof(GpuKernelRecord);
+    case GpuActivity::kMemcpy: return sizeof(GpuMemcpyRecord);
+    case GpuActivity::kMemset: return sizeof(GpuMemsetRecord);
+    case GpuActivity::kSync: return sizeof(GpuSyncRecord);
+    case GpuActivity::kMemory: return sizeof(GpuMemoryRecord);
+    case GpuActivity::kApiLink: return sizeof(GpuApiLinkRecord);
+    case GpuActivity::kDropped: return sizeof(GpuDroppedRecord);
+  }
+  return 0;
+}
 
 // Backtrace classes: ApiClass's values for CUDA calls, then the OS runtime's calls.
 inline constexpr uint32_t kBacktraceClasses = 5;
@@ -479,8 +597,14 @@ struct alignas(64) SessionHeader {
   // Timer samples not taken because the signal came while the thread was inside cutrace (writing a
   // record, taking a stack): counted, not lost silently.
   std::atomic<uint64_t> timer_samples_skipped;
+  // kGpuActivity* bits: GPU activity through CUPTI (-t cuda), and device memory usage with it
+  // (--cuda-memory-usage true).
+  uint32_t gpu_activity;
+  uint32_t gpu_activity_reserved;
 };
 static_assert(sizeof(SessionHeader) == 320);
+inline constexpr uint32_t kGpuActivityOn = 1;
+inline constexpr uint32_t kGpuActivityMemoryUsage = 2;
 // The signal of the timer sampler: a real-time one, which programs rarely use (SIGPROF is a profiler's).
 inline int timer_sample_signal() { return SIGRTMAX - 4; }
 static_assert(offsetof(SessionHeader, capture_domains) == 64);

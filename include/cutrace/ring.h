@@ -194,6 +194,8 @@ inline bool record_well_formed(const uint8_t* p, uint32_t bytes) {
     }
     case abi::RecordKind::kCaptureState:
       return bytes == sizeof(abi::CaptureStateRecord);
+    case abi::RecordKind::kGpuActivity:
+      return abi::gpu_activity_bytes(h.aux) != 0 && bytes == abi::gpu_activity_bytes(h.aux);
     case abi::RecordKind::kPythonSample:
       return h.aux >= 1 && h.aux <= abi::kMaxPythonFrames &&
              bytes == sizeof(abi::PythonSampleRecord) + sizeof(abi::PythonFrame) * h.aux;

@@ -14,7 +14,7 @@ enum class Id {
   kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kQuiet, kHelp,
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
-  kSample, kSamplingFrequency, kCpuctxsw, kPythonSampling, kPythonSamplingFrequency,
+  kSample, kSamplingFrequency, kCpuctxsw, kPythonSampling, kPythonSamplingFrequency, kGpuActivity,
 };
 
 struct Supported {
@@ -52,6 +52,7 @@ constexpr Supported kSupported[] = {
     {0, "sampling-frequency", Arity::kValue, Id::kSamplingFrequency},
     {0, "cpuctxsw", Arity::kValue, Id::kCpuctxsw},
     {0, "python-sampling", Arity::kBool, Id::kPythonSampling},
+    {0, "gpu-activity", Arity::kBool, Id::kGpuActivity},
     {0, "python-sampling-frequency", Arity::kValue, Id::kPythonSamplingFrequency},
     {'h', "help", Arity::kNone, Id::kHelp},
 };
@@ -665,6 +666,9 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
         case Id::kPythonSampling:
           if (!take_bool(&options->python_sampling)) return false;
           break;
+        case Id::kGpuActivity:
+          if (!take_bool(&options->gpu_activity)) return false;
+          break;
         case Id::kPythonSamplingFrequency:
           if (!take_value(&value) || !parse_u32(value, 1, 2000, &options->python_sampling_frequency)) {
             *error = usage("option '" + w.spelled + "' takes a number of samples per second from 1 to 2000" +
@@ -808,6 +812,10 @@ options:
       --python-backtrace cuda|none
                               in a CPython thread that holds the GIL, add its Python frames to
                               the stacks taken (default cuda: on); none leaves them out
+      --gpu-activity true|false
+                              with -t cuda, what the GPU ran (kernels, copies, sets,
+                              synchronisation, allocations) from CUPTI where a driver is present
+                              (default true; false records the API calls alone)
       --python-sampling true|false
                               sample the Python stack of every thread of each CPython process
                               (3.9 or newer), from a thread that takes the GIL (default false)

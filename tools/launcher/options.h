@@ -45,6 +45,8 @@ struct ProfileOptions {
   // --python-sampling: the Python stacks of every thread of each CPython process, at
   // --python-sampling-frequency Hz (nsys's 1 to 2000, default 1000). Off by default, as in nsys.
   bool python_sampling = false;
+  // --gpu-activity (cutrace's own): with -t cuda, GPU activity through CUPTI, as nsys's -t cuda has it.
+  bool gpu_activity = true;
   uint32_t python_sampling_frequency = 1000;
   // -s/--sample process-tree (or its older spelling cpu): CPU samples of every thread of the command's
   // processes, at --sampling-frequency Hz (nsys's 100 to 8000, default 1000). Off by default (nsys

@@ -363,6 +363,10 @@ int run(const ProfileOptions& options) {
                             std::string("sampling.method=") + (perf ? "perf" : "timer")});
   }
 
+  if (options.gpu_activity && (options.trace_domains & abi::kCudaDomains)) {
+    session.header()->gpu_activity = abi::kGpuActivityOn;
+    recorder_args.insert(recorder_args.end(), {"--meta", "gpu_activity=cupti"});
+  }
   if (options.python_sampling) {
     session.header()->python_sampling_hz = options.python_sampling_frequency;
     recorder_args.insert(recorder_args.end(),

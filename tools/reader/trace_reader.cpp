@@ -152,6 +152,10 @@ const char* check_record(const uint8_t* p, size_t left) {
       if (h.size < sizeof(abi::ContextSwitchRecord) || h.aux < 1 || h.aux > 3)
         return "a context switch record is too short or of no known kind";
       return nullptr;
+    case abi::RecordKind::kGpuActivity:
+      if (abi::gpu_activity_bytes(h.aux) == 0 || h.size < abi::gpu_activity_bytes(h.aux))
+        return "a GPU activity record is of no known kind or too short";
+      return nullptr;
     case abi::RecordKind::kPythonSample:
       if (h.aux < 1 || h.aux > abi::kMaxPythonFrames ||
           h.size < sizeof(abi::PythonSampleRecord) + sizeof(abi::PythonFrame) * h.aux)
@@ -922,6 +926,16 @@ void TraceReader::apply_events() {
           break;
         case abi::StringKind::kUnwrappedEntryPoint:
           break;  // the recorder's warning (metadata warning.N) names them
+        case abi::StringKind::kGpuKernelName: {
+          KernelName& k = proc.gpu_kernel_names[load<uint64_t>(r + offsetof(abi::StringRecord, key))];
+          k.mangled.assign(text);
+          k.demangled = demangle(text);
+          break;
+        }
+        case abi::StringKind::kGpuActivityStatus:
+          proc.gpu_status_code = int64_t(load<uint64_t>(r + offsetof(abi::StringRecord, key)));
+          proc.gpu_status.assign(text);
+          break;
         case abi::StringKind::kPythonFunction: {
           const size_t nul = text.find('\0');
           Process::PythonFunction& f = proc.python_functions[load<uint64_t>(r + offsetof(abi::StringRecord, key))];
@@ -937,6 +951,65 @@ void TraceReader::apply_events() {
     } else if (abi::RecordKind(h.kind) == abi::RecordKind::kNvtx) {
       apply_nvtx_name(t, r);
     }
+  }
+}
+
+void TraceReader::deliver_gpu_activity(Event& ev, const uint8_t* r, uint32_t aux) {
+  ev.kind = EventKind::kGpuActivity;
+  GpuActivityEvent& g = ev.gpu;
+  g = GpuActivityEvent{};
+  g.kind = abi::GpuActivity(aux);
+  switch (g.kind) {
+    case abi::GpuActivity::kApiLink: {
+      auto a = load<abi::GpuApiLinkRecord>(r);
+      g.start_ns = a.start, g.end_ns = a.end, g.correlation = a.correlation;
+      g.tid = a.tid, g.api_id = a.api_id, g.result = a.result;
+      return;
+    }
+    case abi::GpuActivity::kDropped: {
+      auto d = load<abi::GpuDroppedRecord>(r);
+      g.start_ns = g.end_ns = d.time;
+      g.dropped = d.dropped;
+      return;
+    }
+    default: break;
+  }
+  auto h = load<abi::GpuActivityHeader>(r);
+  g.start_ns = h.start, g.end_ns = std::max(h.start, h.end), g.correlation = h.correlation;
+  g.device = h.device, g.context = h.context, g.stream = h.stream;
+  switch (g.kind) {
+    case abi::GpuActivity::kKernel: {
+      auto k = load<abi::GpuKernelRecord>(r);
+      const Process& proc = processes_[ev.thread->process];
+      if (auto it = proc.gpu_kernel_names.find(k.name); k.name && it != proc.gpu_kernel_names.end()) g.name = &it->second;
+      std::copy(std::begin(k.grid), std::end(k.grid), g.grid);
+      std::copy(std::begin(k.block), std::end(k.block), g.block);
+      g.static_shared_bytes = k.static_shared_bytes, g.dynamic_shared_bytes = k.dynamic_shared_bytes;
+      g.registers_per_thread = k.registers_per_thread;
+      break;
+    }
+    case abi::GpuActivity::kMemcpy: {
+      auto m = load<abi::GpuMemcpyRecord>(r);
+      g.bytes = m.bytes, g.runtime_correlation = m.runtime_correlation;
+      g.copy_kind = m.copy_kind, g.src_kind = m.src_kind, g.dst_kind = m.dst_kind, g.flags = m.flags;
+      break;
+    }
+    case abi::GpuActivity::kMemset: {
+      auto m = load<abi::GpuMemsetRecord>(r);
+      g.bytes = m.bytes, g.value = m.value, g.memory_kind = m.memory_kind, g.flags = uint8_t(m.flags);
+      break;
+    }
+    case abi::GpuActivity::kSync: {
+      auto s = load<abi::GpuSyncRecord>(r);
+      g.sync_type = s.type, g.event = s.event;
+      break;
+    }
+    case abi::GpuActivity::kMemory: {
+      auto m = load<abi::GpuMemoryRecord>(r);
+      g.address = m.address, g.bytes = m.bytes, g.operation = m.operation, g.memory_kind = m.memory_kind;
+      break;
+    }
+    default: break;
   }
 }
 
@@ -1074,6 +1147,9 @@ bool TraceReader::deliver_event(Event& ev) {
           ev.sample = {rec.time, rec.cpu, sample_frames_.data(), h.aux};
           return true;
         }
+        case abi::RecordKind::kGpuActivity:
+          deliver_gpu_activity(ev, r, h.aux);
+          return true;
         case abi::RecordKind::kPythonSample: {
           auto rec = load<abi::PythonSampleRecord>(r);
           ev.kind = EventKind::kPythonSample;

@@ -110,6 +110,12 @@ struct Process {
     std::string name, file;
   };
   std::unordered_map<uint64_t, PythonFunction> python_functions;
+  // kGpuKernelName: the name id of a GPU kernel record -> its name.
+  std::unordered_map<uint64_t, KernelName> gpu_kernel_names;
+  // kGpuActivityStatus: CUPTI's result when the process started GPU activity (-1: it did not try) and
+  // what the shim said of it.
+  int64_t gpu_status_code = -1;
+  std::string gpu_status;
 
   // The module whose executable range held `address` at `time` (ns): of the objects there, the one
   // loaded last by then and not unloaded yet. An address in an object the shim found loaded only after
@@ -245,6 +251,7 @@ enum class EventKind : uint8_t {
   kCpuSample,    // ev.sample on ev.thread: a CPU sample (-s cpu)
   kContextSwitch,  // ev.context_switch on ev.thread: it left its CPU or got one (--cpuctxsw)
   kPythonSample,   // ev.python_sample on ev.thread: its Python stack (--python-sampling)
+  kGpuActivity,    // ev.gpu: GPU activity from CUPTI, delivered on the thread that received it
   kRecord,       // ev.record on ev.thread: a record kind without a decoder here
   kEnd,          // the kEnd chunk: summary() and per-thread stats are filled in
 };
@@ -264,6 +271,30 @@ struct PythonSampleEvent {
   uint64_t time_ns = 0;
   const abi::PythonFrame* frames = nullptr;
   uint32_t frame_count = 0;
+};
+
+// What CUPTI said the device did (abi::GpuActivity records), decoded. The fields of other kinds are 0.
+struct GpuActivityEvent {
+  abi::GpuActivity kind = abi::GpuActivity::kKernel;
+  uint64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC; kDropped: when it was learnt
+  uint32_t correlation = 0;
+  uint32_t device = UINT32_MAX, context = 0, stream = UINT32_MAX;
+  // kKernel: its name (null when the trace does not name it), launch shape and resources.
+  const KernelName* name = nullptr;
+  int32_t grid[3] = {}, block[3] = {};
+  uint32_t static_shared_bytes = 0, dynamic_shared_bytes = 0, registers_per_thread = 0;
+  // kMemcpy, kMemset, kMemory
+  uint64_t bytes = 0;
+  uint32_t runtime_correlation = 0;           // kMemcpy
+  uint8_t copy_kind = 0, src_kind = 0, dst_kind = 0, flags = 0;  // kMemcpy (flags: kMemset's too)
+  uint32_t value = 0;                         // kMemset
+  uint32_t memory_kind = 0;                   // kMemset, kMemory
+  uint64_t address = 0;                       // kMemory
+  uint32_t operation = 0;                     // kMemory: 1 allocation, 2 release
+  uint32_t sync_type = 0, event = UINT32_MAX; // kSync
+  uint32_t tid = 0, api_id = 0, result = 0;   // kApiLink
+  uint64_t dropped = 0;                       // kDropped
+  uint64_t duration_ns() const { return end_ns - start_ns; }
 };
 
 // A thread left its CPU or got one back (abi::ContextSwitchRecord). A thread's switches may be read out
@@ -286,6 +317,7 @@ struct Event {
   CaptureEvent capture;
   CpuSampleEvent sample;
   PythonSampleEvent python_sample;
+  GpuActivityEvent gpu;
   ContextSwitchEvent context_switch;
   RawRecord record;
 };
@@ -390,6 +422,7 @@ class TraceReader {
   void apply_events();
   void apply_call_names(Thread& t, const uint8_t* rec, uint32_t size);
   void apply_module(Thread& t, const uint8_t* rec);
+  void deliver_gpu_activity(Event& ev, const uint8_t* record, uint32_t aux);
   void apply_nvtx_name(Thread& t, const uint8_t* rec);
   void deliver_nvtx(Event& ev, const uint8_t* rec);
   bool deliver_event(Event& ev);

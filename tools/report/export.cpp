@@ -240,6 +240,7 @@ int export_main(int argc, char** argv) {
   std::string nvtx = counts.nvtx ? ", " + count(counts.nvtx, "NVTX range or mark", "NVTX ranges and marks") : "";
   if (counts.samples) nvtx += ", " + count(counts.samples, "CPU sample", "CPU samples");
   if (counts.python_samples) nvtx += ", " + count(counts.python_samples, "Python sample", "Python samples");
+  if (counts.gpu) nvtx += ", " + count(counts.gpu, "GPU operation", "GPU operations");
   if (!out.is_stdout())
     std::fprintf(stderr, "cutrace export: wrote %s (%s%s, %s, %s).\n", output_path.c_str(),
                  count(counts.calls, "call", "calls").c_str(), nvtx.c_str(),

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "reader/decode.h"
@@ -58,6 +59,7 @@ class Writer {
         case EventKind::kCapture: capture(ev); break;
         case EventKind::kCpuSample: sample(ev); break;
         case EventKind::kPythonSample: python_sample(ev); break;
+        case EventKind::kGpuActivity: gpu_activity(ev); break;
         case EventKind::kContextSwitch:
           switches_[ev.thread].push_back({ev.context_switch.time_ns, ev.context_switch.change});
           break;
@@ -310,6 +312,83 @@ class Writer {
     ++counts_.python_samples;
   }
 
+  // GPU work goes on a track per device and stream of its process, as nsys's "CUDA HW" rows: a
+  // thread id of its own, above any real one (pid_max is at most 2^22).
+  static uint32_t gpu_track(uint32_t device, uint32_t stream) {
+    return 0x40000000u + (device == UINT32_MAX ? 0xffffu : device & 0xffffu) * 0x4000u + (stream & 0x3fffu);
+  }
+
+  void gpu_activity(const reader::Event& ev) {
+    const reader::GpuActivityEvent& g = ev.gpu;
+    const reader::Thread& t = *ev.thread;
+    // A flow from the call that issued GPU work to that work: its start binds to the call's slice on
+    // the calling thread, its end to the work's slice on the GPU track.
+    const uint64_t flow = uint64_t(t.pid) << 32 | g.correlation;
+    if (g.kind == abi::GpuActivity::kApiLink) {
+      if (!nvtx_in_window(g.start_ns, g.end_ns)) return;
+      begin_event();
+      buf_ += "{\"ph\":\"s\",\"cat\":\"cuda_flow\",\"name\":\"cuda launch\",\"id\":" + std::to_string(flow) +
+              ",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(g.tid) + ",\"ts\":";
+      append_us(buf_, int64_t(g.start_ns - origin_));
+      buf_ += "}";
+      return;
+    }
+    if (g.kind != abi::GpuActivity::kKernel && g.kind != abi::GpuActivity::kMemcpy &&
+        g.kind != abi::GpuActivity::kMemset)
+      return;
+    if (!nvtx_in_window(g.start_ns, g.end_ns)) return;
+    const uint32_t track = gpu_track(g.device, g.stream);
+    const uint64_t key = uint64_t(t.pid) << 32 | track;
+    if (gpu_tracks_.insert(key).second)
+      name_event("thread_name", t.pid, track,
+                 "CUDA HW (device " + (g.device == UINT32_MAX ? std::string("?") : std::to_string(g.device)) +
+                     ", stream " + std::to_string(g.stream) + ")");
+    begin_event();
+    buf_ += "{\"ph\":\"X\",\"cat\":\"cuda_gpu\",\"name\":";
+    if (g.kind == abi::GpuActivity::kKernel) {
+      append_json_string(buf_, g.name ? g.name->demangled : std::string("[unnamed kernel]"));
+    } else {
+      static const char* const kCopies[] = {"Unknown",        "Host-to-Device",   "Device-to-Host", "Host-to-Array",
+                                            "Array-to-Host",  "Array-to-Array",   "Array-to-Device", "Device-to-Array",
+                                            "Device-to-Device", "Host-to-Host",   "Peer-to-Peer"};
+      append_json_string(buf_, g.kind == abi::GpuActivity::kMemset ? std::string("[CUDA memset]")
+                                                                 : std::string("[CUDA memcpy ") +
+                                                                       (g.copy_kind < std::size(kCopies) ? kCopies[g.copy_kind] : "Unknown") + "]");
+    }
+    buf_ += ",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(track) + ",\"ts\":";
+    append_us(buf_, int64_t(g.start_ns - origin_));
+    buf_ += ",\"dur\":";
+    append_us(buf_, int64_t(g.duration_ns()));
+    buf_ += ",\"args\":{\"correlation\":" + std::to_string(g.correlation) + ",\"device\":" +
+            std::to_string(int64_t(g.device == UINT32_MAX ? -1 : int64_t(g.device))) + ",\"context\":" +
+            std::to_string(g.context) + ",\"stream\":" + std::to_string(g.stream);
+    if (g.kind == abi::GpuActivity::kKernel) {
+      buf_ += ",\"grid\":[" + std::to_string(g.grid[0]) + "," + std::to_string(g.grid[1]) + "," + std::to_string(g.grid[2]) +
+              "],\"block\":[" + std::to_string(g.block[0]) + "," + std::to_string(g.block[1]) + "," +
+              std::to_string(g.block[2]) + "],\"registers_per_thread\":" + std::to_string(g.registers_per_thread) +
+              ",\"static_shared_bytes\":" + std::to_string(g.static_shared_bytes) +
+              ",\"dynamic_shared_bytes\":" + std::to_string(g.dynamic_shared_bytes);
+      if (g.name) {
+        buf_ += ",\"mangled\":";
+        append_json_string(buf_, g.name->mangled);
+      }
+    } else {
+      buf_ += ",\"bytes\":" + std::to_string(g.bytes);
+    }
+    buf_ += "}}";
+    ++counts_.gpu;
+    // The flow's end: the same correlation id as the call's link.
+    if (g.correlation) {
+      begin_event();
+      buf_ += "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"cuda_flow\",\"name\":\"cuda launch\",\"id\":" +
+              std::to_string(flow) + ",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(track) +
+              ",\"ts\":";
+      append_us(buf_, int64_t(g.start_ns - origin_));
+      buf_ += "}";
+    }
+    if (buf_.size() >= 1 << 16) flush();
+  }
+
   struct Slice {
     uint64_t begin;
     uint16_t depth;
@@ -457,6 +536,7 @@ class Writer {
     j += "}}";
   }
 
+  std::unordered_set<uint64_t> gpu_tracks_;  // pid << 32 | track: named already
   reader::TraceReader& reader_;
   FILE* out_;
   PerfettoOptions options_;

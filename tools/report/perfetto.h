@@ -14,7 +14,10 @@
 //
 // A thread's intervals off its CPU (--cpuctxsw) are async slices ("cat":"off_cpu", one id per thread).
 // CPU samples (-s cpu) are thread-scoped instants ("cat":"cpu_sample") named by the function they found
-// running, with the stack ("stack") and the CPU in their arguments. Python samples (--python-sampling)
+// running, with the stack ("stack") and the CPU in their arguments.
+// GPU work from CUPTI (kernels, copies, sets) is on a track per device and stream of its process
+// ("CUDA HW (device D, stream S)"), as complete events ("cat":"cuda_gpu"), with a flow ("cat":
+// "cuda_flow") from the call that issued it, bound to that call's slice. Python samples (--python-sampling)
 // are thread-scoped instants ("cat":"python_sample") named by the innermost Python function, with the
 // Python stack ("python_stack").
 //
@@ -38,6 +41,7 @@ struct PerfettoCounts {
   uint64_t nvtx = 0;       // NVTX ranges and marks written
   uint64_t samples = 0;    // CPU samples written (instants on their threads' tracks)
   uint64_t python_samples = 0;  // Python samples written (the same)
+  uint64_t gpu = 0;             // kernels, copies and sets written on GPU tracks
   uint64_t off_cpu = 0;    // intervals off CPU written (--cpuctxsw)
   // Modules whose backtrace frames could not be named (Symbolizer::notes), one line each.
   std::vector<std::string> symbol_notes;

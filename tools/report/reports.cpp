@@ -664,6 +664,287 @@ class PythonSampleSum : public Report {
   uint64_t samples_ = 0;
 };
 
+// --- GPU activity (CUPTI) ---
+
+// nsys's names of a memory operation: "[CUDA memcpy Host-to-Device]", "[CUDA memset]".
+std::string memory_operation(const reader::GpuActivityEvent& g) {
+  if (g.kind == abi::GpuActivity::kMemset) return "[CUDA memset]";
+  static const char* const kCopies[] = {"Unknown",         "Host-to-Device",  "Device-to-Host",   "Host-to-Array",
+                                        "Array-to-Host",   "Array-to-Array",  "Array-to-Device",  "Device-to-Array",
+                                        "Device-to-Device", "Host-to-Host",   "Peer-to-Peer"};
+  const char* copy = g.copy_kind < std::size(kCopies) ? kCopies[g.copy_kind] : "Unknown";
+  return std::string("[CUDA memcpy ") + copy + "]";
+}
+
+// CUPTI's memory kinds as nsys prints them.
+const char* memory_kind_name(uint32_t kind) {
+  static const char* const kKinds[] = {"Unknown", "Pageable", "Pinned",        "Device",
+                                       "Array",   "Managed",  "Device Static", "Managed Static"};
+  return kind < std::size(kKinds) ? kKinds[kind] : "Unknown";
+}
+
+bool is_gpu_work(const Event& ev) {
+  return ev.kind == EventKind::kGpuActivity &&
+         (ev.gpu.kind == abi::GpuActivity::kKernel || ev.gpu.kind == abi::GpuActivity::kMemcpy ||
+          ev.gpu.kind == abi::GpuActivity::kMemset);
+}
+
+std::string kernel_display_name(const reader::GpuActivityEvent& g) {
+  return g.name ? g.name->demangled : "[unnamed kernel]";
+}
+
+// cuda_gpu_kern_sum, cuda_gpu_mem_time_sum: per kernel name, or per memory operation, nsys's duration
+// statistics of what the GPU ran.
+class GpuTimeSum : public Report {
+ public:
+  GpuTimeSum(const char* title, bool kernels) : title_(title), kernels_(kernels) {}
+
+  void add(TraceReader&, const Event& ev) override {
+    if (!is_gpu_work(ev) || (ev.gpu.kind == abi::GpuActivity::kKernel) != kernels_) return;
+    std::string name = kernels_ ? kernel_display_name(ev.gpu) : memory_operation(ev.gpu);
+    auto [it, added] = row_by_name_.emplace(std::move(name), rows_.size());
+    if (added) rows_.emplace_back().name = &it->first;
+    if (rows_[it->second].stats.add(ev.gpu.duration_ns())) spill_when_over_budget(rows_, held_, ok_);
+  }
+
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader&, TableSink& sink) override {
+    uint64_t grand_total = 0;
+    const std::vector<Row*> order =
+        by_total_time(rows_, grand_total, [](const Row& a, const Row& b) { return *a.name < *b.name; });
+    Table table;
+    table.title = title_;
+    table.columns = {"Time (%)", "Total Time (ns)", kernels_ ? "Instances" : "Count", "Avg (ns)", "Med (ns)",
+                     "Min (ns)", "Max (ns)",        "StdDev (ns)", kernels_ ? "Name" : "Operation"};
+    for (Row* r : order) {
+      std::vector<Cell>& row = table.rows.emplace_back();
+      r->stats.append_cells(row, grand_total, &ok_);
+      row.push_back(Cell::string(*r->name));
+    }
+    replay(table, sink);
+    return ok_;
+  }
+
+ private:
+  struct Row {
+    const std::string* name = nullptr;
+    DurationStats stats;
+  };
+  const char* title_;
+  bool kernels_;
+  std::deque<Row> rows_;
+  std::unordered_map<std::string, size_t> row_by_name_;
+  uint64_t held_ = 0;
+  bool ok_ = true;
+};
+
+// cuda_gpu_mem_size_sum: per memory operation, the statistics of the bytes moved or set, in MB
+// (10^6 bytes) as nsys shows them, most bytes first.
+class GpuSizeSum : public Report {
+ public:
+  void add(TraceReader&, const Event& ev) override {
+    if (!is_gpu_work(ev) || ev.gpu.kind == abi::GpuActivity::kKernel) return;
+    auto [it, added] = row_by_name_.emplace(memory_operation(ev.gpu), rows_.size());
+    if (added) rows_.emplace_back().name = &it->first;
+    if (rows_[it->second].stats.add(ev.gpu.bytes)) spill_when_over_budget(rows_, held_, ok_);
+  }
+
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader&, TableSink& sink) override {
+    uint64_t grand_total = 0;
+    const std::vector<Row*> order =
+        by_total_time(rows_, grand_total, [](const Row& a, const Row& b) { return *a.name < *b.name; });
+    Table table;
+    table.title = "GPU MemOps Summary (by Size) (cuda_gpu_mem_size_sum)";
+    table.columns = {"Total (MB)", "Count", "Avg (MB)", "Med (MB)", "Min (MB)", "Max (MB)", "StdDev (MB)", "Operation"};
+    for (Row* r : order) {
+      // The byte statistics, then each cell but the count scaled to MB.
+      std::vector<Cell> bytes;
+      r->stats.append_cells(bytes, grand_total, &ok_);
+      auto mb = [](double v) { return Cell::decimal(v / 1e6, 3); };
+      table.rows.push_back({mb(double(r->stats.total)), Cell::integer(r->stats.count), mb(bytes[3].d),
+                            mb(bytes[4].d), mb(double(r->stats.min)), mb(double(r->stats.max)),
+                            mb(bytes[7].d), Cell::string(*r->name)});
+    }
+    replay(table, sink);
+    return ok_;
+  }
+
+ private:
+  struct Row {
+    const std::string* name = nullptr;
+    DurationStats stats;
+  };
+  std::deque<Row> rows_;
+  std::unordered_map<std::string, size_t> row_by_name_;
+  uint64_t held_ = 0;
+  bool ok_ = true;
+};
+
+// cuda_gpu_trace: every kernel, copy and set the GPU ran, by start time, with nsys's columns. Rows
+// are sorted through temporary files in bounded memory; names are looked up when written.
+class GpuTrace : public Report {
+ public:
+  void add(TraceReader&, const Event& ev) override {
+    if (!is_gpu_work(ev)) return;
+    const reader::GpuActivityEvent& g = ev.gpu;
+    Row r{};
+    r.start = g.start_ns;
+    r.duration = g.duration_ns();
+    r.bytes = g.bytes;
+    r.name = g.kind == abi::GpuActivity::kKernel && g.name ? std::hash<std::string>{}(g.name->mangled) : 0;
+    r.order = next_++;
+    r.process = ev.thread->process;
+    r.correlation = g.correlation;
+    r.device = g.device, r.context = g.context, r.stream = g.stream;
+    std::copy(std::begin(g.grid), std::end(g.grid), r.grid);
+    std::copy(std::begin(g.block), std::end(g.block), r.block);
+    r.registers = g.registers_per_thread;
+    r.static_shared = g.static_shared_bytes, r.dynamic_shared = g.dynamic_shared_bytes;
+    r.kind = uint8_t(g.kind), r.copy_kind = g.copy_kind, r.src_kind = g.src_kind, r.dst_kind = g.dst_kind;
+    if (g.kind == abi::GpuActivity::kMemset) r.src_kind = uint8_t(g.memory_kind);  // what it set
+    if (r.name) names_.emplace(r.name, g.name->demangled);
+    rows_.push(r);
+  }
+
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader& reader, TableSink& sink) override {
+    const uint64_t origin = reader.file_header().created_monotonic_ns;
+    sink.begin("CUDA GPU Trace (cuda_gpu_trace)",
+               {"Start (ns)", "Duration (ns)", "CorrId", "GrdX", "GrdY", "GrdZ", "BlkX", "BlkY", "BlkZ", "Reg/Trd",
+                "StcSMem (MB)", "DymSMem (MB)", "Bytes (MB)", "Throughput (MB/s)", "SrcMemKd", "DstMemKd", "Device",
+                "Ctx", "GreenCtx", "Strm", "Name"});
+    std::vector<Cell> cells(21);
+    const bool ok = rows_.for_each([&](const Row& r) {
+      const bool kernel = r.kind == uint8_t(abi::GpuActivity::kKernel);
+      cells[0].set_integer(r.start > origin ? r.start - origin : 0);
+      cells[1].set_integer(r.duration);
+      cells[2].set_integer(r.correlation);
+      for (int i = 0; i < 3; ++i) {
+        if (kernel) cells[3 + i].set_integer(uint64_t(r.grid[i])), cells[6 + i].set_integer(uint64_t(r.block[i]));
+        else cells[3 + i].set_borrowed("", true), cells[6 + i].set_borrowed("", true);
+      }
+      if (kernel) {
+        cells[9].set_integer(r.registers);
+        cells[10] = Cell::decimal(double(r.static_shared) / 1e6, 3);
+        cells[11] = Cell::decimal(double(r.dynamic_shared) / 1e6, 3);
+        for (int i = 12; i < 16; ++i) cells[i].set_borrowed("", true);
+      } else {
+        for (int i = 9; i < 12; ++i) cells[i].set_borrowed("", true);
+        cells[12] = Cell::decimal(double(r.bytes) / 1e6, 3);
+        // MB/s: bytes per ns is GB/s.
+        cells[13] = Cell::decimal(r.duration ? double(r.bytes) * 1e3 / double(r.duration) : 0.0, 3);
+        if (r.kind == uint8_t(abi::GpuActivity::kMemcpy)) {
+          cells[14].set_borrowed(memory_kind_name(r.src_kind));
+          cells[15].set_borrowed(memory_kind_name(r.dst_kind));
+        } else {
+          cells[14].set_borrowed(memory_kind_name(r.src_kind));
+          cells[15].set_borrowed("", true);
+        }
+      }
+      if (r.device == UINT32_MAX) cells[16].set_borrowed("", true);
+      else cells[16].set_integer(r.device);
+      cells[17].set_integer(r.context);
+      cells[18].set_borrowed("", true);
+      if (r.stream == UINT32_MAX) cells[19].set_borrowed("", true);
+      else cells[19].set_integer(r.stream);
+      if (kernel) {
+        auto it = names_.find(r.name);
+        cells[20].set_borrowed(it == names_.end() ? std::string_view("[unnamed kernel]") : std::string_view(it->second));
+      } else {
+        reader::GpuActivityEvent g;
+        g.kind = abi::GpuActivity(r.kind);
+        g.copy_kind = r.copy_kind;
+        name_ = memory_operation(g);
+        cells[20].set_borrowed(name_);
+      }
+      sink.row(cells);
+    });
+    sink.end();
+    return ok;
+  }
+
+ private:
+  struct Row {
+    uint64_t start, duration, bytes, name, order;
+    uint32_t process, correlation, device, context, stream, registers, static_shared, dynamic_shared;
+    int32_t grid[3], block[3];
+    uint8_t kind, copy_kind, src_kind, dst_kind;
+    uint32_t unused;
+  };
+  struct Earlier {
+    bool operator()(const Row& a, const Row& b) const { return a.start != b.start ? a.start < b.start : a.order < b.order; }
+  };
+  SpillSorter<Row, Earlier> rows_;
+  // Kernel names by a hash of the mangled name: bounded by the program's distinct kernels.
+  std::unordered_map<uint64_t, std::string> names_;
+  std::string name_;
+  uint64_t next_ = 0;
+};
+
+// cuda_api_gpu_sum: nsys's "CUDA Summary (API/Kernels/MemOps)": the CUDA API calls (per name), the
+// kernels (per name) and the memory operations (per kind) in one table, their share of the time of
+// all three together.
+class ApiGpuSum : public Report {
+ public:
+  explicit ApiGpuSum(const ReportOptions& options) : options_(options) {}
+
+  void add(TraceReader&, const Event& ev) override {
+    if (ev.kind == EventKind::kApiCall) {
+      if (is_counted_call(ev.call, kCudaFamily, options_.show_internal)) add_to("CUDA_API", ev.call.api->display_name, ev.call.duration_ns());
+    } else if (is_gpu_work(ev)) {
+      if (ev.gpu.kind == abi::GpuActivity::kKernel) add_to("CUDA_KERNEL", kernel_display_name(ev.gpu), ev.gpu.duration_ns());
+      else add_to("MEMORY_OPER", memory_operation(ev.gpu), ev.gpu.duration_ns());
+    }
+  }
+
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader&, TableSink& sink) override {
+    uint64_t grand_total = 0;
+    const std::vector<Row*> order = by_total_time(rows_, grand_total, [](const Row& a, const Row& b) {
+      return a.category != b.category ? a.category < b.category : a.name < b.name;
+    });
+    Table table;
+    table.title = "CUDA Summary (API/Kernels/MemOps) (cuda_api_gpu_sum)";
+    table.columns = {"Time (%)", "Total Time (ns)", "Count", "Avg (ns)", "Med (ns)", "Min (ns)",
+                     "Max (ns)", "StdDev (ns)",     "Category", "Operation"};
+    for (Row* r : order) {
+      std::vector<Cell>& row = table.rows.emplace_back();
+      r->stats.append_cells(row, grand_total, &ok_);
+      row.push_back(Cell::string(r->category));
+      row.push_back(Cell::string(r->name));
+    }
+    replay(table, sink);
+    return ok_;
+  }
+
+ private:
+  struct Row {
+    std::string category, name;
+    DurationStats stats;
+  };
+  void add_to(const char* category, std::string_view name, uint64_t duration) {
+    std::string key = std::string(category) + '\x1f';
+    key += name;
+    auto [it, added] = row_by_key_.emplace(std::move(key), rows_.size());
+    if (added) {
+      Row& r = rows_.emplace_back();
+      r.category = category;
+      r.name = std::string(name);
+    }
+    if (rows_[it->second].stats.add(duration)) spill_when_over_budget(rows_, held_, ok_);
+  }
+  ReportOptions options_;
+  std::deque<Row> rows_;
+  std::unordered_map<std::string, size_t> row_by_key_;
+  uint64_t held_ = 0;
+  bool ok_ = true;
+};
+
 // cpu_ctxsw_sum: per thread, how often --cpuctxsw saw it leave its CPU (blocked, or preempted while
 // runnable) and how long it was off CPU, most time off CPU first. The thread's switches are ordered by
 // time first: each CPU's are read in turn.
@@ -758,6 +1039,16 @@ const std::vector<ReportInfo>& stats_reports() {
        "backtrace data (profile with --cudabacktrace or -t osrt)"},
       {"cpu_sample_sum", "CPU Samples by Function: where -s cpu found the threads, per function and module, most "
        "samples first", "CPU sample data (profile with -s cpu)"},
+      {"cuda_gpu_kern_sum", "CUDA GPU Kernel Summary: time, instances, average, median, min, max, stddev per kernel "
+       "name, from CUPTI", "CUDA kernel data (profile with -t cuda on a machine with a GPU and CUPTI)"},
+      {"cuda_gpu_mem_time_sum", "CUDA GPU MemOps Summary (by Time): per memory operation (copy direction, memset)",
+       "GPU memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)"},
+      {"cuda_gpu_mem_size_sum", "CUDA GPU MemOps Summary (by Size): bytes per memory operation, in MB",
+       "GPU memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)"},
+      {"cuda_gpu_trace", "CUDA GPU Trace: every kernel, copy and set the GPU ran, by start time",
+       "CUDA kernel or memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)"},
+      {"cuda_api_gpu_sum", "CUDA Summary (API/Kernels/MemOps): API calls, kernels and memory operations in one table",
+       "CUDA API, kernel or memory operation data"},
       {"python_sample_sum", "Python Samples by Function: where --python-sampling found the threads, per Python "
        "function, as the running function (self) and anywhere on the stack (total)",
        "Python sample data (profile with --python-sampling true)"},
@@ -785,6 +1076,12 @@ std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& 
   if (name == "nvtx_pushpop_trace") return std::make_unique<NvtxPushPopTrace>();
   if (name == "callsite_sum") return std::make_unique<CallsiteSum>(options);
   if (name == "cpu_sample_sum") return std::make_unique<CpuSampleSum>();
+  if (name == "cuda_gpu_kern_sum") return std::make_unique<GpuTimeSum>("CUDA GPU Kernel Summary (cuda_gpu_kern_sum)", true);
+  if (name == "cuda_gpu_mem_time_sum")
+    return std::make_unique<GpuTimeSum>("CUDA GPU MemOps Summary (by Time) (cuda_gpu_mem_time_sum)", false);
+  if (name == "cuda_gpu_mem_size_sum") return std::make_unique<GpuSizeSum>();
+  if (name == "cuda_gpu_trace") return std::make_unique<GpuTrace>();
+  if (name == "cuda_api_gpu_sum") return std::make_unique<ApiGpuSum>(options);
   if (name == "python_sample_sum") return std::make_unique<PythonSampleSum>();
   if (name == "cpu_ctxsw_sum") return std::make_unique<CpuCtxswSum>();
   return nullptr;

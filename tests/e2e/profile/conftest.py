@@ -135,7 +135,9 @@ def calls(trace, tmp_path, domains=("cuda_runtime",)):
     run_tool("export", "--type", "perfetto", "-o", out, "--force-overwrite", "true", "--show-internal", "true", trace)
     with open(out) as f:
         doc = json.load(f)
-    events = [e for e in doc["traceEvents"] if e.get("ph") == "X" and (domains is None or e.get("cat") in domains)]
+    # GPU work from CUPTI ("cuda_gpu") is on tracks of its own, and no call.
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "cuda_gpu" and
+              (domains is None or e.get("cat") in domains)]
     for e in events:
         e["name"] = e["args"].get("entry_point", e["name"])
     return events, doc

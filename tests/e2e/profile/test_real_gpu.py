@@ -383,3 +383,43 @@ def test_jax_on_the_gpu_is_traced_through_the_driver(tmp_path):
     report("jax", {"every": every, "not_success": failed, "text": info(trace), "stderr": proc.stderr[-3000:]})
     assert sum(n for name, n in every.items() if name.startswith("cuLaunchKernel")) > 0, every
     assert info_totals(info(trace))["dropped"] == 0
+
+
+# --- GPU activity from the real CUPTI: the invariants the simulated CUPTI's tests check, on a GPU. ---
+
+def test_gpu_activity_on_the_gpu_is_complete_timed_and_linked_to_its_calls(tmp_path):
+    iterations, elements = 20, 1 << 20
+    proc, trace = run_both(tmp_path, [app("sim_vector_add"), str(iterations), str(elements)], gpu_env())
+    kernels = {r["Name"]: r for r in rows_of(trace, "cuda_gpu_kern_sum", False)}
+    # Every launch ran once, each kernel under its own name.
+    assert int(kernels[AXPY]["Instances"]) == iterations and int(kernels[SQUARE]["Instances"]) == iterations, kernels
+    ops = {r["Operation"]: r for r in rows_of(trace, "cuda_gpu_mem_time_sum", False)}
+    assert int(ops["[CUDA memcpy Device-to-Host]"]["Count"]) == iterations, ops
+    gpu = rows_of(trace, "cuda_gpu_trace", False)
+    events, doc = calls(trace, tmp_path, domains=None)
+    work = [e for e in doc["traceEvents"] if e.get("cat") == "cuda_gpu"]
+    starts = {e["id"]: e for e in doc["traceEvents"] if e.get("ph") == "s"}
+    ends = [e for e in doc["traceEvents"] if e.get("ph") == "f"]
+    # Each kernel, copy and set has its call: the flow's start lies inside a recorded call on the thread
+    # that made it, before the work began.
+    launches = [e for e in events if e["name"] in ("__cudaLaunchKernel", "cudaMemcpy", "cudaMemset")]
+    linked = 0
+    for f in ends:
+        s = starts.get(f["id"])
+        if s is None:
+            continue
+        linked += 1
+        assert s["ts"] <= f["ts"] + 1, (s, f)
+        assert any(c["tid"] == s["tid"] and c["ts"] <= s["ts"] <= c["ts"] + c["dur"] for c in launches), s
+    assert linked >= 2 * iterations, (linked, len(ends))
+    # One stream: its operations do not overlap.
+    by_stream = collections.defaultdict(list)
+    for e in work:
+        by_stream[e["tid"]].append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_stream.values():
+        spans.sort()
+        assert all(a[1] <= b[0] + 0.001 for a, b in zip(spans, spans[1:])), spans[:4]
+    summary = info(trace)
+    assert "gpu_activity.dropped           0" in summary, summary
+    report("gpu_activity", {"kernels": {k: v for k, v in kernels.items()}, "memory": ops, "gpu_rows": len(gpu),
+                            "linked": linked, "summary": [l for l in summary.splitlines() if "gpu_activity" in l]})

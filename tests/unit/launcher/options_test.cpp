@@ -309,6 +309,13 @@ TEST(LauncherOptions, PythonSamplingTakesNsysValues) {
                  "cutrace profile: option '--python-sampling' takes true or false, not 'often'.");
 }
 
+TEST(LauncherOptions, GpuActivityIsOnWithCudaUnlessTurnedOff) {
+  EXPECT_TRUE(parse({"app"}).options.gpu_activity);
+  EXPECT_FALSE(parse({"--gpu-activity=false", "app"}).options.gpu_activity);
+  EXPECT_FALSE(parse({"--gpu-activity", "false", "app"}).options.gpu_activity);
+  expect_refused({"--gpu-activity=some", "app"}, "cutrace profile: option '--gpu-activity' takes true or false, not 'some'.");
+}
+
 TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
   // Every option the brief of `nsys profile` lists that cutrace lacks, in each spelling, with a value
   // that asks for something.

@@ -186,7 +186,7 @@ TEST_F(SmallTraceTest, UndoesDeltaCodingAndDecodesArguments) {
   EXPECT_EQ(thread_starts, 3u);
   EXPECT_EQ(strings, 10u);
   ASSERT_EQ(raw.size(), 1u);
-  EXPECT_EQ(raw[0].first, uint16_t(abi::RecordKind::kGpuActivity));
+  EXPECT_EQ(raw[0].first, uint16_t(abi::RecordKind::kKindCount));
   EXPECT_EQ(raw[0].second, 24u);
 
   // The nested driver call comes first in ring order; the enclosing cudaMalloc starts before it.

@@ -216,6 +216,13 @@ Records& Records::module(abi::ModuleEvent event, uint64_t time_ns, uint64_t base
   return *this;
 }
 
+Records& Records::bytes_of(const void* record, uint32_t size) {
+  const auto* p = static_cast<const uint8_t*>(record);
+  bytes_.insert(bytes_.end(), p, p + size);
+  ++count_;
+  return *this;
+}
+
 Records& Records::raw(abi::RecordKind kind, uint32_t aux, uint32_t payload_bytes) {
   abi::RecordHeader h{uint16_t(kind), uint16_t(sizeof h + payload_bytes), aux};
   append(bytes_, h);
@@ -288,7 +295,7 @@ SmallTrace write_small_trace(const std::string& path, bool finish) {
   // Chunk: both threads go on.
   Records a2;
   a2.call(kCudaLaunchKernel, t + 40000, t + 43000, 0, {kStubAxpy, 512 | 1ull << 32 | 1ull << 48, 128 | 1ull << 32 | 1ull << 48, 0, 0})
-      .raw(abi::RecordKind::kGpuActivity, 7, 16)
+      .raw(abi::RecordKind::kKindCount, 7, 16)  // a kind of a later version
       .call(kCudaMemcpy, t + 44000, t + 50000, 0, {0x5556000, 0x7f0000000000, 1 << 20, 2})
       .call(kCudaMalloc, t + 51000, t + 52000, 2, {1ull << 40, 0});
   a2.add_to(w, 0);

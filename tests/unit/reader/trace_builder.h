@@ -54,6 +54,10 @@ class Records {
   // A module record: an object loaded or unloaded at `time_ns`, its executable range [text_start, text_end).
   Records& module(abi::ModuleEvent event, uint64_t time_ns, uint64_t base, uint64_t text_start, uint64_t text_end,
                   std::string_view path);
+  // Any record, as given (a GPU activity record, say): its header must say its size.
+  Records& bytes_of(const void* record, uint32_t size);
+  template <class Record>
+  Records& record(const Record& r) { return bytes_of(&r, sizeof r); }
   // A record of a kind the reader has no decoder for (a GPU activity record of a later version, say).
   Records& raw(abi::RecordKind kind, uint32_t aux, uint32_t payload_bytes);
 

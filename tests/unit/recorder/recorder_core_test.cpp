@@ -233,7 +233,7 @@ TEST_F(RecorderTest, ImpossibleTimesAndUnknownRecordsAreCountedNotWritten) {
   r.push_call(1, 100, 200, 0);
   r.push_call(1, 500, 400, 0);  // ends before it begins
   uint64_t junk[2] = {0, 0};
-  abi::RecordHeader bad{uint16_t(abi::RecordKind::kGpuActivity), 16, 0};  // a kind this recorder does not know
+  abi::RecordHeader bad{uint16_t(abi::RecordKind::kGpuActivity), 16, 0};  // a GPU activity record of no known kind
   std::memcpy(junk, &bad, sizeof bad);
   r.push_raw(junk, sizeof junk);
   uint8_t too_many_args[sizeof(abi::ApiCallRecord) + 8] = {};

@@ -259,6 +259,7 @@ TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
   EXPECT_EQ(r.err,
             "cutrace stats: unknown report 'gpu_kern_magic'; available reports: cuda_api_sum, cuda_api_trace, "
             "cublas_api_sum, cudnn_api_sum, osrt_sum, api_trace, nvtx_sum, nvtx_pushpop_trace, callsite_sum, cpu_sample_sum, "
+            "cuda_gpu_kern_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, cuda_gpu_trace, cuda_api_gpu_sum, "
             "python_sample_sum, cpu_ctxsw_sum.\n");
   r = cli({"stats", "--format", "xml", trace_});
   EXPECT_EQ(r.exit, 2);
@@ -552,6 +553,158 @@ std::string sum_rows(const std::string& csv) {
     if (f.size() == 9) out += f[8] + " " + f[2] + " " + f[1] + "\n";
   }
   return out;
+}
+
+// GPU activity as the shim writes it from CUPTI's buffers, on its GPU thread (101) beside the calling
+// thread (100): two axpy kernels on stream 7 and a reduce on stream 13, a copy each way and a memset,
+// with the links of the calls that issued them.
+//   thread 100: cudaMalloc [1000,2000], __cudaLaunchKernel [5000,6000] x2 at 5000 and 8000, cudaMemcpy [7000,9000]
+//   GPU:        axpy [5500,8500] (11), memcpy HtoD 2 MB [7100,8100] (14, runtime 15), axpy [8500,10500] (12),
+//               reduce [9000,9500] (13), memcpy DtoH 1 MB [11000,11500] (16), memset 4 KiB [12000,12010] (17)
+abi::GpuActivityHeader gpu_header(abi::GpuActivity kind, uint32_t bytes, uint64_t start, uint64_t end,
+                                  uint32_t correlation, uint32_t stream) {
+  abi::GpuActivityHeader h{};
+  h.header = {uint16_t(abi::RecordKind::kGpuActivity), uint16_t(bytes), uint32_t(kind)};
+  h.start = start, h.end = end, h.correlation = correlation, h.device = 0, h.context = 1, h.stream = stream;
+  return h;
+}
+
+std::string write_gpu_trace() {
+  const std::string path = temp_path("gpu.cutrace");
+  trace::TraceWriter w;
+  w.set_creation_monotonic_ns(0);
+  EXPECT_TRUE(w.open(path)) << w.error();
+  EXPECT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
+  w.add_thread_def(thread_def(0, 100, 100));
+  w.add_thread_def(thread_def(1, 100, 101));
+  Records calls;
+  calls.string(abi::StringKind::kThreadName, 0, "main")
+      .call(kCudaMalloc, 1000, 2000, 0, {4096, 0x7f0000000000})
+      .call(kLaunchKernel13, 5000, 6000, 0, {kStubAxpy, 4 | 1ull << 32 | 1ull << 48, 256 | 1ull << 32 | 1ull << 48, 1024, 7})
+      .call(kCudaMemcpy, 7000, 9000, 0, {0x7f0000000000, 0x1000, 2000000, 1})
+      .call(kLaunchKernel13, 8000, 8100, 0, {kStubAxpy, 4 | 1ull << 32 | 1ull << 48, 256 | 1ull << 32 | 1ull << 48, 1024, 7});
+  calls.add_to(w, 0);
+  auto kernel = [](uint64_t start, uint64_t end, uint32_t corr, uint32_t stream, uint64_t name) {
+    abi::GpuKernelRecord k{};
+    k.h = gpu_header(abi::GpuActivity::kKernel, sizeof k, start, end, corr, stream);
+    k.name = name;
+    k.grid[0] = 4, k.grid[1] = 1, k.grid[2] = 1;
+    k.block[0] = 256, k.block[1] = 1, k.block[2] = 1;
+    k.registers_per_thread = 32;
+    k.dynamic_shared_bytes = 1024;
+    return k;
+  };
+  auto copy = [](uint64_t start, uint64_t end, uint32_t corr, uint64_t bytes, uint8_t kind, uint8_t src, uint8_t dst) {
+    abi::GpuMemcpyRecord m{};
+    m.h = gpu_header(abi::GpuActivity::kMemcpy, sizeof m, start, end, corr, 7);
+    m.bytes = bytes, m.copy_kind = kind, m.src_kind = src, m.dst_kind = dst;
+    return m;
+  };
+  abi::GpuMemsetRecord set{};
+  set.h = gpu_header(abi::GpuActivity::kMemset, sizeof set, 12000, 12010, 17, 7);
+  set.bytes = 4096, set.memory_kind = 3;
+  abi::GpuApiLinkRecord link{};
+  link.header = {uint16_t(abi::RecordKind::kGpuActivity), uint16_t(sizeof link), uint32_t(abi::GpuActivity::kApiLink)};
+  link.start = 5100, link.end = 5900, link.correlation = 11, link.tid = 100, link.api_id = kLaunchKernel13;
+  abi::GpuDroppedRecord dropped{};
+  dropped.header = {uint16_t(abi::RecordKind::kGpuActivity), uint16_t(sizeof dropped), uint32_t(abi::GpuActivity::kDropped)};
+  dropped.time = 13000, dropped.dropped = 3;
+  Records gpu;
+  gpu.string(abi::StringKind::kThreadName, 0, "cutrace-gpu")
+      .string(abi::StringKind::kGpuKernelName, 1, kMangledAxpy)
+      .string(abi::StringKind::kGpuKernelName, 2, kMangledReduce)
+      .record(link)
+      .record(kernel(5500, 8500, 11, 7, 1))
+      .record(copy(7100, 8100, 14, 2000000, 1, 1, 3))
+      .record(kernel(8500, 10500, 12, 7, 1))
+      .record(kernel(9000, 9500, 13, 13, 2))
+      .record(copy(11000, 11500, 16, 1000000, 2, 3, 2))
+      .record(set)
+      .record(dropped);
+  gpu.add_to(w, 1);
+  EXPECT_TRUE(w.finish({{"dropped", "0"}, {"malformed", "0"}, {"lost_no_slot", "0"}},
+                       {{0, 0, calls.count(), 0, 0}, {1, 0, gpu.count(), 0, 0}}));
+  return path;
+}
+
+TEST(GpuActivity, KernelAndMemoryReportsHaveNsysColumnsAndExactValues) {
+  const std::string trace = write_gpu_trace();
+  Result r = cli({"stats", "-f", "csv", "-r", "cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum", trace});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+            "90.9,5000,2,2500.0,2500.0,2000,3000,707.1,\"void ns::axpy<float>(float, float*, float*, int)\"\n"
+            "9.1,500,1,500.0,500.0,500,500,0.0,\"reduce(float const*, float*, int)\"\n"
+            "\n"
+            "Time (%),Total Time (ns),Count,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Operation\n"
+            "66.2,1000,1,1000.0,1000.0,1000,1000,0.0,[CUDA memcpy Host-to-Device]\n"
+            "33.1,500,1,500.0,500.0,500,500,0.0,[CUDA memcpy Device-to-Host]\n"
+            "0.7,10,1,10.0,10.0,10,10,0.0,[CUDA memset]\n"
+            "\n"
+            "Total (MB),Count,Avg (MB),Med (MB),Min (MB),Max (MB),StdDev (MB),Operation\n"
+            "2.000,1,2.000,2.000,2.000,2.000,0.000,[CUDA memcpy Host-to-Device]\n"
+            "1.000,1,1.000,1.000,1.000,1.000,0.000,[CUDA memcpy Device-to-Host]\n"
+            "0.004,1,0.004,0.004,0.004,0.004,0.000,[CUDA memset]\n");
+}
+
+TEST(GpuActivity, GpuTraceListsEveryOperationByStartTime) {
+  const std::string trace = write_gpu_trace();
+  Result r = cli({"stats", "-f", "csv", "-r", "cuda_gpu_trace", trace});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Start (ns),Duration (ns),CorrId,GrdX,GrdY,GrdZ,BlkX,BlkY,BlkZ,Reg/Trd,StcSMem (MB),DymSMem (MB),Bytes (MB),"
+            "Throughput (MB/s),SrcMemKd,DstMemKd,Device,Ctx,GreenCtx,Strm,Name\n"
+            "5500,3000,11,4,1,1,256,1,1,32,0.000,0.001,,,,,0,1,,7,\"void ns::axpy<float>(float, float*, float*, int)\"\n"
+            "7100,1000,14,,,,,,,,,,2.000,2000000.000,Pageable,Device,0,1,,7,[CUDA memcpy Host-to-Device]\n"
+            "8500,2000,12,4,1,1,256,1,1,32,0.000,0.001,,,,,0,1,,7,\"void ns::axpy<float>(float, float*, float*, int)\"\n"
+            "9000,500,13,4,1,1,256,1,1,32,0.000,0.001,,,,,0,1,,13,\"reduce(float const*, float*, int)\"\n"
+            "11000,500,16,,,,,,,,,,1.000,2000000.000,Device,Pinned,0,1,,7,[CUDA memcpy Device-to-Host]\n"
+            "12000,10,17,,,,,,,,,,0.004,409600.000,Device,,0,1,,7,[CUDA memset]\n");
+}
+
+TEST(GpuActivity, ApiGpuSumPutsCallsKernelsAndMemoryOperationsInOneTable) {
+  const std::string trace = write_gpu_trace();
+  Result r = cli({"stats", "-f", "csv", "-r", "cuda_api_gpu_sum", trace});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  // Calls 1000 + 1000 + 2000 + 100, kernels 5500, memory 1510: 11110 ns in all.
+  EXPECT_EQ(r.out,
+            "Time (%),Total Time (ns),Count,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Category,Operation\n"
+            "45.0,5000,2,2500.0,2500.0,2000,3000,707.1,CUDA_KERNEL,\"void ns::axpy<float>(float, float*, float*, int)\"\n"
+            "18.0,2000,1,2000.0,2000.0,2000,2000,0.0,CUDA_API,cudaMemcpy\n"
+            "9.9,1100,2,550.0,550.0,100,1000,636.4,CUDA_API,cudaLaunchKernel\n"
+            "9.0,1000,1,1000.0,1000.0,1000,1000,0.0,CUDA_API,cudaMalloc\n"
+            "9.0,1000,1,1000.0,1000.0,1000,1000,0.0,MEMORY_OPER,[CUDA memcpy Host-to-Device]\n"
+            "4.5,500,1,500.0,500.0,500,500,0.0,CUDA_KERNEL,\"reduce(float const*, float*, int)\"\n"
+            "4.5,500,1,500.0,500.0,500,500,0.0,MEMORY_OPER,[CUDA memcpy Device-to-Host]\n"
+            "0.1,10,1,10.0,10.0,10,10,0.0,MEMORY_OPER,[CUDA memset]\n");
+}
+
+TEST(GpuActivity, PerfettoPutsGpuWorkOnStreamTracksWithFlowsFromItsCall) {
+  const std::string trace = write_gpu_trace();
+  const std::string out = temp_path("gpu.json");
+  Result r = cli({"export", "--type", "perfetto", "-o", out, "--force-overwrite", "true", trace});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  const std::string check = R"(
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d['traceEvents']
+gpu = [e for e in ev if e.get('cat') == 'cuda_gpu']
+assert len(gpu) == 6, len(gpu)
+tracks = {e['tid']: e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == 'thread_name' and e['tid'] >= 0x40000000}
+assert sorted(tracks.values()) == ['CUDA HW (device 0, stream 13)', 'CUDA HW (device 0, stream 7)'], tracks
+k = [e for e in gpu if e['args']['correlation'] == 11][0]
+assert k['name'] == 'void ns::axpy<float>(float, float*, float*, int)' and k['ts'] == 5.5 and k['dur'] == 3.0, k
+assert k['args']['grid'] == [4, 1, 1] and k['args']['mangled'] == '_ZN2ns4axpyIfEEvT_PS1_S2_i', k
+assert tracks[k['tid']] == 'CUDA HW (device 0, stream 7)'
+s = [e for e in ev if e['ph'] == 's']
+f = [e for e in ev if e['ph'] == 'f' and e['id'] == s[0]['id']]
+assert len(s) == 1 and s[0]['tid'] == 100 and s[0]['ts'] == 5.1, s
+assert len(f) == 1 and f[0]['tid'] == k['tid'] and f[0]['ts'] == 5.5 and f[0]['bp'] == 'e', f
+print('ok')
+)";
+  Result py = run({PYTHON3, "-c", check, out});
+  EXPECT_EQ(py.exit, 0) << py.out << py.err;
+  EXPECT_TRUE(contains(r.err, "6 GPU operations")) << r.err;
 }
 
 TEST(NestedCalls, CudaApiSumCountsWhatNsysCounts) {

@@ -277,6 +277,24 @@ TEST(RingRecords, WellFormedChecksEveryKindsLayout) {
   change->header = {uint16_t(abi::RecordKind::kContextSwitch), uint16_t(sizeof *change), 1};
   EXPECT_FALSE(ring::record_well_formed(buf, change->header.size));
 
+  // GPU activity: each kind at its own size exactly.
+  for (uint32_t kind = 1; kind <= 7; ++kind) {
+    std::memset(buf, 0, sizeof buf);
+    const uint32_t size = abi::gpu_activity_bytes(kind);
+    ASSERT_NE(size, 0u) << kind;
+    auto* g = reinterpret_cast<abi::RecordHeader*>(buf);
+    *g = {uint16_t(abi::RecordKind::kGpuActivity), uint16_t(size), kind};
+    EXPECT_TRUE(ring::record_well_formed(buf, size)) << kind;
+    g->size = uint16_t(size + 8);
+    EXPECT_FALSE(ring::record_well_formed(buf, size + 8)) << kind;
+  }
+  {
+    std::memset(buf, 0, sizeof buf);
+    auto* g = reinterpret_cast<abi::RecordHeader*>(buf);
+    *g = {uint16_t(abi::RecordKind::kGpuActivity), 40, 8};  // no such kind
+    EXPECT_FALSE(ring::record_well_formed(buf, 40));
+  }
+
   // A Python sample: its frames fill the record exactly.
   auto* ps = reinterpret_cast<abi::PythonSampleRecord*>(buf);
   std::memset(buf, 0, sizeof buf);

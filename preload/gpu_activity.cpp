@@ -1,0 +1,553 @@
+#include "gpu_activity.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "api_lookup.h"
+#include "capture.h"
+#include "cutrace/api_table.h"
+#include "interpose.h"
+#include "loaded_objects.h"
+
+namespace cutrace::preload {
+namespace {
+
+// CUPTI's functions, found with dlsym in the library the shim loaded (the shim never links CUPTI: a
+// program without it must still run).
+struct Cupti {
+  decltype(&cuptiSubscribe) subscribe;
+  decltype(&cuptiGetResultString) result_string;
+  decltype(&cuptiGetCallbackName) callback_name;
+  decltype(&cuptiActivityRegisterTimestampCallback) timestamp_callback;
+  decltype(&cuptiSetThreadIdType) thread_id_type;
+  decltype(&cuptiActivityRegisterCallbacks) buffer_callbacks;
+  decltype(&cuptiActivityEnable) enable;
+  decltype(&cuptiActivityDisable) disable;
+  decltype(&cuptiActivityFlushAll) flush_all;
+  decltype(&cuptiActivityGetNextRecord) next_record;
+  decltype(&cuptiActivityGetNumDroppedRecords) dropped_records;
+};
+
+Cupti g_cupti{};
+std::atomic<bool> g_started{false};   // this process tried (a forked child tries afresh: forget_gpu_activity)
+std::atomic<bool> g_running{false};   // CUPTI delivers activity to this process's trace
+uintptr_t g_cupti_start = 0, g_cupti_end = 0;  // the loaded CUPTI's address range
+
+// Activity buffers: CUPTI asks for one whenever it fills one. A bounded pool, so that a program
+// producing records faster than the trace takes them makes CUPTI drop (and count) rather than grow
+// without end. 4 MiB each: CUPTI's documentation recommends 1 to 10 MB.
+constexpr size_t kBufferBytes = 4u << 20;
+constexpr uint32_t kMaxBuffers = 32;
+std::atomic<uint32_t> g_buffers_out{0};
+
+uint64_t monotonic_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
+}
+
+// CUPTI's clock: the trace's, so that GPU intervals and API calls need no alignment.
+uint64_t CUPTIAPI trace_clock() { return monotonic_ns(); }
+
+void CUPTIAPI request_buffer(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = nullptr;
+  *size = 0;
+  *max_records = 0;
+  if (g_buffers_out.fetch_add(1, std::memory_order_relaxed) >= kMaxBuffers) {
+    g_buffers_out.fetch_sub(1, std::memory_order_relaxed);
+    return;  // CUPTI drops the records it cannot place, and counts them
+  }
+  void* p = nullptr;
+  if (posix_memalign(&p, 8, kBufferBytes) != 0) {
+    g_buffers_out.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  *buffer = static_cast<uint8_t*>(p);
+  *size = kBufferBytes;
+}
+
+// --- names ---------------------------------------------------------------------------------------
+
+std::atomic_flag g_names_lock = ATOMIC_FLAG_INIT;
+constexpr size_t kSentSlots = 16384;
+uint64_t g_sent_names[kSentSlots];  // kernel name ids this process has sent
+
+uint64_t name_id(const char* name) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char* c = name; *c; ++c) h = (h ^ uint8_t(*c)) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+// Whether the name with this id still has to be sent (and marks it sent).
+bool first_sending(uint64_t id) {
+  while (g_names_lock.test_and_set(std::memory_order_acquire)) {
+  }
+  bool first = true;
+  for (size_t i = 0; i < kSentSlots; ++i) {
+    uint64_t& slot = g_sent_names[(id + i) % kSentSlots];
+    if (slot == id) {
+      first = false;
+      break;
+    }
+    if (slot == 0) {
+      slot = id;
+      break;
+    }
+  }
+  g_names_lock.clear(std::memory_order_release);
+  return first;
+}
+
+// CUPTI callback id -> the api id of the trace that it names, or -1 when the call is not one that
+// gives the device work, waits for it or allocates (such calls need no link). -2: not looked up yet.
+constexpr uint32_t kCbidSlots = 4096;
+std::atomic<int32_t> g_runtime_api[kCbidSlots];
+std::atomic<int32_t> g_driver_api[kCbidSlots];
+
+int32_t api_of_callback(CUpti_CallbackDomain domain, uint32_t cbid) {
+  std::atomic<int32_t>* slot = nullptr;
+  if (cbid < kCbidSlots) slot = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? &g_runtime_api[cbid] : &g_driver_api[cbid];
+  if (slot) {
+    const int32_t known = slot->load(std::memory_order_relaxed);
+    if (known != -2) return known;
+  }
+  int32_t api = -1;
+  const char* name = nullptr;
+  if (g_cupti.callback_name(domain, cbid, &name) == CUPTI_SUCCESS && name) {
+    // CUPTI names a runtime function with the version it came in ("cudaLaunchKernel_v7000"), a driver
+    // function by its export ("cuMemcpyHtoD_v2"): the export first, then the name less the version.
+    int32_t id = find_api(name);
+    if (id < 0) {
+      char plain[256];
+      const size_t n = strnlen(name, sizeof plain - 1);
+      std::memcpy(plain, name, n);
+      plain[n] = '\0';
+      char* v = strrchr(plain, '_');
+      if (v && v[1] == 'v' && strspn(v + 2, "0123456789") == strlen(v + 2) && v[2]) {
+        *v = '\0';
+        id = find_api(plain);
+      }
+    }
+    if (id >= 0 && kApiTable[id].api_class != abi::ApiClass::kOther) api = id;
+  }
+  if (slot) slot->store(api, std::memory_order_relaxed);
+  return api;
+}
+
+// --- conversion ----------------------------------------------------------------------------------
+
+template <typename Record>
+void write(ThreadState& ts, const Record& r) {
+  WritingRecord writing(ts);
+  if (uint8_t* p = ts.producer.reserve(sizeof r)) {
+    std::memcpy(p, &r, sizeof r);
+    ts.producer.commit(sizeof r);
+  }
+}
+
+abi::GpuActivityHeader header_of(abi::GpuActivity kind, uint32_t bytes, uint64_t start, uint64_t end,
+                                 uint32_t correlation, uint32_t device, uint32_t context, uint32_t stream) {
+  abi::GpuActivityHeader h{};
+  h.header = {uint16_t(abi::RecordKind::kGpuActivity), uint16_t(bytes), uint32_t(kind)};
+  h.start = start;
+  h.end = end;
+  h.correlation = correlation;
+  h.device = device;
+  h.context = context;
+  h.stream = stream;
+  return h;
+}
+
+void convert(ThreadState& ts, const CUpti_Activity* record) {
+  // With -c, only what overlaps one of the process's capture ranges: the device work of its calls
+  // recorded there (an API link or an allocation is an instant within its call).
+  uint64_t start = 0, end = 0;
+  switch (record->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      start = reinterpret_cast<const CUpti_ActivityKernel10*>(record)->start;
+      end = reinterpret_cast<const CUpti_ActivityKernel10*>(record)->end;
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      start = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record)->start;
+      end = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record)->end;
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      start = reinterpret_cast<const CUpti_ActivityMemset4*>(record)->start;
+      end = reinterpret_cast<const CUpti_ActivityMemset4*>(record)->end;
+      break;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      start = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record)->start;
+      end = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record)->end;
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+      start = end = reinterpret_cast<const CUpti_ActivityMemory4*>(record)->timestamp;
+      break;
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      start = reinterpret_cast<const CUpti_ActivityAPI*>(record)->start;
+      end = reinterpret_cast<const CUpti_ActivityAPI*>(record)->end;
+      break;
+    default:
+      return;
+  }
+  if (!capture_overlaps(start, end)) return;
+  switch (record->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      abi::GpuKernelRecord r{};
+      r.h = header_of(abi::GpuActivity::kKernel, sizeof r, k->start, k->end, k->correlationId, k->deviceId,
+                      k->contextId, k->streamId);
+      if (k->name) {
+        r.name = name_id(k->name);
+        if (first_sending(r.name)) emit_string(ts, abi::StringKind::kGpuKernelName, r.name, k->name, strlen(k->name));
+      }
+      r.grid[0] = k->gridX, r.grid[1] = k->gridY, r.grid[2] = k->gridZ;
+      r.block[0] = k->blockX, r.block[1] = k->blockY, r.block[2] = k->blockZ;
+      r.static_shared_bytes = uint32_t(k->staticSharedMemory);
+      r.dynamic_shared_bytes = uint32_t(k->dynamicSharedMemory);
+      r.registers_per_thread = k->registersPerThread;
+      write(ts, r);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      abi::GpuMemcpyRecord r{};
+      r.h = header_of(abi::GpuActivity::kMemcpy, sizeof r, m->start, m->end, m->correlationId, m->deviceId,
+                      m->contextId, m->streamId);
+      r.bytes = m->bytes;
+      r.runtime_correlation = m->runtimeCorrelationId;
+      r.copy_kind = m->copyKind;
+      r.src_kind = m->srcKind;
+      r.dst_kind = m->dstKind;
+      r.flags = m->flags;
+      write(ts, r);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      abi::GpuMemsetRecord r{};
+      r.h = header_of(abi::GpuActivity::kMemset, sizeof r, m->start, m->end, m->correlationId, m->deviceId,
+                      m->contextId, m->streamId);
+      r.bytes = m->bytes;
+      r.value = m->value;
+      r.memory_kind = m->memoryKind;
+      r.flags = m->flags;
+      write(ts, r);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+      abi::GpuSyncRecord r{};
+      r.h = header_of(abi::GpuActivity::kSync, sizeof r, s->start, s->end, s->correlationId, UINT32_MAX,
+                      s->contextId, s->streamId);
+      r.type = uint32_t(s->type);
+      r.event = s->cudaEventId;
+      write(ts, r);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2: {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemory4*>(record);
+      abi::GpuMemoryRecord r{};
+      r.h = header_of(abi::GpuActivity::kMemory, sizeof r, m->timestamp, m->timestamp, m->correlationId,
+                      m->deviceId, m->contextId, m->streamId);
+      r.address = m->address;
+      r.bytes = m->bytes;
+      r.operation = uint32_t(m->memoryOperationType);
+      r.memory_kind = uint32_t(m->memoryKind);
+      write(ts, r);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      const int32_t api = api_of_callback(
+          record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API,
+          a->cbid);
+      if (api < 0) break;
+      abi::GpuApiLinkRecord r{};
+      r.header = {uint16_t(abi::RecordKind::kGpuActivity), uint16_t(sizeof r), uint32_t(abi::GpuActivity::kApiLink)};
+      r.start = a->start;
+      r.end = a->end;
+      r.correlation = a->correlationId;
+      r.tid = a->threadId;
+      r.api_id = uint32_t(api);
+      r.result = a->returnValue;
+      write(ts, r);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  const int saved_errno = errno;
+  ThreadState& ts = t_thread;
+  // CUPTI's worker thread, or a thread that flushed: its records go into its own ring.
+  if (!ts.producer.header && !ts.in_tracer) prepare_thread(ts);
+  if (ts.producer.header) {
+    ts.in_tracer++;
+    CUpti_Activity* record = nullptr;
+    while (buffer && g_cupti.next_record(buffer, valid, &record) == CUPTI_SUCCESS) convert(ts, record);
+    size_t dropped = 0;
+    if (g_cupti.dropped_records(context, stream, &dropped) == CUPTI_SUCCESS && dropped) {
+      abi::GpuDroppedRecord r{};
+      r.header = {uint16_t(abi::RecordKind::kGpuActivity), uint16_t(sizeof r), uint32_t(abi::GpuActivity::kDropped)};
+      r.time = monotonic_ns();
+      r.dropped = dropped;
+      write(ts, r);
+    }
+    ts.in_tracer--;
+  }
+  if (buffer) {
+    free(buffer);
+    g_buffers_out.fetch_sub(1, std::memory_order_relaxed);
+  }
+  errno = saved_errno;
+}
+
+// --- loading -------------------------------------------------------------------------------------
+
+void CUPTIAPI no_callbacks(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+// dlopen(path); notes the loaded library's address range.
+void* open_cupti(const char* path, bool loaded_only) {
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | (loaded_only ? RTLD_NOLOAD : 0));
+  if (!handle) return nullptr;
+  link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map) return handle;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  elf::for_each_object([&](const elf::Object& each) {
+    if (each.bias != uintptr_t(map->l_addr) || each.index == 0) return false;
+    for (uint16_t i = 0; i < each.phnum; ++i) {
+      if (each.phdr[i].p_type != PT_LOAD) continue;
+      lo = std::min<uintptr_t>(lo, each.bias + each.phdr[i].p_vaddr);
+      hi = std::max<uintptr_t>(hi, each.bias + each.phdr[i].p_vaddr + each.phdr[i].p_memsz);
+    }
+    return true;
+  });
+  if (hi > lo) g_cupti_start = lo, g_cupti_end = hi;
+  return handle;
+}
+
+// The CUPTI of the process's CUDA runtime major version: one already loaded (PyTorch loads its own),
+// one beside the runtime (CUDA wheels put it there, or in cuda_cupti/lib next to cuda_runtime/lib),
+// one in the toolkit beside it (extras/CUPTI/lib64), one on the library path, the default toolkit's.
+void* find_cupti(int major, const char* runtime_path, char* found, size_t capacity) {
+  char soname[32];
+  std::snprintf(soname, sizeof soname, "libcupti.so.%d", major);
+  auto attempt = [&](const char* path, bool loaded_only) -> void* {
+    void* h = open_cupti(path, loaded_only);
+    if (h) std::snprintf(found, capacity, "%s", path);
+    return h;
+  };
+  if (void* h = attempt(soname, true)) return h;
+  if (runtime_path && *runtime_path) {
+    char dir[1024];
+    std::snprintf(dir, sizeof dir, "%s", runtime_path);
+    if (char* slash = strrchr(dir, '/')) *slash = '\0';
+    const char* const relative[] = {"", "/../../cuda_cupti/lib", "/../extras/CUPTI/lib64", "/../../extras/CUPTI/lib64"};
+    for (const char* r : relative) {
+      char path[1200];
+      std::snprintf(path, sizeof path, "%s%s/%s", dir, r, soname);
+      if (access(path, R_OK) == 0)
+        if (void* h = attempt(path, false)) return h;
+    }
+  }
+  if (void* h = attempt(soname, false)) return h;
+  const char* const toolkits[] = {"/usr/local/cuda/lib64", "/usr/local/cuda/extras/CUPTI/lib64"};
+  for (const char* dir : toolkits) {
+    char path[256];
+    std::snprintf(path, sizeof path, "%s/%s", dir, soname);
+    if (access(path, R_OK) == 0)
+      if (void* h = attempt(path, false)) return h;
+  }
+  return nullptr;
+}
+
+void report(ThreadState& ts, uint32_t code, const char* text) {
+  emit_string(ts, abi::StringKind::kGpuActivityStatus, code, text, strlen(text));
+}
+
+const char* result_text(CUptiResult r) {
+  const char* text = nullptr;
+  if (g_cupti.result_string && g_cupti.result_string(r, &text) == CUPTI_SUCCESS && text) return text;
+  return "CUPTI_ERROR";
+}
+
+// A reason in the user's terms for the ways CUPTI is known to fail.
+void report_failure(ThreadState& ts, const char* what, CUptiResult r) {
+  char text[2048];
+  const char* why = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                        ? "another profiler in the process (torch.profiler, Kineto, nsys) already holds CUPTI"
+                    : r == CUPTI_ERROR_UNKNOWN || r == CUPTI_ERROR_NOT_INITIALIZED
+                        ? "CUPTI cannot reach a CUDA driver (none installed, or not one this CUPTI works with)"
+                    : r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES ? "this user may not profile the GPU"
+                                                               : "CUPTI refused it";
+  std::snprintf(text, sizeof text, "%s failed with %s (%d): %s", what, result_text(r), int(r), why);
+  report(ts, uint32_t(r), text);
+}
+
+// Every 250 ms, completed buffers go to the trace, so that a program killed later loses at most what
+// CUPTI held since.
+void* flusher(void*) {
+  prctl(PR_SET_NAME, "cutrace-gpu", 0, 0, 0);
+  ThreadState& ts = t_thread;
+  prepare_thread(ts);
+  while (g_running.load(std::memory_order_relaxed)) {
+    timespec pause{0, 250000000};
+    nanosleep(&pause, nullptr);
+    if (g_running.load(std::memory_order_relaxed)) g_cupti.flush_all(0);
+  }
+  return nullptr;
+}
+
+void start_flusher() {
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t thread;
+  pthread_create(&thread, &attr, flusher, nullptr);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+void flush_at_exit() { flush_gpu_activity(); }
+
+}  // namespace
+
+void start_gpu_activity(ThreadState& ts) {
+  if (!g_session || !(g_session->gpu_activity & abi::kGpuActivityOn) || !ts.producer.header) return;
+  if (g_started.exchange(true)) return;
+  const int saved_errno = errno;
+  ts.in_tracer++;  // CUPTI's own lookups while it loads and starts get the real functions
+  for (auto* table : {g_runtime_api, g_driver_api})
+    for (uint32_t i = 0; i < kCbidSlots; ++i) table[i].store(-2, std::memory_order_relaxed);
+
+  // The runtime the process uses says which CUPTI major version to load.
+  int major = 13;
+  char runtime_path[1024] = "";
+  int32_t ids[kMaxMajorVersions];
+  const size_t count = find_apis("cudaRuntimeGetVersion", ids, kMaxMajorVersions);
+  for (size_t k = 0; k < count; ++k) {
+    auto get_version = real_function<int (*)(int*)>(uint32_t(ids[k]));
+    int version = 0;
+    Dl_info where{};
+    if (!get_version || get_version(&version) != 0 || version < 1000) continue;
+    major = version / 1000;
+    if (dladdr(reinterpret_cast<void*>(get_version), &where) && where.dli_fname)
+      std::snprintf(runtime_path, sizeof runtime_path, "%s", where.dli_fname);
+    break;
+  }
+  char path[1200] = "";
+  void* handle = find_cupti(major, runtime_path, path, sizeof path);
+  if (!handle) {
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  "no libcupti.so.%d was found (beside the CUDA runtime, on the library path or in /usr/local/cuda), so "
+                  "the trace has no GPU activity; install CUPTI or put its directory on LD_LIBRARY_PATH",
+                  major);
+    report(ts, uint32_t(CUPTI_ERROR_NOT_INITIALIZED), text);
+    ts.in_tracer--;
+    errno = saved_errno;
+    return;
+  }
+  bool all = true;
+  auto bind = [&](auto& slot, const char* name) {
+    void* f = real_dlsym()(handle, name);
+    all &= f != nullptr;
+    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(f);
+  };
+  bind(g_cupti.subscribe, "cuptiSubscribe");
+  bind(g_cupti.result_string, "cuptiGetResultString");
+  bind(g_cupti.callback_name, "cuptiGetCallbackName");
+  bind(g_cupti.timestamp_callback, "cuptiActivityRegisterTimestampCallback");
+  bind(g_cupti.thread_id_type, "cuptiSetThreadIdType");
+  bind(g_cupti.buffer_callbacks, "cuptiActivityRegisterCallbacks");
+  bind(g_cupti.enable, "cuptiActivityEnable");
+  bind(g_cupti.disable, "cuptiActivityDisable");
+  bind(g_cupti.flush_all, "cuptiActivityFlushAll");
+  bind(g_cupti.next_record, "cuptiActivityGetNextRecord");
+  bind(g_cupti.dropped_records, "cuptiActivityGetNumDroppedRecords");
+  CUptiResult r = CUPTI_SUCCESS;
+  const char* step = nullptr;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  if (!all) {
+    char text[1400];
+    std::snprintf(text, sizeof text, "%s lacks functions of the CUPTI Activity API, so the trace has no GPU activity",
+                  path);
+    report(ts, uint32_t(CUPTI_ERROR_NOT_SUPPORTED), text);
+  } else if ((r = g_cupti.subscribe(&subscriber, no_callbacks, nullptr)) != CUPTI_SUCCESS) {
+    // Holding the one subscriber slot keeps a second profiler from taking over CUPTI's buffers unseen.
+    step = "cuptiSubscribe";
+  } else if ((r = g_cupti.timestamp_callback(trace_clock)) != CUPTI_SUCCESS) {
+    step = "cuptiActivityRegisterTimestampCallback";
+  } else if ((r = g_cupti.thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)) != CUPTI_SUCCESS) {
+    step = "cuptiSetThreadIdType";
+  } else if ((r = g_cupti.buffer_callbacks(request_buffer, buffer_completed)) != CUPTI_SUCCESS) {
+    step = "cuptiActivityRegisterCallbacks";
+  } else {
+    const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                        CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                        CUPTI_ACTIVITY_KIND_MEMORY2,           CUPTI_ACTIVITY_KIND_RUNTIME,
+                                        CUPTI_ACTIVITY_KIND_DRIVER};
+    for (CUpti_ActivityKind kind : kinds) {
+      if ((r = g_cupti.enable(kind)) == CUPTI_SUCCESS) continue;
+      step = "cuptiActivityEnable";
+      for (CUpti_ActivityKind undo : kinds) g_cupti.disable(undo);
+      break;
+    }
+  }
+  if (all && step) {
+    char what[1400];
+    std::snprintf(what, sizeof what, "%s (%s)", step, path);
+    report_failure(ts, what, r);
+  } else if (all) {
+    char text[1400];
+    std::snprintf(text, sizeof text, "GPU activity from %s", path);
+    report(ts, 0, text);
+    g_running.store(true, std::memory_order_release);
+    atexit(flush_at_exit);
+    start_flusher();
+  }
+  ts.in_tracer--;
+  errno = saved_errno;
+}
+
+void flush_gpu_activity() {
+  if (!g_running.load(std::memory_order_acquire)) return;
+  const int saved_errno = errno;
+  g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  errno = saved_errno;
+}
+
+bool in_shims_cupti(uintptr_t address) { return address >= g_cupti_start && address < g_cupti_end; }
+
+void forget_gpu_activity() {
+  // The child has no CUPTI worker or flusher thread; it records API calls only.
+  g_running.store(false, std::memory_order_relaxed);
+  g_started.store(true, std::memory_order_relaxed);
+  g_names_lock.clear(std::memory_order_relaxed);
+}
+
+}  // namespace cutrace::preload

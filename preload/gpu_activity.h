@@ -1,0 +1,31 @@
+// GPU activity (-t cuda): what the device ran, from CUPTI's Activity API, when a driver and CUPTI are
+// present. The shim loads the process's CUPTI (libcupti.so.<runtime major>: one already loaded, one
+// beside the CUDA runtime, one on the library path, the toolkit's), takes CUPTI's single subscriber
+// slot so that a second profiler cannot silently take its buffers, gives CUPTI the trace's clock,
+// and re-encodes every buffer CUPTI completes into GpuActivity records in the ring of the thread that
+// received it (docs/trace-format.md, "GPU activity"). Any failure (no driver: 999; another profiler
+// holds CUPTI: 39; no CUPTI at all) leaves the API trace as it was and says why in the trace.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime.h"
+
+namespace cutrace::preload {
+
+// Starts GPU activity for this process, once (a forked child starts nothing: CUPTI does not survive a
+// fork). Call where the process is first known to use CUDA, outside any wrapped call in flight.
+void start_gpu_activity(ThreadState& ts);
+
+// Hands every record CUPTI holds to the trace, incomplete buffers too: at the end of a capture range
+// and at exit.
+void flush_gpu_activity();
+
+// Whether `address` lies in the CUPTI library the shim loaded: CUPTI's own lookups of CUDA functions
+// must get the real ones, or its internal calls would show as the program's.
+bool in_shims_cupti(uintptr_t address);
+
+// In a forked child: GPU activity is the parent's.
+void forget_gpu_activity();
+
+}  // namespace cutrace::preload

@@ -1,0 +1,157 @@
+"""GPU activity (-t cuda) from CUPTI, on the simulated device's CUPTI (build/simcuda/lib/libcupti.so.13),
+which reports what the simulated device ran with its own timeline: every kernel, copy and set exactly
+once, at the device's times, on its stream, linked to the call that issued it; the API trace the same
+with and without it; each way of failing (no driver, another profiler holding CUPTI, dropped records)
+said in the trace and on stderr while the calls are still all recorded; -c keeps the work of the ranges
+alone."""
+import collections
+import csv
+import io
+import subprocess
+import sys
+
+from conftest import CUTRACE, api_sum, app, calls, counts, info, info_totals, metadata, profile, sim_env
+
+KERNEL_NS = 50_000
+ELEMENTS = 1 << 16  # 256 KiB per copy: 26,215 ns at the default 10 GB/s
+COPY_NS = (4 * ELEMENTS + 9) // 10
+AXPY = "void ns::axpy<float>(int, float, float const*, float*)"
+SQUARE = "square_kernel(float*, float const*, int)"
+
+
+def rows(trace, report):
+    proc = subprocess.run([str(CUTRACE), "stats", "--report", report, "--format", "csv", str(trace)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (0, 4), proc.stderr  # 4: nothing of the kind in the trace, as nsys says SKIPPED
+    return list(csv.DictReader(io.StringIO(proc.stdout))) if proc.returncode == 0 else []
+
+
+def summary(trace):
+    return info_totals(info(trace))
+
+
+def warnings(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("cutrace: warning:")]
+
+
+def vector_add(tmp_path, iterations=3, options=(), name="trace", **env):
+    proc, trace = profile(tmp_path, [app("sim_vector_add"), str(iterations), str(ELEMENTS)],
+                          env=sim_env(SIMCUDA_KERNEL_NS=KERNEL_NS, **env), options=options, name=name)
+    assert f"verified {iterations}" in proc.stdout
+    return proc, trace
+
+
+def test_every_kernel_and_copy_once_at_the_devices_times_linked_to_its_call(tmp_path):
+    iterations = 4
+    proc, trace = vector_add(tmp_path, iterations)
+    assert warnings(proc.stderr) == []
+    kernels = {r["Name"]: r for r in rows(trace, "cuda_gpu_kern_sum")}
+    assert set(kernels) == {AXPY, SQUARE}
+    for r in kernels.values():
+        # The simulated device runs each kernel for exactly SIMCUDA_KERNEL_NS.
+        assert int(r["Instances"]) == iterations and int(r["Min (ns)"]) == int(r["Max (ns)"]) == KERNEL_NS, r
+    memory = {r["Operation"]: r for r in rows(trace, "cuda_gpu_mem_time_sum")}
+    assert int(memory["[CUDA memcpy Host-to-Device]"]["Count"]) == 2 * iterations
+    assert int(memory["[CUDA memcpy Device-to-Host]"]["Count"]) == iterations
+    assert int(memory["[CUDA memcpy Host-to-Device]"]["Max (ns)"]) == COPY_NS
+    sizes = {r["Operation"]: r for r in rows(trace, "cuda_gpu_mem_size_sum")}
+    assert sizes["[CUDA memcpy Device-to-Host]"]["Total (MB)"] == f"{iterations * 4 * ELEMENTS / 1e6:.3f}"
+
+    events, doc = calls(trace, tmp_path, domains=None)
+    work = sorted((e for e in doc["traceEvents"] if e.get("cat") == "cuda_gpu"), key=lambda e: e["ts"])
+    assert len(work) == 5 * iterations  # two copies in, two kernels, one copy out
+    # One stream, in issue order, never overlapping; copy in, copy in, axpy, square, copy out.
+    names = [e["name"] for e in work]
+    assert names == ["[CUDA memcpy Host-to-Device]"] * 2 + [AXPY, SQUARE, "[CUDA memcpy Device-to-Host]"] * 1 \
+        + (["[CUDA memcpy Host-to-Device]"] * 2 + [AXPY, SQUARE, "[CUDA memcpy Device-to-Host]"]) * (iterations - 1)
+    assert len({e["tid"] for e in work}) == 1
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 0.001 for a, b in zip(work, work[1:]))
+    # Each piece of work has its flow from the call that issued it: the flow starts inside that call's
+    # slice, on the calling thread, before the work starts; kernels come from launches, copies from
+    # cudaMemcpy (its driver call, cuMemcpy*, which CUPTI names a copy by).
+    starts = {e["id"]: e for e in doc["traceEvents"] if e.get("ph") == "s"}
+    ends = {e["id"]: e for e in doc["traceEvents"] if e.get("ph") == "f"}
+    assert len(ends) == len(work)
+    by_thread = collections.defaultdict(list)
+    for c in events:
+        by_thread[c["tid"]].append(c)
+    for w in work:
+        f = next(f for f in ends.values() if f["ts"] == w["ts"] and f["tid"] == w["tid"])
+        s = starts[f["id"]]
+        assert s["ts"] <= w["ts"], (s, w)
+        around = [c for c in by_thread[s["tid"]] if c["ts"] <= s["ts"] <= c["ts"] + c["dur"]]
+        issuing = {c["name"] for c in around}
+        if w["name"] in (AXPY, SQUARE):
+            assert "__cudaLaunchKernel" in issuing, (w, issuing)
+        else:
+            assert "cudaMemcpy" in issuing, (w, issuing)
+    # Nothing recorded twice: the API trace is the one recorded without GPU activity.
+    _, plain = vector_add(tmp_path, iterations, options=["--gpu-activity", "false"], name="plain")
+    assert counts(calls(plain, tmp_path)[0]) == counts(calls(trace, tmp_path)[0])
+    totals = summary(trace)
+    assert totals["gpu_activity.kernels"] == 2 * iterations and totals["gpu_activity.memcpy"] == 3 * iterations
+    assert totals["gpu_activity.dropped"] == 0
+    assert metadata(trace)["gpu_activity"] == "cupti"
+
+
+def test_gpu_activity_false_records_the_calls_alone(tmp_path):
+    proc, trace = vector_add(tmp_path, options=["--gpu-activity=false"])
+    assert warnings(proc.stderr) == []
+    assert rows(trace, "cuda_api_sum")
+    assert not [k for k in summary(trace) if k.startswith("gpu_activity.")]
+    assert "gpu_activity" not in metadata(trace)
+    _, doc = calls(trace, tmp_path, domains=None)
+    assert not [e for e in doc["traceEvents"] if e.get("cat") in ("cuda_gpu", "cuda_flow")]
+
+
+def test_without_a_driver_or_with_another_profiler_the_calls_are_all_there_and_the_reason_is_said(tmp_path):
+    _, reference = vector_add(tmp_path, name="reference")
+    expected = counts(calls(reference, tmp_path)[0])
+    for code, reason in (("999", "CUPTI cannot reach a CUDA driver"),
+                         ("39", "another profiler in the process (torch.profiler, Kineto, nsys) already holds CUPTI")):
+        proc, trace = vector_add(tmp_path, name="failed" + code, SIMCUDA_CUPTI_ERROR=code)
+        (line,) = warnings(proc.stderr)
+        assert "has no GPU activity in the trace, only its API calls: cuptiSubscribe" in line, line
+        assert f"({code}): {reason}" in line, line
+        assert counts(calls(trace, tmp_path)[0]) == expected
+        assert not rows(trace, "cuda_gpu_trace")
+        # The reason is in the trace too, for whoever reads it later.
+        assert line.replace("cutrace: warning: ", "") in info(trace), code
+
+
+def test_records_cupti_drops_are_counted_and_warned_about(tmp_path):
+    iterations = 4
+    proc, trace = vector_add(tmp_path, iterations, SIMCUDA_CUPTI_DEVICE_BUFFER_RECORDS="3")
+    totals = summary(trace)
+    kept = totals["gpu_activity.kernels"] + totals["gpu_activity.memcpy"] + totals["gpu_activity.memset"]
+    assert totals["gpu_activity.dropped"] > 0
+    assert kept + totals["gpu_activity.dropped"] == 5 * iterations, totals
+    (line,) = warnings(proc.stderr)
+    assert f"{totals['gpu_activity.dropped']} GPU activity records were dropped by CUPTI" in line
+
+
+CAPTURED = """
+import ctypes, sys
+rt = ctypes.CDLL(sys.argv[1])
+p = ctypes.c_void_p()
+assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(1 << 20)) == 0
+def sets(n, size):
+    for _ in range(n):
+        assert rt.cudaMemset(p, 0, ctypes.c_size_t(size)) == 0
+    assert rt.cudaDeviceSynchronize() == 0
+sets(2, 4096)            # outside: not kept
+rt.cudaProfilerStart()
+sets(3, 8192)            # inside
+rt.cudaProfilerStop()
+sets(4, 16384)           # outside again
+print("done")
+"""
+
+
+def test_a_capture_range_keeps_the_work_of_the_range_alone(tmp_path):
+    proc, trace = profile(tmp_path, [sys.executable, "-c", CAPTURED, "libcudart.so.13"],
+                          options=["-c", "cudaProfilerApi", "--capture-range-end", "stop"])
+    assert proc.stdout == "done\n"
+    sets = [r for r in rows(trace, "cuda_gpu_trace") if r["Name"] == "[CUDA memset]"]
+    assert [r["Bytes (MB)"] for r in sets] == ["0.008"] * 3, sets
+    assert api_sum(trace)["cudaMemset"]["Num Calls"] == 3
