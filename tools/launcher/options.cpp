@@ -15,6 +15,7 @@ enum class Id {
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
   kSample, kSamplingFrequency, kCpuctxsw, kPythonSampling, kPythonSamplingFrequency, kGpuActivity,
+  kCudaMemoryUsage,
 };
 
 struct Supported {
@@ -53,6 +54,7 @@ constexpr Supported kSupported[] = {
     {0, "cpuctxsw", Arity::kValue, Id::kCpuctxsw},
     {0, "python-sampling", Arity::kBool, Id::kPythonSampling},
     {0, "gpu-activity", Arity::kBool, Id::kGpuActivity},
+    {0, "cuda-memory-usage", Arity::kBool, Id::kCudaMemoryUsage},
     {0, "python-sampling-frequency", Arity::kValue, Id::kPythonSamplingFrequency},
     {'h', "help", Arity::kNone, Id::kHelp},
 };
@@ -74,7 +76,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "python-functions-trace", nullptr},
     {0, "pytorch", "none"},
     {0, "dask", "none"},
-    {0, "cuda-memory-usage", "false"},
     {0, "cuda-um-cpu-page-faults", "false"},
     {0, "cuda-um-gpu-page-faults", "false"},
     {0, "cuda-graph-trace", nullptr},
@@ -669,6 +670,9 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
         case Id::kGpuActivity:
           if (!take_bool(&options->gpu_activity)) return false;
           break;
+        case Id::kCudaMemoryUsage:
+          if (!take_bool(&options->cuda_memory_usage)) return false;
+          break;
         case Id::kPythonSamplingFrequency:
           if (!take_value(&value) || !parse_u32(value, 1, 2000, &options->python_sampling_frequency)) {
             *error = usage("option '" + w.spelled + "' takes a number of samples per second from 1 to 2000" +
@@ -816,6 +820,9 @@ options:
                               with -t cuda, what the GPU ran (kernels, copies, sets,
                               synchronisation, allocations) from CUPTI where a driver is present
                               (default true; false records the API calls alone)
+      --cuda-memory-usage true|false
+                              with GPU activity, the device memory each process has allocated,
+                              over time (a counter in the Perfetto export; default false)
       --python-sampling true|false
                               sample the Python stack of every thread of each CPython process
                               (3.9 or newer), from a thread that takes the GIL (default false)
@@ -855,7 +862,7 @@ options:
 
 A boolean option given alone (-f) means true. Other nsys options are refused by name, all of them in
 one message, except those given the value that turns them off (-s none, -b none, -c none,
---cuda-memory-usage false, ...), which match what cutrace does.
+--pytorch none, ...), which match what cutrace does.
 
 Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cutrace with kill are passed on to the command;
 a terminal's Ctrl+C or Ctrl+\ already reaches the command directly. The trace is finished after the

@@ -47,6 +47,8 @@ struct ProfileOptions {
   bool python_sampling = false;
   // --gpu-activity (cutrace's own): with -t cuda, GPU activity through CUPTI, as nsys's -t cuda has it.
   bool gpu_activity = true;
+  // --cuda-memory-usage: with GPU activity, device memory in use over time (nsys's default false).
+  bool cuda_memory_usage = false;
   uint32_t python_sampling_frequency = 1000;
   // -s/--sample process-tree (or its older spelling cpu): CPU samples of every thread of the command's
   // processes, at --sampling-frequency Hz (nsys's 100 to 8000, default 1000). Off by default (nsys

@@ -364,8 +364,10 @@ int run(const ProfileOptions& options) {
   }
 
   if (options.gpu_activity && (options.trace_domains & abi::kCudaDomains)) {
-    session.header()->gpu_activity = abi::kGpuActivityOn;
+    session.header()->gpu_activity =
+        abi::kGpuActivityOn | (options.cuda_memory_usage ? abi::kGpuActivityMemoryUsage : 0);
     recorder_args.insert(recorder_args.end(), {"--meta", "gpu_activity=cupti"});
+    if (options.cuda_memory_usage) recorder_args.insert(recorder_args.end(), {"--meta", "cuda_memory_usage=true"});
   }
   if (options.python_sampling) {
     session.header()->python_sampling_hz = options.python_sampling_frequency;

@@ -312,6 +312,41 @@ class Writer {
     ++counts_.python_samples;
   }
 
+  // --cuda-memory-usage: the device memory a process has allocated, as a counter per device, from
+  // CUPTI's allocation and release records (a release names its allocation by address).
+  void memory_usage(const reader::Event& ev) {
+    const reader::GpuActivityEvent& g = ev.gpu;
+    if (g.memory_kind != 3 /* CUPTI_ACTIVITY_MEMORY_KIND_DEVICE */) return;
+    if (!memory_usage_checked_) {
+      const std::string* asked = reader_.metadata_value("cuda_memory_usage");
+      memory_usage_ = asked && *asked == "true";
+      memory_usage_checked_ = true;
+    }
+    if (!memory_usage_) return;
+    const reader::Thread& t = *ev.thread;
+    const uint64_t device_key = uint64_t(t.pid) << 32 | g.device;
+    int64_t& in_use = device_memory_[device_key];
+    const uint64_t address_key = device_key ^ (g.address * 0x9E3779B97F4A7C15ull);
+    if (g.operation == 1) {
+      allocations_[address_key] = g.bytes;
+      in_use += int64_t(g.bytes);
+    } else if (g.operation == 2) {
+      auto it = allocations_.find(address_key);
+      const uint64_t bytes = it != allocations_.end() ? it->second : g.bytes;
+      if (it != allocations_.end()) allocations_.erase(it);
+      in_use -= int64_t(bytes);
+      if (in_use < 0) in_use = 0;  // released what was allocated before the trace began
+    } else {
+      return;
+    }
+    if (!nvtx_in_window(g.start_ns, g.start_ns)) return;
+    begin_event();
+    buf_ += "{\"ph\":\"C\",\"name\":\"CUDA device memory (device " + std::to_string(g.device) +
+            ")\",\"pid\":" + std::to_string(t.pid) + ",\"ts\":";
+    append_us(buf_, int64_t(g.start_ns - origin_));
+    buf_ += ",\"args\":{\"bytes\":" + std::to_string(in_use) + "}}";
+  }
+
   // GPU work goes on a track per device and stream of its process, as nsys's "CUDA HW" rows: a
   // thread id of its own, above any real one (pid_max is at most 2^22).
   static uint32_t gpu_track(uint32_t device, uint32_t stream) {
@@ -331,6 +366,10 @@ class Writer {
               ",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(g.tid) + ",\"ts\":";
       append_us(buf_, int64_t(g.start_ns - origin_));
       buf_ += "}";
+      return;
+    }
+    if (g.kind == abi::GpuActivity::kMemory) {
+      memory_usage(ev);
       return;
     }
     if (g.kind != abi::GpuActivity::kKernel && g.kind != abi::GpuActivity::kMemcpy &&
@@ -536,6 +575,9 @@ class Writer {
     j += "}}";
   }
 
+  bool memory_usage_checked_ = false, memory_usage_ = false;
+  std::unordered_map<uint64_t, int64_t> device_memory_;  // pid << 32 | device -> bytes allocated
+  std::unordered_map<uint64_t, uint64_t> allocations_;   // of an allocation by address -> its bytes
   std::unordered_set<uint64_t> gpu_tracks_;  // pid << 32 | track: named already
   reader::TraceReader& reader_;
   FILE* out_;

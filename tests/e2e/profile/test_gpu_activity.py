@@ -155,3 +155,20 @@ def test_a_capture_range_keeps_the_work_of_the_range_alone(tmp_path):
     sets = [r for r in rows(trace, "cuda_gpu_trace") if r["Name"] == "[CUDA memset]"]
     assert [r["Bytes (MB)"] for r in sets] == ["0.008"] * 3, sets
     assert api_sum(trace)["cudaMemset"]["Num Calls"] == 3
+
+
+def test_cuda_memory_usage_is_a_counter_of_the_device_memory_allocated(tmp_path):
+    iterations = 2
+    _, trace = vector_add(tmp_path, iterations, options=["--cuda-memory-usage", "true"])
+    _, doc = calls(trace, tmp_path, domains=None)
+    counter = [e for e in sorted(doc["traceEvents"], key=lambda e: e.get("ts", 0))
+               if e.get("ph") == "C" and e["name"] == "CUDA device memory (device 0)"]
+    # Each iteration allocates three buffers of 4 * ELEMENTS bytes, then frees them.
+    per_buffer = 4 * ELEMENTS
+    assert [e["args"]["bytes"] for e in counter] == [per_buffer, 2 * per_buffer, 3 * per_buffer,
+                                                     2 * per_buffer, per_buffer, 0] * iterations
+    assert metadata(trace)["cuda_memory_usage"] == "true"
+    # Without the option, the allocations are in the trace but drawn as no counter.
+    _, plain = vector_add(tmp_path, iterations, name="plain")
+    assert summary(plain)["gpu_activity.memory"] == summary(trace)["gpu_activity.memory"]
+    assert not [e for e in calls(plain, tmp_path, domains=None)[1]["traceEvents"] if e.get("ph") == "C"]

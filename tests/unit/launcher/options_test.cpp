@@ -313,6 +313,8 @@ TEST(LauncherOptions, GpuActivityIsOnWithCudaUnlessTurnedOff) {
   EXPECT_TRUE(parse({"app"}).options.gpu_activity);
   EXPECT_FALSE(parse({"--gpu-activity=false", "app"}).options.gpu_activity);
   EXPECT_FALSE(parse({"--gpu-activity", "false", "app"}).options.gpu_activity);
+  EXPECT_FALSE(parse({"app"}).options.cuda_memory_usage);
+  EXPECT_TRUE(parse({"--cuda-memory-usage=true", "app"}).options.cuda_memory_usage);
   expect_refused({"--gpu-activity=some", "app"}, "cutrace profile: option '--gpu-activity' takes true or false, not 'some'.");
 }
 
@@ -325,7 +327,7 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
       {"-b", "dwarf"},
       {"--backtrace", "fp"},
       {"--python-functions-trace=funcs.json"},
-      {"--cuda-memory-usage", "true"},
+      {"--cuda-um-cpu-page-faults", "true"},
       {"--export", "sqlite"},
       {"--trace-fork-before-exec=true"},
       {"-n", "false"},
@@ -347,9 +349,9 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
   // Where a value asks for nothing, the message names it.
   expect_refused({"-b", "dwarf", "app"},
                  "cutrace profile: option '-b' is not supported yet; remove it to profile without it, or pass -b none.");
-  expect_refused({"--cuda-memory-usage=true", "app"},
-                 "cutrace profile: option '--cuda-memory-usage' is not supported yet; remove it to profile without "
-                 "it, or pass --cuda-memory-usage=false.");
+  expect_refused({"--cuda-um-gpu-page-faults=true", "app"},
+                 "cutrace profile: option '--cuda-um-gpu-page-faults' is not supported yet; remove it to profile "
+                 "without it, or pass --cuda-um-gpu-page-faults=false.");
   expect_refused({"--session", "s", "app"},
                  "cutrace profile: option '--session' is not supported yet; remove it to profile without it.");
   // Options of recent nsys releases.
@@ -390,12 +392,12 @@ TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
 // A published command line is ported in one run: every option cutrace cannot take is named at once,
 // each with its remedy, and their values are not mistaken for the command.
 TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
-  expect_refused({"-b", "dwarf", "--cuda-memory-usage=true", "-t", "cuda,mpi", "--bogus", "--pytorch",
+  expect_refused({"-b", "dwarf", "--cuda-um-cpu-page-faults=true", "-t", "cuda,mpi", "--bogus", "--pytorch",
                   "autograd-nvtx", "python3", "train.py"},
                  "cutrace profile: 5 options cannot be used: "
                  "(1) option '-b' is not supported yet; remove it to profile without it, or pass -b none; "
-                 "(2) option '--cuda-memory-usage' is not supported yet; remove it to profile without it, or pass "
-                 "--cuda-memory-usage=false; "
+                 "(2) option '--cuda-um-cpu-page-faults' is not supported yet; remove it to profile without it, or "
+                 "pass --cuda-um-cpu-page-faults=false; "
                  "(3) -t mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas and "
                  "cudnn); "
                  "(4) unknown option '--bogus'; run `cutrace profile --help`; "

@@ -272,9 +272,9 @@ TEST_F(LauncherRun, UnwritableDirectoryStartsNothing) {
 }
 
 TEST_F(LauncherRun, UsageErrorsExitTwo) {
-  EXPECT_EQ(profile({"--cuda-memory-usage=true", "true"}), 2);
-  EXPECT_EQ(err(), "cutrace profile: option '--cuda-memory-usage' is not supported yet; remove it to profile without "
-                   "it, or pass --cuda-memory-usage=false.\n");
+  EXPECT_EQ(profile({"--cuda-um-cpu-page-faults=true", "true"}), 2);
+  EXPECT_EQ(err(), "cutrace profile: option '--cuda-um-cpu-page-faults' is not supported yet; remove it to profile "
+                   "without it, or pass --cuda-um-cpu-page-faults=false.\n");
   EXPECT_EQ(profile({"--foo", "true"}), 2);
   EXPECT_EQ(err(), "cutrace profile: unknown option '--foo'; run `cutrace profile --help`.\n");
   EXPECT_FALSE(recorder_ran());
