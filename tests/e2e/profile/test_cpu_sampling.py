@@ -83,9 +83,10 @@ def test_without_perf_events_threads_sample_themselves_with_a_timer(tmp_path):
     a, b = rows["burn_a"], rows["burn_b"]
     # 450 ms of the main thread's CPU time. A timer on a thread's CPU clock is checked on the kernel's
     # tick (CONFIG_HZ: 250 per second here, 100 to 1000 elsewhere) while the thread is the one running:
-    # at most 450 samples, and on a busy machine (a thread preempted between ticks) fewer and less even
-    # than perf's, so only the order of the two is asserted.
-    assert 20 <= a + b <= 1.15 * 450 and a > b > 0, rows
+    # at most 450 samples, and on a busy machine (a thread preempted between ticks) fewer and uneven:
+    # under two competing busy loops the 2:1 split once came out 31:36. So only that both functions
+    # are found, with about the samples the ticks allow, is asserted.
+    assert 20 <= a + b <= 1.15 * 450 and a > 0 and b > 0, rows
     assert "burn_in_thread" not in rows
     meta = metadata(trace)
     assert (meta["sampling.method"], meta["sampling.frequency"]) == ("timer", "1000")
