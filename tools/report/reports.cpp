@@ -689,19 +689,64 @@ bool is_gpu_work(const Event& ev) {
           ev.gpu.kind == abi::GpuActivity::kMemset);
 }
 
-std::string kernel_display_name(const reader::GpuActivityEvent& g) {
-  return g.name ? g.name->demangled : "[unnamed kernel]";
+// The function's own name in a demangled one: without its return type, namespaces and classes,
+// template arguments and parameters ("void ns::axpy<float>(int, float*)" -> "axpy").
+std::string base_kernel_name(std::string_view demangled) {
+  // The parameters: the last top-level parenthesised group.
+  size_t end = demangled.size();
+  if (end && demangled[end - 1] == ')') {
+    int depth = 0;
+    for (size_t i = end; i-- > 0;) {
+      if (demangled[i] == ')') ++depth;
+      else if (demangled[i] == '(' && --depth == 0) {
+        end = i;
+        break;
+      }
+    }
+  }
+  std::string_view name = demangled.substr(0, end);
+  // Template arguments of the function itself.
+  if (!name.empty() && name.back() == '>') {
+    int depth = 0;
+    for (size_t i = name.size(); i-- > 0;) {
+      if (name[i] == '>') ++depth;
+      else if (name[i] == '<' && --depth == 0) {
+        name = name.substr(0, i);
+        break;
+      }
+    }
+  }
+  // The qualifiers and the return type before it: what follows the last top-level "::" or space.
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<' || c == '(') ++depth;
+    else if ((c == '>' || c == ')') && depth > 0) --depth;
+    else if (depth == 0 && (c == ' ' || (c == ':' && i + 1 < name.size() && name[i + 1] == ':')))
+      start = c == ' ' ? i + 1 : i + 2;
+  }
+  return std::string(name.substr(start));
+}
+
+std::string kernel_display_name(const reader::GpuActivityEvent& g, KernelNames style = KernelNames::kDemangled) {
+  if (!g.name) return "[unnamed kernel]";
+  switch (style) {
+    case KernelNames::kMangled: return g.name->mangled;
+    case KernelNames::kBase: return base_kernel_name(g.name->demangled);
+    default: return g.name->demangled;
+  }
 }
 
 // cuda_gpu_kern_sum, cuda_gpu_mem_time_sum: per kernel name, or per memory operation, nsys's duration
 // statistics of what the GPU ran.
 class GpuTimeSum : public Report {
  public:
-  GpuTimeSum(const char* title, bool kernels) : title_(title), kernels_(kernels) {}
+  GpuTimeSum(const char* title, bool kernels, KernelNames names) : title_(title), kernels_(kernels), names_(names) {}
 
   void add(TraceReader&, const Event& ev) override {
     if (!is_gpu_work(ev) || (ev.gpu.kind == abi::GpuActivity::kKernel) != kernels_) return;
-    std::string name = kernels_ ? kernel_display_name(ev.gpu) : memory_operation(ev.gpu);
+    std::string name = kernels_ ? kernel_display_name(ev.gpu, names_) : memory_operation(ev.gpu);
     auto [it, added] = row_by_name_.emplace(std::move(name), rows_.size());
     if (added) rows_.emplace_back().name = &it->first;
     if (rows_[it->second].stats.add(ev.gpu.duration_ns())) spill_when_over_budget(rows_, held_, ok_);
@@ -733,6 +778,7 @@ class GpuTimeSum : public Report {
   };
   const char* title_;
   bool kernels_;
+  KernelNames names_;
   std::deque<Row> rows_;
   std::unordered_map<std::string, size_t> row_by_name_;
   uint64_t held_ = 0;
@@ -787,6 +833,8 @@ class GpuSizeSum : public Report {
 // are sorted through temporary files in bounded memory; names are looked up when written.
 class GpuTrace : public Report {
  public:
+  explicit GpuTrace(KernelNames names) : style_(names) {}
+
   void add(TraceReader&, const Event& ev) override {
     if (!is_gpu_work(ev)) return;
     const reader::GpuActivityEvent& g = ev.gpu;
@@ -805,7 +853,7 @@ class GpuTrace : public Report {
     r.static_shared = g.static_shared_bytes, r.dynamic_shared = g.dynamic_shared_bytes;
     r.kind = uint8_t(g.kind), r.copy_kind = g.copy_kind, r.src_kind = g.src_kind, r.dst_kind = g.dst_kind;
     if (g.kind == abi::GpuActivity::kMemset) r.src_kind = uint8_t(g.memory_kind);  // what it set
-    if (r.name) names_.emplace(r.name, g.name->demangled);
+    if (r.name) names_.emplace(r.name, kernel_display_name(g, style_));
     rows_.push(r);
   }
 
@@ -879,6 +927,7 @@ class GpuTrace : public Report {
     bool operator()(const Row& a, const Row& b) const { return a.start != b.start ? a.start < b.start : a.order < b.order; }
   };
   SpillSorter<Row, Earlier> rows_;
+  KernelNames style_;
   // Kernel names by a hash of the mangled name: bounded by the program's distinct kernels.
   std::unordered_map<uint64_t, std::string> names_;
   std::string name_;
@@ -896,7 +945,8 @@ class ApiGpuSum : public Report {
     if (ev.kind == EventKind::kApiCall) {
       if (is_counted_call(ev.call, kCudaFamily, options_.show_internal)) add_to("CUDA_API", ev.call.api->display_name, ev.call.duration_ns());
     } else if (is_gpu_work(ev)) {
-      if (ev.gpu.kind == abi::GpuActivity::kKernel) add_to("CUDA_KERNEL", kernel_display_name(ev.gpu), ev.gpu.duration_ns());
+      if (ev.gpu.kind == abi::GpuActivity::kKernel)
+        add_to("CUDA_KERNEL", kernel_display_name(ev.gpu, options_.kernel_names), ev.gpu.duration_ns());
       else add_to("MEMORY_OPER", memory_operation(ev.gpu), ev.gpu.duration_ns());
     }
   }
@@ -1040,15 +1090,15 @@ const std::vector<ReportInfo>& stats_reports() {
       {"cpu_sample_sum", "CPU Samples by Function: where -s cpu found the threads, per function and module, most "
        "samples first", "CPU sample data (profile with -s cpu)"},
       {"cuda_gpu_kern_sum", "CUDA GPU Kernel Summary: time, instances, average, median, min, max, stddev per kernel "
-       "name, from CUPTI", "CUDA kernel data (profile with -t cuda on a machine with a GPU and CUPTI)"},
+       "name, from CUPTI", "CUDA kernel data (profile with -t cuda on a machine with a GPU and CUPTI)", true},
       {"cuda_gpu_mem_time_sum", "CUDA GPU MemOps Summary (by Time): per memory operation (copy direction, memset)",
        "GPU memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)"},
       {"cuda_gpu_mem_size_sum", "CUDA GPU MemOps Summary (by Size): bytes per memory operation, in MB",
        "GPU memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)"},
       {"cuda_gpu_trace", "CUDA GPU Trace: every kernel, copy and set the GPU ran, by start time",
-       "CUDA kernel or memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)"},
+       "CUDA kernel or memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)", true},
       {"cuda_api_gpu_sum", "CUDA Summary (API/Kernels/MemOps): API calls, kernels and memory operations in one table",
-       "CUDA API, kernel or memory operation data"},
+       "CUDA API, kernel or memory operation data", true},
       {"python_sample_sum", "Python Samples by Function: where --python-sampling found the threads, per Python "
        "function, as the running function (self) and anywhere on the stack (total)",
        "Python sample data (profile with --python-sampling true)"},
@@ -1058,13 +1108,27 @@ const std::vector<ReportInfo>& stats_reports() {
   return kReports;
 }
 
-const ReportInfo* find_report(std::string_view name) {
-  for (const ReportInfo& r : stats_reports())
-    if (name == r.name) return &r;
+const ReportInfo* find_report(std::string_view name, std::string* why) {
+  const size_t colon = name.find(':');
+  const std::string_view base = name.substr(0, colon), argument = colon == name.npos ? "" : name.substr(colon + 1);
+  for (const ReportInfo& r : stats_reports()) {
+    if (base != r.name) continue;
+    if (colon == name.npos) return &r;
+    if (r.names_kernels && (argument == "base" || argument == "mangled")) return &r;
+    if (why)
+      *why = "report '" + std::string(base) + "' takes " +
+             (r.names_kernels ? "base or mangled after the colon" : "no argument") + ", not '" + std::string(argument) + "'";
+    return nullptr;
+  }
   return nullptr;
 }
 
-std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& options) {
+std::unique_ptr<Report> make_report(std::string_view full_name, const ReportOptions& given) {
+  ReportOptions options = given;
+  const size_t colon = full_name.find(':');
+  const std::string_view name = full_name.substr(0, colon);
+  if (colon != full_name.npos)
+    options.kernel_names = full_name.substr(colon + 1) == "mangled" ? KernelNames::kMangled : KernelNames::kBase;
   if (name == "cuda_api_sum") return std::make_unique<ApiSum>("CUDA API Summary (cuda_api_sum)", kCudaFamily, options);
   if (name == "cuda_api_trace") return std::make_unique<CudaApiTrace>(options);
   if (name == "cublas_api_sum")
@@ -1076,11 +1140,13 @@ std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& 
   if (name == "nvtx_pushpop_trace") return std::make_unique<NvtxPushPopTrace>();
   if (name == "callsite_sum") return std::make_unique<CallsiteSum>(options);
   if (name == "cpu_sample_sum") return std::make_unique<CpuSampleSum>();
-  if (name == "cuda_gpu_kern_sum") return std::make_unique<GpuTimeSum>("CUDA GPU Kernel Summary (cuda_gpu_kern_sum)", true);
+  if (name == "cuda_gpu_kern_sum")
+    return std::make_unique<GpuTimeSum>("CUDA GPU Kernel Summary (cuda_gpu_kern_sum)", true, options.kernel_names);
   if (name == "cuda_gpu_mem_time_sum")
-    return std::make_unique<GpuTimeSum>("CUDA GPU MemOps Summary (by Time) (cuda_gpu_mem_time_sum)", false);
+    return std::make_unique<GpuTimeSum>("CUDA GPU MemOps Summary (by Time) (cuda_gpu_mem_time_sum)", false,
+                                        options.kernel_names);
   if (name == "cuda_gpu_mem_size_sum") return std::make_unique<GpuSizeSum>();
-  if (name == "cuda_gpu_trace") return std::make_unique<GpuTrace>();
+  if (name == "cuda_gpu_trace") return std::make_unique<GpuTrace>(options.kernel_names);
   if (name == "cuda_api_gpu_sum") return std::make_unique<ApiGpuSum>(options);
   if (name == "python_sample_sum") return std::make_unique<PythonSampleSum>();
   if (name == "cpu_ctxsw_sum") return std::make_unique<CpuCtxswSum>();

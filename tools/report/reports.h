@@ -16,9 +16,11 @@ struct ReportInfo {
   const char* name;         // as given to --report, nsys's spelling
   const char* description;  // one line for --help
   const char* data;         // what a trace lacks when the report is empty: "SKIPPED: T does not contain ..."
+  bool names_kernels = false;  // takes nsys's argument :base or :mangled (cuda_gpu_kern_sum:base)
 };
-// nullptr for a name stats_reports() does not list.
-const ReportInfo* find_report(std::string_view name);
+// nullptr for a name stats_reports() does not list. `name` may carry the report's argument
+// ("cuda_gpu_kern_sum:base"); an argument the report does not take makes it unknown, and `why` says so.
+const ReportInfo* find_report(std::string_view name, std::string* why = nullptr);
 const std::vector<ReportInfo>& stats_reports();
 inline constexpr const char* kDefaultReport = "cuda_api_sum";
 
@@ -35,7 +37,12 @@ class Report {
   virtual std::vector<std::string> notes() const { return {}; }
 };
 
+// How reports that name GPU kernels name them: demangled (the default), the function's name alone
+// (`:base`, as nsys: "axpy" for "void ns::axpy<float>(int, float*)"), or as compiled (`:mangled`).
+enum class KernelNames { kDemangled, kBase, kMangled };
+
 struct ReportOptions {
+  KernelNames kernel_names = KernelNames::kDemangled;  // set from the report's :argument
   // Show calls of apis the trace's table flags internal (kernel registration, the <<<>>> call
   // configuration), which nsys leaves out and so do we by default: `--show-internal true`.
   bool show_internal = false;

@@ -58,7 +58,9 @@ void print_help() {
       "\n"
       "reports:\n",
       kDefaultReport);
-  for (const ReportInfo& r : stats_reports()) std::printf("  %-16s %s\n", r.name, r.description);
+  for (const ReportInfo& r : stats_reports())
+    std::printf("  %-16s %s%s\n", r.name, r.description,
+                r.names_kernels ? " (NAME:base for the function names alone, NAME:mangled as compiled)" : "");
 }
 
 std::string report_names() {
@@ -235,7 +237,9 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
     }
     tell_loss_on_stderr();
     const std::string base = output == "." ? without_extension(trace_path) : output;
-    const std::string file = base + "_" + name + "." + table_format_name(format);
+    std::string file_name = name;  // cuda_gpu_kern_sum:base -> cuda_gpu_kern_sum_base
+    std::replace(file_name.begin(), file_name.end(), ':', '_');
+    const std::string file = base + "_" + file_name + "." + table_format_name(format);
     Output out;
     std::string error;
     if (!out.open(file, req.overwrite, "--force-overwrite true", error)) {
@@ -322,8 +326,11 @@ int stats_main(int argc, char** argv) {
   if (traces.empty()) return usage_error("no trace given; usage: cutrace stats [options] FILE.cutrace");
   if (req.reports.empty()) req.reports.push_back(kDefaultReport);
   if (req.outputs.empty()) req.outputs.push_back("-");
-  for (const std::string& name : req.reports)
-    if (!find_report(name)) return usage_error("unknown report '" + name + "'; available reports: " + report_names());
+  for (const std::string& name : req.reports) {
+    std::string why;
+    if (!find_report(name, &why))
+      return usage_error(why.empty() ? "unknown report '" + name + "'; available reports: " + report_names() : why);
+  }
   TableFormat unused;
   for (const std::string& f : req.formats)
     if (!parse_table_format(f, unused)) return usage_error("unknown format '" + f + "'; use column, table, csv, tsv or json");

@@ -647,6 +647,26 @@ TEST(GpuActivity, KernelAndMemoryReportsHaveNsysColumnsAndExactValues) {
             "0.004,1,0.004,0.004,0.004,0.004,0.000,[CUDA memset]\n");
 }
 
+TEST(GpuActivity, KernelsAreNamedByTheirBaseOrMangledNamesWhenAsked) {
+  const std::string trace = write_gpu_trace();
+  Result r = cli({"stats", "-f", "csv", "-r", "cuda_gpu_kern_sum:base,cuda_gpu_kern_sum:mangled", trace});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+            "90.9,5000,2,2500.0,2500.0,2000,3000,707.1,axpy\n"
+            "9.1,500,1,500.0,500.0,500,500,0.0,reduce\n"
+            "\n"
+            "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
+            "90.9,5000,2,2500.0,2500.0,2000,3000,707.1,_ZN2ns4axpyIfEEvT_PS1_S2_i\n"
+            "9.1,500,1,500.0,500.0,500,500,0.0,_Z6reducePKfPfi\n");
+  r = cli({"stats", "-r", "cuda_gpu_kern_sum:short", trace});
+  EXPECT_EQ(r.exit, 2);
+  EXPECT_EQ(r.err, "cutrace stats: report 'cuda_gpu_kern_sum' takes base or mangled after the colon, not 'short'.\n");
+  r = cli({"stats", "-r", "cuda_api_sum:base", trace});
+  EXPECT_EQ(r.exit, 2);
+  EXPECT_EQ(r.err, "cutrace stats: report 'cuda_api_sum' takes no argument, not 'base'.\n");
+}
+
 TEST(GpuActivity, GpuTraceListsEveryOperationByStartTime) {
   const std::string trace = write_gpu_trace();
   Result r = cli({"stats", "-f", "csv", "-r", "cuda_gpu_trace", trace});
