@@ -418,20 +418,6 @@ void* flusher(void*) {
   return nullptr;
 }
 
-void start_flusher() {
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  pthread_t thread;
-  pthread_create(&thread, &attr, flusher, nullptr);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-}
-
 void flush_at_exit() { flush_gpu_activity(); }
 
 }  // namespace
@@ -528,7 +514,7 @@ void start_gpu_activity(ThreadState& ts) {
     report(ts, 0, text);
     g_running.store(true, std::memory_order_release);
     atexit(flush_at_exit);
-    start_flusher();
+    start_tracer_thread(flusher);
   }
   ts.in_tracer--;
   errno = saved_errno;

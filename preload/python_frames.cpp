@@ -344,20 +344,7 @@ uint32_t python_frames(ThreadState& ts, abi::PythonFrame* out, uint32_t capacity
 void start_python_sampling() {
   if (!g_session || g_session->python_sampling_hz == 0 || !python_api()) return;
   if (g_sampler_started.exchange(true)) return;
-  // The sampler must never take a signal meant for the program's threads.
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  pthread_t thread;
-  const int saved_errno = errno;
-  if (pthread_create(&thread, &attr, python_sampler, nullptr) != 0) g_sampler_started.store(false);
-  errno = saved_errno;
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (!start_tracer_thread(python_sampler)) g_sampler_started.store(false);
 }
 
 void forget_python_functions() {

@@ -471,6 +471,23 @@ void* resolve_real(uint32_t api_id) {
   return fn;
 }
 
+bool start_tracer_thread(void* (*body)(void*)) {
+  const int saved_errno = errno;
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t thread;
+  const bool started = pthread_create(&thread, &attr, body, nullptr) == 0;
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  errno = saved_errno;
+  return started;
+}
+
 void emit_string(ThreadState& ts, abi::StringKind kind, uint64_t key, const char* text, size_t length) {
   if (!ts.producer.header) return;
   if (length > abi::kMaxStringBytes) length = abi::kMaxStringBytes;

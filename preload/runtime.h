@@ -216,6 +216,11 @@ void note_client_range(const void* address);
 // Slow-path record helpers used by hooks (kernel registration) and by prepare_thread.
 void emit_string(ThreadState& ts, abi::StringKind kind, uint64_t key, const char* text, size_t length);
 
+// Starts one of the tracer's own threads (the Python sampler, the GPU activity flusher): detached,
+// with a small stack and every signal blocked, so that it never takes a signal meant for the
+// program's threads. errno is left as it was. Returns whether it started.
+bool start_tracer_thread(void* (*body)(void*));
+
 // Hand-written hooks the generated wrappers call for functions whose meaning needs more than argument
 // slots. Each runs after the real call, whether or not capture is on.
 namespace hooks {
