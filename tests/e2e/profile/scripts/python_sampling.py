@@ -6,7 +6,8 @@ child then makes a CUDA call through ctypes on it and spins in spin_child for MA
 line a sample should find carries a "# LINE: <function>" comment.
 
 usage: python_sampling.py MAIN_S WORKER_S [LIBRARY]
-stdout: "main TID", "worker TID" (native thread ids), "child PID TID" with LIBRARY, then "done"."""
+stdout: "main TID", "worker TID" (native thread ids), "busy SECONDS" (the wall time busy_main took),
+"child PID TID" with LIBRARY, then "done"."""
 import ctypes
 import os
 import sys
@@ -64,7 +65,9 @@ def main():
     thread = threading.Thread(target=worker, args=(worker_s, spun, done))
     thread.start()
     wait_main(spun)
+    started = time.perf_counter()
     busy_main(main_s)  # LINE: main
+    print("busy", time.perf_counter() - started, flush=True)
     done.set()
     thread.join()
     if len(sys.argv) > 3:
