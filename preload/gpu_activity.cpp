@@ -49,10 +49,29 @@ uintptr_t g_cupti_start = 0, g_cupti_end = 0;  // the loaded CUPTI's address ran
 
 // Activity buffers: CUPTI asks for one whenever it fills one. A bounded pool, so that a program
 // producing records faster than the trace takes them makes CUPTI drop (and count) rather than grow
-// without end. 4 MiB each: CUPTI's documentation recommends 1 to 10 MB.
+// without end; a buffer handed back is reused, not freed. 4 MiB each: CUPTI's documentation
+// recommends 1 to 10 MB.
 constexpr size_t kBufferBytes = 4u << 20;
 constexpr uint32_t kMaxBuffers = 32;
-std::atomic<uint32_t> g_buffers_out{0};
+std::atomic<uint32_t> g_buffers_made{0};
+std::atomic_flag g_pool_lock = ATOMIC_FLAG_INIT;
+uint8_t* g_pool[kMaxBuffers];  // buffers handed back, ready for reuse
+uint32_t g_pool_size = 0;
+
+uint8_t* take_pooled() {
+  while (g_pool_lock.test_and_set(std::memory_order_acquire)) {
+  }
+  uint8_t* buffer = g_pool_size ? g_pool[--g_pool_size] : nullptr;
+  g_pool_lock.clear(std::memory_order_release);
+  return buffer;
+}
+
+void give_back(uint8_t* buffer) {
+  while (g_pool_lock.test_and_set(std::memory_order_acquire)) {
+  }
+  g_pool[g_pool_size++] = buffer;  // never more than made, at most kMaxBuffers
+  g_pool_lock.clear(std::memory_order_release);
+}
 
 uint64_t monotonic_ns() {
   timespec t;
@@ -64,16 +83,17 @@ uint64_t monotonic_ns() {
 uint64_t CUPTIAPI trace_clock() { return monotonic_ns(); }
 
 void CUPTIAPI request_buffer(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = nullptr;
-  *size = 0;
+  *buffer = take_pooled();
+  *size = *buffer ? kBufferBytes : 0;
   *max_records = 0;
-  if (g_buffers_out.fetch_add(1, std::memory_order_relaxed) >= kMaxBuffers) {
-    g_buffers_out.fetch_sub(1, std::memory_order_relaxed);
+  if (*buffer) return;
+  if (g_buffers_made.fetch_add(1, std::memory_order_relaxed) >= kMaxBuffers) {
+    g_buffers_made.fetch_sub(1, std::memory_order_relaxed);
     return;  // CUPTI drops the records it cannot place, and counts them
   }
   void* p = nullptr;
   if (posix_memalign(&p, 8, kBufferBytes) != 0) {
-    g_buffers_out.fetch_sub(1, std::memory_order_relaxed);
+    g_buffers_made.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
   *buffer = static_cast<uint8_t*>(p);
@@ -315,10 +335,7 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
     }
     ts.in_tracer--;
   }
-  if (buffer) {
-    free(buffer);
-    g_buffers_out.fetch_sub(1, std::memory_order_relaxed);
-  }
+  if (buffer) give_back(buffer);
   errno = saved_errno;
 }
 
