@@ -311,7 +311,9 @@ def kineto_counts(stdout):
 
 def test_pytorch_training_steps_match_pytorchs_own_profiler(tmp_path):
     """PyTorch's profiler (Kineto, on CUPTI's callbacks) counts the CUDA calls of the same steps in the
-    same process: an independent tracer running beside cutrace, which must not disturb it."""
+    same process: an independent tracer running beside cutrace, which must not disturb it. CUPTI takes
+    one subscriber: cutrace's GPU activity is turned off here so that Kineto gets it (with it on, Kineto
+    is the one refused, which the next test checks)."""
     if not torch_with_cuda():
         pytest.skip("no PyTorch with CUDA in this Python")
     steps = 20
@@ -323,7 +325,8 @@ def test_pytorch_training_steps_match_pytorchs_own_profiler(tmp_path):
     assert plain.returncode == 0, plain.stderr
     proc, trace = profile(tmp_path, command, env=env, timeout=300, check=False,
                           options=["-t", "cuda,nvtx,cublas,cudnn", "-c", "cudaProfilerApi",
-                                   "--capture-range-end", "stop", "--cudabacktrace", "all:20000"])
+                                   "--capture-range-end", "stop", "--cudabacktrace", "all:20000",
+                                   "--gpu-activity", "false"])
     assert proc.returncode == 0, proc.stderr
     # The same loss with and without cutrace, and Kineto saw the same steps.
     assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]
@@ -423,3 +426,23 @@ def test_gpu_activity_on_the_gpu_is_complete_timed_and_linked_to_its_calls(tmp_p
     assert "gpu_activity.dropped           0" in summary, summary
     report("gpu_activity", {"kernels": {k: v for k, v in kernels.items()}, "memory": ops, "gpu_rows": len(gpu),
                             "linked": linked, "summary": [l for l in summary.splitlines() if "gpu_activity" in l]})
+
+
+def test_pytorch_profiler_after_cutrace_holds_cupti_is_refused_and_the_program_still_runs(tmp_path):
+    """With GPU activity on, cutrace holds CUPTI's one subscriber slot from the first CUDA use, so a
+    torch.profiler started later cannot subscribe: PyTorch warns and profiles without CUDA activity,
+    the training steps run as without cutrace, and the trace has the GPU's kernels."""
+    if not torch_with_cuda():
+        pytest.skip("no PyTorch with CUDA in this Python")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("CUTRACE_SESSION", None)
+    command = [sys.executable, "-c", TRAIN_SCRIPT, "5"]
+    plain = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    proc, trace = profile(tmp_path, command, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == plain.stdout.splitlines()[0]
+    kernels = rows_of(trace, "cuda_gpu_kern_sum", False)
+    assert kernels, proc.stderr
+    report("pytorch_beside_cutrace_gpu_activity", {"kernels": len(kernels), "stderr": proc.stderr[-2000:]})
