@@ -472,8 +472,12 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void* devPtr, cudaStream
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count,
                                                 cudaMemcpyKind kind) {
+  // Any number may come in (the tests pass invalid kinds): the lambda reads it as a number, since
+  // UBSan checks every load of an enum's value and the capture is one.
+  int raw_kind;
+  std::memcpy(&raw_kind, &kind, sizeof raw_kind);
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemcpy_v3020), [&]() -> cudaError_t {
-    return rt::record(rt::copy_1d(dst, src, count, kind, nullptr, kLegacy, true));
+    return rt::record(rt::copy_1d(dst, src, count, cudaMemcpyKind(raw_kind), nullptr, kLegacy, true));
   });
 }
 

@@ -1135,17 +1135,22 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuDriverGetVersion(int* version) {
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuGetErrorName(CUresult error, const char** str) {
+  // Any number may come in: read it as one, not as the enum (UBSan checks loads of an enum's value).
+  int code;
+  std::memcpy(&code, &error, sizeof code);
   return traced(SIMCUDA_DRIVER_CBID(cuGetErrorName), [&]() -> CUresult {
     if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    *str = error_name(error);
+    *str = error_name(CUresult(code));
     return *str == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
   });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char** str) {
+  int code;  // as in cuGetErrorName
+  std::memcpy(&code, &error, sizeof code);
   return traced(SIMCUDA_DRIVER_CBID(cuGetErrorString), [&]() -> CUresult {
     if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    *str = error_string(error);
+    *str = error_string(CUresult(code));
     return *str == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
   });
 }
