@@ -316,11 +316,21 @@ void convert(ThreadState& ts, const CUpti_Activity* record) {
   }
 }
 
+// Set while one of the shim's flushes runs on this thread (a program thread at a range's end or at
+// exit): buffers completed then are the flush's, not CUPTI's worker's.
+thread_local bool t_flushing = false;
+thread_local bool t_cupti_worker = false;
+
 void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
   const int saved_errno = errno;
   ThreadState& ts = t_thread;
   // CUPTI's worker thread, or a thread that flushed: its records go into its own ring.
   if (!ts.producer.header && !ts.in_tracer) prepare_thread(ts);
+  if (!t_flushing && !t_cupti_worker) {
+    // CUPTI's own thread: whatever CUDA calls it makes are CUPTI's, never the program's.
+    t_cupti_worker = true;
+    ts.in_tracer++;
+  }
   if (ts.producer.header) {
     ts.in_tracer++;
     CUpti_Activity* record = nullptr;
@@ -427,6 +437,8 @@ void* flusher(void*) {
   prctl(PR_SET_NAME, "cutrace-gpu", 0, 0, 0);
   ThreadState& ts = t_thread;
   prepare_thread(ts);
+  ts.in_tracer++;  // what CUPTI calls while it flushes here is CUPTI's, not the program's
+  t_flushing = true;
   while (g_running.load(std::memory_order_relaxed)) {
     timespec pause{0, 250000000};
     nanosleep(&pause, nullptr);
@@ -540,7 +552,15 @@ void start_gpu_activity(ThreadState& ts) {
 void flush_gpu_activity() {
   if (!g_running.load(std::memory_order_acquire)) return;
   const int saved_errno = errno;
+  ThreadState& ts = t_thread;
+  // The buffers completed now are written into this thread's ring; CUPTI's calls meanwhile are its own.
+  if (!ts.producer.header && !ts.in_tracer) prepare_thread(ts);
+  const bool was_flushing = t_flushing;
+  t_flushing = true;
+  ts.in_tracer++;
   g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  ts.in_tracer--;
+  t_flushing = was_flushing;
   errno = saved_errno;
 }
 
