@@ -172,3 +172,21 @@ def test_cuda_memory_usage_is_a_counter_of_the_device_memory_allocated(tmp_path)
     _, plain = vector_add(tmp_path, iterations, name="plain")
     assert summary(plain)["gpu_activity.memory"] == summary(trace)["gpu_activity.memory"]
     assert not [e for e in calls(plain, tmp_path, domains=None)[1]["traceEvents"] if e.get("ph") == "C"]
+
+
+def test_a_graphs_kernels_come_from_cupti_and_flow_from_the_graph_launch(tmp_path):
+    # sim_driver_launch captures two tail kernels into a graph and replays it once: their launches
+    # during capture ran nothing; the kernels ran from cuGraphLaunch, which interposition sees as one call.
+    proc, trace = profile(tmp_path, [app("sim_driver_launch"), "3"])
+    launched = {p[1]: int(p[2]) for p in (l.split() for l in proc.stdout.splitlines()) if p[0] == "launches"}
+    kernels = {r["Name"]: int(r["Instances"]) for r in rows(trace, "cuda_gpu_kern_sum")}
+    assert kernels == launched, (kernels, launched)
+    events, doc = calls(trace, tmp_path, domains=None)
+    starts = {e["id"]: e for e in doc["traceEvents"] if e.get("ph") == "s"}
+    tails = [e for e in doc["traceEvents"] if e.get("cat") == "cuda_gpu" and e["name"] == "tail_sleep_us_200"]
+    assert len(tails) == 2 and all(e["dur"] == 200 for e in tails)
+    for tail in tails:
+        (end,) = [f for f in doc["traceEvents"] if f.get("ph") == "f" and f["ts"] == tail["ts"] and f["tid"] == tail["tid"]]
+        start = starts[end["id"]]
+        issuing = {c["name"] for c in events if c["tid"] == start["tid"] and c["ts"] <= start["ts"] <= c["ts"] + c["dur"]}
+        assert "cuGraphLaunch" in issuing, issuing
