@@ -2,7 +2,8 @@
 # The checks of cutrace against a real GPU and driver, run on a machine that has one, from the folder
 # scripts/gpu-bundle.sh made (no build there): the real-GPU end-to-end tests (the runtime, the static
 # runtime, cuBLAS, CUDA 12 beside 13, backtraces, a PyTorch training step checked against PyTorch's own
-# profiler, JAX), a training loop profiled with stacks, Python frames, CPU samples and context switches,
+# profiler, JAX, GPU activity from CUPTI), the bundled example's GPU reports, a training loop profiled
+# with stacks, Python frames, Python and CPU samples, context switches and GPU activity,
 # the overhead benchmarks on the real runtime and through PyTorch, and the CUPTI probe.
 # Everything goes to RESULTS (default /tmp/gpu-check): log.txt, and the tests' measurements as JSON.
 #
@@ -47,6 +48,13 @@ step the bundled example on the real runtime
 LD_LIBRARY_PATH=$cudalib timeout 120 "$cutrace" profile -f true -o "$results/example" --stats true -- "$apps/sim_vector_add" 10
 echo "exit $?"
 
+step GPU activity of the bundled example, from the real CUPTI
+for report in cuda_gpu_kern_sum cuda_gpu_mem_time_sum cuda_api_gpu_sum; do
+  timeout 60 "$cutrace" stats -r $report -f csv "$results/example.cutrace" | head -12
+done
+timeout 60 "$cutrace" stats -r cuda_gpu_trace -f csv "$results/example.cutrace" | head -8
+timeout 60 "$cutrace" info "$results/example.cutrace" | grep -E "gpu_activity|warning"
+
 step end-to-end tests on the GPU
 (cd tests/e2e/profile && CUTRACE_GPU_TESTS=require CUDA_LIB_DIR=$cudalib CUTRACE_GPU_REPORT=$results/report \
   timeout 330 $python -m pytest -v -p no:cacheprovider -o addopts= --basetemp="$results/pytest" test_real_gpu.py 2>&1)
@@ -54,12 +62,13 @@ echo "exit $?"
 
 step a PyTorch training loop with backtraces, Python frames, CPU samples and context switches
 timeout 180 "$cutrace" profile -f true -o "$results/train" -t cuda,nvtx,cublas,cudnn,osrt -s cpu \
-  --cpuctxsw process-tree --cudabacktrace all:50000 -- $python scripts/gpu/train_step.py 50
+  --cpuctxsw process-tree --cudabacktrace all:50000 --python-sampling true --cuda-memory-usage true \
+  -- $python scripts/gpu/train_step.py 50
 echo "exit $?"
-for report in callsite_sum cpu_sample_sum cpu_ctxsw_sum; do
+for report in callsite_sum cpu_sample_sum cpu_ctxsw_sum python_sample_sum cuda_gpu_kern_sum cuda_api_gpu_sum; do
   timeout 60 "$cutrace" stats -r $report -f csv "$results/train.cutrace" | head -12 | cut -c1-600
 done
-timeout 60 "$cutrace" info "$results/train.cutrace" | grep -E "cpu_samples|context_switches|dropped|events"
+timeout 60 "$cutrace" info "$results/train.cutrace" | grep -E "cpu_samples|python_samples|context_switches|gpu_activity|dropped|events"
 
 if [[ ${GPU_CHECK_TESTS_ONLY:-0} == 1 ]]; then step done; exit 0; fi
 
