@@ -173,19 +173,48 @@ void set_result(Cell& cell, const ApiSpec& api, uint64_t result) {
 // cuda_api_trace lists calls by start time. Threads reach the file in drain order, not time order, so
 // rows are sorted through temporary files (SpillSorter) in bounded memory; equal start times keep
 // the order of the file.
+//
+// CorrID is CUPTI's correlation id of the call, as nsys shows it, for the calls that give the device
+// work, wait for it or allocate (0 for the others; in a trace without GPU activity, the reader's
+// numbering of the calls): the trace links each to its call through GPU activity's API link
+// records (the thread, the api and a time inside the call), which CUPTI delivers after the call. Such
+// a call's row waits for its link on a list of its thread; a row whose link cannot come any more (a
+// later call of the thread was linked, or the trace ends) goes out with 0, and so do the oldest when
+// kMaxAwaiting rows wait, which keeps memory bounded.
 class CudaApiTrace : public Report {
  public:
   explicit CudaApiTrace(const ReportOptions& options) : options_(options) {}
 
-  void add(TraceReader&, const Event& ev) override {
+  void add(TraceReader& reader, const Event& ev) override {
+    if (ev.kind == EventKind::kGpuActivity) {
+      if (ev.gpu.kind == abi::GpuActivity::kApiLink) link(ev);
+      return;
+    }
     if (ev.kind != EventKind::kApiCall || !is_counted_cuda_call(ev.call, options_.show_internal)) return;
-    rows_.push({ev.call.begin_ns, ev.call.duration_ns(), ev.call.result, next_++, ev.call.api_id, ev.thread->index,
-                ev.call.correlation, 0});
+    Row row{ev.call.begin_ns, ev.call.duration_ns(), ev.call.result, next_++, ev.call.api_id, ev.thread->index,
+            ev.call.correlation, 0};
+    if (!awaits_links(reader)) {
+      rows_.push(row);
+      return;
+    }
+    // With GPU activity, CorrID is CUPTI's id or nothing: the reader's own numbering of calls could
+    // equal an id of GPU work and join the wrong call to it.
+    row.correlation = 0;
+    if (ev.call.api->api_class == abi::ApiClass::kOther) {
+      rows_.push(row);
+      return;
+    }
+    awaiting_[uint64_t(ev.thread->pid) << 32 | ev.thread->tid].push_back(row);
+    if (++awaiting_count_ > kMaxAwaiting) release_oldest();
   }
 
-  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+  uint64_t row_count(TraceReader&) override {
+    release_all();
+    return rows_.size();
+  }
 
   bool write(TraceReader& reader, TableSink& sink) override {
+    release_all();
     // As nsys: Start counts from the session's start, which is when the recorder created the file
     // (the program is held until then, so no call starts before it).
     const uint64_t origin = reader.file_header().created_monotonic_ns;
@@ -219,9 +248,65 @@ class CudaApiTrace : public Report {
   struct Earlier {
     bool operator()(const Row& a, const Row& b) const { return a.begin != b.begin ? a.begin < b.begin : a.order < b.order; }
   };
+  static constexpr uint64_t kMaxAwaiting = 1u << 20;
+
+  bool awaits_links(TraceReader& reader) {
+    if (!links_checked_) {
+      const std::string* gpu = reader.metadata_value("gpu_activity");
+      awaits_links_ = gpu && *gpu == "cupti";
+      links_checked_ = true;
+    }
+    return awaits_links_;
+  }
+
+  // A call's link: CUPTI's interval lies inside the call on the same thread, and names the same api (a
+  // link inside it of another api is a call it made, which CUPTI delivers first). The thread's rows
+  // that ended before the link began will get none: CUPTI delivers a thread's calls in order.
+  void link(const Event& ev) {
+    auto it = awaiting_.find(uint64_t(ev.thread->pid) << 32 | ev.gpu.tid);
+    if (it == awaiting_.end()) return;
+    std::deque<Row>& waiting = it->second;
+    while (!waiting.empty()) {
+      Row& r = waiting.front();
+      if (r.begin + r.duration < ev.gpu.start_ns) {
+        rows_.push(r);
+      } else if (r.begin <= ev.gpu.start_ns && r.api == ev.gpu.api_id) {
+        r.correlation = ev.gpu.correlation;
+        rows_.push(r);
+      } else {
+        break;  // a call the link lies in but is not of, or a later call: it waits on
+      }
+      waiting.pop_front();
+      --awaiting_count_;
+    }
+    if (waiting.empty()) awaiting_.erase(it);
+  }
+
+  void release_oldest() {
+    // The thread whose first waiting row is oldest gives it up.
+    auto oldest = awaiting_.end();
+    for (auto it = awaiting_.begin(); it != awaiting_.end(); ++it)
+      if (oldest == awaiting_.end() || it->second.front().order < oldest->second.front().order) oldest = it;
+    if (oldest == awaiting_.end()) return;
+    rows_.push(oldest->second.front());
+    oldest->second.pop_front();
+    --awaiting_count_;
+    if (oldest->second.empty()) awaiting_.erase(oldest);
+  }
+
+  void release_all() {
+    for (auto& [thread, waiting] : awaiting_)
+      for (const Row& r : waiting) rows_.push(r);
+    awaiting_.clear();
+    awaiting_count_ = 0;
+  }
+
   ReportOptions options_;
   SpillSorter<Row, Earlier> rows_;
   uint64_t next_ = 0;
+  bool links_checked_ = false, awaits_links_ = false;
+  std::unordered_map<uint64_t, std::deque<Row>> awaiting_;  // pid << 32 | tid -> rows waiting for a link
+  uint64_t awaiting_count_ = 0;
 };
 
 // api_trace: every shown call of every domain, nested ones included, so that what a library did inside
@@ -845,7 +930,9 @@ class GpuTrace : public Report {
     r.name = g.kind == abi::GpuActivity::kKernel && g.name ? std::hash<std::string>{}(g.name->mangled) : 0;
     r.order = next_++;
     r.process = ev.thread->process;
-    r.correlation = g.correlation;
+    // A copy issued through the runtime carries the driver call's id and the runtime call's: the
+    // runtime call's is the one cuda_api_trace shows, so it is the one that joins the two.
+    r.correlation = g.runtime_correlation ? g.runtime_correlation : g.correlation;
     r.device = g.device, r.context = g.context, r.stream = g.stream;
     std::copy(std::begin(g.grid), std::end(g.grid), r.grid);
     std::copy(std::begin(g.block), std::end(g.block), r.block);

@@ -88,6 +88,15 @@ def test_every_kernel_and_copy_once_at_the_devices_times_linked_to_its_call(tmp_
     # Nothing recorded twice: the API trace is the one recorded without GPU activity.
     _, plain = vector_add(tmp_path, iterations, options=["--gpu-activity", "false"], name="plain")
     assert counts(calls(plain, tmp_path)[0]) == counts(calls(trace, tmp_path)[0])
+    # cuda_api_trace's CorrID joins each launch and copy with its work in cuda_gpu_trace, as in nsys.
+    api = rows(trace, "cuda_api_trace")
+    gpu = rows(trace, "cuda_gpu_trace")
+    for name, work in (("cudaLaunchKernel", (AXPY, SQUARE)), ("cudaMemcpy", ("[CUDA memcpy Host-to-Device]",
+                                                                             "[CUDA memcpy Device-to-Host]"))):
+        ids = [int(r["CorrID"]) for r in api if r["Name"] == name]
+        assert len(ids) == len(set(ids)) and all(ids), (name, ids)
+        assert sorted(ids) == sorted(int(r["CorrId"]) for r in gpu if r["Name"] in work), name
+    assert all(int(r["CorrID"]) == 0 for r in api if r["Name"] == "cudaGetLastError")
     totals = summary(trace)
     assert totals["gpu_activity.kernels"] == 2 * iterations and totals["gpu_activity.memcpy"] == 3 * iterations
     assert totals["gpu_activity.dropped"] == 0

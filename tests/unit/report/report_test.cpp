@@ -574,6 +574,7 @@ std::string write_gpu_trace() {
   trace::TraceWriter w;
   w.set_creation_monotonic_ns(0);
   EXPECT_TRUE(w.open(path)) << w.error();
+  EXPECT_TRUE(w.write_metadata({{"gpu_activity", "cupti"}}));
   EXPECT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
   w.add_thread_def(thread_def(0, 100, 100));
   w.add_thread_def(thread_def(1, 100, 101));
@@ -680,6 +681,20 @@ TEST(GpuActivity, GpuTraceListsEveryOperationByStartTime) {
             "9000,500,13,4,1,1,256,1,1,32,0.000,0.001,,,,,0,1,,13,\"reduce(float const*, float*, int)\"\n"
             "11000,500,16,,,,,,,,,,1.000,2000000.000,Device,Pinned,0,1,,7,[CUDA memcpy Device-to-Host]\n"
             "12000,10,17,,,,,,,,,,0.004,409600.000,Device,,0,1,,7,[CUDA memset]\n");
+}
+
+// CorrID: CUPTI's id where the trace links the call (the first launch), 0 for every other call of a
+// trace with GPU activity (no link came: the reader's numbering must not pose as CUPTI's).
+TEST(GpuActivity, ApiTraceShowsCuptisCorrelationIdOfTheLinkedCalls) {
+  const std::string trace = write_gpu_trace();
+  Result r = cli({"stats", "-f", "csv", "-r", "cuda_api_trace", trace});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Start (ns),Duration (ns),Name,Result,CorrID,Pid,Tid,T-Pri,Thread Name\n"
+            "1000,1000,cudaMalloc,0,0,100,100,,main\n"
+            "5000,1000,cudaLaunchKernel,0,11,100,100,,main\n"
+            "7000,2000,cudaMemcpy,0,0,100,100,,main\n"
+            "8000,100,cudaLaunchKernel,0,0,100,100,,main\n");
 }
 
 TEST(GpuActivity, ApiGpuSumPutsCallsKernelsAndMemoryOperationsInOneTable) {
