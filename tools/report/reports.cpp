@@ -1021,6 +1021,150 @@ class GpuTrace : public Report {
   uint64_t next_ = 0;
 };
 
+// cuda_kern_exec_trace: nsys's kernel launch and execution trace: each kernel with the call that
+// launched it (joined by CUPTI's correlation id through the trace's API links), when it was queued (the
+// call's end), how long it waited and ran, by the call's start. A kernel whose link is not in the
+// trace (CUPTI dropped it, or it came from no call CUPTI timed) has no API columns. Links and kernels
+// wait for each other in bounded maps (kMaxWaiting each; the oldest give up) and rows are spill-sorted.
+class KernExecTrace : public Report {
+ public:
+  explicit KernExecTrace(KernelNames names) : style_(names) {}
+
+  void add(TraceReader&, const Event& ev) override {
+    if (ev.kind != EventKind::kGpuActivity) return;
+    const reader::GpuActivityEvent& g = ev.gpu;
+    const uint64_t key = uint64_t(ev.thread->pid) << 32 | g.correlation;
+    if (g.kind == abi::GpuActivity::kApiLink) {
+      auto kernels = kernels_waiting_.equal_range(key);
+      for (auto it = kernels.first; it != kernels.second; ++it) emit(it->second.row, &g);
+      kernels_waiting_.erase(kernels.first, kernels.second);
+      // A graph launch runs several kernels under one id: the link stays for those still to come.
+      links_.insert_or_assign(key, Link{g.start_ns, g.end_ns, g.tid, g.api_id});
+      link_order_.push_back(key);
+      if (link_order_.size() > kMaxWaiting) {
+        links_.erase(link_order_.front());
+        link_order_.pop_front();
+      }
+      return;
+    }
+    if (g.kind != abi::GpuActivity::kKernel) return;
+    Row row{};
+    row.kernel_start = g.start_ns, row.kernel_end = g.end_ns;
+    row.pid = ev.thread->pid, row.device = g.device, row.order = next_++;
+    std::copy(std::begin(g.grid), std::end(g.grid), row.grid);
+    std::copy(std::begin(g.block), std::end(g.block), row.block);
+    row.name = g.name ? std::hash<std::string>{}(g.name->mangled) : 0;
+    if (row.name) names_.emplace(row.name, kernel_display_name(g, style_));
+    if (auto link = links_.find(key); link != links_.end()) {
+      reader::GpuActivityEvent known;
+      known.start_ns = link->second.start, known.end_ns = link->second.end;
+      known.tid = link->second.tid, known.api_id = link->second.api;
+      emit(row, &known);
+      return;
+    }
+    kernels_waiting_.emplace(key, Waiting{row, next_});
+    if (kernels_waiting_.size() > kMaxWaiting) {
+      auto oldest = std::min_element(kernels_waiting_.begin(), kernels_waiting_.end(),
+                                     [](const auto& a, const auto& b) { return a.second.since < b.second.since; });
+      emit(oldest->second.row, nullptr);
+      kernels_waiting_.erase(oldest);
+    }
+  }
+
+  uint64_t row_count(TraceReader&) override {
+    release_all();
+    return rows_.size();
+  }
+
+  bool write(TraceReader& reader, TableSink& sink) override {
+    release_all();
+    const uint64_t origin = reader.file_header().created_monotonic_ns;
+    auto since = [&](uint64_t t) { return t > origin ? t - origin : 0; };
+    sink.begin("CUDA Kernel Launch & Exec Time Trace (cuda_kern_exec_trace)",
+               {"API Start (ns)", "API Dur (ns)", "Queue Start (ns)", "Queue Dur (ns)", "Kernel Start (ns)",
+                "Kernel Dur (ns)", "Total Dur (ns)", "PID", "TID", "DevId", "API Function", "GridXYZ", "BlockXYZ",
+                "Kernel Name"});
+    std::vector<Cell> cells(14);
+    const bool ok = rows_.for_each([&](const Row& r) {
+      const bool linked = r.api_end != 0;
+      if (linked) {
+        cells[0].set_integer(since(r.api_start));
+        cells[1].set_integer(r.api_end - r.api_start);
+        cells[2].set_integer(since(r.api_end));
+        if (r.kernel_start >= r.api_end) cells[3].set_integer(r.kernel_start - r.api_end);
+        else cells[3].set_borrowed("-", true);
+        cells[6].set_integer(r.kernel_end - std::min(r.api_start, r.kernel_start));
+        cells[8].set_integer(r.tid);
+        cells[10].set_borrowed(reader.api(r.api).display_name);
+      } else {
+        for (int i : {0, 1, 2, 3, 6, 8, 10}) cells[size_t(i)].set_borrowed("", true);
+      }
+      cells[4].set_integer(since(r.kernel_start));
+      cells[5].set_integer(r.kernel_end - r.kernel_start);
+      cells[7].set_integer(r.pid);
+      if (r.device == UINT32_MAX) cells[9].set_borrowed("", true);
+      else cells[9].set_integer(r.device);
+      grid_ = std::to_string(r.grid[0]) + " " + std::to_string(r.grid[1]) + " " + std::to_string(r.grid[2]);
+      block_ = std::to_string(r.block[0]) + " " + std::to_string(r.block[1]) + " " + std::to_string(r.block[2]);
+      cells[11].set_borrowed(grid_);
+      cells[12].set_borrowed(block_);
+      auto it = names_.find(r.name);
+      cells[13].set_borrowed(it == names_.end() ? std::string_view("[unnamed kernel]") : std::string_view(it->second));
+      sink.row(cells);
+    });
+    sink.end();
+    return ok;
+  }
+
+ private:
+  static constexpr size_t kMaxWaiting = 1u << 20;
+  struct Row {
+    uint64_t api_start, api_end, kernel_start, kernel_end, name, order;
+    uint32_t pid, tid, api, device;
+    int32_t grid[3], block[3];
+  };
+  struct Link {
+    uint64_t start, end;
+    uint32_t tid, api;
+  };
+  struct Waiting {
+    Row row;
+    uint64_t since;
+  };
+  struct Earlier {
+    // By the call's start; kernels without a call by their own start, after those with one at it.
+    bool operator()(const Row& a, const Row& b) const {
+      const uint64_t ta = a.api_end ? a.api_start : a.kernel_start, tb = b.api_end ? b.api_start : b.kernel_start;
+      return ta != tb ? ta < tb : a.order < b.order;
+    }
+  };
+
+  // A row with its call, when `link` gives one (api_end is never 0 then: it marks a linked row).
+  void emit(Row row, const reader::GpuActivityEvent* link) {
+    if (link) {
+      row.api_start = link->start_ns;
+      row.api_end = std::max(link->end_ns, link->start_ns + 1);
+      row.tid = link->tid;
+      row.api = link->api_id;
+    }
+    rows_.push(row);
+  }
+
+  void release_all() {
+    for (auto& [key, waiting] : kernels_waiting_) emit(waiting.row, nullptr);
+    kernels_waiting_.clear();
+  }
+
+  KernelNames style_;
+  SpillSorter<Row, Earlier> rows_;
+  std::unordered_map<uint64_t, Link> links_;        // pid << 32 | correlation -> the call
+  std::deque<uint64_t> link_order_;                  // links_' keys, oldest first
+  std::unordered_multimap<uint64_t, Waiting> kernels_waiting_;  // kernels whose link has not come yet
+  std::unordered_map<uint64_t, std::string> names_;
+  std::string grid_, block_;
+  uint64_t next_ = 0;
+};
+
 // cuda_api_gpu_sum: nsys's "CUDA Summary (API/Kernels/MemOps)": the CUDA API calls (per name), the
 // kernels (per name) and the memory operations (per kind) in one table, their share of the time of
 // all three together.
@@ -1184,6 +1328,8 @@ const std::vector<ReportInfo>& stats_reports() {
        "GPU memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)"},
       {"cuda_gpu_trace", "CUDA GPU Trace: every kernel, copy and set the GPU ran, by start time",
        "CUDA kernel or memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)", true},
+      {"cuda_kern_exec_trace", "CUDA Kernel Launch & Exec Time Trace: each kernel with the call that launched it, its "
+       "time queued and running", "CUDA kernel data (profile with -t cuda on a machine with a GPU and CUPTI)", true},
       {"cuda_api_gpu_sum", "CUDA Summary (API/Kernels/MemOps): API calls, kernels and memory operations in one table",
        "CUDA API, kernel or memory operation data", true},
       {"python_sample_sum", "Python Samples by Function: where --python-sampling found the threads, per Python "
@@ -1235,6 +1381,7 @@ std::unique_ptr<Report> make_report(std::string_view full_name, const ReportOpti
   if (name == "cuda_gpu_mem_size_sum") return std::make_unique<GpuSizeSum>();
   if (name == "cuda_gpu_trace") return std::make_unique<GpuTrace>(options.kernel_names);
   if (name == "cuda_api_gpu_sum") return std::make_unique<ApiGpuSum>(options);
+  if (name == "cuda_kern_exec_trace") return std::make_unique<KernExecTrace>(options.kernel_names);
   if (name == "python_sample_sum") return std::make_unique<PythonSampleSum>();
   if (name == "cpu_ctxsw_sum") return std::make_unique<CpuCtxswSum>();
   return nullptr;

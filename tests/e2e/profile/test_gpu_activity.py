@@ -97,6 +97,14 @@ def test_every_kernel_and_copy_once_at_the_devices_times_linked_to_its_call(tmp_
         assert len(ids) == len(set(ids)) and all(ids), (name, ids)
         assert sorted(ids) == sorted(int(r["CorrId"]) for r in gpu if r["Name"] in work), name
     assert all(int(r["CorrID"]) == 0 for r in api if r["Name"] == "cudaGetLastError")
+    # Each kernel with the launch that queued it. The simulated device starts a kernel as soon as it is
+    # queued, before the launch returns: no time queued after the call ("-").
+    executed = rows(trace, "cuda_kern_exec_trace")
+    assert len(executed) == 2 * iterations
+    for r in executed:
+        assert r["API Function"] == "cudaLaunchKernel" and int(r["Kernel Start (ns)"]) >= int(r["API Start (ns)"]), r
+        assert r["Queue Dur (ns)"] == "-" or int(r["Queue Dur (ns)"]) >= 0, r
+        assert int(r["Total Dur (ns)"]) == int(r["Kernel Start (ns)"]) + KERNEL_NS - int(r["API Start (ns)"]), r
     totals = summary(trace)
     assert totals["gpu_activity.kernels"] == 2 * iterations and totals["gpu_activity.memcpy"] == 3 * iterations
     assert totals["gpu_activity.dropped"] == 0

@@ -259,7 +259,8 @@ TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
   EXPECT_EQ(r.err,
             "cutrace stats: unknown report 'gpu_kern_magic'; available reports: cuda_api_sum, cuda_api_trace, "
             "cublas_api_sum, cudnn_api_sum, osrt_sum, api_trace, nvtx_sum, nvtx_pushpop_trace, callsite_sum, cpu_sample_sum, "
-            "cuda_gpu_kern_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, cuda_gpu_trace, cuda_api_gpu_sum, "
+            "cuda_gpu_kern_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, cuda_gpu_trace, cuda_kern_exec_trace, "
+            "cuda_api_gpu_sum, "
             "python_sample_sum, cpu_ctxsw_sum.\n");
   r = cli({"stats", "--format", "xml", trace_});
   EXPECT_EQ(r.exit, 2);
@@ -695,6 +696,19 @@ TEST(GpuActivity, ApiTraceShowsCuptisCorrelationIdOfTheLinkedCalls) {
             "5000,1000,cudaLaunchKernel,0,11,100,100,,main\n"
             "7000,2000,cudaMemcpy,0,0,100,100,,main\n"
             "8000,100,cudaLaunchKernel,0,0,100,100,,main\n");
+}
+
+// The first axpy's call is linked (correlation 11, CUPTI's call [5100,5900]); the others are not.
+TEST(GpuActivity, KernExecTraceJoinsEachKernelWithItsCall) {
+  const std::string trace = write_gpu_trace();
+  Result r = cli({"stats", "-f", "csv", "-r", "cuda_kern_exec_trace:base", trace});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "API Start (ns),API Dur (ns),Queue Start (ns),Queue Dur (ns),Kernel Start (ns),Kernel Dur (ns),"
+            "Total Dur (ns),PID,TID,DevId,API Function,GridXYZ,BlockXYZ,Kernel Name\n"
+            "5100,800,5900,-,5500,3000,3400,100,100,0,cudaLaunchKernel,4 1 1,256 1 1,axpy\n"
+            ",,,,8500,2000,,100,,0,,4 1 1,256 1 1,axpy\n"
+            ",,,,9000,500,,100,,0,,4 1 1,256 1 1,reduce\n");
 }
 
 TEST(GpuActivity, ApiGpuSumPutsCallsKernelsAndMemoryOperationsInOneTable) {
