@@ -381,7 +381,11 @@ void* find_cupti(int major, const char* runtime_path, char* found, size_t capaci
   std::snprintf(soname, sizeof soname, "libcupti.so.%d", major);
   auto attempt = [&](const char* path, bool loaded_only) -> void* {
     void* h = open_cupti(path, loaded_only);
-    if (h) std::snprintf(found, capacity, "%s", path);
+    if (!h) return nullptr;
+    // The file the loader took, for the trace's record of it (a soname alone says little).
+    link_map* map = nullptr;
+    const bool named = dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name;
+    std::snprintf(found, capacity, "%s", named ? map->l_name : path);
     return h;
   };
   if (void* h = attempt(soname, true)) return h;
