@@ -68,11 +68,6 @@ struct TimedRange {
 TimedRange g_ranges[kMaxRanges];
 std::atomic<uint32_t> g_ranges_opened{0};
 
-uint64_t monotonic_now() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
-}
 
 void emit_state(abi::CaptureEvent event, uint32_t range, abi::CaptureReason reason) {
   ThreadState& ts = t_thread;
@@ -105,7 +100,7 @@ bool begin(abi::CaptureReason reason) {
   g_process_capture.store(~0u, std::memory_order_relaxed);
   TimedRange& timed = g_ranges[uint32_t(next >> 32) % kMaxRanges];
   timed.end.store(UINT64_MAX, std::memory_order_relaxed);
-  timed.begin.store(monotonic_now(), std::memory_order_relaxed);
+  timed.begin.store(monotonic_ns(), std::memory_order_relaxed);
   g_ranges_opened.store(uint32_t(next >> 32), std::memory_order_release);
   emit_state(abi::CaptureEvent::kBegin, uint32_t(next >> 32), reason);
   return true;
@@ -134,7 +129,7 @@ void end(abi::CaptureReason reason) {
   } while (!g_state.compare_exchange_weak(state, next, std::memory_order_acq_rel, std::memory_order_relaxed));
   // The record goes out while the gate is still open to it; then calls pass through.
   emit_state(abi::CaptureEvent::kEnd, uint32_t(next >> 32), reason);
-  g_ranges[uint32_t(next >> 32) % kMaxRanges].end.store(monotonic_now(), std::memory_order_release);
+  g_ranges[uint32_t(next >> 32) % kMaxRanges].end.store(monotonic_ns(), std::memory_order_release);
   g_process_capture.store(0, std::memory_order_relaxed);
   // What the device did inside the range reaches the trace before the program may be ended for it.
   flush_gpu_activity();

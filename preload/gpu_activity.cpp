@@ -73,12 +73,6 @@ void give_back(uint8_t* buffer) {
   g_pool_lock.clear(std::memory_order_release);
 }
 
-uint64_t monotonic_ns() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
-}
-
 // CUPTI's clock: the trace's, so that GPU intervals and API calls need no alignment.
 uint64_t CUPTIAPI trace_clock() { return monotonic_ns(); }
 
@@ -102,35 +96,7 @@ void CUPTIAPI request_buffer(uint8_t** buffer, size_t* size, size_t* max_records
 
 // --- names ---------------------------------------------------------------------------------------
 
-std::atomic_flag g_names_lock = ATOMIC_FLAG_INIT;
-constexpr size_t kSentSlots = 16384;
-uint64_t g_sent_names[kSentSlots];  // kernel name ids this process has sent
-
-uint64_t name_id(const char* name) {
-  uint64_t h = 1469598103934665603ull;
-  for (const char* c = name; *c; ++c) h = (h ^ uint8_t(*c)) * 1099511628211ull;
-  return h ? h : 1;
-}
-
-// Whether the name with this id still has to be sent (and marks it sent).
-bool first_sending(uint64_t id) {
-  while (g_names_lock.test_and_set(std::memory_order_acquire)) {
-  }
-  bool first = true;
-  for (size_t i = 0; i < kSentSlots; ++i) {
-    uint64_t& slot = g_sent_names[(id + i) % kSentSlots];
-    if (slot == id) {
-      first = false;
-      break;
-    }
-    if (slot == 0) {
-      slot = id;
-      break;
-    }
-  }
-  g_names_lock.clear(std::memory_order_release);
-  return first;
-}
+SentNames<16384> g_sent_names;  // kernel name ids named in this process
 
 // CUPTI callback id -> the api id of the trace that it names, or -1 when the call is not one that
 // gives the device work, waits for it or allocates (such calls need no link). -2: not looked up yet.
@@ -193,49 +159,20 @@ abi::GpuActivityHeader header_of(abi::GpuActivity kind, uint32_t bytes, uint64_t
 }
 
 void convert(ThreadState& ts, const CUpti_Activity* record) {
-  // With -c, only what overlaps one of the process's capture ranges: the device work of its calls
-  // recorded there (an API link or an allocation is an instant within its call).
-  uint64_t start = 0, end = 0;
-  switch (record->kind) {
-    case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      start = reinterpret_cast<const CUpti_ActivityKernel10*>(record)->start;
-      end = reinterpret_cast<const CUpti_ActivityKernel10*>(record)->end;
-      break;
-    case CUPTI_ACTIVITY_KIND_MEMCPY:
-      start = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record)->start;
-      end = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record)->end;
-      break;
-    case CUPTI_ACTIVITY_KIND_MEMSET:
-      start = reinterpret_cast<const CUpti_ActivityMemset4*>(record)->start;
-      end = reinterpret_cast<const CUpti_ActivityMemset4*>(record)->end;
-      break;
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-      start = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record)->start;
-      end = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record)->end;
-      break;
-    case CUPTI_ACTIVITY_KIND_MEMORY2:
-      start = end = reinterpret_cast<const CUpti_ActivityMemory4*>(record)->timestamp;
-      break;
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER:
-      start = reinterpret_cast<const CUpti_ActivityAPI*>(record)->start;
-      end = reinterpret_cast<const CUpti_ActivityAPI*>(record)->end;
-      break;
-    default:
-      return;
-  }
-  if (!capture_overlaps(start, end)) return;
+  // With -c, only what overlaps one of the process's capture ranges is kept (each case tests its own
+  // interval): the device work of the calls recorded there; an API link or an allocation is an instant
+  // within its call.
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      if (!capture_overlaps(k->start, k->end)) return;
       abi::GpuKernelRecord r{};
       r.h = header_of(abi::GpuActivity::kKernel, sizeof r, k->start, k->end, k->correlationId, k->deviceId,
                       k->contextId, k->streamId);
       if (k->name) {
-        r.name = name_id(k->name);
-        if (first_sending(r.name)) emit_string(ts, abi::StringKind::kGpuKernelName, r.name, k->name, strlen(k->name));
+        r.name = name_hash(k->name, strlen(k->name));
+        if (g_sent_names.first_sending(r.name)) emit_string(ts, abi::StringKind::kGpuKernelName, r.name, k->name, strlen(k->name));
       }
       r.grid[0] = k->gridX, r.grid[1] = k->gridY, r.grid[2] = k->gridZ;
       r.block[0] = k->blockX, r.block[1] = k->blockY, r.block[2] = k->blockZ;
@@ -247,6 +184,7 @@ void convert(ThreadState& ts, const CUpti_Activity* record) {
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      if (!capture_overlaps(m->start, m->end)) return;
       abi::GpuMemcpyRecord r{};
       r.h = header_of(abi::GpuActivity::kMemcpy, sizeof r, m->start, m->end, m->correlationId, m->deviceId,
                       m->contextId, m->streamId);
@@ -261,6 +199,7 @@ void convert(ThreadState& ts, const CUpti_Activity* record) {
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      if (!capture_overlaps(m->start, m->end)) return;
       abi::GpuMemsetRecord r{};
       r.h = header_of(abi::GpuActivity::kMemset, sizeof r, m->start, m->end, m->correlationId, m->deviceId,
                       m->contextId, m->streamId);
@@ -273,6 +212,7 @@ void convert(ThreadState& ts, const CUpti_Activity* record) {
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
       const auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+      if (!capture_overlaps(s->start, s->end)) return;
       abi::GpuSyncRecord r{};
       r.h = header_of(abi::GpuActivity::kSync, sizeof r, s->start, s->end, s->correlationId, UINT32_MAX,
                       s->contextId, s->streamId);
@@ -283,6 +223,7 @@ void convert(ThreadState& ts, const CUpti_Activity* record) {
     }
     case CUPTI_ACTIVITY_KIND_MEMORY2: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemory4*>(record);
+      if (!capture_overlaps(m->timestamp, m->timestamp)) return;
       abi::GpuMemoryRecord r{};
       r.h = header_of(abi::GpuActivity::kMemory, sizeof r, m->timestamp, m->timestamp, m->correlationId,
                       m->deviceId, m->contextId, m->streamId);
@@ -296,6 +237,7 @@ void convert(ThreadState& ts, const CUpti_Activity* record) {
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
       const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      if (!capture_overlaps(a->start, a->end)) return;
       const int32_t api = api_of_callback(
           record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API,
           a->cbid);
@@ -574,7 +516,7 @@ void forget_gpu_activity() {
   // The child has no CUPTI worker or flusher thread; it records API calls only.
   g_running.store(false, std::memory_order_relaxed);
   g_started.store(true, std::memory_order_relaxed);
-  g_names_lock.clear(std::memory_order_relaxed);
+  g_sent_names.forget();
 }
 
 }  // namespace cutrace::preload

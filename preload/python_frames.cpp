@@ -99,9 +99,7 @@ struct CodeSlot {
   uint64_t id;
 };
 CodeSlot g_codes[kCodeSlots];  // open addressing on the address
-// Function ids whose names this process has sent.
-constexpr size_t kSentSlots = 8192;
-uint64_t g_sent[kSentSlots];
+SentNames<8192> g_sent;  // function ids named in this process
 // The GIL serialises the callers; the lock also covers a build of CPython without one.
 std::atomic_flag g_lock = ATOMIC_FLAG_INIT;
 
@@ -112,23 +110,6 @@ struct Locked {
   }
   ~Locked() { g_lock.clear(std::memory_order_release); }
 };
-
-uint64_t fnv1a(const char* text, size_t length, uint64_t h = 1469598103934665603ull) {
-  for (size_t i = 0; i < length; ++i) h = (h ^ uint8_t(text[i])) * 1099511628211ull;
-  return h;
-}
-
-bool first_sending(uint64_t id) {
-  for (size_t i = 0; i < kSentSlots; ++i) {
-    uint64_t& slot = g_sent[(id + i) % kSentSlots];
-    if (slot == id) return false;
-    if (slot == 0) {
-      slot = id;
-      return true;
-    }
-  }
-  return true;  // full: send again rather than leave a name out
-}
 
 // Clears the error indicator, dropping what a lookup of ours left there.
 void discard_error(const PythonApi& api) {
@@ -168,11 +149,6 @@ size_t function_names(const PythonApi& api, Object code, char (&text)[1024]) {
   return name + 1 + file;
 }
 
-uint64_t id_of_names(const char* text, size_t length) {
-  const uint64_t id = fnv1a(text, length);
-  return id ? id : 1;
-}
-
 // The id of `code`'s function, its names sent first when this process has not sent them yet (a
 // forked child has sent none, though its code objects are cached).
 uint64_t function_id(ThreadState& ts, const PythonApi& api, Object code) {
@@ -182,7 +158,7 @@ uint64_t function_id(ThreadState& ts, const PythonApi& api, Object code) {
   for (size_t i = 0; i < 16; ++i) {
     CodeSlot& slot = g_codes[(home + i) % kCodeSlots];
     if (slot.code == code) {
-      if (first_sending(slot.id))
+      if (g_sent.first_sending(slot.id))
         emit_string(ts, abi::StringKind::kPythonFunction, slot.id, text, function_names(api, code, text));
       return slot.id;
     }
@@ -192,12 +168,12 @@ uint64_t function_id(ThreadState& ts, const PythonApi& api, Object code) {
     }
   }
   const size_t length = function_names(api, code, text);
-  const uint64_t id = id_of_names(text, length);
+  const uint64_t id = name_hash(text, length);
   if (free_slot) {
     api.inc_ref(code);
     *free_slot = {code, id};
   }
-  if (first_sending(id)) emit_string(ts, abi::StringKind::kPythonFunction, id, text, length);
+  if (g_sent.first_sending(id)) emit_string(ts, abi::StringKind::kPythonFunction, id, text, length);
   return id;
 }
 
@@ -350,7 +326,7 @@ void start_python_sampling() {
 void forget_python_functions() {
   // The child's trace is a process of its own: it must be sent every name again. The code objects
   // stay cached (and referenced) as they were.
-  std::memset(g_sent, 0, sizeof g_sent);
+  g_sent.forget();
   g_lock.clear(std::memory_order_relaxed);
   // The parent's sampler thread is not in the child; the child starts its own once it records.
   g_sampler_started.store(false, std::memory_order_relaxed);

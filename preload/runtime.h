@@ -88,6 +88,55 @@ __attribute__((always_inline)) inline uint64_t now() {
   return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
 }
 
+// CLOCK_MONOTONIC in ns, whatever the session's clock: what CUPTI and the capture ranges' GPU side use.
+inline uint64_t monotonic_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
+}
+
+// FNV-1a of `length` bytes: the ids names are sent by (never 0, which marks an empty slot below).
+inline uint64_t name_hash(const char* text, size_t length) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < length; ++i) h = (h ^ uint8_t(text[i])) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+// The ids whose names (a Python function's, a GPU kernel's) this process has sent in a string record:
+// each goes out once per process, and a forked child, a process of its own, sends them afresh. Open
+// addressing without allocation; once full, a name is sent again rather than left out.
+template <size_t kSlots>
+class SentNames {
+ public:
+  // Whether `id` (not 0) still has to be sent; marks it sent.
+  bool first_sending(uint64_t id) {
+    while (lock_.test_and_set(std::memory_order_acquire)) {
+    }
+    bool first = true;
+    for (size_t i = 0; i < kSlots; ++i) {
+      uint64_t& slot = ids_[(id + i) % kSlots];
+      if (slot == id) {
+        first = false;
+        break;
+      }
+      if (slot == 0) {
+        slot = id;
+        break;
+      }
+    }
+    lock_.clear(std::memory_order_release);
+    return first;
+  }
+  void forget() {
+    for (uint64_t& id : ids_) id = 0;
+    lock_.clear(std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
+  uint64_t ids_[kSlots] = {};
+};
+
 // The "capturing?" test of every call: a TLS load, and for threads with a ring one relaxed load of the
 // session's capture word, tested for the call's own domain (a domain `-t` left out costs the same).
 // With capture ranges (-c) the process's own gate is ANDed in: one more load of a word that is all

@@ -78,6 +78,23 @@ std::string_view domain_name(abi::ApiDomain domain) {
   return "unknown";
 }
 
+std::string gpu_memory_operation(abi::GpuActivity kind, uint8_t copy_kind) {
+  if (kind == abi::GpuActivity::kMemset) return "[CUDA memset]";
+  // CUpti_ActivityMemcpyKind's values.
+  static const char* const kCopies[] = {"Unknown",         "Host-to-Device",   "Device-to-Host",  "Host-to-Array",
+                                        "Array-to-Host",   "Array-to-Array",   "Array-to-Device", "Device-to-Array",
+                                        "Device-to-Device", "Host-to-Host",    "Peer-to-Peer"};
+  const char* copy = copy_kind < std::size(kCopies) ? kCopies[copy_kind] : "Unknown";
+  return std::string("[CUDA memcpy ") + copy + "]";
+}
+
+const char* gpu_memory_kind_name(uint32_t kind) {
+  // CUpti_ActivityMemoryKind's values.
+  static const char* const kKinds[] = {"Unknown", "Pageable", "Pinned",        "Device",
+                                       "Array",   "Managed",  "Device Static", "Managed Static"};
+  return kind < std::size(kKinds) ? kKinds[kind] : "Unknown";
+}
+
 std::string demangle(std::string_view mangled) {
   std::string in(mangled);
   int status = 0;

@@ -28,6 +28,11 @@ std::string_view result_name(const ApiSpec& api, uint64_t result);
 // abi::ApiDomain as a short lower-case word ("cuda_runtime", "cuda_driver", ...).
 std::string_view domain_name(abi::ApiDomain domain);
 
+// GPU activity as nsys names it: a copy or set ("[CUDA memcpy Host-to-Device]", "[CUDA memset]") and
+// CUPTI's memory kinds ("Pageable", "Device", ...).
+std::string gpu_memory_operation(abi::GpuActivity kind, uint8_t copy_kind);
+const char* gpu_memory_kind_name(uint32_t kind);
+
 // The C++ name of a mangled symbol, or the input unchanged when it does not demangle (C kernels).
 std::string demangle(std::string_view mangled);
 

@@ -387,12 +387,7 @@ class Writer {
     if (g.kind == abi::GpuActivity::kKernel) {
       append_json_string(buf_, g.name ? g.name->demangled : std::string("[unnamed kernel]"));
     } else {
-      static const char* const kCopies[] = {"Unknown",        "Host-to-Device",   "Device-to-Host", "Host-to-Array",
-                                            "Array-to-Host",  "Array-to-Array",   "Array-to-Device", "Device-to-Array",
-                                            "Device-to-Device", "Host-to-Host",   "Peer-to-Peer"};
-      append_json_string(buf_, g.kind == abi::GpuActivity::kMemset ? std::string("[CUDA memset]")
-                                                                 : std::string("[CUDA memcpy ") +
-                                                                       (g.copy_kind < std::size(kCopies) ? kCopies[g.copy_kind] : "Unknown") + "]");
+      append_json_string(buf_, reader::gpu_memory_operation(g.kind, g.copy_kind));
     }
     buf_ += ",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(track) + ",\"ts\":";
     append_us(buf_, int64_t(g.start_ns - origin_));

@@ -751,22 +751,7 @@ class PythonSampleSum : public Report {
 
 // --- GPU activity (CUPTI) ---
 
-// nsys's names of a memory operation: "[CUDA memcpy Host-to-Device]", "[CUDA memset]".
-std::string memory_operation(const reader::GpuActivityEvent& g) {
-  if (g.kind == abi::GpuActivity::kMemset) return "[CUDA memset]";
-  static const char* const kCopies[] = {"Unknown",         "Host-to-Device",  "Device-to-Host",   "Host-to-Array",
-                                        "Array-to-Host",   "Array-to-Array",  "Array-to-Device",  "Device-to-Array",
-                                        "Device-to-Device", "Host-to-Host",   "Peer-to-Peer"};
-  const char* copy = g.copy_kind < std::size(kCopies) ? kCopies[g.copy_kind] : "Unknown";
-  return std::string("[CUDA memcpy ") + copy + "]";
-}
-
-// CUPTI's memory kinds as nsys prints them.
-const char* memory_kind_name(uint32_t kind) {
-  static const char* const kKinds[] = {"Unknown", "Pageable", "Pinned",        "Device",
-                                       "Array",   "Managed",  "Device Static", "Managed Static"};
-  return kind < std::size(kKinds) ? kKinds[kind] : "Unknown";
-}
+std::string memory_operation(const reader::GpuActivityEvent& g) { return reader::gpu_memory_operation(g.kind, g.copy_kind); }
 
 bool is_gpu_work(const Event& ev) {
   return ev.kind == EventKind::kGpuActivity &&
@@ -973,10 +958,10 @@ class GpuTrace : public Report {
         // MB/s: bytes per ns is GB/s.
         cells[13] = Cell::decimal(r.duration ? double(r.bytes) * 1e3 / double(r.duration) : 0.0, 3);
         if (r.kind == uint8_t(abi::GpuActivity::kMemcpy)) {
-          cells[14].set_borrowed(memory_kind_name(r.src_kind));
-          cells[15].set_borrowed(memory_kind_name(r.dst_kind));
+          cells[14].set_borrowed(reader::gpu_memory_kind_name(r.src_kind));
+          cells[15].set_borrowed(reader::gpu_memory_kind_name(r.dst_kind));
         } else {
-          cells[14].set_borrowed(memory_kind_name(r.src_kind));
+          cells[14].set_borrowed(reader::gpu_memory_kind_name(r.src_kind));
           cells[15].set_borrowed("", true);
         }
       }
@@ -990,10 +975,7 @@ class GpuTrace : public Report {
         auto it = names_.find(r.name);
         cells[20].set_borrowed(it == names_.end() ? std::string_view("[unnamed kernel]") : std::string_view(it->second));
       } else {
-        reader::GpuActivityEvent g;
-        g.kind = abi::GpuActivity(r.kind);
-        g.copy_kind = r.copy_kind;
-        name_ = memory_operation(g);
+        name_ = reader::gpu_memory_operation(abi::GpuActivity(r.kind), r.copy_kind);
         cells[20].set_borrowed(name_);
       }
       sink.row(cells);
