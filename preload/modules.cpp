@@ -88,7 +88,8 @@ bool is_cuda_library(const char* path) {
   return false;
 }
 
-// Walks the loader's list into g_objects. Caller holds g_lock; no dl call happens inside the walk.
+// Walks the loader's list into g_objects. Caller holds g_lock; no dl call happens inside the walk, nor
+// anywhere else under g_lock (a thread inside dlopen may be waiting for it).
 void collect_objects() {
   g_object_count = 0;
   elf::for_each_object([](const elf::Object& o) {
@@ -281,19 +282,10 @@ void write_slot(void** slot, void* value, uintptr_t relro_start, uintptr_t relro
   mprotect(start, page, PROT_READ);
 }
 
-// Points the imports of wrapped functions that bypass the shim at the wrappers: slots bound to the
-// real function (a library loaded with RTLD_DEEPBIND binds to its own dependencies first) and lazy
-// slots not bound yet (they would bind the same way on their first call).
-void redirect_imports(const elf::Object& o) {
-  if (elf::contains(o, self_address())) return;
-  elf::Dynamic d;
-  if (!elf::read_dynamic(o, &d)) return;
-  uintptr_t relro_start = 0, relro_end = 0;
-  for (uint16_t i = 0; i < o.phnum; ++i) {
-    if (o.phdr[i].p_type != PT_GNU_RELRO) continue;
-    relro_start = o.bias + o.phdr[i].p_vaddr;
-    relro_end = relro_start + o.phdr[i].p_memsz;
-  }
+// Calls visit(name, ids, candidates, slot, type) for each import slot of `o` (a jump slot or a GOT
+// entry) that names a wrapped function. Reads only `o`'s own tables: no dl call.
+template <class Visit>
+void for_each_wrapped_import(const elf::Object& o, const elf::Dynamic& d, Visit&& visit) {
   const struct {
     const ElfW(Rela)* table;
     size_t bytes;
@@ -309,30 +301,84 @@ void redirect_imports(const elf::Object& o) {
       int32_t ids[kMaxMajorVersions];
       const size_t candidates = find_apis(name, ids, kMaxMajorVersions);
       if (candidates == 0) continue;
-      auto** slot = reinterpret_cast<void**>(o.bias + rel.r_offset);
-      void* current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-      // Bound past the shim: the same decision as for a lookup through a handle that found `current`.
-      // Unbound (lazy): the wrapper of the one major version loaded; with two loaded, the slot's own
-      // version is not read here, and the slot is left to bind as it would.
-      const bool lazy = type == R_X86_64_JUMP_SLOT && elf::contains(o, reinterpret_cast<uintptr_t>(current));
-      void* wrapper = nullptr;
-      size_t loaded = 0;
-      bool already = false;
-      for (size_t k = candidates; k-- > 0;) {
-        void* candidate = g_wrapper_addresses[ids[k]];
-        if (!candidate) continue;
-        if (current == candidate) already = true;
-        void* real = real_function<void*>(uint32_t(ids[k]));
-        if (!real) continue;
-        ++loaded;
-        if (!lazy && wrapper_for(ids[k], current, real) == candidate) wrapper = candidate;
-        if (lazy && !wrapper) wrapper = candidate;
-      }
-      if (already || !wrapper) continue;
-      if (lazy && (loaded != 1 || defined_before_shim(name))) continue;
-      write_slot(slot, wrapper, relro_start, relro_end);
+      visit(name, ids, candidates, reinterpret_cast<void**>(o.bias + rel.r_offset), type);
     }
   }
+}
+
+// Runs work(o) on the object `claimed` names while the loader's list is held (inside
+// dl_iterate_phdr), so that a dlclose on another thread cannot unmap it meanwhile; nothing if it is
+// gone. work must make no dl call: a thread inside dlopen holds the loader's lock and may be waiting
+// for the list.
+template <class Work>
+void with_loaded(const elf::Object& claimed, Work&& work) {
+  elf::for_each_object([&](const elf::Object& o) {
+    if (o.bias != claimed.bias || o.name != claimed.name) return false;
+    work(o);
+    return true;
+  });
+}
+
+// The real functions of the wrapped functions `claimed` imports that are not known yet, looked up now:
+// a lookup is a dl call (dlvsym), so it happens outside the loader's list and any lock of the shim's.
+void resolve_imported_functions(const elf::Object& claimed) {
+  constexpr size_t kMaxPerPass = 256;  // more are looked up at the next object's turn, or by their wrappers
+  uint32_t wanted[kMaxPerPass];
+  size_t count = 0;
+  with_loaded(claimed, [&](const elf::Object& o) {
+    elf::Dynamic d;
+    if (elf::contains(o, self_address()) || !elf::read_dynamic(o, &d)) return;
+    for_each_wrapped_import(o, d, [&](const char*, const int32_t* ids, size_t candidates, void**, uint32_t) {
+      for (size_t k = 0; k < candidates; ++k) {
+        const uint32_t id = uint32_t(ids[k]);
+        if (!g_wrapper_addresses[id] || g_real_functions[id].load(std::memory_order_relaxed)) continue;
+        bool listed = false;
+        for (size_t j = 0; j < count && !listed; ++j) listed = wanted[j] == id;
+        if (!listed && count < kMaxPerPass) wanted[count++] = id;
+      }
+    });
+  });
+  for (size_t j = 0; j < count; ++j) real_function<void*>(wanted[j]);
+}
+
+// Points the imports of wrapped functions that bypass the shim at the wrappers: slots bound to the
+// real function (a library loaded with RTLD_DEEPBIND binds to its own dependencies first) and lazy
+// slots not bound yet (they would bind the same way on their first call). Uses the real functions
+// already known (resolve_imported_functions), with no dl call: it runs inside the loader's list.
+void redirect_imports(const elf::Object& o) {
+  if (elf::contains(o, self_address())) return;
+  elf::Dynamic d;
+  if (!elf::read_dynamic(o, &d)) return;
+  uintptr_t relro_start = 0, relro_end = 0;
+  for (uint16_t i = 0; i < o.phnum; ++i) {
+    if (o.phdr[i].p_type != PT_GNU_RELRO) continue;
+    relro_start = o.bias + o.phdr[i].p_vaddr;
+    relro_end = relro_start + o.phdr[i].p_memsz;
+  }
+  for_each_wrapped_import(o, d, [&](const char* name, const int32_t* ids, size_t candidates, void** slot,
+                                    uint32_t type) {
+    void* current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    // Bound past the shim: the same decision as for a lookup through a handle that found `current`.
+    // Unbound (lazy): the wrapper of the one major version loaded; with two loaded, the slot's own
+    // version is not read here, and the slot is left to bind as it would.
+    const bool lazy = type == R_X86_64_JUMP_SLOT && elf::contains(o, reinterpret_cast<uintptr_t>(current));
+    void* wrapper = nullptr;
+    size_t loaded = 0;
+    bool already = false;
+    for (size_t k = candidates; k-- > 0;) {
+      void* candidate = g_wrapper_addresses[ids[k]];
+      if (!candidate) continue;
+      if (current == candidate) already = true;
+      void* real = g_real_functions[ids[k]].load(std::memory_order_relaxed);
+      if (!real) continue;
+      ++loaded;
+      if (!lazy && wrapper_for(ids[k], current, real) == candidate) wrapper = candidate;
+      if (lazy && !wrapper) wrapper = candidate;
+    }
+    if (already || !wrapper) return;
+    if (lazy && (loaded != 1 || defined_before_shim(name))) return;
+    write_slot(slot, wrapper, relro_start, relro_end);
+  });
 }
 
 bool any_cuda_library() {
@@ -359,34 +405,47 @@ void note_loaded_objects(ThreadState& ts) {
   const bool announced = process_announced();
   bool need_ring = false;
   ts.in_tracer++;
-  {
-    Locked lock;
-    collect_objects();
-    for (uint32_t i = g_examined.count; i-- > 0;)
-      if (!loaded_now(g_examined.keys[i])) g_examined.remove_at(i);
-    for (uint32_t i = 0; i < g_object_count; ++i) {
-      const ObjectKey k = key_of(g_objects[i]);
-      if (g_examined.contains(k)) continue;
-      g_examined.add(k);
-      // What was loaded before the first look was bound with the shim in the global scope already.
-      if (g_startup_noted) redirect_imports(g_objects[i]);
+  // Each new object is claimed under g_lock and redirected after it is released: looking up real
+  // functions (dlvsym) waits for the loader's lock, and a thread holding that lock (inside dlopen,
+  // running a constructor) may be waiting for g_lock here.
+  for (;;) {
+    elf::Object claimed;
+    bool redirect = false;
+    {
+      Locked lock;
+      collect_objects();
+      for (uint32_t i = g_examined.count; i-- > 0;)
+        if (!loaded_now(g_examined.keys[i])) g_examined.remove_at(i);
+      for (uint32_t i = 0; i < g_object_count && !redirect; ++i) {
+        const ObjectKey k = key_of(g_objects[i]);
+        if (g_examined.contains(k)) continue;
+        g_examined.add(k);
+        // What was loaded before the first look was bound with the shim in the global scope already.
+        if (g_startup_noted) claimed = g_objects[i], redirect = true;
+      }
+      g_startup_noted = true;
+      // Before the process has recorded anything, only a CUDA library makes it start reporting.
+      if (!redirect) need_ring = announced ? reported_set_changed() : any_cuda_library();
     }
-    g_startup_noted = true;
-    // Before the process has recorded anything, only a CUDA library makes it start reporting.
-    need_ring = announced ? reported_set_changed() : any_cuda_library();
+    if (!redirect) break;
+    resolve_imported_functions(claimed);
+    with_loaded(claimed, redirect_imports);
   }
   ts.in_tracer--;
   // Claiming a ring may announce the process, which reports every object itself (and takes the lock).
   if (need_ring && !ts.producer.header) prepare_thread(ts);
   if (announced && ts.producer.header) {
     ts.in_tracer++;
-    Locked lock;
-    collect_objects();
-    report_unloads(ts);
-    for (uint32_t i = 0; i < g_object_count; ++i)
-      if (!g_reported.contains(key_of(g_objects[i]))) report_object(ts, g_objects[i]);
+    {
+      Locked lock;
+      collect_objects();
+      report_unloads(ts);
+      for (uint32_t i = 0; i < g_object_count; ++i)
+        if (!g_reported.contains(key_of(g_objects[i]))) report_object(ts, g_objects[i]);
+    }
     ts.in_tracer--;
-    // A runtime loaded after the process announced itself (a framework's plug-in dlopens it).
+    // A runtime loaded after the process announced itself (a framework's plug-in dlopens it). Outside
+    // g_lock: it looks up the runtime's version function (dlvsym).
     report_cuda_runtime(ts);
   }
   g_last_adds.store(adds, std::memory_order_relaxed);

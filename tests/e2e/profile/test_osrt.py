@@ -3,6 +3,7 @@ exactly; errno, results and output unchanged; the tracer's own calls never recor
 only OS calls get rings of their own; calls made inside CUDA calls nest under them; osrt_sum; and the
 nsys command line of issue 12 running unchanged."""
 import subprocess
+from pathlib import Path
 
 from conftest import api_sum, app, calls, counts, info_totals, info, metadata, profile, sim_env
 
@@ -65,6 +66,24 @@ def test_a_thread_with_only_os_calls_gets_its_own_ring(tmp_path):
     assert by_name["pthread_join"][0]["dur"] >= 20000
     assert sorted(e["tid"] == waiter for e in by_name["nanosleep"]) == [False, True]
     assert set(by_name) == {"pthread_mutex_lock", "pthread_join", "nanosleep"}
+
+
+def test_a_library_loaded_while_another_threads_calls_take_backtraces_never_deadlocks(tmp_path):
+    # The library's constructor (run with the loader's lock held) makes a slow OS call, whose backtrace
+    # notes the loaded objects, while the other thread's calls are noting them too and looking up the
+    # real function of the library's import (a loader call). Before, the two threads took the shim's
+    # lock on its list of objects and the loader's lock in opposite orders and hung; and an object that
+    # was closed while another thread redirected its imports was read after it was unmapped.
+    library = str(Path(app("dlopen_race")).parent / "libdlopen_race_lib.so")
+    proc, trace = profile(tmp_path, [app("dlopen_race"), library, "20"], options=["-t", "osrt"], timeout=60)
+    lines = dict(line.split() for line in proc.stdout.splitlines())
+    assert lines["cycles"] == "20"
+    events = osrt_calls(trace, tmp_path)
+    usleeps = [e for e in events if e["name"] == "usleep"]
+    # The constructor's 20 sleeps of 2 ms and main's one of 5 ms, and each of the sleeper's.
+    assert len([e for e in usleeps if e["args"]["useconds"] == 2000]) == 20
+    assert len([e for e in usleeps if e["args"]["useconds"] == 300]) == int(lines["sleeps"])
+    assert info_totals(info(trace))["dropped"] == 0
 
 
 def test_calls_inside_cuda_calls_nest_under_them_and_cuda_counts_are_unchanged(tmp_path):
