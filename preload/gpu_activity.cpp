@@ -301,17 +301,11 @@ void* open_cupti(const char* path, bool loaded_only) {
   if (!handle) return nullptr;
   link_map* map = nullptr;
   if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map) return handle;
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
   elf::for_each_object([&](const elf::Object& each) {
     if (each.bias != uintptr_t(map->l_addr) || each.index == 0) return false;
-    for (uint16_t i = 0; i < each.phnum; ++i) {
-      if (each.phdr[i].p_type != PT_LOAD) continue;
-      lo = std::min<uintptr_t>(lo, each.bias + each.phdr[i].p_vaddr);
-      hi = std::max<uintptr_t>(hi, each.bias + each.phdr[i].p_vaddr + each.phdr[i].p_memsz);
-    }
+    elf::mapped_span(each, &g_cupti_start, &g_cupti_end);
     return true;
   });
-  if (hi > lo) g_cupti_start = lo, g_cupti_end = hi;
   return handle;
 }
 

@@ -75,6 +75,9 @@ void debug_log(const char* message);
 // libunwind's unw_backtrace, loaded when the session asks for backtraces (load_unwinder).
 using UnwBacktrace = int (*)(void**, int);
 std::atomic<UnwBacktrace> g_unw_backtrace{nullptr};
+// The loaded libunwind's mapped range: its OS calls (the munmap of its per-thread cache, from a key
+// destructor at thread exit) are the tracer's. Set before g_unw_backtrace is published.
+uintptr_t g_unwinder_begin = 0, g_unwinder_end = 0;
 
 bool is_own_frame(uintptr_t ip) {
   if (ip >= g_self_begin && ip < g_self_end) return true;
@@ -101,6 +104,9 @@ void load_unwinder() {
     debug_log("backtraces were asked for but libunwind.so.8 cannot be loaded");
     return;
   }
+  elf::Object unwinder;
+  if (elf::object_containing(reinterpret_cast<uintptr_t>(fn), &unwinder))
+    elf::mapped_span(unwinder, &g_unwinder_begin, &g_unwinder_end);
   g_unw_backtrace.store(reinterpret_cast<UnwBacktrace>(fn), std::memory_order_release);
 }
 uint64_t g_session_bytes = 0;
@@ -598,6 +604,9 @@ extern "C" void cutrace_preload_record_osrt(preload::ThreadState& ts, uint32_t a
                                             const void* caller) {
   const auto from = reinterpret_cast<uintptr_t>(caller);
   if (from >= preload::g_self_begin && from < preload::g_self_end) return;
+  // CUPTI's own threads wait on semaphores and conditions of their own, and the unwinder frees its
+  // caches as threads end: the tracer's calls, not the program's.
+  if (preload::in_shims_cupti(from) || (from >= preload::g_unwinder_begin && from < preload::g_unwinder_end)) return;
   // The call's own errno stays what the program sees; claiming a ring makes system calls of its own.
   const int saved_errno = errno;
   if (ts.in_tracer || (!ts.producer.header && !preload::prepare_thread(ts))) {

@@ -68,6 +68,19 @@ def test_a_thread_with_only_os_calls_gets_its_own_ring(tmp_path):
     assert set(by_name) == {"pthread_mutex_lock", "pthread_join", "nanosleep"}
 
 
+def test_each_thread_is_one_thread_of_the_trace_when_the_unwinder_frees_its_cache_at_exit(tmp_path):
+    # Every OS call recorded (threshold 0) with its backtrace: libunwind's per-thread cache is freed
+    # (munmap) by a key destructor after the thread's ring is retired. That call is the tracer's; taken
+    # for the program's, it claimed a second ring and the thread appeared twice.
+    proc, trace = profile(tmp_path, [app("osrt_app"), "threads", "80"], options=["-t", "osrt", "--osrt-threshold", "0"])
+    waiter = int(proc.stdout.split()[1])
+    text = info(trace)
+    rows = text.split("Threads (", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    tids = [int(row.split()[1]) for row in rows]
+    assert len(tids) == 2 and len(set(tids)) == 2 and waiter in tids, text
+    assert "munmap" not in {e["name"] for e in osrt_calls(trace, tmp_path) if e["tid"] == waiter}
+
+
 def test_a_library_loaded_while_another_threads_calls_take_backtraces_never_deadlocks(tmp_path):
     # The library's constructor (run with the loader's lock held) makes a slow OS call, whose backtrace
     # notes the loaded objects, while the other thread's calls are noting them too and looking up the
