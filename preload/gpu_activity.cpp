@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 
 #include "api_lookup.h"
@@ -462,14 +463,18 @@ void start_gpu_activity(ThreadState& ts) {
   } else if ((r = g_cupti.buffer_callbacks(request_buffer, buffer_completed)) != CUPTI_SUCCESS) {
     step = "cuptiActivityRegisterCallbacks";
   } else {
+    // Allocations and frees (MEMORY2) only for --cuda-memory-usage, as nsys collects them: they are
+    // the most numerous records of a PyTorch step, and only the memory counter uses them.
+    const bool memory = (g_session->gpu_activity & abi::kGpuActivityMemoryUsage) != 0;
     const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                         CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-                                        CUPTI_ACTIVITY_KIND_MEMORY2,           CUPTI_ACTIVITY_KIND_RUNTIME,
-                                        CUPTI_ACTIVITY_KIND_DRIVER};
-    for (CUpti_ActivityKind kind : kinds) {
-      if ((r = g_cupti.enable(kind)) == CUPTI_SUCCESS) continue;
+                                        CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER,
+                                        CUPTI_ACTIVITY_KIND_MEMORY2};
+    const size_t enabled = memory ? std::size(kinds) : std::size(kinds) - 1;
+    for (size_t k = 0; k < enabled; ++k) {
+      if ((r = g_cupti.enable(kinds[k])) == CUPTI_SUCCESS) continue;
       step = "cuptiActivityEnable";
-      for (CUpti_ActivityKind undo : kinds) g_cupti.disable(undo);
+      for (size_t undo = 0; undo < enabled; ++undo) g_cupti.disable(kinds[undo]);
       break;
     }
   }
