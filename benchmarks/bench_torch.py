@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Whole-process overhead on a real GPU through PyTorch: a loop of small in-place tensor operations
 (one kernel launch each), timed inside the script, alternately without cutrace and under
-`cutrace profile`, round by round. Prints the median time per operation of each, the time added per
-operation, and how many runtime calls cutrace recorded per operation (PyTorch makes several per
-kernel launch: device queries, call configuration, error checks).
+`cutrace profile` with GPU activity (its default) and with `--gpu-activity false`, round by round.
+Prints the median time per operation of each, the time each adds per operation, and how many runtime
+calls cutrace recorded per operation (PyTorch makes several per kernel launch: device queries, call
+configuration, error checks). The difference between the two traced runs is what CUPTI's activity
+collection costs.
 
 usage: bench_torch.py [--cutrace build/bin/cutrace] [--ops 20000] [--rounds 5] [--python python3]
 Needs PyTorch with CUDA and a GPU."""
@@ -49,12 +51,14 @@ def main():
 
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "CUTRACE_SESSION")}
     child = [args.python, "-c", CHILD, str(args.ops)]
-    plain, traced = [], []
+    plain, traced, api_only = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "torch"
+        profile = [args.cutrace, "profile", "-f", "true", "-o"]
         for _ in range(args.rounds):
             plain.append(run(child, env))
-            traced.append(run([args.cutrace, "profile", "-f", "true", "-o", str(trace), "--", *child], env))
+            api_only.append(run([*profile, str(trace) + "-api", "--gpu-activity", "false", "--", *child], env))
+            traced.append(run([*profile, str(trace), "--", *child], env))
         info = subprocess.run([args.cutrace, "info", str(trace) + ".cutrace"], capture_output=True, text=True).stdout
         stats = subprocess.run([args.cutrace, "stats", "--format", "csv", str(trace) + ".cutrace"],
                                capture_output=True, text=True).stdout
@@ -67,13 +71,18 @@ def main():
             if "LaunchKernel" in fields[-1]:
                 launches += int(fields[2])
     dropped = re.search(r"^\s*dropped\s+([\d,]+)", info, re.M)
-    base, with_cutrace = statistics.median(plain), statistics.median(traced)
+    gpu = re.search(r"^\s*gpu_activity\.kernels\s+([\d,]+)", info, re.M)
+    base, with_cutrace, without_gpu = statistics.median(plain), statistics.median(traced), statistics.median(api_only)
+    rounds = lambda values: ", ".join(f"{v:.0f}" for v in values)
     print(f"ops per round             {args.ops} (plus 2000 warm-up), {args.rounds} rounds")
-    print(f"without cutrace           {base:9.1f} ns per op  (rounds: {', '.join(f'{v:.0f}' for v in plain)})")
-    print(f"under cutrace profile     {with_cutrace:9.1f} ns per op  (rounds: {', '.join(f'{v:.0f}' for v in traced)})")
+    print(f"without cutrace           {base:9.1f} ns per op  (rounds: {rounds(plain)})")
+    print(f"cutrace, API calls only   {without_gpu:9.1f} ns per op  (rounds: {rounds(api_only)})")
+    print(f"cutrace with GPU activity {with_cutrace:9.1f} ns per op  (rounds: {rounds(traced)})")
     # The remaining start-up calls are a few thousand against the loop's tens of thousands.
     per_op = calls / (args.ops + 2000)
-    print(f"added                     {with_cutrace - base:+9.1f} ns per op")
+    print(f"added, API calls only     {without_gpu - base:+9.1f} ns per op")
+    print(f"added with GPU activity   {with_cutrace - base:+9.1f} ns per op")
+    print(f"GPU kernels recorded      {gpu.group(1) if gpu else 'none'} in the last round")
     print(f"kernel launches recorded  {launches} in the last round ({launches / (args.ops + 2000):.2f} per op)")
     print(f"runtime calls recorded    {calls} in the last round (about {per_op:.1f} per op, "
           f"so about {(with_cutrace - base) / per_op:.0f} ns added per call)")

@@ -2,8 +2,8 @@
 # Packs what a GPU machine needs to check cutrace against a real driver, into one folder that travels
 # with the working tree (default .gpu, which .git/info/exclude should name): the tools, the shims, the
 # test programs and the benchmark from an existing build, stripped; libunwind and libzstd, which such a
-# machine may lack; CUDA 12's runtime from the pinned wheels; and scripts/gpu/cupti_probe.cu, built here
-# against the toolkit's CUPTI. scripts/gpu-check.sh runs the checks there.
+# machine may lack; CUDA 12's runtime from the pinned wheels; scripts/gpu/cupti_probe.cu, built here
+# against the toolkit's CUPTI; and eu-stack, for the stacks of a run that hangs. scripts/gpu-check.sh runs the checks there.
 #
 # usage: scripts/gpu-bundle.sh [BUILD_DIR=build] [BUNDLE_DIR=.gpu]
 set -euo pipefail
@@ -41,4 +41,10 @@ cupti_lib=$(find "$cuda"/ -name 'libcupti.so.13' | head -1)
   -I"$cupti_include" scripts/gpu/cupti_probe.cu -o "$bundle/cupti_probe" \
   -L"$(dirname "$cupti_lib")" -lcupti -Xlinker -rpath -Xlinker '$ORIGIN/libs'
 cp -L "$cupti_lib" "$bundle/libs/"
+# eu-stack (elfutils) prints the stacks of a run that hangs there, which the machine has no tool for.
+if command -v eu-stack >/dev/null; then
+  cp "$(command -v eu-stack)" "$bundle/"
+else
+  echo "gpu-bundle: eu-stack not found (apt-get install elfutils): a hung run will be killed without its stacks" >&2
+fi
 du -sh "$bundle"

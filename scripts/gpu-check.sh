@@ -4,10 +4,13 @@
 # runtime, cuBLAS, CUDA 12 beside 13, backtraces, a PyTorch training step checked against PyTorch's own
 # profiler, JAX, GPU activity from CUPTI), the bundled example's GPU reports, a training loop profiled
 # with stacks, Python frames, Python and CPU samples, context switches and GPU activity,
-# the overhead benchmarks on the real runtime and through PyTorch, and the CUPTI probe.
+# the overhead benchmarks on the real runtime and through PyTorch (with and without GPU activity),
+# and the CUPTI probe (its kinds, clocks and costs).
 # Everything goes to RESULTS (default /tmp/gpu-check): log.txt, and the tests' measurements as JSON.
+# GPU_CHECK_STEPS picks steps, so that a short device lease can be spent in parts: a comma-separated
+# list of example, activity-tests, other-tests, train, bench, torch-bench, probe (default: all of them).
 #
-# usage: [GPU_CHECK_TESTS_ONLY=1] scripts/gpu-check.sh [BUNDLE_DIR=.gpu] [RESULTS=/tmp/gpu-check]
+# usage: [GPU_CHECK_STEPS=example,activity-tests] scripts/gpu-check.sh [BUNDLE_DIR=.gpu] [RESULTS=/tmp/gpu-check]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=$(realpath "${1:-.gpu}")
@@ -16,6 +19,30 @@ mkdir -p "$results"
 exec > >(tee "$results/log.txt") 2>&1
 step() { echo; echo "=== $* ($(date +%T))"; }
 python=${PYTHON:-python3}
+steps=,${GPU_CHECK_STEPS:-example,activity-tests,other-tests,train,bench,torch-bench,probe},
+wanted() { [[ $steps == *,$1,* ]]; }
+
+# Runs a command for at most LIMIT seconds. One still running then has the stacks of every thread of
+# its processes printed (eu-stack, from the bundle) before it is killed: a hang on a lent GPU is
+# diagnosed from the one run. Returns the command's exit code, or 124.
+watched() {
+  local limit=$1 waited=0
+  shift
+  setsid "$@" &
+  local leader=$!
+  while kill -0 "$leader" 2>/dev/null && (( waited < limit )); do sleep 1; waited=$((waited + 1)); done
+  if kill -0 "$leader" 2>/dev/null; then
+    echo "=== still running after $limit s: the stacks of its processes"
+    for pid in $(pgrep -s "$leader"); do
+      echo "--- pid $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" | cut -c1-200)"
+      [[ -x $bundle/eu-stack ]] && timeout 30 "$bundle/eu-stack" -p "$pid" -m -b -n 40 2>&1 | cut -c1-300
+    done
+    kill -KILL -- -"$leader" 2>/dev/null
+    wait "$leader" 2>/dev/null
+    return 124
+  fi
+  wait "$leader"
+}
 
 step machine
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -44,8 +71,9 @@ printf 'CUTRACE_CUDA12:BOOL=ON\nCUTRACE_CUDA12_ROOT:PATH=%s\n' "$bundle/cuda12" 
 apps=$bundle/build/tests/bin
 cutrace=$bundle/build/bin/cutrace
 
+if wanted example; then
 step the bundled example on the real runtime
-LD_LIBRARY_PATH=$cudalib timeout 120 "$cutrace" profile -f true -o "$results/example" --stats true -- "$apps/sim_vector_add" 10
+LD_LIBRARY_PATH=$cudalib watched 120 "$cutrace" profile -f true -o "$results/example" --stats true -- "$apps/sim_vector_add" 10
 echo "exit $?"
 
 step GPU activity of the bundled example, from the real CUPTI
@@ -53,15 +81,26 @@ for report in cuda_gpu_kern_sum cuda_gpu_mem_time_sum cuda_api_gpu_sum; do
   timeout 60 "$cutrace" stats -r $report -f csv "$results/example.cutrace" | head -12
 done
 timeout 60 "$cutrace" stats -r cuda_gpu_trace -f csv "$results/example.cutrace" | head -8
+timeout 60 "$cutrace" stats -r cuda_kern_exec_trace -f csv "$results/example.cutrace" | head -6
 timeout 60 "$cutrace" info "$results/example.cutrace" | grep -E "gpu_activity|warning"
+fi
 
-step end-to-end tests on the GPU
-(cd tests/e2e/profile && CUTRACE_GPU_TESTS=require CUDA_LIB_DIR=$cudalib CUTRACE_GPU_REPORT=$results/report \
-  timeout 330 $python -m pytest -v -p no:cacheprovider -o addopts= --basetemp="$results/pytest" test_real_gpu.py 2>&1)
-echo "exit $?"
+# GPU activity's tests first: they are the ones the simulated CUPTI cannot settle.
+activity="gpu_activity or pytorch_profiler"
+for part in activity-tests other-tests; do
+  wanted $part || continue
+  step end-to-end tests on the GPU: $part
+  selection=$activity
+  [[ $part == other-tests ]] && selection="not ($activity)"
+  (cd tests/e2e/profile && CUTRACE_GPU_TESTS=require CUDA_LIB_DIR=$cudalib CUTRACE_GPU_REPORT=$results/report \
+    timeout 240 $python -m pytest -v -p no:cacheprovider -o addopts= --basetemp="$results/pytest-$part" \
+    -k "$selection" test_real_gpu.py 2>&1)
+  echo "exit $?"
+done
 
+if wanted train; then
 step a PyTorch training loop with backtraces, Python frames, CPU samples and context switches
-timeout 180 "$cutrace" profile -f true -o "$results/train" -t cuda,nvtx,cublas,cudnn,osrt -s cpu \
+watched 180 "$cutrace" profile -f true -o "$results/train" -t cuda,nvtx,cublas,cudnn,osrt -s cpu \
   --cpuctxsw process-tree --cudabacktrace all:50000 --python-sampling true --cuda-memory-usage true \
   -- $python scripts/gpu/train_step.py 50
 echo "exit $?"
@@ -69,9 +108,9 @@ for report in callsite_sum cpu_sample_sum cpu_ctxsw_sum python_sample_sum cuda_g
   timeout 60 "$cutrace" stats -r $report -f csv "$results/train.cutrace" | head -12 | cut -c1-600
 done
 timeout 60 "$cutrace" info "$results/train.cutrace" | grep -E "cpu_samples|python_samples|context_switches|gpu_activity|dropped|events"
+fi
 
-if [[ ${GPU_CHECK_TESTS_ONLY:-0} == 1 ]]; then step done; exit 0; fi
-
+if wanted bench; then
 # cudaGetDevice of the real runtime asks the driver (cuCtxGetDevice, a second recorded call);
 # cudaPeekAtLastError reads the thread's last error and nothing else.
 for api in cudaGetDevice cudaPeekAtLastError; do
@@ -81,14 +120,21 @@ for api in cudaGetDevice cudaPeekAtLastError; do
   CUTRACE_BENCH_CUTRACE=$cutrace timeout 120 "$bundle/build/bin/bench_overhead" --rounds 5 --api $api
   echo "exit $?"
 done
+fi
 
+if wanted torch-bench; then
 step bench_torch
-timeout 180 $python benchmarks/bench_torch.py --cutrace "$cutrace" --ops 20000 --rounds ${TORCH_ROUNDS:-7} --python "$python"
+timeout 180 $python benchmarks/bench_torch.py --cutrace "$cutrace" --ops 20000 --rounds ${TORCH_ROUNDS:-5} --python "$python"
 echo "exit $?"
+fi
 
+if wanted probe; then
 step CUPTI probe
 timeout 60 "$bundle/cupti_probe"; echo "exit $?"
 step CUPTI probe with a CLOCK_MONOTONIC timestamp callback
 timeout 60 "$bundle/cupti_probe" monotonic; echo "exit $?"
+step CUPTI probe: what each activity kind adds to a launch and to a call
+timeout 60 "$bundle/cupti_probe" costs; echo "exit $?"
+fi
 
 step done

@@ -5,9 +5,14 @@
 // refused (PyTorch's profiler is one), and what activity tracing adds to a kernel launch on the host.
 // It needs a GPU; scripts/gpu-bundle.sh builds it and scripts/gpu-check.sh runs it.
 //
-// usage: cupti_probe [monotonic]
+// usage: cupti_probe [monotonic | costs]
 //   monotonic: register a timestamp callback returning CLOCK_MONOTONIC before enabling any kind, and
 //              check that kernels fall between the host times read around them.
+//   costs:     what each part of activity collection adds to a kernel launch and to a call that never
+//              reaches the GPU (cudaGetDevice): kernels alone, then copies, sets, synchronisation and
+//              memory, then RUNTIME and DRIVER API records; and, instead of those API records, callbacks
+//              on the launch functions alone, which is another way to learn a launch's correlation id
+//              (and whether kernel records carry the runtime's or the driver's).
 // stdout: "key value" lines.
 #include <cupti.h>
 #include <cuda_runtime.h>
@@ -17,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -48,6 +54,7 @@ std::map<int, long> g_records_by_kind;
 std::vector<Span> g_kernels;
 std::map<uint32_t, Span> g_runtime_by_correlation;
 size_t g_dropped = 0;
+std::mutex g_records_lock;  // CUPTI's worker thread delivers full buffers while the program runs
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(aligned_alloc(8, kBufferBytes));
@@ -56,6 +63,7 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 }
 
 void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  std::lock_guard<std::mutex> hold(g_records_lock);
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     ++g_records_by_kind[record->kind];
@@ -98,9 +106,115 @@ double launch_ns(int launches) {
 
 void CUPTIAPI ignore_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
+double get_device_ns(int calls) {
+  int device = 0;
+  const uint64_t t0 = monotonic_ns();
+  for (int i = 0; i < calls; ++i) cudaGetDevice(&device);
+  return double(monotonic_ns() - t0) / calls;
+}
+
+std::vector<std::pair<uint32_t, CUpti_CallbackDomain>> g_callback_correlations;
+
+void CUPTIAPI note_correlation(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  if (call->callbackSite == CUPTI_API_ENTER) g_callback_correlations.emplace_back(call->correlationId, domain);
+}
+
+// The host's time per launch, in batches of 100 that the device's queue takes without making the
+// launching thread wait (launch_ns's 20,000 back to back measure the device's pace as well).
+double batched_launch_ns(int batches) {
+  uint64_t spent = 0;
+  for (int b = 0; b < batches; ++b) {
+    cudaDeviceSynchronize();
+    const uint64_t t0 = monotonic_ns();
+    for (int i = 0; i < 100; ++i) empty<<<1, 1>>>();
+    spent += monotonic_ns() - t0;
+  }
+  cudaDeviceSynchronize();
+  return double(spent) / (100.0 * batches);
+}
+
+void measure(const char* label) {
+  constexpr int kCalls = 20000;
+  launch_ns(1000);
+  const double launch = launch_ns(kCalls);
+  const double host_launch = batched_launch_ns(200);
+  const double get_device = get_device_ns(10 * kCalls);
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::printf("cost %-34s launch_ns %8.1f host_launch_ns %8.1f get_device_ns %8.1f\n", label, launch, host_launch,
+              get_device);
+}
+
+int costs() {
+  cudaFree(nullptr);
+  measure("none");
+  cuptiActivityRegisterTimestampCallback(monotonic_callback);
+  cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+  // Each kind alone, then all of them as cutrace enables them.
+  const std::pair<CUpti_ActivityKind, const char*> kinds[] = {
+      {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "concurrent_kernel"}, {CUPTI_ACTIVITY_KIND_MEMCPY, "memcpy"},
+      {CUPTI_ACTIVITY_KIND_MEMSET, "memset"}, {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "synchronization"},
+      {CUPTI_ACTIVITY_KIND_MEMORY2, "memory2"}, {CUPTI_ACTIVITY_KIND_RUNTIME, "runtime"},
+      {CUPTI_ACTIVITY_KIND_DRIVER, "driver"}};
+  char label[64];
+  for (const auto& [kind, name] : kinds) {
+    cuptiActivityEnable(kind);
+    std::snprintf(label, sizeof label, "only_%s", name);
+    measure(label);
+    cuptiActivityDisable(kind);
+  }
+  measure("none_again");
+  for (const auto& [kind, name] : kinds) cuptiActivityEnable(kind);
+  measure("all_seven");
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY2);
+  measure("all_but_memory2");
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+  measure("all_but_memory2_and_api_records");
+
+  CUpti_SubscriberHandle subscriber = nullptr;
+  std::printf("subscribe %s\n", result_name(cuptiSubscribe(&subscriber, note_correlation, nullptr)));
+  measure("+subscriber_no_callbacks");
+  g_callback_correlations.reserve(1 << 20);
+  cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+  cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
+  size_t kernels_before;
+  {
+    std::lock_guard<std::mutex> hold(g_records_lock);
+    kernels_before = g_kernels.size();
+  }
+  measure("+callbacks_on_launches");
+  {
+    std::lock_guard<std::mutex> hold(g_records_lock);
+    std::map<uint32_t, CUpti_CallbackDomain> domain_of;
+    long runtime_callbacks = 0, driver_callbacks = 0;
+    for (const auto& [correlation, domain] : g_callback_correlations) {
+      domain_of[correlation] = domain;
+      (domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_callbacks : driver_callbacks)++;
+    }
+    long by_runtime = 0, by_driver = 0, unmatched = 0;
+    for (size_t i = kernels_before; i < g_kernels.size(); ++i) {
+      auto found = domain_of.find(g_kernels[i].correlation);
+      if (found == domain_of.end()) ++unmatched;
+      else (found->second == CUPTI_CB_DOMAIN_RUNTIME_API ? by_runtime : by_driver)++;
+    }
+    std::printf("callback_phase kernels %zu runtime_callbacks %ld driver_callbacks %ld kernels_with_runtime_id %ld "
+                "kernels_with_driver_id %ld kernels_unmatched %ld\n", g_kernels.size() - kernels_before,
+                runtime_callbacks, driver_callbacks, by_runtime, by_driver, unmatched);
+  }
+  g_callback_correlations.clear();
+  cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+  measure("+callbacks_on_all_runtime_calls");
+  cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  measure("+callbacks_on_all_driver_calls");
+  std::printf("dropped %zu\n", g_dropped);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "costs") == 0) return costs();
   const bool monotonic = argc > 1 && std::strcmp(argv[1], "monotonic") == 0;
   cudaFree(nullptr);
   uint32_t version = 0;

@@ -424,8 +424,16 @@ def test_gpu_activity_on_the_gpu_is_complete_timed_and_linked_to_its_calls(tmp_p
         assert all(a[1] <= b[0] + 0.001 for a, b in zip(spans, spans[1:])), spans[:4]
     summary = info(trace)
     assert "gpu_activity.dropped           0" in summary, summary
+    # CUPTI's own driver calls (it reaches the driver through the shim's dlsym) are not the program's:
+    # the API trace is the same with and without GPU activity.
+    _, api_only = profile(tmp_path, [app("sim_vector_add"), str(iterations), str(elements)], env=gpu_env(),
+                          options=["--gpu-activity", "false"], name="api_only", timeout=300)
+    with_activity, without = api_sum(trace), api_sum(api_only)
     report("gpu_activity", {"kernels": {k: v for k, v in kernels.items()}, "memory": ops, "gpu_rows": len(gpu),
-                            "linked": linked, "summary": [l for l in summary.splitlines() if "gpu_activity" in l]})
+                            "linked": linked, "summary": [l for l in summary.splitlines() if "gpu_activity" in l],
+                            "api_with": {k: v["Num Calls"] for k, v in with_activity.items()},
+                            "api_without": {k: v["Num Calls"] for k, v in without.items()}})
+    assert {k: v["Num Calls"] for k, v in with_activity.items()} == {k: v["Num Calls"] for k, v in without.items()}
 
 
 def test_pytorch_profiler_after_cutrace_holds_cupti_is_refused_and_the_program_still_runs(tmp_path):
@@ -446,3 +454,32 @@ def test_pytorch_profiler_after_cutrace_holds_cupti_is_refused_and_the_program_s
     kernels = rows_of(trace, "cuda_gpu_kern_sum", False)
     assert kernels, proc.stderr
     report("pytorch_beside_cutrace_gpu_activity", {"kernels": len(kernels), "stderr": proc.stderr[-2000:]})
+
+
+def test_pytorch_profiler_started_midway_leaves_cutraces_gpu_activity_whole(tmp_path):
+    """A program that runs torch.profiler for a while under cutrace: cutrace holds CUPTI's subscriber
+    slot, so Kineto's CUPTI set-up fails and it profiles without CUDA activity (as it says on stderr);
+    cutrace's GPU activity has every kernel, before, during and after that profile."""
+    if not torch_with_cuda():
+        pytest.skip("no PyTorch with CUDA in this Python")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("CUTRACE_SESSION", None)
+    ops = 200
+    command = [sys.executable, str(Path(__file__).resolve().parents[3] / "scripts/gpu/kineto_handover.py"), str(ops)]
+    plain = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    proc, trace = profile(tmp_path, command, env=env, timeout=300, check=False)
+    kernels = {r["Name"]: int(r["Instances"]) for r in rows_of(trace, "cuda_gpu_kern_sum", False)}
+    # fill_, mul_ by a scalar and add_ of a scalar: PyTorch's functor names in the kernels' names.
+    phases = {phase: sum(n for name, n in kernels.items() if functor in name)
+              for phase, functor in (("fill", "FillFunctor<"), ("mul", "MulFunctor<"), ("add", "_add<"))}
+    report("kineto_handover", {"phases": phases, "kernels": kernels, "plain": plain.stdout, "traced": proc.stdout,
+                               "stderr": proc.stderr[-3000:],
+                               "summary": [l for l in info(trace).splitlines() if "gpu_activity" in l]})
+    assert proc.returncode == 0, proc.stderr
+    without, under = json.loads(plain.stdout), json.loads(proc.stdout)
+    assert under["value"] == without["value"]
+    assert without["kineto_gpu_events"] == ops
+    assert phases == {"fill": ops, "mul": ops, "add": ops}, phases
+    assert sum(kernels.values()) == 3 * ops, kernels
