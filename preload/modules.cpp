@@ -65,6 +65,12 @@ class Locked {
   ~Locked() { g_lock.clear(std::memory_order_release); }
 };
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return 0;
+}
+
 uint64_t fnv1a64(const char* s) {
   uint64_t h = 1469598103934665603ull;
   for (; *s; ++s) h = (h ^ uint8_t(*s)) * 1099511628211ull;
@@ -268,6 +274,43 @@ bool defined_before_shim(const char* name) {
   return found;
 }
 
+// Whether the page holding `address` is writable now, from /proc/self/maps (no loader call). An
+// object's RELRO pages still writable are those of an object the loader is relocating on another
+// thread: it enters the loader's list before that, and protects them once it is done.
+bool page_writable(uintptr_t address) {
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buffer[4096];
+  size_t kept = 0;
+  bool writable = false, found = false;
+  for (;;) {
+    const ssize_t got = read(fd, buffer + kept, sizeof buffer - kept);
+    if (got <= 0) break;
+    const size_t end = kept + size_t(got);
+    size_t line = 0;
+    for (size_t i = 0; i < end && !found; ++i) {
+      if (buffer[i] != '\n') continue;
+      // "start-end perms ...": hexadecimal bounds, then r/w/x/p.
+      uintptr_t lo = 0, hi = 0;
+      size_t k = line;
+      for (; k < i && buffer[k] != '-'; ++k) lo = lo * 16 + uintptr_t(hex_digit(buffer[k]));
+      for (++k; k < i && buffer[k] != ' '; ++k) hi = hi * 16 + uintptr_t(hex_digit(buffer[k]));
+      if (address >= lo && address < hi && k + 2 < i) {
+        found = true;
+        writable = buffer[k + 2] == 'w';
+      }
+      line = i + 1;
+    }
+    if (found) break;
+    // The partial last line moves to the front; a line longer than the buffer is skipped.
+    kept = line < end ? end - line : 0;
+    if (kept == sizeof buffer) kept = 0;
+    std::memmove(buffer, buffer + line, kept);
+  }
+  close(fd);
+  return writable;
+}
+
 void write_slot(void** slot, void* value, uintptr_t relro_start, uintptr_t relro_end) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(slot);
   if (at < relro_start || at >= relro_end) {
@@ -345,18 +388,25 @@ void resolve_imported_functions(const elf::Object& claimed) {
 // real function (a library loaded with RTLD_DEEPBIND binds to its own dependencies first) and lazy
 // slots not bound yet (they would bind the same way on their first call). Uses the real functions
 // already known (resolve_imported_functions), with no dl call: it runs inside the loader's list.
-void redirect_imports(const elf::Object& o) {
-  if (elf::contains(o, self_address())) return;
+// False, with nothing written, when the object is still being relocated (its RELRO is not protected
+// yet): written now, a slot could be overwritten by the loader, or the page made read-only under it.
+bool redirect_imports(const elf::Object& o) {
+  if (elf::contains(o, self_address())) return true;
   elf::Dynamic d;
-  if (!elf::read_dynamic(o, &d)) return;
+  if (!elf::read_dynamic(o, &d)) return true;
+  // The pages the loader makes read-only once it has relocated the object: the whole pages from the
+  // one where PT_GNU_RELRO starts to the one where it ends (a partial last page stays writable).
   uintptr_t relro_start = 0, relro_end = 0;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   for (uint16_t i = 0; i < o.phnum; ++i) {
     if (o.phdr[i].p_type != PT_GNU_RELRO) continue;
-    relro_start = o.bias + o.phdr[i].p_vaddr;
-    relro_end = relro_start + o.phdr[i].p_memsz;
+    relro_start = (o.bias + o.phdr[i].p_vaddr) & ~(page - 1);
+    relro_end = (o.bias + o.phdr[i].p_vaddr + o.phdr[i].p_memsz) & ~(page - 1);
   }
+  int relocated = -1;  // looked at once, before the first slot is written
   for_each_wrapped_import(o, d, [&](const char* name, const int32_t* ids, size_t candidates, void** slot,
                                     uint32_t type) {
+    if (relocated == 0) return;
     void* current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     // Bound past the shim: the same decision as for a lookup through a handle that found `current`.
     // Unbound (lazy): the wrapper of the one major version loaded; with two loaded, the slot's own
@@ -377,8 +427,10 @@ void redirect_imports(const elf::Object& o) {
     }
     if (already || !wrapper) return;
     if (lazy && (loaded != 1 || defined_before_shim(name))) return;
-    write_slot(slot, wrapper, relro_start, relro_end);
+    if (relocated < 0) relocated = relro_end > relro_start && page_writable(relro_start) ? 0 : 1;
+    if (relocated == 1) write_slot(slot, wrapper, relro_start, relro_end);
   });
+  return relocated != 0;
 }
 
 bool any_cuda_library() {
@@ -408,6 +460,7 @@ void note_loaded_objects(ThreadState& ts) {
   // Each new object is claimed under g_lock and redirected after it is released: looking up real
   // functions (dlvsym) waits for the loader's lock, and a thread holding that lock (inside dlopen,
   // running a constructor) may be waiting for g_lock here.
+  bool deferred = false;
   for (;;) {
     elf::Object claimed;
     bool redirect = false;
@@ -429,7 +482,18 @@ void note_loaded_objects(ThreadState& ts) {
     }
     if (!redirect) break;
     resolve_imported_functions(claimed);
-    with_loaded(claimed, redirect_imports);
+    bool done = true;
+    with_loaded(claimed, [&](const elf::Object& o) { done = redirect_imports(o); });
+    if (done) continue;
+    // Still being relocated: looked at again by a later call (the load counts are not marked seen).
+    Locked lock;
+    collect_objects();
+    const ObjectKey k = key_of(claimed);
+    for (uint32_t i = g_examined.count; i-- > 0;)
+      if (g_examined.keys[i] == k) g_examined.remove_at(i);
+    need_ring = announced ? reported_set_changed() : any_cuda_library();
+    deferred = true;
+    break;
   }
   ts.in_tracer--;
   // Claiming a ring may announce the process, which reports every object itself (and takes the lock).
@@ -448,6 +512,7 @@ void note_loaded_objects(ThreadState& ts) {
     // g_lock: it looks up the runtime's version function (dlvsym).
     report_cuda_runtime(ts);
   }
+  if (deferred) return;
   g_last_adds.store(adds, std::memory_order_relaxed);
   g_last_subs.store(subs, std::memory_order_relaxed);
 }
