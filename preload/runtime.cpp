@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -166,9 +167,18 @@ uint64_t read_process_start_ticks() {
   return strtoull(p, nullptr, 10);
 }
 
-void on_thread_exit(void*) {
+// The thread's key destructor. glibc calls key destructors in rounds, another round while any of them
+// set a value again, PTHREAD_DESTRUCTOR_ITERATIONS rounds at most; the value counts them. The ring is
+// kept until the last round, so that other libraries' destructors that run after this one (a later
+// key, or a later round) are recorded on the thread's ring, not in a second ring taken for it.
+void on_thread_exit(void* round) {
   ThreadState& ts = t_thread;
   if (!ts.producer.header) return;
+  const auto calls = reinterpret_cast<uintptr_t>(round);
+  if (calls < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    pthread_setspecific(g_thread_exit_key, reinterpret_cast<void*>(calls + 1));
+    return;
+  }
   // Release: every record this thread pushed is published before the recorder may reclaim the slot.
   ts.producer.header->state.store(uint32_t(abi::SlotState::kRetired), std::memory_order_release);
   ts.producer = ring::Producer{};

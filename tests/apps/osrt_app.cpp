@@ -9,6 +9,9 @@
 //        osrt_app threads <hold_ms>
 //          a second thread locks a mutex main holds for <hold_ms> (nanosleep), then sleeps <hold_ms>/2
 //          (nanosleep) while main waits in pthread_join; then the second thread's tid
+//        osrt_app key_destructor <ms>
+//          a thread sleeps <ms> (usleep) and ends; a pthread key main created, whose destructor sleeps
+//          <ms> too, runs as it ends (after the tracer's own key destructor); then the thread's tid
 //        osrt_app cuda <n>
 //          n times: cudaMalloc, cudaMemcpy to the device, cudaFree, each between usleep(1000)
 //        osrt_app signals <n>
@@ -117,6 +120,28 @@ int threads(long hold_ms) {
   return 0;
 }
 
+pthread_key_t g_sleepy_key;
+long g_sleepy_ms = 0;
+
+void sleep_as_the_thread_ends(void*) { usleep(useconds_t(g_sleepy_ms * 1000)); }
+
+void* sleepy(void*) {
+  g_waiter_tid = long(syscall(SYS_gettid));
+  pthread_setspecific(g_sleepy_key, reinterpret_cast<void*>(1));
+  usleep(useconds_t(g_sleepy_ms * 1000));
+  return nullptr;
+}
+
+int key_destructor(long ms) {
+  g_sleepy_ms = ms;
+  pthread_key_create(&g_sleepy_key, sleep_as_the_thread_ends);
+  pthread_t t;
+  if (pthread_create(&t, nullptr, sleepy, nullptr) != 0) return std::fputs("pthread_create failed\n", stderr), 1;
+  pthread_join(t, nullptr);
+  std::printf("thread_tid %ld\n", g_waiter_tid);
+  return 0;
+}
+
 int cuda(int n) {
   char host[256] = {};
   for (int i = 0; i < n; ++i) {
@@ -170,6 +195,7 @@ int main(int argc, char** argv) {
   if (mode == "sleeps" && argc == 6) return sleeps(std::atoi(argv[2]), std::atoi(argv[3]), std::atol(argv[4]), std::atol(argv[5]));
   if (mode == "calls" && argc == 3) return calls(std::atoi(argv[2]));
   if (mode == "threads" && argc == 3) return threads(std::atol(argv[2]));
+  if (mode == "key_destructor" && argc == 3) return key_destructor(std::atol(argv[2]));
   if (mode == "cuda" && argc == 3) return cuda(std::atoi(argv[2]));
   if (mode == "signals" && argc == 3) return signals(std::atol(argv[2]));
   std::fputs("usage: osrt_app sleeps <long> <short> <long_ms> <short_us> | calls <n> | threads <hold_ms> | cuda <n> | "

@@ -81,6 +81,19 @@ def test_each_thread_is_one_thread_of_the_trace_when_the_unwinder_frees_its_cach
     assert "munmap" not in {e["name"] for e in osrt_calls(trace, tmp_path) if e["tid"] == waiter}
 
 
+def test_a_call_from_another_librarys_key_destructor_stays_on_its_threads_ring(tmp_path):
+    # The program's pthread key was created after the tracer's, so its destructor runs after the
+    # tracer's as the thread ends: its sleep is recorded on the thread, which is still one thread.
+    proc, trace = profile(tmp_path, [app("osrt_app"), "key_destructor", "3"], options=["-t", "osrt"])
+    tid = int(proc.stdout.split()[1])
+    text = info(trace)
+    rows = text.split("Threads (", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert sorted(int(row.split()[1]) for row in rows).count(tid) == 1, text
+    sleeps = [e for e in osrt_calls(trace, tmp_path) if e["name"] == "usleep"]
+    assert [e["tid"] for e in sleeps] == [tid, tid]
+    assert all(e["dur"] >= 3000 for e in sleeps)
+
+
 def test_a_library_loaded_while_another_threads_calls_take_backtraces_never_deadlocks(tmp_path):
     # The library's constructor (run with the loader's lock held) makes a slow OS call, whose backtrace
     # notes the loaded objects, while the other thread's calls are noting them too and looking up the
