@@ -213,22 +213,34 @@ Symbolizer::ModuleFile& Symbolizer::module_file(const reader::Module& m) {
       first_why = why;
     }
   }
+  // The kernel's vDSO is no file: its frames stay module+offset, which is all there is to say.
+  if (m.path.rfind("linux-vdso.so", 0) == 0 || m.path.rfind("linux-gate.so", 0) == 0)
+    return *modules_.emplace(key, std::move(file)).first->second;
   const std::string elsewhere = search_path_.empty() ? "" : " nor anywhere in the symbol path";
   switch (first) {
     case Opened::kMissing:
-      notes_.push_back(m.path + ": " + first_why + elsewhere +
-                       "; its frames are shown as module+offset (symbolise where the same build is at that path, or "
-                       "give a copy's directory with --symbol-path)");
+      note(": " + first_why + elsewhere +
+               "; its frames are shown as module+offset (symbolise where the same build is at that path, or give a "
+               "copy's directory with --symbol-path)",
+           ": " + first_why + elsewhere +
+               "; their frames are shown as module+offset (symbolise where the same builds are at those paths, or "
+               "give a directory of copies with --symbol-path)",
+           m.path);
       break;
     case Opened::kNotElf:
-      notes_.push_back(m.path + ": not a readable ELF file (" + first_why + ")" + elsewhere +
-                       "; its frames are shown as module+offset");
+      note(": not a readable ELF file (" + first_why + ")" + elsewhere + "; its frames are shown as module+offset",
+           ": not readable ELF files (" + first_why + ")" + elsewhere + "; their frames are shown as module+offset",
+           m.path);
       break;
-    default:
-      notes_.push_back(m.path + ": not the build the trace recorded (its GNU build-id differs): rebuilt or "
-                       "replaced since" + (search_path_.empty() ? "" : ", and no copy in the symbol path matches") +
-                       "; its frames are shown as module+offset rather than named from another build");
+    default: {
+      const std::string no_copy = search_path_.empty() ? "" : ", and no copy in the symbol path matches";
+      note(": not the build the trace recorded (its GNU build-id differs): rebuilt or replaced since" + no_copy +
+               "; its frames are shown as module+offset rather than named from another build",
+           ": not the builds the trace recorded (their GNU build-ids differ): rebuilt or replaced since" + no_copy +
+               "; their frames are shown as module+offset rather than named from other builds",
+           m.path);
       break;
+    }
   }
   return *modules_.emplace(key, std::move(file)).first->second;
 }
@@ -321,11 +333,38 @@ const ResolvedAddress& Symbolizer::resolve(const reader::Process& process, uint6
     r.frames.clear();
     if (!file.noted_unnamed) {
       file.noted_unnamed = true;
-      notes_.push_back(file.path + ": no symbol or debug information covers some of its frames (stripped, "
-                       "and no separate debug file found); those are shown as module+offset");
+      note(": no symbol or debug information covers some of its frames (stripped, and no separate debug file "
+           "found); those are shown as module+offset",
+           " have frames no symbol or debug information covers (stripped, and no separate debug file found); those "
+           "are shown as module+offset",
+           file.path);
     }
   }
   return r;
+}
+
+void Symbolizer::note(std::string one, std::string many, const std::string& path) {
+  for (NoteGroup& g : notes_) {
+    if (g.one == one) {
+      g.paths.push_back(path);
+      return;
+    }
+  }
+  notes_.push_back(NoteGroup{std::move(one), std::move(many), {path}});
+}
+
+std::vector<std::string> Symbolizer::notes() const {
+  std::vector<std::string> lines;
+  for (const NoteGroup& g : notes_) {
+    if (g.paths.size() == 1) {
+      lines.push_back(g.paths[0] + g.one);
+      continue;
+    }
+    std::string line = std::to_string(g.paths.size()) + " modules" + g.many + ":";
+    for (size_t i = 0; i < g.paths.size(); ++i) line += (i ? ", " : " ") + g.paths[i];
+    lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 }  // namespace cutrace::report

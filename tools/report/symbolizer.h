@@ -67,15 +67,24 @@ class Symbolizer {
   std::vector<std::string> named_stack(const reader::Process& process, const uint64_t* frames, uint32_t count,
                                        uint64_t time, bool first_exact = false);
 
-  // One line per module whose frames could not be named ("FILE: not found, ..."), in the order met.
-  const std::vector<std::string>& notes() const { return notes_; }
+  // One line per module whose file could not be used ("FILE: not found, ..."), in the order met, then
+  // one line for all the modules whose frames were not all named for want of symbols (stripped).
+  std::vector<std::string> notes() const;
 
  private:
   struct ModuleFile;
   ModuleFile& module_file(const reader::Module& m);
 
   std::unordered_map<std::string, std::unique_ptr<ModuleFile>> modules_;  // by path, build-id and base
-  std::vector<std::string> notes_;
+  // Modules whose frames stay module+offset, grouped by why: one note per group, not per module
+  // (a trace read on another machine, or a system's stripped libraries, has dozens of them).
+  struct NoteGroup {
+    std::string one;   // the note for a single module: "<path><one>"
+    std::string many;  // for several: "<count> modules<many>: <path>, <path>, ..."
+    std::vector<std::string> paths;
+  };
+  void note(std::string one, std::string many, const std::string& path);
+  std::vector<NoteGroup> notes_;
   std::vector<std::string> search_path_;
   ResolvedAddress unplaced_;
 };

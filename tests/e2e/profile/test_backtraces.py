@@ -189,6 +189,22 @@ def test_a_stripped_program_keeps_module_offsets_and_says_so(tmp_path):
                       "are shown as module+offset.\n")
 
 
+def test_modules_missing_for_one_reason_are_named_in_one_note(tmp_path):
+    # A trace read where neither the program nor its dlopened library is (another machine, say): one
+    # note names both, rather than a line each.
+    program, library = tmp_path / "backtrace_app", tmp_path / "libbacktrace_lib.so"
+    shutil.copy(app("backtrace_app"), program)
+    shutil.copy(APPS / "libbacktrace_lib.so", library)
+    _, trace, taken = with_library(tmp_path, [str(program), "1", "1", str(library)])
+    assert [e["args"]["stack"][0] for e in taken][:1] == [named("backtrace_app.cpp", "copy_slowly")]
+    program.unlink()
+    library.unlink()
+    rows, stderr = callsites(trace)
+    assert stderr == (f"cutrace stats: note: callsite_sum: 2 modules: No such file or directory; their frames are "
+                      "shown as module+offset (symbolise where the same builds are at those paths, or give a "
+                      f"directory of copies with --symbol-path): {program}, {library}.\n"), stderr
+
+
 def test_a_rebuilt_or_missing_binary_is_never_named_from_another_build(tmp_path):
     program = tmp_path / "backtrace_app"
     shutil.copy(app("backtrace_app"), program)
