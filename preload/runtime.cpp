@@ -8,7 +8,6 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -167,16 +166,22 @@ uint64_t read_process_start_ticks() {
   return strtoull(p, nullptr, 10);
 }
 
-// The thread's key destructor. glibc calls key destructors in rounds, another round while any of them
-// set a value again, PTHREAD_DESTRUCTOR_ITERATIONS rounds at most; the value counts them. The ring is
-// kept until the last round, so that other libraries' destructors that run after this one (a later
-// key, or a later round) are recorded on the thread's ring, not in a second ring taken for it.
-void on_thread_exit(void* round) {
+// Set once the thread's key destructor has run: a ring claimed after that (by a later destructor's call)
+// is retired at the destructor's next call.
+constinit thread_local bool t_thread_ending __attribute__((tls_model("initial-exec"))) = false;
+
+// The thread's key destructor. glibc calls key destructors in rounds, in key order within a round, and
+// runs another round when one of them set a value again (PTHREAD_DESTRUCTOR_ITERATIONS rounds at most).
+// The shim's key is created early, so its destructor comes before the program's and other libraries':
+// it sets its key again once, so that the ring outlives the round in which those run and their calls
+// (a sleep, libunwind freeing its cache) are recorded on the thread's ring, not in a second one taken
+// for it. The value counts the calls: 1 when the ring was claimed, 2 once re-armed.
+void on_thread_exit(void* calls) {
   ThreadState& ts = t_thread;
+  t_thread_ending = true;
   if (!ts.producer.header) return;
-  const auto calls = reinterpret_cast<uintptr_t>(round);
-  if (calls < PTHREAD_DESTRUCTOR_ITERATIONS) {
-    pthread_setspecific(g_thread_exit_key, reinterpret_cast<void*>(calls + 1));
+  if (reinterpret_cast<uintptr_t>(calls) < 2) {
+    pthread_setspecific(g_thread_exit_key, reinterpret_cast<void*>(uintptr_t(2)));
     return;
   }
   // Release: every record this thread pushed is published before the recorder may reclaim the slot.
@@ -192,6 +197,7 @@ void on_fork_child() {
   ts.depth = 0;
   ts.domains = 0;
   ts.in_tracer = 0;
+  t_thread_ending = false;
   g_process_announced.store(false, std::memory_order_relaxed);
   g_runtime_reported.store(false, std::memory_order_relaxed);
   g_process_start_ticks = 0;
@@ -428,7 +434,7 @@ bool prepare_thread(ThreadState& ts) {
   ts.in_tracer++;
   bool claimed = claim_ring(ts);
   if (claimed) {
-    pthread_setspecific(g_thread_exit_key, reinterpret_cast<void*>(1));
+    pthread_setspecific(g_thread_exit_key, reinterpret_cast<void*>(uintptr_t(t_thread_ending ? 2 : 1)));
     const bool first_in_process = !g_process_announced.exchange(true, std::memory_order_relaxed);
     abi::ThreadStartRecord start{};
     // Once per thread: nsys's cuda_api_trace shows it (T-Pri). errno is restored below.

@@ -12,6 +12,9 @@
 //        osrt_app key_destructor <ms>
 //          a thread sleeps <ms> (usleep) and ends; a pthread key main created, whose destructor sleeps
 //          <ms> too, runs as it ends (after the tracer's own key destructor); then the thread's tid
+//        osrt_app key_destructor_threads <n>
+//          n threads one after another, each making no call of its own but setting that key, whose
+//          destructor sleeps 1 ms: each thread's only recorded call comes as it ends
 //        osrt_app cuda <n>
 //          n times: cudaMalloc, cudaMemcpy to the device, cudaFree, each between usleep(1000)
 //        osrt_app signals <n>
@@ -142,6 +145,23 @@ int key_destructor(long ms) {
   return 0;
 }
 
+void* quiet(void*) {
+  pthread_setspecific(g_sleepy_key, reinterpret_cast<void*>(1));
+  return nullptr;
+}
+
+int key_destructor_threads(int n) {
+  g_sleepy_ms = 1;
+  pthread_key_create(&g_sleepy_key, sleep_as_the_thread_ends);
+  for (int i = 0; i < n; ++i) {
+    pthread_t t;
+    if (pthread_create(&t, nullptr, quiet, nullptr) != 0) return std::fputs("pthread_create failed\n", stderr), 1;
+    pthread_join(t, nullptr);
+  }
+  std::printf("threads %d\n", n);
+  return 0;
+}
+
 int cuda(int n) {
   char host[256] = {};
   for (int i = 0; i < n; ++i) {
@@ -196,6 +216,7 @@ int main(int argc, char** argv) {
   if (mode == "calls" && argc == 3) return calls(std::atoi(argv[2]));
   if (mode == "threads" && argc == 3) return threads(std::atol(argv[2]));
   if (mode == "key_destructor" && argc == 3) return key_destructor(std::atol(argv[2]));
+  if (mode == "key_destructor_threads" && argc == 3) return key_destructor_threads(std::atoi(argv[2]));
   if (mode == "cuda" && argc == 3) return cuda(std::atoi(argv[2]));
   if (mode == "signals" && argc == 3) return signals(std::atol(argv[2]));
   std::fputs("usage: osrt_app sleeps <long> <short> <long_ms> <short_us> | calls <n> | threads <hold_ms> | cuda <n> | "

@@ -94,6 +94,17 @@ def test_a_call_from_another_librarys_key_destructor_stays_on_its_threads_ring(t
     assert all(e["dur"] >= 3000 for e in sleeps)
 
 
+def test_rings_first_claimed_as_threads_end_are_all_given_back(tmp_path):
+    # 300 threads, more than the session's 256 rings, each recording its one call from a key destructor
+    # as it ends: each ring must be retired for the next threads to have one.
+    proc, trace = profile(tmp_path, [app("osrt_app"), "key_destructor_threads", "300"], options=["-t", "osrt"])
+    assert proc.stdout == "threads 300\n"
+    sleeps = [e for e in osrt_calls(trace, tmp_path) if e["name"] == "usleep"]
+    assert len(sleeps) == 300 and len({e["tid"] for e in sleeps}) == 300
+    totals = info_totals(info(trace))
+    assert totals["lost_no_slot"] == 0 and totals["dropped"] == 0, totals
+
+
 def test_a_library_loaded_while_another_threads_calls_take_backtraces_never_deadlocks(tmp_path):
     # The library's constructor (run with the loader's lock held) makes a slow OS call, whose backtrace
     # notes the loaded objects, while the other thread's calls are noting them too and looking up the
