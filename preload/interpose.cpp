@@ -334,7 +334,7 @@ extern "C" void* cutrace_dlvsym_handle(void* handle, const char* name, const cha
 // a later object may be mapped at its addresses, and frames taken before must not be named from that
 // one. The real dlclose runs first and its result and dlerror() state are the program's; the look
 // afterwards makes no dl call that could disturb them (dl_iterate_phdr leaves dlerror() alone).
-extern "C" int dlclose(void* handle) {
+extern "C" CUTRACE_EXPORT int dlclose(void* handle) {
   using DlcloseFn = int (*)(void*);
   static std::atomic<DlcloseFn> real{nullptr};
   DlcloseFn close = real.load(std::memory_order_acquire);

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import APPS, SIM_LIB, api_sum, app, calls, info, profile, sim_env
+from conftest import APPS, BUILD, SIM_LIB, api_sum, app, calls, info, profile, sim_env
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 RUNTIME_CALLS = {"cudaGetDeviceCount", "cudaMalloc", "cudaMemcpy", "cudaFree", "cudaDeviceSynchronize"}
@@ -33,6 +33,15 @@ def recorded(trace):
 
 def untraced(command, env):
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_shim_exports_the_libc_functions_it_wraps():
+    # The shim is built with hidden visibility: a wrapper of a libc function not marked for export is
+    # never reached (dlclose's was not, and its unload records came only at the next look).
+    shim = Path(os.environ.get("CUTRACE_PRELOAD_LIB", BUILD / "lib" / "libcutrace-preload.so"))
+    out = subprocess.run(["nm", "-D", "--defined-only", str(shim)], capture_output=True, text=True, check=True).stdout
+    exported = {line.split()[-1] for line in out.splitlines() if len(line.split()) == 3}
+    assert {"dlsym", "dlvsym", "dlclose"} <= exported
 
 
 def test_ctypes_script_is_traced_call_for_call(tmp_path):
