@@ -3,9 +3,11 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +48,9 @@ struct Cupti {
 Cupti g_cupti{};
 std::atomic<bool> g_started{false};   // this process tried (a forked child tries afresh: forget_gpu_activity)
 std::atomic<bool> g_running{false};   // CUPTI delivers activity to this process's trace
+pid_t g_running_pid = 0;              // the process that started it (a vfork child shares this memory)
+// Forced flushes asked of the flusher thread (flush_gpu_activity_before_exit) and done by it: futex words.
+std::atomic<uint32_t> g_flushes_asked{0}, g_flushes_done{0};
 uintptr_t g_cupti_start = 0, g_cupti_end = 0;  // the loaded CUPTI's address range
 
 // Activity buffers: CUPTI asks for one whenever it fills one. A bounded pool, so that a program
@@ -380,10 +385,18 @@ void* flusher(void*) {
   prepare_thread(ts);
   ts.in_tracer++;  // what CUPTI calls while it flushes here is CUPTI's, not the program's
   t_flushing = true;
+  uint32_t done = 0;
   while (g_running.load(std::memory_order_relaxed)) {
+    // Woken early by a forced flush asked for.
     timespec pause{0, 250000000};
-    nanosleep(&pause, nullptr);
-    if (g_running.load(std::memory_order_relaxed)) g_cupti.flush_all(0);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_flushes_asked), FUTEX_WAIT_PRIVATE, done, &pause, nullptr, 0);
+    if (!g_running.load(std::memory_order_relaxed)) break;
+    const uint32_t asked = g_flushes_asked.load(std::memory_order_acquire);
+    g_cupti.flush_all(asked != done ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+    if (asked != done) {
+      done = asked;
+      g_flushes_done.store(done, std::memory_order_release);
+    }
   }
   return nullptr;
 }
@@ -486,6 +499,7 @@ void start_gpu_activity(ThreadState& ts) {
     char text[1400];
     std::snprintf(text, sizeof text, "GPU activity from %s", path);
     report(ts, 0, text);
+    g_running_pid = getpid();
     g_running.store(true, std::memory_order_release);
     atexit(flush_at_exit);
     start_tracer_thread(flusher);
@@ -511,10 +525,23 @@ void flush_gpu_activity() {
 
 bool in_shims_cupti(uintptr_t address) { return address >= g_cupti_start && address < g_cupti_end; }
 
+void flush_gpu_activity_before_exit(uint32_t limit_ms) {
+  if (!g_running.load(std::memory_order_acquire) || getpid() != g_running_pid) return;
+  const int saved_errno = errno;
+  const uint32_t ticket = g_flushes_asked.fetch_add(1, std::memory_order_acq_rel) + 1;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_flushes_asked), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  for (uint32_t waited = 0; waited < limit_ms; ++waited) {
+    if (int32_t(g_flushes_done.load(std::memory_order_acquire) - ticket) >= 0) break;
+    timespec pause{0, 1000000};
+    nanosleep(&pause, nullptr);
+  }
+  errno = saved_errno;
+}
+
 void forget_gpu_activity() {
-  // The child has no CUPTI worker or flusher thread; it records API calls only.
+  // The parent's CUPTI worker and flusher threads are not in the child. Where the parent had started
+  // no CUPTI (g_started as inherited), the child may start its own on its first CUDA use.
   g_running.store(false, std::memory_order_relaxed);
-  g_started.store(true, std::memory_order_relaxed);
   g_sent_names.forget();
 }
 

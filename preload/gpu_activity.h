@@ -13,8 +13,9 @@
 
 namespace cutrace::preload {
 
-// Starts GPU activity for this process, once (a forked child starts nothing: CUPTI does not survive a
-// fork). Call where the process is first known to use CUDA, outside any wrapped call in flight.
+// Starts GPU activity for this process, once. A forked child starts its own only where its parent had
+// not started one (CUDA does not survive a fork: a child can use it only when its parent had not).
+// Call where the process is first known to use CUDA, outside any wrapped call in flight.
 void start_gpu_activity(ThreadState& ts);
 
 // Hands every record CUPTI holds to the trace, incomplete buffers too: at the end of a capture range
@@ -25,7 +26,12 @@ void flush_gpu_activity();
 // must get the real ones, or its internal calls would show as the program's.
 bool in_shims_cupti(uintptr_t address);
 
-// In a forked child: GPU activity is the parent's.
+// As the process leaves through _exit (no exit handlers run: multiprocessing's children): has the
+// flusher thread hand CUPTI's records to the trace, waiting for it at most `limit_ms`, so that a
+// process that _exits from a bad state (a crash handler, with CUPTI's locks held) still ends.
+void flush_gpu_activity_before_exit(uint32_t limit_ms);
+
+// In a forked child: the parent's CUPTI, if it had started one, is not the child's.
 void forget_gpu_activity();
 
 }  // namespace cutrace::preload

@@ -11,6 +11,8 @@
 #include "interpose.h"
 
 #include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -352,3 +354,30 @@ extern "C" CUTRACE_EXPORT int dlclose(void* handle) {
   errno = saved_errno;
   return result;
 }
+
+// _exit (and _Exit) run no exit handlers, so the atexit flush of GPU activity never runs: Python's
+// multiprocessing children leave through os._exit. CUPTI's records are handed to the trace first, by
+// the flusher thread and for a bounded time, so that a process calling _exit from a bad state (a crash
+// handler, with CUPTI's locks held) still ends.
+namespace {
+
+using ExitFn = void (*)(int);
+
+[[noreturn]] void leave(const char* name, std::atomic<ExitFn>& real, int status) {
+  flush_gpu_activity_before_exit(500);
+  ExitFn exit_now = real.load(std::memory_order_acquire);
+  if (!exit_now) {
+    exit_now = reinterpret_cast<ExitFn>(elf::find_next(self_address(), name));
+    real.store(exit_now, std::memory_order_release);
+  }
+  if (exit_now) exit_now(status);
+  syscall(SYS_exit_group, status);
+  __builtin_unreachable();
+}
+
+std::atomic<ExitFn> g_real_exit{nullptr}, g_real_exit_upper{nullptr};
+
+}  // namespace
+
+extern "C" CUTRACE_EXPORT [[noreturn]] void _exit(int status) noexcept { leave("_exit", g_real_exit, status); }
+extern "C" CUTRACE_EXPORT [[noreturn]] void _Exit(int status) noexcept { leave("_Exit", g_real_exit_upper, status); }

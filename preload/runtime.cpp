@@ -453,8 +453,9 @@ bool prepare_thread(ThreadState& ts) {
     if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0) emit_string(ts, abi::StringKind::kThreadName, 0, name, strlen(name));
     if (first_in_process) announce_process(ts);
     // A program that reaches the driver without a runtime (static runtime, driver API) starts GPU
-    // activity here; one with a runtime did when the runtime was reported.
-    if (first_in_process && !g_is_forked_child && process_uses_cuda()) start_gpu_activity(ts);
+    // activity here; one with a runtime did when the runtime was reported. A forked child starts its
+    // own only if its parent had none (start_gpu_activity).
+    if (first_in_process && process_uses_cuda()) start_gpu_activity(ts);
     start_timer_sampling();
     // A forked child's sampler starts here, once the child records: at the fork, its interpreter is
     // not yet fit for another thread to take the GIL.

@@ -9,6 +9,7 @@ import csv
 import io
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import CUTRACE, api_sum, app, calls, counts, info, info_totals, metadata, profile, sim_env
 
@@ -209,3 +210,44 @@ def test_a_graphs_kernels_come_from_cupti_and_flow_from_the_graph_launch(tmp_pat
         start = starts[end["id"]]
         issuing = {c["name"] for c in events if c["tid"] == start["tid"] and c["ts"] <= start["ts"] <= c["ts"] + c["dur"]}
         assert "cuGraphLaunch" in issuing, issuing
+
+
+def gpu_work_per_process(trace, tmp_path):
+    _, doc = calls(trace, tmp_path, domains=None)
+    return collections.Counter((e["pid"], e["name"]) for e in doc["traceEvents"] if e.get("cat") == "cuda_gpu")
+
+
+# A process leaving through _exit (os._exit, multiprocessing's children) runs no exit handlers; the
+# shim flushes CUPTI's records first.
+EXITING = """
+import ctypes, os, sys
+lib = ctypes.CDLL("libcudart.so.13")
+device, host = ctypes.c_void_p(), (ctypes.c_char * 256)()
+lib.cudaMalloc(ctypes.byref(device), ctypes.c_size_t(256))
+for _ in range(3):
+    lib.cudaMemcpy(device, host, ctypes.c_size_t(256), 1)
+sys.stdout.flush()
+os._exit(5)
+"""
+
+
+def test_a_process_leaving_through_os_exit_keeps_its_gpu_activity(tmp_path):
+    proc, trace = profile(tmp_path, [sys.executable, "-c", EXITING], check=False)
+    assert proc.returncode == 5, proc.stderr
+    assert summary(trace)["gpu_activity.memcpy"] == 3
+    assert summary(trace)["dropped"] == 0
+
+
+def test_multiprocessing_children_that_first_use_cuda_have_gpu_activity_of_their_own(tmp_path):
+    # The parent forks its children before it loads the runtime: each child is the first of its line
+    # to use CUDA, starts its own CUPTI, and leaves through os._exit.
+    children, iterations = 2, 4
+    scripts = Path(__file__).resolve().parent / "scripts"
+    command = [sys.executable, str(scripts / "ctypes_runtime.py"), "libcudart.so.13", str(iterations),
+               "--children-first", str(children)]
+    proc, trace = profile(tmp_path, command)
+    pids = {int(line.split()[-1]) for line in proc.stdout.splitlines() if line.split()[-2:-1] == ["pid"]}
+    assert len(pids) == children + 1, proc.stdout
+    work = gpu_work_per_process(trace, tmp_path)
+    assert work == {(pid, "[CUDA memcpy Host-to-Device]"): iterations for pid in pids}, work
+    assert not warnings(proc.stderr), proc.stderr

@@ -41,7 +41,7 @@ def test_the_shim_exports_the_libc_functions_it_wraps():
     shim = Path(os.environ.get("CUTRACE_PRELOAD_LIB", BUILD / "lib" / "libcutrace-preload.so"))
     out = subprocess.run(["nm", "-D", "--defined-only", str(shim)], capture_output=True, text=True, check=True).stdout
     exported = {line.split()[-1] for line in out.splitlines() if len(line.split()) == 3}
-    assert {"dlsym", "dlvsym", "dlclose"} <= exported
+    assert {"dlsym", "dlvsym", "dlclose", "_exit", "_Exit"} <= exported
 
 
 def test_ctypes_script_is_traced_call_for_call(tmp_path):

@@ -483,3 +483,44 @@ def test_pytorch_profiler_started_midway_leaves_cutraces_gpu_activity_whole(tmp_
     assert without["kineto_gpu_events"] == ops
     assert phases == {"fill": ops, "mul": ops, "add": ops}, phases
     assert sum(kernels.values()) == 3 * ops, kernels
+
+
+FORK_CHILD_SCRIPT = r"""
+import multiprocessing
+import torch
+
+def child(queue):
+    x = torch.ones(1024, device="cuda")
+    queue.put(float((x * 2).sum()))
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    worker = context.Process(target=child, args=(queue,))
+    worker.start()
+    value = queue.get(timeout=120)
+    worker.join()
+    print("child", value, "exit", worker.exitcode)
+"""
+
+
+def test_a_fork_child_is_the_first_to_use_cuda_as_without_cutrace(tmp_path):
+    """The parent imports torch (which loads the CUDA runtime, and so starts cutrace's CUPTI) but
+    never initialises CUDA; its fork child does. Whatever CUPTI does at start-up must leave CUDA usable
+    in such a child."""
+    if not torch_with_cuda():
+        pytest.skip("no PyTorch with CUDA in this Python")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("CUTRACE_SESSION", None)
+    script = tmp_path / "fork_child.py"
+    script.write_text(FORK_CHILD_SCRIPT)
+    command = [sys.executable, str(script)]
+    plain = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    proc, trace = profile(tmp_path, command, env=env, timeout=300, check=False)
+    _, doc = calls(trace, tmp_path, domains=None)
+    work = collections.Counter(e["pid"] for e in doc["traceEvents"] if e.get("cat") == "cuda_gpu")
+    report("fork_child_first_cuda", {"plain": plain.stdout, "traced": proc.stdout, "stderr": proc.stderr[-3000:],
+                                     "gpu_work_per_pid": work})
+    assert plain.stdout == "child 2048.0 exit 0\n", plain.stderr
+    assert proc.stdout == plain.stdout, proc.stderr

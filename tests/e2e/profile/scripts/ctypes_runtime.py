@@ -1,8 +1,10 @@
 """Uses the CUDA runtime the way Python programs do without a CUDA package: ctypes.CDLL, which is
 dlopen(RTLD_LOCAL) and dlsym on the handle. With --children N, multiprocessing (fork start method,
 Python's default on Linux before 3.14) runs N children that make calls of their own after the fork.
+With --children-first N, the parent forks its N children before it loads the runtime at all (each
+child is the first of its line to use CUDA), and makes its own calls once they have ended.
 
-usage: ctypes_runtime.py LIBRARY ITERATIONS [--children N]
+usage: ctypes_runtime.py LIBRARY ITERATIONS [--children N | --children-first N]
 stdout: "calls <function> <n>" for the calls of this process (children print with a "child <pid>"
         prefix), "pid <pid>" for each process."""
 import ctypes
@@ -35,20 +37,26 @@ def child(library, iterations):
     use_runtime(ctypes.CDLL(library), iterations, f"child {os.getpid()} ")
 
 
+def run_children(library, iterations, children):
+    context = multiprocessing.get_context("fork")
+    procs = [context.Process(target=child, args=(library, iterations)) for _ in range(children)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    if any(p.exitcode != 0 for p in procs):
+        sys.exit(1)
+
+
 def main():
     library, iterations = sys.argv[1], int(sys.argv[2])
-    children = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--children" else 0
-    lib = ctypes.CDLL(library)
-    use_runtime(lib, iterations, "")
-    if children:
-        context = multiprocessing.get_context("fork")
-        procs = [context.Process(target=child, args=(library, iterations)) for _ in range(children)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join()
-        if any(p.exitcode != 0 for p in procs):
-            sys.exit(1)
+    option = sys.argv[3] if len(sys.argv) > 4 else ""
+    children = int(sys.argv[4]) if option in ("--children", "--children-first") else 0
+    if option == "--children-first":
+        run_children(library, iterations, children)
+    use_runtime(ctypes.CDLL(library), iterations, "")
+    if option == "--children":
+        run_children(library, iterations, children)
 
 
 if __name__ == "__main__":
