@@ -336,17 +336,28 @@ extern "C" void* cutrace_dlvsym_handle(void* handle, const char* name, const cha
 // a later object may be mapped at its addresses, and frames taken before must not be named from that
 // one. The real dlclose runs first and its result and dlerror() state are the program's; the look
 // afterwards makes no dl call that could disturb them (dl_iterate_phdr leaves dlerror() alone).
+namespace {
+
+// The definition the shim's wrapper of libc function `name` stands in front of, found once, without a
+// dl call (dlerror() and the loader's lock are left as they were); nullptr when there is none.
+template <class Fn>
+Fn next_definition(std::atomic<Fn>& found, const char* name) {
+  Fn fn = found.load(std::memory_order_acquire);
+  if (!fn) {
+    fn = reinterpret_cast<Fn>(elf::find_next(self_address(), name));
+    if (fn) found.store(fn, std::memory_order_release);
+  }
+  return fn;
+}
+
+}  // namespace
+
 extern "C" CUTRACE_EXPORT int dlclose(void* handle) {
-  using DlcloseFn = int (*)(void*);
-  static std::atomic<DlcloseFn> real{nullptr};
-  DlcloseFn close = real.load(std::memory_order_acquire);
+  static std::atomic<int (*)(void*)> real{nullptr};
+  const auto close = next_definition(real, "dlclose");
   if (!close) {
-    close = reinterpret_cast<DlcloseFn>(elf::find_next(self_address(), "dlclose"));
-    if (!close) {
-      errno = ENOSYS;
-      return -1;
-    }
-    real.store(close, std::memory_order_release);
+    errno = ENOSYS;
+    return -1;
   }
   const int result = close(handle);
   const int saved_errno = errno;
@@ -362,20 +373,14 @@ extern "C" CUTRACE_EXPORT int dlclose(void* handle) {
 namespace {
 
 using ExitFn = void (*)(int);
+std::atomic<ExitFn> g_real_exit{nullptr}, g_real_exit_upper{nullptr};
 
 [[noreturn]] void leave(const char* name, std::atomic<ExitFn>& real, int status) {
   flush_gpu_activity_before_exit(500);
-  ExitFn exit_now = real.load(std::memory_order_acquire);
-  if (!exit_now) {
-    exit_now = reinterpret_cast<ExitFn>(elf::find_next(self_address(), name));
-    real.store(exit_now, std::memory_order_release);
-  }
-  if (exit_now) exit_now(status);
+  if (const ExitFn exit_now = next_definition(real, name)) exit_now(status);
   syscall(SYS_exit_group, status);
   __builtin_unreachable();
 }
-
-std::atomic<ExitFn> g_real_exit{nullptr}, g_real_exit_upper{nullptr};
 
 }  // namespace
 

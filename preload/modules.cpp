@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "api_lookup.h"
@@ -64,12 +65,6 @@ class Locked {
   }
   ~Locked() { g_lock.clear(std::memory_order_release); }
 };
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return 0;
-}
 
 uint64_t fnv1a64(const char* s) {
   uint64_t h = 1469598103934665603ull;
@@ -290,14 +285,14 @@ bool page_writable(uintptr_t address) {
     size_t line = 0;
     for (size_t i = 0; i < end && !found; ++i) {
       if (buffer[i] != '\n') continue;
-      // "start-end perms ...": hexadecimal bounds, then r/w/x/p.
-      uintptr_t lo = 0, hi = 0;
-      size_t k = line;
-      for (; k < i && buffer[k] != '-'; ++k) lo = lo * 16 + uintptr_t(hex_digit(buffer[k]));
-      for (++k; k < i && buffer[k] != ' '; ++k) hi = hi * 16 + uintptr_t(hex_digit(buffer[k]));
-      if (address >= lo && address < hi && k + 2 < i) {
+      // "start-end perms ...": hexadecimal bounds, then r/w/x/p. Each line ends in '\n', so the
+      // numbers end inside the buffer.
+      char* after = nullptr;
+      const uintptr_t lo = std::strtoull(buffer + line, &after, 16);
+      const uintptr_t hi = *after == '-' ? std::strtoull(after + 1, &after, 16) : 0;
+      if (address >= lo && address < hi && after + 2 < buffer + i) {
         found = true;
-        writable = buffer[k + 2] == 'w';
+        writable = after[2] == 'w';
       }
       line = i + 1;
     }
@@ -461,8 +456,8 @@ void note_loaded_objects(ThreadState& ts) {
   // functions (dlvsym) waits for the loader's lock, and a thread holding that lock (inside dlopen,
   // running a constructor) may be waiting for g_lock here.
   bool deferred = false;
-  for (;;) {
-    elf::Object claimed;
+  elf::Object claimed;
+  while (!deferred) {
     bool redirect = false;
     {
       Locked lock;
@@ -477,23 +472,22 @@ void note_loaded_objects(ThreadState& ts) {
         if (g_startup_noted) claimed = g_objects[i], redirect = true;
       }
       g_startup_noted = true;
-      // Before the process has recorded anything, only a CUDA library makes it start reporting.
-      if (!redirect) need_ring = announced ? reported_set_changed() : any_cuda_library();
     }
     if (!redirect) break;
     resolve_imported_functions(claimed);
-    bool done = true;
-    with_loaded(claimed, [&](const elf::Object& o) { done = redirect_imports(o); });
-    if (done) continue;
-    // Still being relocated: looked at again by a later call (the load counts are not marked seen).
+    with_loaded(claimed, [&](const elf::Object& o) { deferred = !redirect_imports(o); });
+  }
+  {
     Locked lock;
     collect_objects();
-    const ObjectKey k = key_of(claimed);
-    for (uint32_t i = g_examined.count; i-- > 0;)
-      if (g_examined.keys[i] == k) g_examined.remove_at(i);
+    // Still being relocated: looked at again by a later call (the load counts are not marked seen).
+    if (deferred) {
+      const ObjectKey k = key_of(claimed);
+      for (uint32_t i = g_examined.count; i-- > 0;)
+        if (g_examined.keys[i] == k) g_examined.remove_at(i);
+    }
+    // Before the process has recorded anything, only a CUDA library makes it start reporting.
     need_ring = announced ? reported_set_changed() : any_cuda_library();
-    deferred = true;
-    break;
   }
   ts.in_tracer--;
   // Claiming a ring may announce the process, which reports every object itself (and takes the lock).

@@ -13,6 +13,12 @@ def osrt_calls(trace, tmp_path):
     return events
 
 
+def listed_tids(info_text):
+    """The tid of each row of `cutrace info`'s "Threads" table, a thread listed twice twice."""
+    rows = info_text.split("Threads (", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    return [int(row.split()[1]) for row in rows]
+
+
 def test_calls_above_the_threshold_are_recorded_and_those_below_are_not(tmp_path):
     # 3 sleeps of 60 ms and 4 of 50 us with each function, threshold 20 ms: exactly the long ones.
     command = [app("osrt_app"), "sleeps", "3", "4", "60", "50"]
@@ -75,8 +81,7 @@ def test_each_thread_is_one_thread_of_the_trace_when_the_unwinder_frees_its_cach
     proc, trace = profile(tmp_path, [app("osrt_app"), "threads", "80"], options=["-t", "osrt", "--osrt-threshold", "0"])
     waiter = int(proc.stdout.split()[1])
     text = info(trace)
-    rows = text.split("Threads (", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
-    tids = [int(row.split()[1]) for row in rows]
+    tids = listed_tids(text)
     assert len(tids) == 2 and len(set(tids)) == 2 and waiter in tids, text
     assert "munmap" not in {e["name"] for e in osrt_calls(trace, tmp_path) if e["tid"] == waiter}
 
@@ -87,8 +92,7 @@ def test_a_call_from_another_librarys_key_destructor_stays_on_its_threads_ring(t
     proc, trace = profile(tmp_path, [app("osrt_app"), "key_destructor", "3"], options=["-t", "osrt"])
     tid = int(proc.stdout.split()[1])
     text = info(trace)
-    rows = text.split("Threads (", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
-    assert sorted(int(row.split()[1]) for row in rows).count(tid) == 1, text
+    assert listed_tids(text).count(tid) == 1, text
     sleeps = [e for e in osrt_calls(trace, tmp_path) if e["name"] == "usleep"]
     assert [e["tid"] for e in sleeps] == [tid, tid]
     assert all(e["dur"] >= 3000 for e in sleeps)
