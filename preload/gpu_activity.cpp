@@ -53,6 +53,14 @@ pid_t g_running_pid = 0;              // the process that started it (a vfork ch
 std::atomic<uint32_t> g_flushes_asked{0}, g_flushes_done{0};
 uintptr_t g_cupti_start = 0, g_cupti_end = 0;  // the loaded CUPTI's address range
 
+// How far the starter thread got (a futex word), and how long the thread whose call asked for GPU
+// activity waits for each step.
+constexpr uint32_t kStarting = 1, kLoaderFree = 2, kStartDone = 3;
+std::atomic<uint32_t> g_start_phase{0};
+constexpr uint64_t kLoaderWaitMs = 250, kStartWaitMs = 10000;
+// Names the CUPTI library to load instead of the one that matches the process's CUDA runtime.
+constexpr const char* kCuptiPathEnvVar = "CUTRACE_CUPTI_PATH";
+
 // Activity buffers: CUPTI asks for one whenever it fills one. A bounded pool, so that a program
 // producing records faster than the trace takes them makes CUPTI drop (and count) rather than grow
 // without end; a buffer handed back is reused, not freed. 4 MiB each: CUPTI's documentation
@@ -378,13 +386,8 @@ void report_failure(ThreadState& ts, const char* what, CUptiResult r) {
 }
 
 // Every 250 ms, completed buffers go to the trace, so that a program killed later loses at most what
-// CUPTI held since.
-void* flusher(void*) {
-  prctl(PR_SET_NAME, "cutrace-gpu", 0, 0, 0);
-  ThreadState& ts = t_thread;
-  prepare_thread(ts);
-  ts.in_tracer++;  // what CUPTI calls while it flushes here is CUPTI's, not the program's
-  t_flushing = true;
+// CUPTI held since. Runs on the starter thread once CUPTI runs.
+void flush_until_stopped(ThreadState&) {
   uint32_t done = 0;
   while (g_running.load(std::memory_order_relaxed)) {
     // Woken early by a forced flush asked for.
@@ -398,27 +401,26 @@ void* flusher(void*) {
       g_flushes_done.store(done, std::memory_order_release);
     }
   }
-  return nullptr;
 }
 
 void flush_at_exit() { flush_gpu_activity(); }
 
 }  // namespace
 
-void start_gpu_activity(ThreadState& ts) {
-  if (!g_session || !(g_session->gpu_activity & abi::kGpuActivityOn) || !ts.producer.header) return;
-  if (g_started.exchange(true)) return;
-  const int saved_errno = errno;
-  ts.in_tracer++;  // CUPTI's own lookups while it loads and starts get the real functions
+namespace {
+
+// Loads CUPTI and enables the kinds; says in the trace what came of it. Runs on the starter thread.
+void start_cupti(ThreadState& ts) {
   for (auto* table : {g_runtime_api, g_driver_api})
     for (uint32_t i = 0; i < kCbidSlots; ++i) table[i].store(-2, std::memory_order_relaxed);
 
-  // The runtime the process uses says which CUPTI major version to load.
-  int major = 13;
+  // The runtime the process uses says which CUPTI major version to load; a program without one (the
+  // driver API, the static runtime) goes by the driver's.
+  int major = 0;
   char runtime_path[1024] = "";
   int32_t ids[kMaxMajorVersions];
   const size_t count = find_apis("cudaRuntimeGetVersion", ids, kMaxMajorVersions);
-  for (size_t k = 0; k < count; ++k) {
+  for (size_t k = 0; k < count && !major; ++k) {
     auto get_version = real_function<int (*)(int*)>(uint32_t(ids[k]));
     int version = 0;
     Dl_info where{};
@@ -426,10 +428,29 @@ void start_gpu_activity(ThreadState& ts) {
     major = version / 1000;
     if (dladdr(reinterpret_cast<void*>(get_version), &where) && where.dli_fname)
       std::snprintf(runtime_path, sizeof runtime_path, "%s", where.dli_fname);
-    break;
+  }
+  if (!major) {
+    auto driver_version = real_function<int (*)(int*)>(uint32_t(find_api("cuDriverGetVersion")));
+    int version = 0;
+    major = driver_version && driver_version(&version) == 0 && version >= 1000 ? version / 1000 : 13;
   }
   char path[1200] = "";
-  void* handle = find_cupti(major, runtime_path, path, sizeof path);
+  void* handle = nullptr;
+  if (const char* chosen = getenv(kCuptiPathEnvVar); chosen && *chosen) {
+    handle = open_cupti(chosen, false);
+    link_map* map = nullptr;
+    const bool named = handle && dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name;
+    std::snprintf(path, sizeof path, "%s", named ? map->l_name : chosen);
+    if (!handle) {
+      char text[1400];
+      std::snprintf(text, sizeof text, "%s=%s cannot be loaded (%s), so the trace has no GPU activity", kCuptiPathEnvVar,
+                    chosen, dlerror());
+      report(ts, uint32_t(CUPTI_ERROR_NOT_INITIALIZED), text);
+      return;
+    }
+  } else {
+    handle = find_cupti(major, runtime_path, path, sizeof path);
+  }
   if (!handle) {
     char text[512];
     std::snprintf(text, sizeof text,
@@ -437,8 +458,6 @@ void start_gpu_activity(ThreadState& ts) {
                   "the trace has no GPU activity; install CUPTI or put its directory on LD_LIBRARY_PATH",
                   major);
     report(ts, uint32_t(CUPTI_ERROR_NOT_INITIALIZED), text);
-    ts.in_tracer--;
-    errno = saved_errno;
     return;
   }
   bool all = true;
@@ -502,9 +521,64 @@ void start_gpu_activity(ThreadState& ts) {
     g_running_pid = getpid();
     g_running.store(true, std::memory_order_release);
     atexit(flush_at_exit);
-    start_tracer_thread(flusher);
   }
-  ts.in_tracer--;
+}
+
+// The starter thread: loads and starts CUPTI away from the thread whose first CUDA call asked for it,
+// which may hold the loader's lock (a library constructor that calls CUDA) or locks of its own; then,
+// where CUPTI runs, it stays as the flusher.
+void* starter(void*) {
+  prctl(PR_SET_NAME, "cutrace-gpu", 0, 0, 0);
+  ThreadState& ts = t_thread;
+  prepare_thread(ts);
+  ts.in_tracer++;  // what CUPTI calls while it starts and flushes here is CUPTI's, not the program's
+  t_flushing = true;
+  // A look at a loaded object takes the loader's lock: returning says no constructor holds it, so
+  // the dlopen of CUPTI that follows will not wait for the thread that asked.
+  dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  g_start_phase.store(kLoaderFree, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_start_phase), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  start_cupti(ts);
+  g_start_phase.store(kStartDone, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_start_phase), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  if (g_running.load(std::memory_order_acquire)) flush_until_stopped(ts);
+  return nullptr;
+}
+
+// Waits until the start phase reaches `phase`, for at most `limit_ms`. Whether it did.
+bool wait_for_phase(uint32_t phase, uint64_t limit_ms) {
+  const uint64_t deadline = monotonic_ns() + limit_ms * 1000000ull;
+  for (;;) {
+    const uint32_t now_phase = g_start_phase.load(std::memory_order_acquire);
+    if (now_phase >= phase) return true;
+    const uint64_t t = monotonic_ns();
+    if (t >= deadline) return false;
+    const uint64_t left = deadline - t;
+    timespec pause{time_t(left / 1000000000ull), long(left % 1000000000ull)};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_start_phase), FUTEX_WAIT_PRIVATE, now_phase, &pause, nullptr, 0);
+  }
+}
+
+}  // namespace
+
+void on_driver_initialized() {
+  if (!g_session || !(g_session->gpu_activity & abi::kGpuActivityOn)) return;
+  if (g_started.load(std::memory_order_relaxed) || g_started.exchange(true)) return;
+  const int saved_errno = errno;
+  g_start_phase.store(kStarting, std::memory_order_relaxed);
+  if (!start_tracer_thread(starter)) {
+    ThreadState& ts = t_thread;
+    if (ts.producer.header || prepare_thread(ts)) {
+      report(ts, uint32_t(CUPTI_ERROR_UNKNOWN), "the thread that starts CUPTI could not be created, so the trace has no GPU activity");
+    }
+    errno = saved_errno;
+    return;
+  }
+  // The program's CUDA work should find CUPTI running, so this call waits for the start: briefly for
+  // the loader (a caller inside a library's constructor holds its lock, and CUPTI then starts once
+  // the constructor returns), then a bounded time for CUPTI itself, so that a CUPTI that hangs only
+  // costs the program that wait.
+  if (wait_for_phase(kLoaderFree, kLoaderWaitMs)) wait_for_phase(kStartDone, kStartWaitMs);
   errno = saved_errno;
 }
 

@@ -1,5 +1,5 @@
 // GPU activity (-t cuda): what the device ran, from CUPTI's Activity API, when a driver and CUPTI are
-// present. The shim loads the process's CUPTI (libcupti.so.<runtime major>: one already loaded, one
+// present. Once the process has initialised a driver, the shim loads the process's CUPTI (libcupti.so.<runtime major>: one already loaded, one
 // beside the CUDA runtime, one on the library path, the toolkit's), takes CUPTI's single subscriber
 // slot so that a second profiler cannot silently take its buffers, gives CUPTI the trace's clock,
 // and re-encodes every buffer CUPTI completes into GpuActivity records in the ring of the thread that
@@ -13,10 +13,13 @@
 
 namespace cutrace::preload {
 
-// Starts GPU activity for this process, once. A forked child starts its own only where its parent had
-// not started one (CUDA does not survive a fork: a child can use it only when its parent had not).
-// Call where the process is first known to use CUDA, outside any wrapped call in flight.
-void start_gpu_activity(ThreadState& ts);
+// The process's first successful cuInit: a driver is present and initialised, the one moment CUPTI
+// can start safely (some CUPTI versions crash without a driver, and NVIDIA's own injection starts
+// there too) and before any context exists, so that every kernel is seen. Starts GPU activity once
+// per process, on a thread of its own, and waits a bounded time for it. A forked child starts its own
+// only where its parent had not started one (CUDA does not survive a fork: a child can use it only
+// when its parent had not).
+void on_driver_initialized();
 
 // Hands every record CUPTI holds to the trace, incomplete buffers too: at the end of a capture range
 // and at exit.

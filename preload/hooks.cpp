@@ -4,6 +4,7 @@
 // full). The entry-point hooks are in interpose.cpp.
 #include <cstring>
 
+#include "gpu_activity.h"
 #include "runtime.h"
 
 namespace cutrace::preload::hooks {
@@ -41,5 +42,8 @@ void name_kernel_by_value(const void* handle, const char* const* name_slot) {
   if (!name_slot) return;
   name_kernel(reinterpret_cast<uint64_t>(handle), *name_slot);
 }
+
+// cuInit succeeded: the driver is there and initialised, so GPU activity can start (gpu_activity.h).
+void driver_initialized() { on_driver_initialized(); }
 
 }  // namespace cutrace::preload::hooks

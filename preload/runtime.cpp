@@ -300,10 +300,8 @@ void report_cuda_runtime(ThreadState& ts) {
     if (!get_version || get_version(&version) != 0 || !dladdr(reinterpret_cast<void*>(get_version), &where) ||
         !where.dli_fname)
       continue;
-    if (!g_runtime_reported.exchange(true, std::memory_order_relaxed)) {
+    if (!g_runtime_reported.exchange(true, std::memory_order_relaxed))
       emit_string(ts, abi::StringKind::kCudaRuntime, uint64_t(version), where.dli_fname, strlen(where.dli_fname));
-      start_gpu_activity(ts);
-    }
     return;
   }
 }
@@ -452,10 +450,6 @@ bool prepare_thread(ThreadState& ts) {
     char name[17] = {};
     if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0) emit_string(ts, abi::StringKind::kThreadName, 0, name, strlen(name));
     if (first_in_process) announce_process(ts);
-    // A program that reaches the driver without a runtime (static runtime, driver API) starts GPU
-    // activity here; one with a runtime did when the runtime was reported. A forked child starts its
-    // own only if its parent had none (start_gpu_activity).
-    if (first_in_process && process_uses_cuda()) start_gpu_activity(ts);
     start_timer_sampling();
     // A forked child's sampler starts here, once the child records: at the fork, its interpreter is
     // not yet fit for another thread to take the GIL.

@@ -284,6 +284,8 @@ void driver_entry_point(const char* symbol, void** pfn, int version, unsigned lo
 void runtime_entry_point(const char* symbol, void** pfn, unsigned long long flags) CUTRACE_SHIM_NAME("runtime_entry_point");
 void runtime_entry_point_by_version(const char* symbol, void** pfn, int version, unsigned long long flags)
     CUTRACE_SHIM_NAME("runtime_entry_point_by_version");
+// cuInit succeeded (gpu_activity.h).
+void driver_initialized() CUTRACE_SHIM_NAME("driver_initialized");
 // cudaProfilerStart/Stop, cuProfilerStart/Stop: open and close the process's capture range (capture.cpp).
 void capture_start() CUTRACE_SHIM_NAME("capture_start");
 void capture_stop() CUTRACE_SHIM_NAME("capture_stop");

@@ -62,6 +62,7 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
   slot_stride_ = sizeof(abi::RingHeader) + uint64_t(ring_bytes_);
   clock_kind_ = abi::ClockKind(session->clock_kind);
   trace_domains_ = load_field(session->trace_domains);
+  gpu_activity_ = (load_field(session->gpu_activity) & abi::kGpuActivityOn) != 0;
   writer_ = writer;
   if (!clock_.init(clock_kind_, options_.recalibration_interval_ns, error)) return false;
   osrt_threshold_ns_ = load_field(session->osrt_threshold_ns);
@@ -366,6 +367,7 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       // library the program never reached from one it did.
       if (header.aux < api_domain_bits_.size()) batch_domains_ |= api_domain_bits_[header.aux];
       if (!naming_args_.empty()) remember_kernel_handle(record);
+      if (gpu_activity_) note_no_driver(header.aux, record);
       break;
     }
     case abi::RecordKind::kThreadStart:
@@ -559,12 +561,16 @@ uint64_t Recorder::drain_cpu_samples(bool final) {
 }
 
 void Recorder::set_api_table(const ApiInfo* table, uint32_t count) {
+  api_table_ = table;
+  api_count_ = count;
+  cuinit_api_ = UINT32_MAX;
   naming_args_.assign(count, {-1, -1});
   api_domain_bits_.assign(count, 0);
   table_domains_ = 0;
   wrapped_by_soname_.clear();
   for (uint32_t id = 0; id < count; ++id) {
     if (table[id].library && table[id].name) wrapped_by_soname_[table[id].library].insert(table[id].name);
+    if (table[id].name && std::strcmp(table[id].name, "cuInit") == 0) cuinit_api_ = id;
     if (uint32_t(table[id].domain) < 8) {
       api_domain_bits_[id] = uint8_t(abi::domain_bit(table[id].domain));
       table_domains_ |= api_domain_bits_[id];
@@ -609,6 +615,20 @@ void Recorder::remember_string(const uint8_t* record) {
   if (!name.empty()) return;
   name.assign(reinterpret_cast<const char*>(record + sizeof s), s.length);
   kernel_name_bytes_ += s.length + 16;
+}
+
+void Recorder::note_no_driver(uint32_t api_id, const uint8_t* record) {
+  uint64_t result;
+  std::memcpy(&result, record + offsetof(abi::ApiCallRecord, result), sizeof result);
+  if (result == 0 || api_id >= api_domain_bits_.size()) return;
+  // 35 and 100 (cudaErrorInsufficientDriver, cudaErrorNoDevice) are the runtime's; cuInit fails for
+  // any reason with its own code.
+  const bool runtime = api_domain_bits_[api_id] == abi::domain_bit(abi::ApiDomain::kCudaRuntime);
+  if (!(runtime && (result == 35 || result == 100)) && api_id != cuinit_api_) return;
+  ProcessKernels& p = kernels_[kernels_of_thread_[batch_thread_]];
+  if (p.no_driver_api != UINT32_MAX) return;
+  p.no_driver_api = api_id;
+  p.no_driver_result = result;
 }
 
 void Recorder::remember_kernel_handle(const uint8_t* record) {
@@ -747,8 +767,12 @@ std::vector<std::string> Recorder::warnings() const {
   for (const std::string& w : library_warnings()) out.push_back(w);
   // One line per reason: a run of many processes without a driver says so once.
   std::map<std::string, std::vector<const ProcessKernels*>> without_gpu;
-  for (const ProcessKernels& p : kernels_)
+  for (const ProcessKernels& p : kernels_) {
     if (p.gpu_status_code != UINT32_MAX && p.gpu_status_code != 0) without_gpu[p.gpu_status].push_back(&p);
+    // CUPTI starts once a driver is initialised; a process whose calls found none says so.
+    if (p.gpu_status_code == UINT32_MAX && p.no_driver_api < api_count_)
+      without_gpu[no_driver_reason(p)].push_back(&p);
+  }
   for (const auto& [reason, processes] : without_gpu) {
     if (processes.size() == 1) {
       const ProcessKernels& p = *processes.front();
@@ -968,6 +992,20 @@ trace::KeyValues Recorder::summary() const {
   const std::vector<std::string> w = warnings();
   for (size_t i = 0; i < w.size(); ++i) kv.emplace_back("warning." + std::to_string(i), w[i]);
   return kv;
+}
+
+std::string Recorder::no_driver_reason(const ProcessKernels& p) const {
+  const uint64_t r = p.no_driver_result;
+  const char* name = api_table_[p.no_driver_api].name;
+  std::string why;
+  if (p.no_driver_api == cuinit_api_)
+    why = r == 100 ? "CUDA_ERROR_NO_DEVICE: no CUDA device is visible to the process"
+                   : "the driver could not be initialised";
+  else
+    why = r == 35 ? "cudaErrorInsufficientDriver: no CUDA driver is installed, or it is older than the runtime"
+                  : "cudaErrorNoDevice: no CUDA device is visible to the process";
+  return "its CUDA calls found no usable driver (" + std::string(name ? name : "?") + " returned " +
+         std::to_string(int64_t(r)) + ", " + why + "), so CUPTI was not started";
 }
 
 std::string Recorder::summary_line(uint64_t file_bytes) const {

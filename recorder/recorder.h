@@ -205,8 +205,16 @@ class Recorder {
     // try), and what the shim said of it; bounded.
     uint32_t gpu_status_code = UINT32_MAX;
     std::string gpu_status;
+    // The first recorded call that found no usable driver or device (a runtime call returning
+    // cudaErrorInsufficientDriver or cudaErrorNoDevice, a failed cuInit): why a process that never
+    // initialised a driver has no GPU activity. UINT32_MAX: none.
+    uint32_t no_driver_api = UINT32_MAX;
+    uint64_t no_driver_result = 0;
   };
   void remember_string(const uint8_t* record);
+  // Keeps the first call of the batch's process whose result says no driver or device was usable.
+  void note_no_driver(uint32_t api_id, const uint8_t* record);
+  std::string no_driver_reason(const ProcessKernels& p) const;
   void remember_module(const uint8_t* record, uint32_t bytes);
   // Warnings for CUDA library files that export functions the api table has no wrapper for (a newer
   // version than the build's): their calls are not recorded. Read from the files once, when asked.
@@ -235,6 +243,10 @@ class Recorder {
   std::vector<uint8_t> api_domain_bits_;  // per api id: domain_bit() of its domain (all fit in 8 bits)
   uint32_t table_domains_ = 0;            // domains the api table has functions of
   uint32_t trace_domains_ = 0;            // domains `-t` selected (SessionHeader::trace_domains)
+  bool gpu_activity_ = false;             // --gpu-activity (SessionHeader::gpu_activity)
+  uint32_t cuinit_api_ = UINT32_MAX;      // the api id of cuInit, whose failure says why CUPTI never started
+  const ApiInfo* api_table_ = nullptr;    // set_api_table(), for names in warnings
+  uint32_t api_count_ = 0;
   uint64_t osrt_threshold_ns_ = 0;        // --osrt-threshold (SessionHeader::osrt_threshold_ns)
   uint64_t backtrace_threshold_ns_[abi::kBacktraceClasses] = {};  // SessionHeader::backtrace_threshold_ns
   uint32_t backtrace_unavailable_ = 0;  // SessionHeader::backtrace_unavailable, read by final_drain()

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from conftest import APPS, CUTRACE, app, calls, metadata, profile, sim_env
 
-# 16 MiB at 1 GB/s: each copy takes about 16 ms on the simulated device; cudaMalloc, cudaFree and
-# cudaGetDevice take well under 10 ms.
-SLOW_COPIES = {"SIMCUDA_COPY_GBPS": "1"}
-THRESHOLD = "10000000"
+# 16 MiB at 0.5 GB/s: each copy takes about 32 ms on the simulated device; cudaMalloc, cudaFree and
+# cudaGetDevice take well under 20 ms, also the first call, which loads and initialises the driver
+# and waits for CUPTI to start (a few ms on a machine busy with other tests).
+SLOW_COPIES = {"SIMCUDA_COPY_GBPS": "0.5"}
+THRESHOLD = "20000000"
 
 
 def symbolise(frame):
