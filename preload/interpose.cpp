@@ -34,6 +34,7 @@ __attribute__((visibility("hidden"))) void* cutrace_real_dlvsym = nullptr;
 __attribute__((visibility("hidden"))) void* cutrace_resolve_dl_function(int which);
 __attribute__((visibility("hidden"))) void* cutrace_dlsym_handle(void* handle, const char* name);
 __attribute__((visibility("hidden"))) void* cutrace_dlvsym_handle(void* handle, const char* name, const char* version);
+__attribute__((visibility("hidden"))) const char* cutrace_unprovided_version(const char* name);
 }
 
 // On entry %rsp is 8 mod 16; the slow path pushes the argument registers (and pads) so that the call
@@ -52,6 +53,22 @@ dlsym:
     testq %rdi, %rdi
     jne cutrace_dlsym_handle
 1:
+    pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    movq %rsi, %rdi
+    call cutrace_unprovided_version
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    testq %rax, %rax
+    jnz 4f
     movq cutrace_real_dlsym(%rip), %r11
     testq %r11, %r11
     jz 2f
@@ -76,6 +93,9 @@ dlsym:
     jmp *%rax
 3:
     ret
+4:
+    movq %rax, %rdx
+    jmp dlvsym
     .cfi_endproc
     .size dlsym, .-dlsym
 
@@ -315,6 +335,39 @@ void* finish_lookup(const Prepared& p, void* found) {
 }
 
 }  // namespace
+
+// dlsym(RTLD_DEFAULT or RTLD_NEXT, name) finds the shim's own export of every wrapped name, also where
+// no loaded library defines the function (a runtime older than the build's headers): without cutrace
+// the lookup would fail, and the program would take the path it takes when a function is absent.
+// For such a name this returns a symbol version to look it up under instead (the real library's, else
+// its soname), which the shim's unversioned exports never match (glibc's dlvsym does not take an
+// unversioned definition for a version it names), so the caller gets glibc's own NULL and dlerror().
+// Anything else returns null, and the lookup goes on untouched, relative to its caller as before.
+extern "C" const char* cutrace_unprovided_version(const char* name) {
+  // Before anything else: a sanitizer runtime looks up its interceptors' functions through here before
+  // its shadow memory exists, and none of those names starts with "cu" or nvcc's "__cu".
+  if (!name || t_thread.in_tracer) return nullptr;
+  const char* stem = name[0] == '_' && name[1] == '_' ? name + 2 : name;
+  if (stem[0] != 'c' || stem[1] != 'u') return nullptr;
+  int32_t ids[kMaxMajorVersions];
+  const size_t count = find_apis(name, ids, kMaxMajorVersions);
+  if (count == 0) return nullptr;
+  const int saved_errno = errno;
+  // A name wrapped for two major versions is provided when either version's library provides it.
+  const char* unprovided = nullptr;
+  for (size_t k = 0; k < count; ++k) {
+    if (real_function<void*>(uint32_t(ids[k]))) {
+      unprovided = nullptr;
+      break;
+    }
+    if (g_wrapper_addresses[ids[k]] && !unprovided) {
+      const char* version = g_real_versions[ids[k]];
+      unprovided = version ? version : cutrace::kApiTable[ids[k]].library;
+    }
+  }
+  errno = saved_errno;
+  return unprovided;
+}
 
 extern "C" void* cutrace_dlsym_handle(void* handle, const char* name) {
   // The tracer's own lookups, and those of the CUPTI it loaded, get what glibc finds: CUPTI's calls

@@ -488,6 +488,31 @@ void* resolve_real(uint32_t api_id) {
   return fn;
 }
 
+void missing_function(uint32_t api_id, const void* caller) {
+  // Without cutrace the program's reference would have found no definition, and the loader's lazy
+  // binding would have ended it with this message (glibc: "PROGRAM: symbol lookup error: OBJECT:
+  // undefined symbol: NAME, version VERSION", the object being the program itself when its name is
+  // empty) and exit status 127. Anything else (an invented error code) changes what the program does.
+  const char* program = program_invocation_name && *program_invocation_name ? program_invocation_name : "<main program>";
+  Dl_info where{};
+  const char* object = dladdr(caller, &where) && where.dli_fname && *where.dli_fname ? where.dli_fname : program;
+  const char* name = api_id < kApiTableSize ? kApiTable[api_id].name : "?";
+  const char* version = api_id < kApiTableSize ? g_real_versions[api_id] : nullptr;
+  char message[1024];
+  const int n = std::snprintf(message, sizeof message, "%s: symbol lookup error: %s: undefined symbol: %s%s%s\n",
+                              program, object, name, version ? ", version " : "", version ? version : "");
+  if (n > 0) {
+    size_t left = std::min(size_t(n), sizeof message - 1);
+    const char* p = message;
+    while (left > 0) {
+      const ssize_t wrote = write(STDERR_FILENO, p, left);
+      if (wrote <= 0 && errno != EINTR) break;
+      if (wrote > 0) p += wrote, left -= size_t(wrote);
+    }
+  }
+  _exit(127);
+}
+
 bool start_tracer_thread(void* (*body)(void*)) {
   const int saved_errno = errno;
   sigset_t all, previous;

@@ -69,6 +69,11 @@ void report_cuda_runtime(ThreadState& ts);
 // provides it.
 void* resolve_real(uint32_t api_id) CUTRACE_SHIM_NAME("resolve_real") __attribute__((noinline, cold));
 extern std::atomic<void*> g_real_functions[] CUTRACE_SHIM_NAME("real_functions");
+// A wrapper whose real function no loaded library provides (a program built against a newer runtime
+// than the one it meets): ends the process as the loader's lazy binding would have, with its message
+// on stderr and exit status 127. `caller` is the wrapper's return address.
+[[noreturn]] void missing_function(uint32_t api_id, const void* caller) CUTRACE_SHIM_NAME("missing_function")
+    __attribute__((noinline, cold));
 // Per api id (real_functions.cpp): the symbol version its real function is defined under (nullptr:
 // unversioned), and whether it may call another major version's function when its own is not loaded.
 extern const char* const g_real_versions[];

@@ -40,6 +40,9 @@ CUTRACE_SHIM_EXPORT void cutrace_shim_runtime_entry_point_by_version(const char*
                                                                      unsigned long long flags) {
   hooks::runtime_entry_point_by_version(symbol, pfn, version, flags);
 }
+CUTRACE_SHIM_EXPORT __attribute__((noreturn)) void cutrace_shim_missing_function(uint32_t api_id, const void* caller) {
+  missing_function(api_id, caller);
+}
 CUTRACE_SHIM_EXPORT void cutrace_shim_driver_initialized() { hooks::driver_initialized(); }
 CUTRACE_SHIM_EXPORT void cutrace_shim_capture_start() { hooks::capture_start(); }
 CUTRACE_SHIM_EXPORT void cutrace_shim_capture_stop() { hooks::capture_stop(); }

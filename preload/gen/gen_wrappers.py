@@ -594,7 +594,7 @@ class Preprocessor:
                     if foreign:
                         raise GenError(f"preprocessing {what} with the headers in {', '.join(self.include_dirs)} read "
                                        f"{path} ({real}), which belongs to {foreign.rstrip(os.sep)}: the headers "
-                                       f"are incomplete; fetch them again (scripts/fetch-cuda12.sh)")
+                                       f"are incomplete; fetch them again (scripts/fetch-cuda-wheels.sh)")
             return out
 
     def macro_value(self, header: str, macro: str) -> str | None:
@@ -678,7 +678,6 @@ class LibrarySpec:
     internal_prefixes: list[str]
     success: str | None
     variant_suffixes: list[str]
-    missing_without_prototype: str
     results: dict[str, ResultSpec]
     functions: dict[str, FunctionSpec]
     wrap: str = "exports"     # exports: every exported function; listed: only those under [functions]
@@ -780,6 +779,10 @@ def merge_extended(doc: dict, annotations: Path, c: TomlChecker) -> dict:
     return {"library": merged, "functions": functions, "extends": base_path.name}
 
 
+NO_MISSING_VALUE = ("a CUDA wrapper whose real function the library lacks fails as the loader's lazy binding "
+                    "would (its message, exit 127), so it returns nothing of its own; remove the key")
+
+
 def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
     doc = read_toml(annotations)
     c = TomlChecker(annotations)
@@ -787,7 +790,7 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
     doc = merge_extended(doc, annotations, c)
     lib = c.table(doc["library"], "[library]",
                   {"soname", "domain", "headers", "internal_headers", "separate_headers", "defines", "internal_prefixes", "success",
-                   "variant_suffixes", "missing_without_prototype", "results", "wrap", "param_prefix", "wrappers"},
+                   "variant_suffixes", "results", "wrap", "param_prefix", "wrappers"},
                   {"soname", "domain", "headers", "results"})
     spec = LibrarySpec(
         name=name,
@@ -802,8 +805,6 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         internal_prefixes=c.strings(lib.get("internal_prefixes", []), "[library] internal_prefixes"),
         success=c.ident(lib["success"], "[library] success") if "success" in lib else None,
         variant_suffixes=c.strings(lib.get("variant_suffixes", []), "[library] variant_suffixes"),
-        missing_without_prototype=c.string(lib.get("missing_without_prototype", "0"),
-                                           "[library] missing_without_prototype"),
         results={},
         functions={},
         wrap=c.choice(lib.get("wrap", "exports"), "[library] wrap", ("exports", "listed")),
@@ -827,6 +828,8 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         r = c.table(value, where, {"kind", "missing"}, {"kind"})
         kind = c.choice(r["kind"], where + " kind", RESULT_KINDS)
         missing = c.string(r["missing"], where + " missing") if "missing" in r else None
+        if missing is not None and spec.domain != "os_runtime":
+            raise c.fail(where + " missing", NO_MISSING_VALUE)
         spec.results[type_spelling(tokenize_text(type_name, str(annotations)))] = ResultSpec(kind, missing)
     if any(r.kind == "error" for r in spec.results.values()) and spec.success is None:
         raise c.fail("[library]", "results of kind \"error\" need 'success', the value of a successful call")
@@ -848,6 +851,8 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         if "prototype" in f:
             fs.prototype = c.string(f["prototype"], where + " prototype")
         if "missing" in f:
+            if spec.domain != "os_runtime":
+                raise c.fail(where + " missing", NO_MISSING_VALUE)
             fs.missing = c.string(f["missing"], where + " missing")
         if "report_name" in f:
             fs.report_name = c.ident(f["report_name"], where + " report_name")
@@ -1129,8 +1134,9 @@ def validate_function(api: Api) -> None:
                        f"wrapper's own names; rename it with param_names")
     if len(set(names)) != len(names):
         raise GenError(f"{where}: the parameter names of {describe(proto, names)} repeat; set param_names")
+    needs_missing = lib.domain == "os_runtime"  # a CUDA wrapper without its function fails as the loader does
     if spec is None:
-        if kind != "void" and missing is None:
+        if needs_missing and kind != "void" and missing is None:
             raise GenError(f"{lib.annotations}: [library.results] \"{proto.ret_spelling}\": no 'missing' value, "
                            f"which {proto.name} returns when the real function cannot be found")
         return
@@ -1163,7 +1169,7 @@ def validate_function(api: Api) -> None:
                 close = difflib.get_close_matches(h, names, n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise GenError(f"{where} hook.args: '{h}' is not a parameter of {sig}{hint}")
-    if kind != "void" and missing is None and spec.missing is None:
+    if needs_missing and kind != "void" and missing is None and spec.missing is None:
         raise GenError(f"{where}: nothing to return when the real {proto.name} cannot be found; set 'missing' here "
                        f"or in [library.results] \"{proto.ret_spelling}\"")
 
@@ -1396,8 +1402,14 @@ TRAMPOLINE_ASM = r"""    .p2align 4
     popq %%rdi
     .cfi_adjust_cfa_offset -8
     testq %%r11, %%r11
-    jz %(missing)s
+    jz 2f
     jmp *%%r11
+2:
+    movl $%(id)d, %%edi
+    movq (%%rsp), %%rsi
+    subq $8, %%rsp
+    .cfi_adjust_cfa_offset 8
+    call %(missing)s
     .cfi_endproc
     .size %(name)s, .-%(name)s
 """
@@ -1442,9 +1454,7 @@ def emit_wrapper(api: Api) -> str:
     names = api.param_names
     params = ", ".join(p.declaration(n) for p, n in zip(proto.params, names))
     call = ", ".join(names)
-    kind, missing = resolve_result(lib, proto)
-    if spec and spec.missing is not None:
-        missing = spec.missing
+    kind, _ = resolve_result(lib, proto)
     is_void = kind == "void"
     flags = ("cutrace::abi::kCallFlagNoResult" if is_void else RESULT_KINDS[kind][1]) or "0"
     api_id = f"cutrace::{id_name(api)}"
@@ -1458,7 +1468,8 @@ def emit_wrapper(api: Api) -> str:
          # Spelled out rather than decltype(&::name): a C++ header may add overloads (cublas_api.h does).
          f"  using CutraceFn = {render(proto.ret)} (*)({', '.join(p.declaration('') for p in proto.params)});\n",
          f"  CutraceFn cutrace_real = cutrace::preload::real_function<CutraceFn>({api_id});\n",
-         f"  if (CUTRACE_UNLIKELY(!cutrace_real)) return{'' if is_void else ' ' + missing};\n",
+         # As the loader's lazy binding fails when the library lacks the function: no invented result.
+         f"  if (CUTRACE_UNLIKELY(!cutrace_real)) cutrace::preload::missing_function({api_id}, __builtin_return_address(0));\n",
          "  auto& cutrace_ts = cutrace::preload::t_thread;\n"]
     domain = f"cutrace::abi::domain_bit(cutrace::abi::ApiDomain::{DOMAINS[lib.domain]})"
     if spec and spec.record_always:
@@ -1535,9 +1546,9 @@ def emit_wrappers(model: LibraryModel) -> str:
 // Exported functions that no header given for {lib.soname} declares: forwarded untimed.
 extern "C" void* cutrace_gen_resolve_untyped(uint32_t api_id);
 
-// The trampolines' answer when the real library does not provide the function.
-extern "C" __attribute__((visibility("hidden"), used)) uint64_t {missing_fn}() {{
-  return uint64_t({lib.missing_without_prototype});
+// A trampoline whose library lacks its function fails as the loader's lazy binding would.
+extern "C" __attribute__((visibility("hidden"), used, noreturn)) void {missing_fn}(uint32_t api_id, const void* caller) {{
+  cutrace::preload::missing_function(api_id, caller);
 }}
 
 asm(R"(

@@ -1,7 +1,7 @@
 // The generated wrappers and trampolines of libcutrace-preload.so in front of fake_cudart.cpp, with no
 // session (CUTRACE_SESSION unset): every call must reach the real function with its arguments intact,
-// return its result and errno unchanged, and return the annotated "missing" value when the real
-// library lacks the function.
+// return its result and errno unchanged, and, when the real library lacks the function, end the process
+// as the loader's lazy binding would have without the shim.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+
+// An export no header declares (nvcc's registration plumbing): the shim forwards it untimed.
+extern "C" int __cudaRegisterUnifiedTable(void*);
 
 namespace {
 
@@ -61,17 +64,17 @@ TEST(Forwarding, OutParametersReachTheCaller) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p), uintptr_t(0x7000000000) + 64);
 }
 
-TEST(Forwarding, MissingRealFunctionsReturnTheAnnotatedValue) {
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorNotSupported);
-  // Non-zero tells nvcc's launch sequence to skip the launch.
-  EXPECT_EQ(__cudaPushCallConfiguration(dim3(1), dim3(1), 0, nullptr), 1u);
-  // Never null: callers print it unchecked.
-  const char* text = cudaGetErrorString(cudaErrorInvalidValue);
-  ASSERT_NE(text, nullptr);
-  EXPECT_STREQ(text, "unrecognized error code");
-  cudaChannelFormatDesc desc = cudaCreateChannelDesc(8, 8, 8, 8, cudaChannelFormatKindUnsigned);
-  EXPECT_EQ(desc.x, 0);
-  EXPECT_EQ(desc.f, cudaChannelFormatKindSigned);  // the zero enumerator
+// glibc's words when a lazily bound reference finds no definition; the object named is the one whose
+// call it was (this test program).
+const char* const kLookupError = "symbol lookup error: .*gen_forwarding_test: undefined symbol: ";
+
+TEST(ForwardingDeathTest, MissingRealFunctionsFailAsTheLoaderWould) {
+  EXPECT_EXIT(cudaDeviceSynchronize(), testing::ExitedWithCode(127),
+              std::string(kLookupError) + "cudaDeviceSynchronize, version libcudart.so.13\n");
+  EXPECT_EXIT(__cudaPushCallConfiguration(dim3(1), dim3(1), 0, nullptr), testing::ExitedWithCode(127),
+              std::string(kLookupError) + "__cudaPushCallConfiguration, version libcudart.so.13\n");
+  EXPECT_EXIT(cudaGetErrorString(cudaErrorInvalidValue), testing::ExitedWithCode(127),
+              std::string(kLookupError) + "cudaGetErrorString");
 }
 
 TEST(Forwarding, TrampolinePreservesRegisterAndStackArguments) {
@@ -86,12 +89,24 @@ TEST(Forwarding, TrampolinePreservesRegisterAndStackArguments) {
   EXPECT_EQ(fake_untyped_calls, before + 3);
 }
 
-TEST(Forwarding, TrampolineWithoutRealFunctionReturnsNotSupported) {
+TEST(ForwardingDeathTest, TrampolineWithoutRealFunctionFailsAsTheLoaderWould) {
   // No header declares __cudaRegisterUnifiedTable and the fake does not define it.
-  using Untyped = int (*)(void*);
-  auto fn = reinterpret_cast<Untyped>(dlsym(RTLD_DEFAULT, "__cudaRegisterUnifiedTable"));
-  ASSERT_NE(fn, nullptr);
-  EXPECT_EQ(fn(nullptr), int(cudaErrorNotSupported));
+  EXPECT_EXIT(__cudaRegisterUnifiedTable(nullptr), testing::ExitedWithCode(127),
+              std::string(kLookupError) + "__cudaRegisterUnifiedTable, version libcudart.so.13\n");
+}
+
+TEST(Forwarding, LookupsOfFunctionsNoLibraryProvidesFail) {
+  // The shim exports a wrapper of every name, but without it these lookups would find nothing.
+  for (const char* name : {"__cudaRegisterUnifiedTable", "cudaDeviceSynchronize"}) {
+    dlerror();
+    EXPECT_EQ(dlsym(RTLD_DEFAULT, name), nullptr) << name;
+    const char* error = dlerror();
+    ASSERT_NE(error, nullptr) << name;
+    EXPECT_NE(std::strstr(error, "undefined symbol: "), nullptr) << error;
+    EXPECT_EQ(dlsym(RTLD_NEXT, name), nullptr) << name;
+  }
+  // Those the fake provides are found, as the shim's wrappers.
+  EXPECT_NE(dlsym(RTLD_DEFAULT, "cudaMemcpy"), nullptr);
 }
 
 }  // namespace

@@ -185,7 +185,6 @@ TEST_F(Recording, NothingIsRecordedWhileCaptureIsOff) {
   char src[8] = {}, dst[8] = {};
   EXPECT_EQ(cudaMemcpy(dst, src, 8, cudaMemcpyHostToHost), cudaErrorInvalidValue);
   EXPECT_EQ(errno, 4242);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorNotSupported);  // missing in the fake: no record either
   drain();
   EXPECT_TRUE(calls_.empty());
 }
