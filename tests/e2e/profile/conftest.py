@@ -35,6 +35,10 @@ def _cmake_cache(key):
 CUDA12 = _cmake_cache("CUTRACE_CUDA12") in ("ON", "TRUE", "1")
 REAL_CUDA12_LIB = Path(_cmake_cache("CUTRACE_CUDA12_ROOT") or "") / "lib" if CUDA12 else None
 SIM_LIB12 = BUILD / "simcuda" / "lib12"
+# The CUDA 13.2 runtime and CUPTI of PyTorch's wheels (scripts/cuda13.2-wheels.txt), newer than the
+# toolkit's; None when the build did not fetch them.
+_CUDA13_2_ROOT = _cmake_cache("CUTRACE_CUDA13_2_ROOT")
+CUDA13_2_LIB = Path(_CUDA13_2_ROOT) / "lib" if _CUDA13_2_ROOT and (Path(_CUDA13_2_ROOT) / "lib").is_dir() else None
 
 
 def app(name):

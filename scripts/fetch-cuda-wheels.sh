@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Fetches the CUDA 12 runtime and cuBLAS that the CUDA 12 wrappers are generated from (headers and
-# exports) and that the tests run against: the pinned, hash-checked wheels of scripts/cuda12-wheels.txt
-# from PyPI, unpacked into DEST/include and DEST/lib. The build runs it when DEST is not complete yet.
-# Usage: scripts/fetch-cuda12.sh DEST
+# Fetches pinned, hash-checked CUDA wheels from PyPI (a requirements file: scripts/cuda12-wheels.txt,
+# the CUDA 12 runtime and cuBLAS that the CUDA 12 wrappers are generated from and tested against;
+# scripts/cuda13.2-wheels.txt, the runtime and CUPTI that PyTorch's wheels bring, for the tests) and
+# unpacks their headers and shared libraries into DEST/include and DEST/lib. The build runs it when
+# DEST is not complete yet.
+# Usage: scripts/fetch-cuda-wheels.sh REQUIREMENTS DEST
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-requirements="$here/cuda12-wheels.txt"
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 DEST" >&2
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 REQUIREMENTS DEST" >&2
   exit 2
 fi
-dest=$1
+requirements=$1
+dest=$2
 stamp="$dest/.complete"
 want=$(sha256sum "$requirements" | cut -d' ' -f1)
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
@@ -23,8 +24,8 @@ wheels=$(mktemp -d "$dest/.wheels.XXXXXX")
 trap 'rm -rf "$wheels"' EXIT
 if ! "$python" -m pip download --quiet --no-deps --only-binary=:all: --require-hashes -r "$requirements" \
      -d "$wheels" >&2; then
-  echo "$0: could not download the CUDA 12 wheels listed in $requirements from PyPI; check the network" \
-       "(or a pip index set in pip.conf), or build without CUDA 12 support with -DCUTRACE_CUDA12=OFF" >&2
+  echo "$0: could not download the wheels listed in $requirements from PyPI; check the network" \
+       "(or a pip index set in pip.conf)" >&2
   exit 1
 fi
 rm -rf "$dest/include" "$dest/lib" "$stamp"
@@ -41,7 +42,8 @@ for wheel in sorted(wheels.glob("*.whl")):
             kind, rest = parts[2], pathlib.PurePosixPath(*parts[3:])
             if kind == "include":
                 target = dest / "include" / rest
-            elif kind == "lib" and ".so." in rest.name and rest.name != "libnvblas.so.12":
+            elif kind == "lib" and (".so." in rest.name or rest.name.endswith(".so")) \
+                    and not rest.name.startswith("libnvblas."):
                 target = dest / "lib" / rest
             else:
                 continue
@@ -52,7 +54,7 @@ for wheel in sorted(wheels.glob("*.whl")):
                 target.chmod(0o755)
 PY
 # The link-time names (libcudart.so), as the toolkit has them, for test programs linked with -lcudart.
-for lib in "$dest"/lib/*.so.12; do
-  ln -sf "$(basename "$lib")" "${lib%.12}"
+for lib in "$dest"/lib/*.so.[0-9]*; do
+  [[ -e "${lib%.so.*}.so" ]] || ln -s "$(basename "$lib")" "${lib%.so.*}.so"
 done
 echo "$want" > "$stamp"
