@@ -25,6 +25,8 @@ SIMULATED = [
     ("sim_driver_launch", "3"),
     ("capture_app", "nvtx", "4", "10"),
     ("two_runtimes",),
+    # Calls a function the simulated runtime lacks: the loader's message and exit status 127.
+    ("newer_runtime_call",),
 ]
 # On a real runtime without a driver: the programs linked with the shared runtime, and the static one.
 REAL = [
@@ -59,7 +61,9 @@ def compare(tmp_path, command, env, name):
 
 @pytest.mark.parametrize("command", SIMULATED, ids=lambda c: "_".join(c))
 def test_on_the_simulated_device(tmp_path, command):
-    compare(tmp_path, [app(command[0]), *command[1:]], sim_env(), "traced")
+    plain, _, _ = compare(tmp_path, [app(command[0]), *command[1:]], sim_env(), "traced")
+    if command[0] == "newer_runtime_call":
+        assert plain.returncode == 127 and "undefined symbol: cudaDeviceSetLimit, version libcudart.so.13" in plain.stderr
 
 
 def real_env(lib_dir):
