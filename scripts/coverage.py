@@ -25,8 +25,8 @@ from pathlib import Path
 PROG = "coverage"
 
 # Exports of cuDNN's parts that no header declares and libcudnn.so.9 does not re-export: the parts'
-# own plumbing (engine registration, logging helpers), never called by programs.
-CUDNN_PART_INTERNALS_PREFIXES = ("dummy", "register")
+# own plumbing (engine registration, logging helpers, 9.28's NVRTC handle), never called by programs.
+CUDNN_PART_INTERNALS_PREFIXES = ("dummy", "register", "__nvrtc")
 
 
 def exported_functions(nm: str, binary: Path, version: str | None = None) -> set[str]:
@@ -189,7 +189,9 @@ def main(argv: list[str]) -> int:
                        f"(`preload/annotations/osrt.toml`, in `libcutrace-osrt.so`): "
                        + ", ".join(f"`{n}`" for n in lib["exports"]) + ".\n")
         out.append("\nThe driver's exports are read from the toolkit's stub (`lib64/stubs/libcuda.so`), which "
-                   "carries the same symbols as the driver that comes with the GPU's kernel module. The `.so.12` "
+                   "carries the same symbols as the driver that comes with the GPU's kernel module. The other `.so.13` "
+                   "libraries and `libcudnn.so.9`, with their headers, come from the newest CUDA 13 wheels "
+                   "(`scripts/cuda13-wheels.txt`; the toolkit's own with `-DCUTRACE_CUDA13_WHEELS=OFF`). The `.so.12` "
                    "libraries come from the pinned CUDA 12 wheels (`scripts/cuda12-wheels.txt`); their wrappers are "
                    "`libcutrace-cuda12.so`'s, exported under each library's own symbol version.\n")
         for lib, binary, n_installed, n_wrapped, n_timed, untimed, missing in rows:
