@@ -161,6 +161,12 @@ void ProcessMonitor::refresh(uint64_t now_ns) {
   }
 }
 
+size_t ProcessMonitor::alive() const {
+  size_t n = 0;
+  for (const Process& p : processes_) n += !p.dead;
+  return n;
+}
+
 void ProcessMonitor::scan_maps(Process& p, uint64_t now_ns) {
   std::string path = find_mapped_file(p.pid, "libcudart.so");
   if (path.empty()) {
@@ -172,6 +178,48 @@ void ProcessMonitor::scan_maps(Process& p, uint64_t now_ns) {
   for (const std::string& known : cuda_runtimes_)
     if (known == path) return;
   cuda_runtimes_.push_back(std::move(path));
+}
+
+ProcessWatch::~ProcessWatch() {
+  if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+bool ProcessWatch::open(uint32_t pid, bool use_pidfd) {
+  if (pidfd_ >= 0) ::close(pidfd_);
+  pidfd_ = -1;
+  pid_ = pid;
+  alive_ = false;
+  if (!pid_plausible(pid)) return false;
+  if (use_pidfd) pidfd_ = pidfd_open(pid);
+  // Read after the pidfd is open: both then name the same process, and the start time keeps the
+  // fallback from taking a later process under the same pid for it.
+  ProcStat st;
+  if (!read_proc_stat(pid, &st) || st.state == 'Z' || st.state == 'X' || st.state == 'x') {
+    if (pidfd_ >= 0) ::close(pidfd_);
+    pidfd_ = -1;
+    return false;
+  }
+  start_ticks_ = st.start_ticks;
+  alive_ = true;
+  return true;
+}
+
+bool ProcessWatch::alive() {
+  if (!alive_) return false;
+  if (pidfd_ >= 0) {
+    // Readable once the whole thread group has exited.
+    pollfd p{pidfd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) alive_ = false;
+  } else {
+    ProcStat st;
+    alive_ = read_proc_stat(pid_, &st) && st.state != 'Z' && st.state != 'X' && st.state != 'x' &&
+             st.start_ticks == start_ticks_;
+  }
+  if (!alive_ && pidfd_ >= 0) {
+    ::close(pidfd_);
+    pidfd_ = -1;
+  }
+  return alive_;
 }
 
 }  // namespace cutrace::recorder

@@ -46,6 +46,8 @@ class ProcessMonitor {
   void refresh(uint64_t now_ns);
 
   size_t count() const { return processes_.size(); }
+  // Processes not known to be dead as of the latest refresh (or track).
+  size_t alive() const;
   bool using_pidfd() const { return use_pidfd_; }
   // libcudart paths seen in the maps of traced processes, without duplicates, in order of discovery.
   const std::vector<std::string>& cuda_runtime_libraries() const { return cuda_runtimes_; }
@@ -68,6 +70,29 @@ class ProcessMonitor {
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> ids_;
   std::vector<std::string> cuda_runtimes_;
   size_t next_scan_ = 0;
+};
+
+// One process to wait for that may never claim a ring (the command the launcher started, which may
+// still be held before its exec): by pidfd, or by its /proc start time where there is none.
+class ProcessWatch {
+ public:
+  ProcessWatch() = default;
+  ProcessWatch(const ProcessWatch&) = delete;
+  ProcessWatch& operator=(const ProcessWatch&) = delete;
+  ~ProcessWatch();
+
+  // False when `pid` names no live process. The caller must know that `pid` cannot have been reused
+  // yet (it is an unreaped child of a process still alive), as nothing here can tell.
+  bool open(uint32_t pid, bool use_pidfd = true);
+  // Whether the process has not exited; false for one never opened. A zombie counts as exited.
+  bool alive();
+  uint32_t pid() const { return pid_; }
+
+ private:
+  uint32_t pid_ = 0;
+  uint64_t start_ticks_ = 0;
+  int pidfd_ = -1;
+  bool alive_ = false;
 };
 
 }  // namespace cutrace::recorder

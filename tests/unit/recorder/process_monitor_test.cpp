@@ -92,6 +92,41 @@ TEST_P(MonitorTest, TracksLifeAndDeathByPidAndStartTime) {
   waitpid(child.pid, nullptr, 0);
 }
 
+TEST_P(MonitorTest, CountsTheProcessesStillAlive) {
+  ProcessMonitor monitor(GetParam());
+  Held child = hold_child([] { return true; });
+  ASSERT_TRUE(child.ok);
+  ProcStat st;
+  ASSERT_TRUE(read_proc_stat(uint32_t(child.pid), &st));
+  monitor.track(uint32_t(child.pid), st.start_ticks, monotonic_ns());
+  monitor.track(0, 0, monotonic_ns());
+  EXPECT_EQ(monitor.alive(), 1u);
+  release(child);
+  monitor.refresh(monotonic_ns());
+  EXPECT_EQ(monitor.alive(), 0u);
+}
+
+// The command the launcher started, watched before it claims a ring (it may never claim one).
+TEST_P(MonitorTest, WatchesOneProcessUntilItExits) {
+  ProcessWatch watch;
+  EXPECT_FALSE(watch.alive()) << "nothing opened";
+  EXPECT_FALSE(watch.open(0, GetParam()));
+  Held child = hold_child([] { return true; });
+  ASSERT_TRUE(child.ok);
+  ASSERT_TRUE(watch.open(uint32_t(child.pid), GetParam()));
+  EXPECT_EQ(watch.pid(), uint32_t(child.pid));
+  EXPECT_TRUE(watch.alive());
+  EXPECT_TRUE(watch.alive()) << "asking again changes nothing";
+  close(child.release);
+  // Exited but not reaped: as good as gone, it makes no more calls.
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, id_t(child.pid), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_FALSE(watch.alive());
+  waitpid(child.pid, nullptr, 0);
+  EXPECT_FALSE(watch.alive());
+  EXPECT_FALSE(watch.open(uint32_t(child.pid), GetParam())) << "reaped: nothing to watch";
+}
+
 INSTANTIATE_TEST_SUITE_P(Liveness, MonitorTest, ::testing::Values(true, false),
                          [](const auto& info) { return std::string(info.param ? "Pidfd" : "Proc"); });
 
