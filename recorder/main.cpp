@@ -1,12 +1,13 @@
 // cutrace-recorder: drains a session's rings into a .cutrace file. Started by `cutrace profile`:
 //
 //   cutrace-recorder --session /cutrace-... --output trace.cutrace [--part FILE] [--claim-fd N]
-//                    [--ready-fd N] [--meta key=value]... [--force] [--compression-level N]
-//                    [--compression-threads N]
+//                    [--ready-fd N] [--command-pid N] [--meta key=value]... [--force]
+//                    [--compression-level N] [--compression-threads N]
 //
 // Writes "ready\n" to the ready fd once the file is set up (nothing if it cannot start), records until
-// the session asks for shutdown (or SIGTERM, or the launcher dies), then renames the partial file to
-// <output> and writes the one-line summary to the ready fd.
+// the session asks for shutdown (or SIGTERM; or, once the launcher has died, until every traced
+// process has exited), then renames the partial file to <output> and writes the one-line summary to
+// the ready fd.
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -24,19 +25,35 @@
 
 #include "cutrace/api_table.h"
 #include "reader/trace_claim.h"
+#include "recorder/clock.h"
+#include "recorder/process_monitor.h"
 #include "recorder/recorder.h"
 #include "recorder/trace_writer.h"
 #include "cutrace/session.h"
 
 namespace {
 
-volatile sig_atomic_t g_terminate = 0;
+volatile sig_atomic_t g_terminate = 0;  // SIGTERMs received, up to 2
 
-void on_sigterm(int) { g_terminate = 1; }
+void on_sigterm(int) {
+  if (g_terminate < 2) g_terminate = g_terminate + 1;
+}
+
+// After a SIGTERM, how long the recording waits for traced processes that are exiting anyway (a
+// signal to the whole process group or job reaches them too) before it calls the trace cut off. A
+// second SIGTERM ends the wait.
+constexpr uint64_t kSigtermGraceNs = 2'000'000'000;
+
+// Sent by the kernel when the launcher dies (PR_SET_PDEATHSIG). Not SIGTERM: a SIGTERM is then always
+// someone asking the recorder to stop, while the launcher's death asks it to go on until the program
+// is done. The handler only ends the nap; getppid() tells what happened.
+constexpr int kLauncherDeathSignal = SIGUSR1;
+
+void on_launcher_death(int) {}
 
 constexpr const char* kUsage =
     "usage: cutrace-recorder --session NAME --output FILE [--part FILE] [--claim-fd N] [--ready-fd N]\n"
-    "                        [--meta KEY=VALUE]... [--force]\n"
+    "                        [--command-pid N] [--meta KEY=VALUE]... [--force]\n"
     "\n"
     "Records the CUDA calls pushed into the shared-memory session NAME into FILE (written as a partial\n"
     "file until complete). Normally started by `cutrace profile`, not by hand.\n"
@@ -47,6 +64,9 @@ constexpr const char* kUsage =
     "  --claim-fd N       the launcher's claim on FILE (a lock on FILE.lock), kept open until FILE is in\n"
     "                     place; the lock file is removed here when the launcher is gone by then\n"
     "  --ready-fd N       write \"ready\" here once recording, and the summary line at the end\n"
+    "  --command-pid N    the command the launcher started (a child of the launcher, not reaped before\n"
+    "                     this recorder is ready): should the launcher die, recording goes on until it\n"
+    "                     and every process that claimed a ring have exited\n"
     "  --meta KEY=VALUE   add a metadata pair to the trace (repeatable)\n"
     "  --force            the caller allowed overwriting FILE (recorded in the metadata)\n"
     "  --perf-fds N       read CPU samples (-s cpu) from the N perf events open on fds 5 and up\n"
@@ -71,6 +91,7 @@ struct Args {
   std::string session, output, part;
   int ready_fd = -1;
   int claim_fd = -1;
+  uint32_t command_pid = 0;
   std::vector<int> perf_fds;  // --perf-fds N: the perf events of -s cpu, on fds 5 .. 5 + N - 1
   bool force = false;
   int compression_level = kDefaultCompressionLevel;
@@ -132,6 +153,16 @@ int parse_args(int argc, char** argv, Args* args) {
         return 2;
       }
       (arg == "--ready-fd" ? args->ready_fd : args->claim_fd) = int(fd);
+    } else if (arg == "--command-pid") {
+      if (!take(arg)) return 2;
+      const std::string text(value);
+      char* end = nullptr;
+      const long pid = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end || !cutrace::recorder::pid_plausible(uint32_t(pid < 0 ? 0 : pid))) {
+        std::fprintf(stderr, "cutrace-recorder: --command-pid must be a process id, got '%s'.\n", text.c_str());
+        return 2;
+      }
+      args->command_pid = uint32_t(pid);
     } else if (arg == "--perf-fds") {
       if (!take(arg)) return 2;
       const std::string text(value);
@@ -232,11 +263,20 @@ int main(int argc, char** argv) {
   term.sa_handler = on_sigterm;
   sigemptyset(&term.sa_mask);
   sigaction(SIGTERM, &term, nullptr);  // no SA_RESTART: an idle nanosleep ends at once
+  struct sigaction death {};
+  death.sa_handler = on_launcher_death;
+  sigemptyset(&death.sa_mask);
+  sigaction(kLauncherDeathSignal, &death, nullptr);
   const pid_t parent = getppid();
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  prctl(PR_SET_PDEATHSIG, kLauncherDeathSignal);
 
   Args args;
   if (int status = parse_args(argc, argv, &args); status >= 0) return status;
+
+  // Opened while the launcher is known to be alive (checked below), so that the command, its unreaped
+  // child, still holds its pid: after the launcher's death the pid could be reaped and reused.
+  cutrace::recorder::ProcessWatch command;
+  if (args.command_pid) command.open(args.command_pid);
 
   cutrace::session::Session session;
   std::string error;
@@ -244,7 +284,7 @@ int main(int argc, char** argv) {
   auto* header = session.header();
   const uint32_t launcher_pid = header->launcher_pid;
   // A launcher that died before the prctl above would never be noticed otherwise.
-  if (launcher_pid != 0 && ::kill(pid_t(launcher_pid), 0) != 0 && errno == ESRCH)
+  if ((launcher_pid != 0 && ::kill(pid_t(launcher_pid), 0) != 0 && errno == ESRCH) || getppid() != parent)
     return fail("the process that created the session (pid " + std::to_string(launcher_pid) +
                 ") has exited, so there is nothing to record.");
   header->recorder_pid.store(uint32_t(getpid()), std::memory_order_release);
@@ -300,18 +340,41 @@ int main(int argc, char** argv) {
   bus.sa_handler = on_sigbus;
   sigemptyset(&bus.sa_mask);
   sigaction(SIGBUS, &bus, nullptr);
+  bool launcher_died = false, terminated = false;
+  uint64_t terminate_deadline_ns = 0;
   if (sigsetjmp(g_session_fault, 1) == 0) {
     g_session_guarded = 1;
     recorder.set_wake_word(&header->recorder_wake);
-    // PR_SET_PDEATHSIG only covers a parent that dies after the prctl; getppid() covers the rest.
     recorder.run([&] {
-      return g_terminate || header->shutdown_requested.load(std::memory_order_acquire) != 0 || getppid() != parent;
+      if (header->shutdown_requested.load(std::memory_order_acquire) != 0) return true;
+      // PR_SET_PDEATHSIG only covers a parent that dies after the prctl; getppid() covers the rest.
+      if (!launcher_died && getppid() != parent) {
+        launcher_died = true;
+        recorder.set_launcher_died(cutrace::recorder::monotonic_ns());
+      }
+      if (g_terminate) {
+        const uint64_t now = cutrace::recorder::monotonic_ns();
+        if (!terminated) terminate_deadline_ns = now + kSigtermGraceNs;
+        terminated = true;
+        if (g_terminate > 1 || now >= terminate_deadline_ns) return true;
+      } else if (!launcher_died) {
+        return false;
+      }
+      // Nobody is left to ask for shutdown (or the recorder was asked to stop), and the program goes
+      // on: its calls are still wanted, until the command and every process that claimed a ring have
+      // exited.
+      return !command.alive() && !recorder.producers_running();
     });
     if (writer.good()) recorder.final_drain();
+    // After the final drain's process check: a program that was exiting anyway lost nothing.
+    if (terminated && (recorder.processes_alive() || command.alive()))
+      recorder.set_cut_off(std::string(launcher_died ? "the launcher died, and " : "") +
+                           "the recorder was sent SIGTERM while traced processes were still running");
     g_session_guarded = 0;
   } else {
     g_session_guarded = 0;
     recorder.abandon_session();
+    recorder.set_cut_off("another process shrank the session's shared memory, so nothing more could be read from it");
     std::fprintf(stderr,
                  "cutrace-recorder: the session's shared memory was shrunk by another process; the trace ends "
                  "with what was read before.\n");

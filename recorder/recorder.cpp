@@ -362,7 +362,9 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
         ++threads_[batch_thread_].records_malformed;
         return;
       }
-      codec::encode_call(codec_, record, clock_.to_ns(begin), clock_.to_ns(end), batch_cursors_);
+      const uint64_t end_ns = clock_.to_ns(end);
+      last_record_ns_ = std::max(last_record_ns_, end_ns);
+      codec::encode_call(codec_, record, clock_.to_ns(begin), end_ns, batch_cursors_);
       // One OR per call, folded into the process once per drain: what warnings() needs to tell a
       // library the program never reached from one it did.
       if (header.aux < api_domain_bits_.size()) batch_domains_ |= api_domain_bits_[header.aux];
@@ -424,6 +426,7 @@ void Recorder::encode_with_time(const uint8_t* record, uint32_t bytes, size_t ti
   uint64_t time;
   std::memcpy(&time, record + time_offset, sizeof time);
   time = clock_.to_ns(time);
+  last_record_ns_ = std::max(last_record_ns_, time);
   std::memcpy(converted + time_offset, &time, sizeof time);
   codec::encode(codec_, converted, bytes, batch_cursors_);
 }
@@ -951,6 +954,11 @@ trace::KeyValues Recorder::summary() const {
       {"end.realtime_ns", std::to_string(realtime_ns())},
       {"end.monotonic_ns", std::to_string(monotonic_ns())},
   };
+  if (launcher_died_ns_) kv.emplace_back("launcher.died_ns", std::to_string(launcher_died_ns_));
+  if (!cut_off_.empty()) {
+    kv.emplace_back("cut_off.reason", cut_off_);
+    kv.emplace_back("cut_off.last_record_ns", std::to_string(last_record_ns_));
+  }
   if (clock_.is_tsc()) {
     char hz[32];
     std::snprintf(hz, sizeof hz, "%.0f", clock_.tsc_hz());
@@ -1019,6 +1027,11 @@ std::string Recorder::summary_line(uint64_t file_bytes) const {
                 (unsigned long long)t.lost_no_slot, (unsigned long long)file_bytes);
   // Warnings first: a launcher reads lines up to the summary, and one that does not know them skips them.
   std::string out;
+  if (!cut_off_.empty()) {
+    std::string why = cut_off_;
+    std::replace_if(why.begin(), why.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+    out += "warning the trace is cut off: " + why + "; later calls are not in it\n";
+  }
   for (std::string w : warnings()) {
     std::replace_if(w.begin(), w.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
     out += "warning " + w + "\n";

@@ -114,6 +114,19 @@ class Recorder {
   // interrupted. Takes the descriptors over. False (and `error`) when a buffer cannot be mapped.
   bool attach_cpu_samples(const std::vector<int>& fds, std::string* error);
 
+  // Traced processes (those that claimed a ring) not known to have exited, as of the latest process
+  // check; final_drain() makes one.
+  size_t processes_alive() const { return monitor_.alive(); }
+  // Whether a traced process may still push records: one is alive, or the last pass found a ring
+  // in use (a claim under way, or the ring of a process whose death the pass has just noticed).
+  bool producers_running() const { return monitor_.alive() != 0 || slots_in_use_ != 0; }
+  // The launcher vanished without asking for shutdown, at `at_ns` (monotonic): said in the summary
+  // (launcher.died_ns), as the launcher's own report of the run is missing.
+  void set_launcher_died(uint64_t at_ns) { launcher_died_ns_ = at_ns; }
+  // Recording stopped while the program went on: the summary says so (cut_off.reason) with the
+  // time of the latest record written, and the reader calls the trace cut off rather than complete.
+  void set_cut_off(std::string reason) { cut_off_ = std::move(reason); }
+
   Totals totals() const;
   std::vector<format::ThreadStats> thread_stats() const;
   // The kEnd key/values: totals, end times, final clock calibration, CUDA runtime seen.
@@ -267,6 +280,9 @@ class Recorder {
   uint32_t slots_in_use_ = 0;  // claimed (or being claimed) in the last poll() pass
   uint64_t final_lost_no_slot_ = 0;
   uint32_t processes_cut_off_ = 0;  // SessionHeader::processes_cut_off at the final drain
+  uint64_t launcher_died_ns_ = 0;  // set_launcher_died()
+  std::string cut_off_;            // set_cut_off()
+  uint64_t last_record_ns_ = 0;    // the latest time of a record written, in ns
   // -s cpu.
   std::unique_ptr<CpuSampleReader> cpu_samples_;
   std::unordered_map<uint64_t, uint32_t> thread_of_tid_;  // pid << 32 | tid -> its latest thread index

@@ -328,6 +328,9 @@ int run(const ProfileOptions& options) {
       "--part",     output.part,
       "--claim-fd", std::to_string(RecorderProcess::kClaimFd),
       "--ready-fd", std::to_string(RecorderProcess::kReadyFd),
+      // Should the launcher die, the recorder waits for the program instead of for a shutdown request.
+      // Named now, while the program is held and this launcher has not reaped it: the pid is its own.
+      "--command-pid", std::to_string(program.pid()),
       "--meta",     "command=" + shell_join(options.command),
       "--meta",     "options=" + shell_join(options.given),
       "--meta",     "host=" + host_name(),

@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   const std::string mode = mode_env ? mode_env : "";
   std::string session_name, output, part;
   int ready_fd = -1, claim_fd = -1;
+  long command_pid = 0;
   bool force = false;
   cutrace::trace::KeyValues meta;
   for (int i = 1; i < argc; ++i) {
@@ -85,6 +86,8 @@ int main(int argc, char** argv) {
       ready_fd = std::atoi(next().c_str());
     else if (a == "--claim-fd")
       claim_fd = std::atoi(next().c_str());
+    else if (a == "--command-pid")
+      command_pid = std::atol(next().c_str());
     else if (a == "--force")
       force = true;
     else if (a == "--meta") {
@@ -99,7 +102,7 @@ int main(int argc, char** argv) {
 
   std::string log = "session=" + session_name + "\noutput=" + output + "\nforce=" + (force ? "1" : "0") +
                     "\nready_fd=" + std::to_string(ready_fd) + "\npart=" + part +
-                    "\nclaim_fd=" + std::to_string(claim_fd) + "\n";
+                    "\nclaim_fd=" + std::to_string(claim_fd) + "\ncommand_pid=" + std::to_string(command_pid) + "\n";
   // Asked from a descriptor of its own, as another run would ask: the launcher's claim must be alive
   // in this process too.
   log += std::string("claim_held=") + (cutrace::reader::claim_is_held(output) ? "1" : "0") + "\n";

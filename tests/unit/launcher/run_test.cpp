@@ -291,6 +291,8 @@ TEST_F(LauncherRun, OutputNameExpansionUsesTheProgramsPid) {
   const std::string pid = lines_of(read_file(dir_ / "pid")).at(0);
   EXPECT_TRUE(exists(dir_ / "out/job77/rank" + pid + ".cutrace")) << pid;
   EXPECT_EQ(value_of(recorder_log(), "output"), dir_ / "out/job77/rank" + pid + ".cutrace");
+  // The recorder is told the same pid: should the launcher die, it waits for that process.
+  EXPECT_EQ(value_of(recorder_log(), "command_pid"), pid);
 }
 
 TEST_F(LauncherRun, UnsetVariableInOutputNameStartsNothing) {

@@ -253,14 +253,149 @@ TEST_F(RecorderExeTest, IgnoresCtrlCAndFinishesOnSigterm) {
   std::this_thread::sleep_for(50ms);
   ASSERT_EQ(waitpid(child_.pid, nullptr, WNOHANG), 0) << "the recorder must outlive Ctrl+C";
   ASSERT_EQ(kill(child_.pid, SIGTERM), 0);
+  // This test process owns the ring and lives on: the trace cannot pass for the whole run.
+  const std::string warning = read_line(child_.ready);
   const std::string summary = read_line(child_.ready);
   EXPECT_EQ(wait_exit(child_.pid), 0);
   child_.pid = -1;
+  EXPECT_EQ(warning,
+            "warning the trace is cut off: the recorder was sent SIGTERM while traced processes were still running; "
+            "later calls are not in it\n");
   EXPECT_EQ(summary.rfind("summary events=10 processes=1 threads=1 dropped=0 dropped_no_memory=0 malformed=0 lost=0 bytes=", 0), 0u)
       << summary;
   test::ParsedFile f;
   ASSERT_TRUE(test::parse_file(output_, &f));
-  EXPECT_EQ(f.chunks.back().header.type, uint16_t(format::ChunkType::kEnd));
+  ASSERT_EQ(f.chunks.back().header.type, uint16_t(format::ChunkType::kEnd));
+  test::EndChunk end;
+  ASSERT_TRUE(test::parse_end(f.chunks.back(), &end));
+  EXPECT_EQ(test::lookup(end.summary, "cut_off.reason"),
+            "the recorder was sent SIGTERM while traced processes were still running");
+  EXPECT_EQ(test::lookup(end.summary, "cut_off.last_record_ns"), "1019") << "the end of the last call pushed";
+  EXPECT_EQ(test::lookup(end.summary, "launcher.died_ns"), "<missing>");
+}
+
+// A stand-in launcher: forks a command that waits for a byte on `go`, then claims a ring, pushes
+// `calls` calls and exits without retiring it (if `calls` is 0 it just exits); starts the recorder
+// with --command-pid; reports both pids on `report` once the recorder is ready; and dies.
+struct OrphanedRun {
+  pid_t launcher = -1, recorder = -1, command = -1;
+  int go = -1;  // write end: one byte lets the command run, closing it lets it exit untouched
+};
+
+OrphanedRun start_and_orphan(session::Session& session, const std::string& output, uint32_t calls,
+                             bool command_stays) {
+  OrphanedRun run;
+  // Close-on-exec: a recorder holding a copy of go's write end would keep the command waiting.
+  int go[2], report[2];
+  if (pipe2(go, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) return run;
+  run.launcher = fork();
+  if (run.launcher == 0) {
+    close(report[0]);
+    const pid_t command = fork();
+    if (command == 0) {
+      close(go[1]);
+      close(report[1]);
+      char byte;
+      if (read(go[0], &byte, 1) != 1) _exit(0);
+      TestRing r = TestRing::claim_self(session.header(), 0);
+      for (uint64_t i = 0; i < calls; ++i)
+        while (!r.push_call(1, 1000 + i, 1010 + i, i)) std::this_thread::sleep_for(100us);
+      // Stays while the test sends the recorder SIGTERM; the closed pipe ends it.
+      if (command_stays) (void)!read(go[0], &byte, 1);
+      _exit(0);
+    }
+    close(go[0]);
+    close(go[1]);
+    Child c = spawn_recorder({"--session", session.name(), "--output", output, "--command-pid", std::to_string(command)});
+    const bool ready = read_line(c.ready) == "ready\n";
+    const pid_t pids[2] = {c.pid, command};
+    _exit(ready && write(report[1], pids, sizeof pids) == sizeof pids ? 0 : 1);
+  }
+  close(go[0]);
+  close(report[1]);
+  pid_t pids[2] = {-1, -1};
+  if (read(report[0], pids, sizeof pids) == ssize_t(sizeof pids)) {
+    run.recorder = pids[0];
+    run.command = pids[1];
+  }
+  close(report[0]);
+  run.go = go[1];
+  return run;
+}
+
+bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout = 20s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!fs::exists(path) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  return fs::exists(path);
+}
+
+TEST_F(RecorderExeTest, KeepsRecordingAfterTheLauncherDiesUntilTheCommandHasExited) {
+  create_session(1, abi::kMinRingBytes);
+  OrphanedRun run = start_and_orphan(session_, output_, 100, false);
+  ASSERT_GT(run.recorder, 0);
+  ASSERT_EQ(wait_exit(run.launcher), 0);
+  // The launcher is gone and the command has not even started: the recording goes on.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(fs::exists(output_)) << "recorder " << run.recorder << " finished while the command still ran";
+  EXPECT_EQ(kill(run.recorder, 0), 0);
+  ASSERT_EQ(write(run.go, "x", 1), 1);
+  close(run.go);
+  ASSERT_TRUE(wait_for_file(output_)) << "recorder " << run.recorder << " left no trace after the command exited";
+  test::ParsedFile f;
+  ASSERT_TRUE(test::parse_file(output_, &f));
+  ASSERT_EQ(f.chunks.back().header.type, uint16_t(format::ChunkType::kEnd));
+  test::EndChunk end;
+  ASSERT_TRUE(test::parse_end(f.chunks.back(), &end));
+  EXPECT_EQ(test::lookup(end.summary, "events"), "100") << "the calls made after the launcher died";
+  EXPECT_NE(test::lookup(end.summary, "launcher.died_ns"), "<missing>");
+  EXPECT_EQ(test::lookup(end.summary, "cut_off.reason"), "<missing>");
+  EXPECT_FALSE(fs::exists(fs::path("/dev/shm") / session_.name().substr(1))) << "the name is removed at the end";
+}
+
+TEST_F(RecorderExeTest, FinishesAtOnceWhenTheLauncherDiesBeforeReleasingTheCommand) {
+  create_session(1, abi::kMinRingBytes);
+  OrphanedRun run = start_and_orphan(session_, output_, 0, false);
+  ASSERT_GT(run.recorder, 0);
+  close(run.go);  // as a held program sees its launcher die: EOF, and it exits unstarted
+  ASSERT_EQ(wait_exit(run.launcher), 0);
+  ASSERT_TRUE(wait_for_file(output_));
+  test::ParsedFile f;
+  ASSERT_TRUE(test::parse_file(output_, &f));
+  ASSERT_EQ(f.chunks.back().header.type, uint16_t(format::ChunkType::kEnd));
+  test::EndChunk end;
+  ASSERT_TRUE(test::parse_end(f.chunks.back(), &end));
+  EXPECT_EQ(test::lookup(end.summary, "events"), "0");
+  EXPECT_NE(test::lookup(end.summary, "launcher.died_ns"), "<missing>");
+  EXPECT_EQ(test::lookup(end.summary, "cut_off.reason"), "<missing>");
+}
+
+TEST_F(RecorderExeTest, SigtermAfterTheLauncherDiedCutsTheTraceOff) {
+  create_session(1, abi::kMinRingBytes);
+  OrphanedRun run = start_and_orphan(session_, output_, 10, true);
+  ASSERT_GT(run.recorder, 0);
+  ASSERT_EQ(wait_exit(run.launcher), 0);
+  ASSERT_EQ(write(run.go, "x", 1), 1);
+  // The ten calls are in the recorder's hands once it has caught up with the ring.
+  abi::RingHeader* ring = abi::slot_header(session_.header(), 0);
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while ((ring->state.load() != uint32_t(abi::SlotState::kActive) || ring->head.load() == 0 ||
+          ring->tail.load() != ring->head.load()) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(kill(run.recorder, SIGTERM), 0);
+  const bool written = wait_for_file(output_);
+  close(run.go);  // the command exits only now, after the recorder has stopped
+  ASSERT_TRUE(written) << "recorder " << run.recorder << " did not finish on SIGTERM";
+  test::ParsedFile f;
+  ASSERT_TRUE(test::parse_file(output_, &f));
+  ASSERT_EQ(f.chunks.back().header.type, uint16_t(format::ChunkType::kEnd));
+  test::EndChunk end;
+  ASSERT_TRUE(test::parse_end(f.chunks.back(), &end));
+  EXPECT_EQ(test::lookup(end.summary, "events"), "10");
+  EXPECT_EQ(test::lookup(end.summary, "cut_off.reason"),
+            "the launcher died, and the recorder was sent SIGTERM while traced processes were still running");
+  EXPECT_EQ(test::lookup(end.summary, "cut_off.last_record_ns"), "1019");
+  EXPECT_NE(test::lookup(end.summary, "launcher.died_ns"), "<missing>");
 }
 
 TEST_F(RecorderExeTest, FinishesTheTraceWhenTheLauncherDies) {
