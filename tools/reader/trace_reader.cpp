@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_set>
 
@@ -194,6 +196,8 @@ std::string Status::describe() const {
     case TraceState::kComplete: {
       std::string s = damage.empty() ? "complete: " + ev + " in " + thousands(intact_chunks) + " chunks"
                                      : "damaged: " + damage + "; " + ev + " in the other " + ch + " are shown";
+      // Never "complete" over calls the program made after recording stopped.
+      if (!cut_off.empty()) s = "cut off: " + cut_off + "; " + (damage.empty() ? ev + " in " + thousands(intact_chunks) + " chunks" : s);
       if (trailing_bytes)
         s += "; " + thousands(trailing_bytes) + " bytes after the end chunk were ignored";
       return s;
@@ -357,6 +361,15 @@ const std::string* TraceReader::metadata_value(std::string_view key) const {
   for (auto& [k, v] : metadata_)
     if (k == key) return &v;
   return nullptr;
+}
+
+std::string TraceReader::time_into_recording(uint64_t monotonic_ns) const {
+  const std::string* start = metadata_value("start.monotonic_ns");
+  const uint64_t start_ns = start ? std::strtoull(start->c_str(), nullptr, 10) : 0;
+  if (!start_ns || monotonic_ns < start_ns) return "at " + std::to_string(monotonic_ns) + " ns (CLOCK_MONOTONIC)";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.3f s into the recording", double(monotonic_ns - start_ns) / 1e9);
+  return text;
 }
 
 const std::string* TraceReader::summary_value(std::string_view key) const {
@@ -723,6 +736,12 @@ bool TraceReader::parse_end() {
   if (uint64_t(thread_count) * sizeof(format::ThreadStats) != c.left())
     return chunk_error_ = "the thread statistics do not fill the rest of the payload", false;
   summary_ = std::move(summary);
+  if (const std::string* why = summary_value("cut_off.reason")) {
+    status_.cut_off = why->empty() ? "the recorder stopped before the program ended" : *why;
+    const std::string* last = summary_value("cut_off.last_record_ns");
+    const uint64_t last_ns = last ? std::strtoull(last->c_str(), nullptr, 10) : 0;
+    if (last_ns) status_.cut_off += "; the last record is " + time_into_recording(last_ns);
+  }
   for (uint32_t i = 0; i < thread_count; ++i) {
     auto st = load<format::ThreadStats>(c.here() + i * sizeof(format::ThreadStats));
     if (Thread* t = mutable_thread(st.thread_index)) {

@@ -346,9 +346,13 @@ struct Status {
   std::string first_damage_reason;
   // Set when the file is the partial file of a run still in progress: who is writing it.
   std::string in_progress_by;
+  // Set when the recorder stopped while traced processes went on (its end summary's cut_off.reason):
+  // why, and where its last record is. The file is whole, the run's later calls are not in it.
+  std::string cut_off;
 
-  // The whole trace was read: the end chunk, and no damaged chunk on the way.
-  bool complete() const { return state == TraceState::kComplete && damaged_chunks == 0; }
+  // The whole trace was read: the end chunk, and no damaged chunk on the way; and the recording was
+  // not cut off while the program ran.
+  bool complete() const { return state == TraceState::kComplete && damaged_chunks == 0 && cut_off.empty(); }
   // One sentence for users, e.g. "incomplete: the recorder did not finish (killed or crashed);
   // 1,024 events in 3 intact chunks are shown".
   std::string describe() const;
@@ -382,6 +386,9 @@ class TraceReader {
   // First value of `key` in metadata() (or summary()), or nullptr.
   const std::string* metadata_value(std::string_view key) const;
   const std::string* summary_value(std::string_view key) const;
+  // A CLOCK_MONOTONIC time of the trace as a user reads it: "12.345 s into the recording" (from the
+  // metadata's start.monotonic_ns), or the raw value when the start is unknown or later.
+  std::string time_into_recording(uint64_t monotonic_ns) const;
 
   // The spec of an api id. References stay valid for the reader's life; a later kApiTable chunk may
   // update the entry in place.

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <ctime>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -126,6 +127,11 @@ int info_main(int argc, char** argv) {
               h.format_version);
   std::printf("Created:   %s\n", utc_time(h.created_realtime_ns).c_str());
   std::printf("Status:    %s\n", status.describe().c_str());
+  // The launcher normally ends the recording; one that died (SIGKILL) left it to go on by itself.
+  if (const std::string* died = trace.summary_value("launcher.died_ns"))
+    std::printf("Launcher:  died %s, before the program ended; recording went on without it%s\n",
+                trace.time_into_recording(std::strtoull(died->c_str(), nullptr, 10)).c_str(),
+                status.cut_off.empty() ? " until every traced process had exited" : "");
 
   std::printf("\nMetadata:\n");
   if (trace.metadata().empty()) std::printf("  (none)\n");
