@@ -105,7 +105,19 @@ def test_tiny_ring_accounts_for_every_call_as_recorded_or_dropped(tmp_path):
     assert f"{dropped:,} dropped" in proc.stderr or f"{dropped} dropped" in proc.stderr
 
 
-def test_launcher_killed_with_sigkill_leaves_a_whole_trace_and_no_shared_memory(tmp_path):
+def gone(pid):
+    """Exited: no longer in /proc, or a zombie that nobody has reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0] in "ZX"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def orphan_the_program(tmp_path):
+    """Starts sim_progress under the launcher and kills the launcher with SIGKILL once the program is
+    well under way. Returns (program pid, recorder pid, session shm path, progress file, trace,
+    calls completed when the launcher died)."""
     progress_file = tmp_path / "progress"
     launcher, trace = start(tmp_path, [app("sim_progress"), str(progress_file), "0", "50"])
     program = wait_for(lambda: [p for p in children(launcher.pid) if comm(p) == "sim_progress"])[0]
@@ -115,17 +127,50 @@ def test_launcher_killed_with_sigkill_leaves_a_whole_trace_and_no_shared_memory(
     shm = "/dev/shm" + env[b"CUTRACE_SESSION"].decode()
     assert os.path.exists(shm)
     wait_for(lambda: progress(progress_file).get("completed", 0) >= 1000)
+    launcher.kill()  # SIGKILL: the launcher can clean up nothing, nor end the recording
+    launcher.wait(timeout=60)  # not communicate(): the orphaned program still holds its pipes
+    return program, recorder, shm, progress_file, trace, progress(progress_file)["completed"]
+
+
+def test_launcher_killed_with_sigkill_recording_goes_on_until_the_program_exits(tmp_path):
+    program, recorder, shm, progress_file, trace, at_death = orphan_the_program(tmp_path)
     try:
-        done = progress(progress_file)  # completed before the launcher died, so before the final drain
-        launcher.kill()  # SIGKILL: the launcher can clean up nothing
-        launcher.wait(timeout=60)  # not communicate(): the orphaned program still holds its pipes
-        # The recorder sees its parent die, finishes the trace and removes the session's name itself.
-        wait_for(lambda: not os.path.exists(f"/proc/{recorder}") or comm(recorder) == "" or
-                 open(f"/proc/{recorder}/stat").read().split(") ")[1][0] == "Z")
-        assert trace.exists()
-        assert not os.path.exists(shm)
+        # The program runs on, and its calls are still wanted: the recorder keeps the session.
+        wait_for(lambda: progress(progress_file).get("completed", 0) >= at_death + 3000)
+        assert not gone(recorder)
+        assert not trace.exists()
+        assert os.path.exists(shm)
     finally:
         os.kill(program, signal.SIGKILL)
+    # The program's death ends the recording: the recorder finishes the trace and removes the
+    # session's name itself.
+    wait_for(lambda: gone(recorder))
+    done = progress(progress_file)  # the program is dead: its last word
+    assert trace.exists()
+    assert not os.path.exists(shm)
     text = info(trace)
     assert "Status:    complete:" in text
-    assert api_sum(trace)["cudaGetDevice"]["Num Calls"] >= done["cudaGetDevice"]
+    assert "Launcher:  died " in text and "until every traced process had exited" in text
+    assert api_sum(trace)["cudaGetDevice"]["Num Calls"] >= done["cudaGetDevice"] > at_death // 3
+
+
+def test_recorder_stopped_after_the_launcher_died_calls_the_trace_cut_off(tmp_path):
+    program, recorder, shm, progress_file, trace, at_death = orphan_the_program(tmp_path)
+    try:
+        wait_for(lambda: progress(progress_file).get("completed", 0) >= at_death + 1000)
+        os.kill(recorder, signal.SIGTERM)  # a real SIGTERM: stop now, while the program goes on
+        wait_for(lambda: gone(recorder))
+        assert not gone(program)
+    finally:
+        os.kill(program, signal.SIGKILL)
+    assert trace.exists()
+    assert not os.path.exists(shm)
+    text = info(trace, expect=3)
+    assert ("Status:    cut off: the launcher died, and the recorder was sent SIGTERM while traced processes "
+            "were still running; the last record is ") in text, text
+    assert "s into the recording; " in text
+    assert "Launcher:  died " in text
+    stats = run_tool("stats", "--format", "csv", trace, expect=3)
+    assert "cut off" in stats.stderr and "record again for a whole trace" in stats.stderr
+    # What came after the launcher's death, up to the SIGTERM, is there.
+    assert api_sum(trace, expect=3)["cudaGetDevice"]["Num Calls"] > at_death // 3 + 300
