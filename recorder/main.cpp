@@ -347,19 +347,24 @@ int main(int argc, char** argv) {
     recorder.set_wake_word(&header->recorder_wake);
     recorder.run([&] {
       if (header->shutdown_requested.load(std::memory_order_acquire) != 0) return true;
+      bool news = false;
       // PR_SET_PDEATHSIG only covers a parent that dies after the prctl; getppid() covers the rest.
       if (!launcher_died && getppid() != parent) {
-        launcher_died = true;
+        launcher_died = news = true;
         recorder.set_launcher_died(cutrace::recorder::monotonic_ns());
       }
       if (g_terminate) {
         const uint64_t now = cutrace::recorder::monotonic_ns();
-        if (!terminated) terminate_deadline_ns = now + kSigtermGraceNs;
-        terminated = true;
+        if (!terminated) {
+          terminated = news = true;
+          terminate_deadline_ns = now + kSigtermGraceNs;
+        }
         if (g_terminate > 1 || now >= terminate_deadline_ns) return true;
       } else if (!launcher_died) {
         return false;
       }
+      // One more pass first: it finds the rings claimed since the last one.
+      if (news) return false;
       // Nobody is left to ask for shutdown (or the recorder was asked to stop), and the program goes
       // on: its calls are still wanted, until the command and every process that claimed a ring have
       // exited.

@@ -274,6 +274,44 @@ TEST_F(RecorderExeTest, IgnoresCtrlCAndFinishesOnSigterm) {
   EXPECT_EQ(test::lookup(end.summary, "launcher.died_ns"), "<missing>");
 }
 
+TEST_F(RecorderExeTest, SigtermWaitsForTracedProcessesThatExitAnyway) {
+  create_session(1, abi::kMinRingBytes);
+  start_recorder();
+  // A program that got the same SIGTERM (sent to the whole job) and takes a moment to exit.
+  int go[2];
+  ASSERT_EQ(pipe2(go, O_CLOEXEC), 0);
+  const pid_t program = fork();
+  ASSERT_GE(program, 0);
+  if (program == 0) {
+    close(go[1]);
+    TestRing r = TestRing::claim_self(session_.header(), 0);
+    for (uint64_t i = 0; i < 10; ++i) r.push_call(1, 1000 + i, 1010 + i, i);
+    char byte;
+    (void)!read(go[0], &byte, 1);
+    r.push_call(1, 2000, 2010, 10);  // its last call, made after the recorder's SIGTERM
+    _exit(0);
+  }
+  close(go[0]);
+  abi::RingHeader* ring = abi::slot_header(session_.header(), 0);
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (ring->state.load() != uint32_t(abi::SlotState::kActive) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(kill(child_.pid, SIGTERM), 0);
+  std::this_thread::sleep_for(100ms);
+  close(go[1]);
+  ASSERT_EQ(wait_exit(program), 0);
+  const std::string summary = read_line(child_.ready);
+  EXPECT_EQ(wait_exit(child_.pid), 0);
+  child_.pid = -1;
+  EXPECT_EQ(summary.rfind("summary events=11 ", 0), 0u) << "no cut-off warning first: " << summary;
+  test::ParsedFile f;
+  ASSERT_TRUE(test::parse_file(output_, &f));
+  ASSERT_EQ(f.chunks.back().header.type, uint16_t(format::ChunkType::kEnd));
+  test::EndChunk end;
+  ASSERT_TRUE(test::parse_end(f.chunks.back(), &end));
+  EXPECT_EQ(test::lookup(end.summary, "cut_off.reason"), "<missing>");
+}
+
 // A stand-in launcher: forks a command that waits for a byte on `go`, then claims a ring, pushes
 // `calls` calls and exits without retiring it (if `calls` is 0 it just exits); starts the recorder
 // with --command-pid; reports both pids on `report` once the recorder is ready; and dies.
