@@ -755,6 +755,29 @@ TEST(Reader, ADamagedNamesChunkIsReportedWhereTheStreamReachesIt) {
   EXPECT_NE(damage(t.status()).find("names chunk"), std::string::npos) << damage(t.status());
 }
 
+TEST(Reader, ATraceCutOffWhileTheProgramRanIsWholeButNotComplete) {
+  const std::string path = temp_path("cut-off.cutrace");
+  trace::TraceWriter w;
+  ASSERT_TRUE(w.open(path, 1));
+  ASSERT_TRUE(w.write_metadata({{"start.monotonic_ns", "1000000000"}}));
+  ASSERT_TRUE(w.finish({{"events", "0"},
+                        {"launcher.died_ns", "2000000000"},
+                        {"cut_off.reason", "the recorder was sent SIGTERM while traced processes were still running"},
+                        {"cut_off.last_record_ns", "3500000000"}},
+                       {}));
+  TraceReader t;
+  ASSERT_TRUE(t.open(path)) << t.error();
+  Event ev;
+  while (t.next(ev)) {
+  }
+  EXPECT_EQ(t.status().state, TraceState::kComplete) << "the file is whole";
+  EXPECT_FALSE(t.status().complete()) << "the run is not";
+  EXPECT_EQ(t.status().describe(),
+            "cut off: the recorder was sent SIGTERM while traced processes were still running; the last record is "
+            "2.500 s into the recording; 0 events in 2 chunks");
+  EXPECT_EQ(t.time_into_recording(2000000000), "1.000 s into the recording");
+}
+
 TEST(Reader, CallsOfIdsMissingFromTheApiTableGetPlaceholderNames) {
   Records r;
   r.call(500, 10, 25, 0, {1, 2, 3});
