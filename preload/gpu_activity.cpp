@@ -565,20 +565,19 @@ void on_driver_initialized() {
   if (!g_session || !(g_session->gpu_activity & abi::kGpuActivityOn)) return;
   if (g_started.load(std::memory_order_relaxed) || g_started.exchange(true)) return;
   const int saved_errno = errno;
+  ThreadState& ts = t_thread;
   g_start_phase.store(kStarting, std::memory_order_relaxed);
-  if (!start_tracer_thread(starter)) {
-    ThreadState& ts = t_thread;
-    if (ts.producer.header || prepare_thread(ts)) {
-      report(ts, uint32_t(CUPTI_ERROR_UNKNOWN), "the thread that starts CUPTI could not be created, so the trace has no GPU activity");
-    }
-    errno = saved_errno;
-    return;
-  }
+  // The thread's creation (its stack's mmap) and the wait are the tracer's, not the program's calls.
+  ts.in_tracer++;
+  const bool started = start_tracer_thread(starter);
   // The program's CUDA work should find CUPTI running, so this call waits for the start: briefly for
   // the loader (a caller inside a library's constructor holds its lock, and CUPTI then starts once
   // the constructor returns), then a bounded time for CUPTI itself, so that a CUPTI that hangs only
   // costs the program that wait.
-  if (wait_for_phase(kLoaderFree, kLoaderWaitMs)) wait_for_phase(kStartDone, kStartWaitMs);
+  if (started && wait_for_phase(kLoaderFree, kLoaderWaitMs)) wait_for_phase(kStartDone, kStartWaitMs);
+  ts.in_tracer--;
+  if (!started && (ts.producer.header || prepare_thread(ts)))
+    report(ts, uint32_t(CUPTI_ERROR_UNKNOWN), "the thread that starts CUPTI could not be created, so the trace has no GPU activity");
   errno = saved_errno;
 }
 
