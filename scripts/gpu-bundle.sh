@@ -2,7 +2,8 @@
 # Packs what a GPU machine needs to check cutrace against a real driver, into one folder that travels
 # with the working tree (default .gpu, which .git/info/exclude should name): the tools, the shims, the
 # test programs and the benchmark from an existing build, stripped; libunwind and libzstd, which such a
-# machine may lack; CUDA 12's runtime from the pinned wheels; scripts/gpu/cupti_probe.cu, built here
+# machine may lack; CUDA 12's runtime from the pinned wheels, and the CUDA 13.2 runtime and CUPTI that
+# PyTorch 2.15 brings; scripts/gpu/cupti_probe.cu, built here
 # against the toolkit's CUPTI; and eu-stack, for the stacks of a run that hangs. scripts/gpu-check.sh runs the checks there.
 #
 # usage: scripts/gpu-bundle.sh [BUILD_DIR=build] [BUNDLE_DIR=.gpu]
@@ -33,6 +34,14 @@ done
 cuda12_root=$(awk -F= '/^CUTRACE_CUDA12_ROOT:/ {print $2}' "$build/CMakeCache.txt")
 if [[ -n $cuda12_root && -f $cuda12_root/lib/libcudart.so.12 ]]; then
   cp -L "$cuda12_root/lib/libcudart.so.12" "$bundle/cuda12/lib/"
+fi
+
+# PyTorch 2.15's CUDA 13.2 runtime and CUPTI (the tests' pinned wheels): the newer minor version on
+# the machine's driver, where CUPTI 13.2 once crashed without one.
+cuda13_2_root=$(awk -F= '/^CUTRACE_CUDA13_2_ROOT:/ {print $2}' "$build/CMakeCache.txt")
+if [[ -n $cuda13_2_root && -f $cuda13_2_root/lib/libcupti.so.13 ]]; then
+  mkdir -p "$bundle/cuda13.2/lib"
+  cp -L "$cuda13_2_root/lib/libcudart.so.13" "$cuda13_2_root/lib/libcupti.so.13" "$bundle/cuda13.2/lib/"
 fi
 
 cupti_include=$(dirname "$(find "$cuda"/ -name cupti.h -path '*include*' | head -1)")

@@ -8,7 +8,8 @@
 # and the CUPTI probe (its kinds, clocks and costs).
 # Everything goes to RESULTS (default /tmp/gpu-check): log.txt, and the tests' measurements as JSON.
 # GPU_CHECK_STEPS picks steps, so that a short device lease can be spent in parts: a comma-separated
-# list of example, activity-tests, other-tests, train, bench, torch-bench, probe (default: all of them).
+# list of example, cuda13.2, activity-tests, other-tests, train, bench, torch-bench, probe (default: all
+# of them).
 #
 # usage: [GPU_CHECK_STEPS=example,activity-tests] scripts/gpu-check.sh [BUNDLE_DIR=.gpu] [RESULTS=/tmp/gpu-check]
 set -uo pipefail
@@ -19,7 +20,7 @@ mkdir -p "$results"
 exec > >(tee "$results/log.txt") 2>&1
 step() { echo; echo "=== $* ($(date +%T))"; }
 python=${PYTHON:-python3}
-steps=,${GPU_CHECK_STEPS:-example,activity-tests,other-tests,train,bench,torch-bench,probe},
+steps=,${GPU_CHECK_STEPS:-example,cuda13.2,activity-tests,other-tests,train,bench,torch-bench,probe},
 wanted() { [[ $steps == *,$1,* ]]; }
 
 # Runs a command for at most LIMIT seconds. One still running then has the stacks of every thread of
@@ -83,6 +84,24 @@ done
 timeout 60 "$cutrace" stats -r cuda_gpu_trace -f csv "$results/example.cutrace" | head -8
 timeout 60 "$cutrace" stats -r cuda_kern_exec_trace -f csv "$results/example.cutrace" | head -6
 timeout 60 "$cutrace" info "$results/example.cutrace" | grep -E "gpu_activity|warning"
+fi
+
+if wanted cuda13.2 && [[ -f $bundle/cuda13.2/lib/libcupti.so.13 ]]; then
+# PyTorch 2.15's runtime and CUPTI (13.2) on this driver, under cutrace's defaults and without it: the
+# same exit code and output, and GPU activity from that CUPTI or the reason it gave. Then PyTorch as
+# installed here on that runtime (its libraries find libcudart.so.13 on LD_LIBRARY_PATH first).
+for command in "$apps/sim_vector_add 10" "$python -c 'import torch; x = torch.ones(1 << 20, device=\"cuda\"); print(torch.cuda.is_available(), float(x.sum()))'"; do
+  step "on the CUDA 13.2 runtime and CUPTI: $command"
+  LD_LIBRARY_PATH=$bundle/cuda13.2/lib:$cudalib bash -c "$command" > "$results/c132.plain" 2>&1
+  echo "without cutrace: exit $?"
+  LD_LIBRARY_PATH=$bundle/cuda13.2/lib:$cudalib watched 120 "$cutrace" profile -f true -o "$results/c132" -- bash -c "$command" \
+    > "$results/c132.traced" 2>&1
+  echo "with cutrace: exit $?"
+  diff <(grep -v '^cutrace:' "$results/c132.traced") "$results/c132.plain" && echo "same output"
+  grep '^cutrace' "$results/c132.traced"
+  timeout 60 "$cutrace" info "$results/c132.cutrace" | grep -E "gpu_activity|CUDA runtime library|warning"
+  timeout 60 "$cutrace" stats -r cuda_gpu_kern_sum -f csv "$results/c132.cutrace" | head -6
+done
 fi
 
 # GPU activity's tests first: they are the ones the simulated CUPTI cannot settle.
