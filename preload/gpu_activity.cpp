@@ -574,10 +574,15 @@ void on_driver_initialized() {
   // the loader (a caller inside a library's constructor holds its lock, and CUPTI then starts once
   // the constructor returns), then a bounded time for CUPTI itself, so that a CUPTI that hangs only
   // costs the program that wait.
-  if (started && wait_for_phase(kLoaderFree, kLoaderWaitMs)) wait_for_phase(kStartDone, kStartWaitMs);
+  const bool hung = started && wait_for_phase(kLoaderFree, kLoaderWaitMs) && !wait_for_phase(kStartDone, kStartWaitMs);
   ts.in_tracer--;
+  // Said from this thread, whose ring is there; should CUPTI finish starting later, what it says then
+  // is the process's last word on GPU activity.
   if (!started && (ts.producer.header || prepare_thread(ts)))
     report(ts, uint32_t(CUPTI_ERROR_UNKNOWN), "the thread that starts CUPTI could not be created, so the trace has no GPU activity");
+  if (hung && ts.producer.header)
+    report(ts, uint32_t(CUPTI_ERROR_UNKNOWN), "CUPTI had not started 10 s after the driver was initialised, so the "
+                                              "program went on without it and the trace has no GPU activity");
   errno = saved_errno;
 }
 

@@ -603,6 +603,9 @@ void Recorder::remember_string(const uint8_t* record) {
   }
   if (s.header.aux == uint32_t(abi::StringKind::kGpuActivityStatus)) {
     ProcessKernels& p = kernels_[kernels_of_thread_[batch_thread_]];
+    // CUPTI that started late, after the shim said it had not started in time: the start wins, in
+    // whichever order the two threads' rings are drained.
+    if (p.gpu_status_code == 0 && s.key != 0) return;
     p.gpu_status_code = uint32_t(s.key);
     p.gpu_status.assign(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 600));
     return;

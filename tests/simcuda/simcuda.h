@@ -22,6 +22,8 @@
 //                              cuptiSetThreadIdType and cuptiActivityRegisterTimestampCallback fail
 //                              with it; 39 (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED):
 //                              cuptiSubscribe fails as if another tool had subscribed first.
+//   SIMCUDA_CUPTI_SUBSCRIBE_DELAY_MS  cuptiSubscribe answers only after this many ms: a CUPTI that
+//                              is slow to start, or hangs (default 0).
 //   SIMCUDA_CUPTI_DEVICE_BUFFER_RECORDS  at most this many device records (kernels, copies, memsets)
 //                              between two flushes; the rest are dropped and counted by
 //                              cuptiActivityGetNumDroppedRecords (default 0 = no limit).

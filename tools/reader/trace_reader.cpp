@@ -951,10 +951,14 @@ void TraceReader::apply_events() {
           k.demangled = demangle(text);
           break;
         }
-        case abi::StringKind::kGpuActivityStatus:
-          proc.gpu_status_code = int64_t(load<uint64_t>(r + offsetof(abi::StringRecord, key)));
+        case abi::StringKind::kGpuActivityStatus: {
+          // CUPTI that started late, after the shim said it had not started in time: the start wins.
+          const auto code = int64_t(load<uint64_t>(r + offsetof(abi::StringRecord, key)));
+          if (proc.gpu_status_code == 0 && code != 0) break;
+          proc.gpu_status_code = code;
           proc.gpu_status.assign(text);
           break;
+        }
         case abi::StringKind::kPythonFunction: {
           const size_t nul = text.find('\0');
           Process::PythonFunction& f = proc.python_functions[load<uint64_t>(r + offsetof(abi::StringRecord, key))];

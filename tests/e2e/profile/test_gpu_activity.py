@@ -9,6 +9,7 @@ import csv
 import io
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from conftest import CUTRACE, api_sum, app, calls, counts, info, info_totals, metadata, profile, sim_env
@@ -135,6 +136,20 @@ def test_without_a_driver_or_with_another_profiler_the_calls_are_all_there_and_t
         assert not rows(trace, "cuda_gpu_trace")
         # The reason is in the trace too, for whoever reads it later.
         assert line.replace("cutrace: warning: ", "") in info(trace), code
+
+
+def test_a_cupti_that_hangs_costs_the_program_a_bounded_wait_and_is_said(tmp_path):
+    # CUPTI's start takes longer than the 10 s the program's first CUDA call waits for it: the program
+    # goes on, exactly as without cutrace, its calls are all recorded, and the reason is said.
+    _, reference = vector_add(tmp_path, name="reference")
+    started = time.monotonic()
+    proc, trace = vector_add(tmp_path, name="hung", SIMCUDA_CUPTI_SUBSCRIBE_DELAY_MS="60000")
+    took = time.monotonic() - started
+    assert 10 <= took < 40, took
+    (line,) = warnings(proc.stderr)
+    assert "has no GPU activity in the trace, only its API calls: CUPTI had not started 10 s after the driver" in line
+    assert counts(calls(trace, tmp_path)[0]) == counts(calls(reference, tmp_path)[0])
+    assert not rows(trace, "cuda_gpu_trace")
 
 
 def test_records_cupti_drops_are_counted_and_warned_about(tmp_path):

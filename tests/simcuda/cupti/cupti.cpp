@@ -71,6 +71,7 @@ struct CbidName {
 struct Knobs {
   CUptiResult error = CUPTI_SUCCESS;  // SIMCUDA_CUPTI_ERROR: 999 (no driver) or 39 (another tool)
   uint64_t device_records = 0;        // SIMCUDA_CUPTI_DEVICE_BUFFER_RECORDS, 0 = unlimited
+  uint64_t subscribe_delay_ms = 0;    // SIMCUDA_CUPTI_SUBSCRIBE_DELAY_MS
 };
 
 const Knobs& knobs() {
@@ -81,6 +82,9 @@ const Knobs& knobs() {
     }
     if (const char* v = std::getenv("SIMCUDA_CUPTI_DEVICE_BUFFER_RECORDS"); v != nullptr && *v != '\0') {
       k.device_records = std::strtoull(v, nullptr, 10);
+    }
+    if (const char* v = std::getenv("SIMCUDA_CUPTI_SUBSCRIBE_DELAY_MS"); v != nullptr && *v != '\0') {
+      k.subscribe_delay_ms = std::strtoull(v, nullptr, 10);
     }
     return k;
   }();
@@ -573,6 +577,11 @@ SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
 SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber,
                                                    CUpti_CallbackFunc, void*) {
   if (subscriber == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (const uint64_t ms = knobs().subscribe_delay_ms) {
+    timespec pause{time_t(ms / 1000), long(ms % 1000) * 1000000};
+    while (nanosleep(&pause, &pause) != 0) {
+    }
+  }
   if (CUptiResult e = no_driver(); e) return e;
   if (knobs().error == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   State& s = state();
