@@ -6,8 +6,8 @@
 # per domain and function with their results, the processes, and cutrace's own warnings (a CUDA
 # library loaded with none of its calls recorded). It also compares the exports of the CUDA libraries
 # the wheels brought with what cutrace wraps (scripts/coverage.py --libraries), so that a function no
-# wrapper exists for is listed rather than silently untraced. It fails when a traced run exits or
-# prints other than the same run without cutrace, when a process loaded the CUDA runtime and none of
+# wrapper exists for is listed rather than silently untraced. It fails when a traced run (the import
+# under cutrace's defaults, the step) exits or prints other than the same run without cutrace, when a process loaded the CUDA runtime and none of
 # its calls was recorded, or when PyTorch's CUDA runtime calls are missing. On a machine with a GPU
 # the same steps run on the GPU.
 # Usage: scripts/check-frameworks.sh [BUILD_DIR]   (environment: CUTRACE_FRAMEWORK_SETS, default
@@ -51,16 +51,44 @@ for set in $sets; do
   echo "=== $set: the CUDA libraries the wheels brought, against what cutrace wraps"
   python3 "$here/coverage.py" --build "$build" --libraries "$venv" | sed 's/^/  /' || true
   for fw in $frameworks; do
-    echo "=== $set $fw: cutrace profile -t cuda,nvtx,cublas,cudnn python scripts/frameworks/${fw}_step.py"
-    # The run without cutrace first: the traced one must exit and print the same.
+    # The first thing a user runs, under cutrace's defaults: the same exit code, stdout and stderr
+    # (cutrace's own lines aside) as without cutrace.
+    case $fw in
+      torch) first="import torch; print(torch.__version__, torch.cuda.is_available())" ;;
+      *) first="import $fw; print($fw.__version__)" ;;
+    esac
+    echo "=== $set $fw: cutrace profile python -c '$first', against the same without cutrace"
     plain_status=0
-    "$venv/bin/python" "$here/frameworks/${fw}_step.py" > "$out/$set-$fw.plain" 2>/dev/null || plain_status=$?
+    "$venv/bin/python" -c "$first" > "$out/$set-$fw-import.plain" 2> "$out/$set-$fw-import.plain-err" || plain_status=$?
+    traced_status=0
+    "$cutrace" profile -o "$out/$set-$fw-import" "$venv/bin/python" -c "$first" > "$out/$set-$fw-import.stdout" \
+      2> "$out/$set-$fw-import.stderr" || traced_status=$?
+    if [[ $traced_status != "$plain_status" ]] || ! cmp -s "$out/$set-$fw-import.plain" "$out/$set-$fw-import.stdout" ||
+       ! cmp -s "$out/$set-$fw-import.plain-err" <(grep -v '^cutrace:' "$out/$set-$fw-import.stderr"); then
+      echo "FAIL: traced, it exited $traced_status (without cutrace $plain_status), or its output differs:"
+      diff <(cat "$out/$set-$fw-import.plain" "$out/$set-$fw-import.plain-err") \
+           <(cat "$out/$set-$fw-import.stdout"; grep -v '^cutrace:' "$out/$set-$fw-import.stderr") | head -20
+      status=1
+    else
+      echo "  exit $plain_status and the same output, traced or not"
+    fi
+    sed 's/^/  | /' "$out/$set-$fw-import.stdout"
+    grep '^cutrace' "$out/$set-$fw-import.stderr" | sed 's/^/  /' || true
+
+    echo "=== $set $fw: cutrace profile -t cuda,nvtx,cublas,cudnn python scripts/frameworks/${fw}_step.py"
+    # The run without cutrace first: the traced one must exit and print the same, on both streams.
+    plain_status=0
+    "$venv/bin/python" "$here/frameworks/${fw}_step.py" > "$out/$set-$fw.plain" 2> "$out/$set-$fw.plain-err" ||
+      plain_status=$?
     traced_status=0
     "$cutrace" profile -o "$out/$set-$fw" -t cuda,nvtx,cublas,cudnn --show-output true \
       "$venv/bin/python" "$here/frameworks/${fw}_step.py" > "$out/$set-$fw.stdout" 2> "$out/$set-$fw.stderr" ||
       traced_status=$?
-    if [[ $traced_status != "$plain_status" ]] || ! cmp -s "$out/$set-$fw.plain" "$out/$set-$fw.stdout"; then
+    if [[ $traced_status != "$plain_status" ]] || ! cmp -s "$out/$set-$fw.plain" "$out/$set-$fw.stdout" ||
+       ! cmp -s "$out/$set-$fw.plain-err" <(grep -v '^cutrace:' "$out/$set-$fw.stderr"); then
       echo "FAIL: traced, the step exited $traced_status and printed differently; without cutrace it exited $plain_status"
+      diff <(cat "$out/$set-$fw.plain" "$out/$set-$fw.plain-err") \
+           <(cat "$out/$set-$fw.stdout"; grep -v '^cutrace:' "$out/$set-$fw.stderr") | head -20
       status=1
     elif [[ $plain_status != 0 ]]; then
       echo "  the step exits $plain_status without cutrace too (exit codes above 128 are signals), and the same traced"
