@@ -44,6 +44,33 @@ prepare() {
 }
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/cutrace-frameworks.XXXXXX")
+
+# alike NAME [OPTION...] -- COMMAND...: runs COMMAND without cutrace, then under `cutrace profile
+# OPTION...` into $out/NAME.cutrace; fails unless both exit alike and print the same on both streams
+# (cutrace's own lines aside). Shows the traced output and cutrace's lines.
+alike() {
+  local name=$1 options=() plain_status=0 traced_status=0
+  shift
+  while [[ $1 != -- ]]; do options+=("$1"); shift; done
+  shift
+  "$@" > "$out/$name.plain" 2> "$out/$name.plain-err" || plain_status=$?
+  "$cutrace" profile -o "$out/$name" "${options[@]}" -- "$@" > "$out/$name.stdout" 2> "$out/$name.stderr" ||
+    traced_status=$?
+  local failed=0
+  if [[ $traced_status != "$plain_status" ]] || ! cmp -s "$out/$name.plain" "$out/$name.stdout" ||
+     ! cmp -s "$out/$name.plain-err" <(grep -v '^cutrace:' "$out/$name.stderr"); then
+    echo "FAIL: traced, it exited $traced_status (without cutrace $plain_status), or its output differs:"
+    diff <(cat "$out/$name.plain" "$out/$name.plain-err") \
+         <(cat "$out/$name.stdout"; grep -v '^cutrace:' "$out/$name.stderr") | head -20
+    failed=1
+  else
+    echo "  exit $plain_status and the same output, traced or not (exit codes above 128 are signals)"
+  fi
+  sed 's/^/  | /' "$out/$name.stdout"
+  grep '^cutrace' "$out/$name.stderr" | sed 's/^/  /' || true
+  return $failed
+}
+
 status=0
 for set in $sets; do
   prepare "$set" || { status=1; continue; }
@@ -51,50 +78,15 @@ for set in $sets; do
   echo "=== $set: the CUDA libraries the wheels brought, against what cutrace wraps"
   python3 "$here/coverage.py" --build "$build" --libraries "$venv" | sed 's/^/  /' || true
   for fw in $frameworks; do
-    # The first thing a user runs, under cutrace's defaults: the same exit code, stdout and stderr
-    # (cutrace's own lines aside) as without cutrace.
+    # The first thing a user runs, under cutrace's defaults, then a training step.
     case $fw in
       torch) first="import torch; print(torch.__version__, torch.cuda.is_available())" ;;
       *) first="import $fw; print($fw.__version__)" ;;
     esac
     echo "=== $set $fw: cutrace profile python -c '$first', against the same without cutrace"
-    plain_status=0
-    "$venv/bin/python" -c "$first" > "$out/$set-$fw-import.plain" 2> "$out/$set-$fw-import.plain-err" || plain_status=$?
-    traced_status=0
-    "$cutrace" profile -o "$out/$set-$fw-import" "$venv/bin/python" -c "$first" > "$out/$set-$fw-import.stdout" \
-      2> "$out/$set-$fw-import.stderr" || traced_status=$?
-    if [[ $traced_status != "$plain_status" ]] || ! cmp -s "$out/$set-$fw-import.plain" "$out/$set-$fw-import.stdout" ||
-       ! cmp -s "$out/$set-$fw-import.plain-err" <(grep -v '^cutrace:' "$out/$set-$fw-import.stderr"); then
-      echo "FAIL: traced, it exited $traced_status (without cutrace $plain_status), or its output differs:"
-      diff <(cat "$out/$set-$fw-import.plain" "$out/$set-$fw-import.plain-err") \
-           <(cat "$out/$set-$fw-import.stdout"; grep -v '^cutrace:' "$out/$set-$fw-import.stderr") | head -20
-      status=1
-    else
-      echo "  exit $plain_status and the same output, traced or not"
-    fi
-    sed 's/^/  | /' "$out/$set-$fw-import.stdout"
-    grep '^cutrace' "$out/$set-$fw-import.stderr" | sed 's/^/  /' || true
-
+    alike "$set-$fw-import" -- "$venv/bin/python" -c "$first" || status=1
     echo "=== $set $fw: cutrace profile -t cuda,nvtx,cublas,cudnn python scripts/frameworks/${fw}_step.py"
-    # The run without cutrace first: the traced one must exit and print the same, on both streams.
-    plain_status=0
-    "$venv/bin/python" "$here/frameworks/${fw}_step.py" > "$out/$set-$fw.plain" 2> "$out/$set-$fw.plain-err" ||
-      plain_status=$?
-    traced_status=0
-    "$cutrace" profile -o "$out/$set-$fw" -t cuda,nvtx,cublas,cudnn --show-output true \
-      "$venv/bin/python" "$here/frameworks/${fw}_step.py" > "$out/$set-$fw.stdout" 2> "$out/$set-$fw.stderr" ||
-      traced_status=$?
-    if [[ $traced_status != "$plain_status" ]] || ! cmp -s "$out/$set-$fw.plain" "$out/$set-$fw.stdout" ||
-       ! cmp -s "$out/$set-$fw.plain-err" <(grep -v '^cutrace:' "$out/$set-$fw.stderr"); then
-      echo "FAIL: traced, the step exited $traced_status and printed differently; without cutrace it exited $plain_status"
-      diff <(cat "$out/$set-$fw.plain" "$out/$set-$fw.plain-err") \
-           <(cat "$out/$set-$fw.stdout"; grep -v '^cutrace:' "$out/$set-$fw.stderr") | head -20
-      status=1
-    elif [[ $plain_status != 0 ]]; then
-      echo "  the step exits $plain_status without cutrace too (exit codes above 128 are signals), and the same traced"
-    fi
-    sed 's/^/  | /' "$out/$set-$fw.stdout"
-    grep '^cutrace' "$out/$set-$fw.stderr" | sed 's/^/  /' || true
+    alike "$set-$fw" -t cuda,nvtx,cublas,cudnn -- "$venv/bin/python" "$here/frameworks/${fw}_step.py" || status=1
     # A library loaded and never called is no fault (without a GPU, PyTorch loads cuBLAS and cuDNN and
     # never calls them); a runtime loaded with none of its calls recorded is.
     if grep -q 'libcudart[^ ]* was loaded but none of its calls\|no CUDA call was recorded' "$out/$set-$fw.stderr"; then
