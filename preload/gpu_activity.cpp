@@ -387,7 +387,7 @@ void report_failure(ThreadState& ts, const char* what, CUptiResult r) {
 
 // Every 250 ms, completed buffers go to the trace, so that a program killed later loses at most what
 // CUPTI held since. Runs on the starter thread once CUPTI runs.
-void flush_until_stopped(ThreadState&) {
+void flush_until_stopped() {
   uint32_t done = 0;
   while (g_running.load(std::memory_order_relaxed)) {
     // Woken early by a forced flush asked for.
@@ -541,7 +541,7 @@ void* starter(void*) {
   start_cupti(ts);
   g_start_phase.store(kStartDone, std::memory_order_release);
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_start_phase), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
-  if (g_running.load(std::memory_order_acquire)) flush_until_stopped(ts);
+  if (g_running.load(std::memory_order_acquire)) flush_until_stopped();
   return nullptr;
 }
 
