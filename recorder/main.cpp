@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -342,34 +343,36 @@ int main(int argc, char** argv) {
   sigaction(SIGBUS, &bus, nullptr);
   bool launcher_died = false, terminated = false;
   uint64_t terminate_deadline_ns = 0;
+  // Made before sigsetjmp: a SIGBUS jumps back over run(), and anything built inside would be leaked.
+  const std::function<bool()> should_stop = [&] {
+    if (header->shutdown_requested.load(std::memory_order_acquire) != 0) return true;
+    bool news = false;
+    // PR_SET_PDEATHSIG only covers a parent that dies after the prctl; getppid() covers the rest.
+    if (!launcher_died && getppid() != parent) {
+      launcher_died = news = true;
+      recorder.set_launcher_died(cutrace::recorder::monotonic_ns());
+    }
+    if (g_terminate) {
+      const uint64_t now = cutrace::recorder::monotonic_ns();
+      if (!terminated) {
+        terminated = news = true;
+        terminate_deadline_ns = now + kSigtermGraceNs;
+      }
+      if (g_terminate > 1 || now >= terminate_deadline_ns) return true;
+    } else if (!launcher_died) {
+      return false;
+    }
+    // One more pass first: it finds the rings claimed since the last one.
+    if (news) return false;
+    // Nobody is left to ask for shutdown (or the recorder was asked to stop), and the program goes
+    // on: its calls are still wanted, until the command and every process that claimed a ring have
+    // exited.
+    return !command.alive() && !recorder.producers_running();
+  };
   if (sigsetjmp(g_session_fault, 1) == 0) {
     g_session_guarded = 1;
     recorder.set_wake_word(&header->recorder_wake);
-    recorder.run([&] {
-      if (header->shutdown_requested.load(std::memory_order_acquire) != 0) return true;
-      bool news = false;
-      // PR_SET_PDEATHSIG only covers a parent that dies after the prctl; getppid() covers the rest.
-      if (!launcher_died && getppid() != parent) {
-        launcher_died = news = true;
-        recorder.set_launcher_died(cutrace::recorder::monotonic_ns());
-      }
-      if (g_terminate) {
-        const uint64_t now = cutrace::recorder::monotonic_ns();
-        if (!terminated) {
-          terminated = news = true;
-          terminate_deadline_ns = now + kSigtermGraceNs;
-        }
-        if (g_terminate > 1 || now >= terminate_deadline_ns) return true;
-      } else if (!launcher_died) {
-        return false;
-      }
-      // One more pass first: it finds the rings claimed since the last one.
-      if (news) return false;
-      // Nobody is left to ask for shutdown (or the recorder was asked to stop), and the program goes
-      // on: its calls are still wanted, until the command and every process that claimed a ring have
-      // exited.
-      return !command.alive() && !recorder.producers_running();
-    });
+    recorder.run(should_stop);
     if (writer.good()) recorder.final_drain();
     // After the final drain's process check: a program that was exiting anyway lost nothing.
     if (terminated && (recorder.processes_alive() || command.alive()))
