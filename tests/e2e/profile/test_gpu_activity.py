@@ -7,12 +7,13 @@ alone."""
 import collections
 import csv
 import io
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from conftest import CUTRACE, api_sum, app, calls, counts, info, info_totals, metadata, profile, sim_env
+from conftest import CUTRACE, SIM_LIB, api_sum, app, calls, counts, info, info_totals, metadata, profile, sim_env
 
 KERNEL_NS = 50_000
 ELEMENTS = 1 << 16  # 256 KiB per copy: 26,215 ns at the default 10 GB/s
@@ -150,6 +151,23 @@ def test_a_cupti_that_hangs_costs_the_program_a_bounded_wait_and_is_said(tmp_pat
     assert "has no GPU activity in the trace, only its API calls: CUPTI had not started 10 s after the driver" in line
     assert counts(calls(trace, tmp_path)[0]) == counts(calls(reference, tmp_path)[0])
     assert not rows(trace, "cuda_gpu_trace")
+
+
+def test_cutrace_cupti_path_names_the_cupti_to_load(tmp_path):
+    # A copy of the simulated CUPTI elsewhere is the one loaded, and info names it.
+    chosen = tmp_path / "elsewhere" / "libcupti.so.13"
+    chosen.parent.mkdir()
+    shutil.copy(SIM_LIB / "libcupti.so.13", chosen)
+    _, trace = vector_add(tmp_path, 2, name="chosen", CUTRACE_CUPTI_PATH=str(chosen))
+    assert f"gpu_activity.source            GPU activity from {chosen}\n" in info(trace)
+    assert summary(trace)["gpu_activity.kernels"] == 4
+    # One that cannot be loaded: said, and the calls are all there.
+    _, reference = vector_add(tmp_path, 2, name="reference")
+    missing = tmp_path / "nowhere" / "libcupti.so.13"
+    proc, trace = vector_add(tmp_path, 2, name="missing", CUTRACE_CUPTI_PATH=str(missing))
+    (line,) = warnings(proc.stderr)
+    assert f"has no GPU activity in the trace, only its API calls: CUTRACE_CUPTI_PATH={missing} cannot be loaded" in line
+    assert counts(calls(trace, tmp_path)[0]) == counts(calls(reference, tmp_path)[0])
 
 
 def test_records_cupti_drops_are_counted_and_warned_about(tmp_path):
