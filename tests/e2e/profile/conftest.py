@@ -62,9 +62,20 @@ def sim_env(**extra):
     return env
 
 
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
 def orphaned_sessions():
-    """This user's cutrace shared-memory objects whose launcher has exited: what a run left behind.
-    (Sessions of runs still going on, from tests running beside this one, are not counted.)"""
+    """This user's cutrace shared-memory objects whose launcher and recorder have both exited: what a
+    run left behind. (Sessions of runs still going on, from tests running beside this one, are not
+    counted; nor is one whose launcher was killed while its recorder still records the program.)"""
     prefix = f"cutrace-{os.getuid()}-"
     orphans = set()
     for name in os.listdir("/dev/shm"):
@@ -72,16 +83,15 @@ def orphaned_sessions():
             continue
         try:
             with open(f"/dev/shm/{name}", "rb") as f:
-                header = f.read(64)
+                header = f.read(152)
         except OSError:
             continue  # removed meanwhile
-        launcher_pid = struct.unpack_from("<I", header, 56)[0] if len(header) == 64 else 0
-        try:
-            os.kill(launcher_pid, 0)
-        except ProcessLookupError:
+        if len(header) < 152:
+            continue
+        # SessionHeader: launcher_pid at 56, recorder_pid at 148 (include/cutrace/abi.h).
+        launcher_pid, recorder_pid = struct.unpack_from("<I", header, 56)[0], struct.unpack_from("<I", header, 148)[0]
+        if not _alive(launcher_pid) and not (recorder_pid and _alive(recorder_pid)):
             orphans.add(name)
-        except PermissionError:
-            pass
     return orphans
 
 

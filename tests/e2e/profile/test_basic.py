@@ -72,7 +72,9 @@ def test_vector_add_records_every_call_with_names_arguments_and_times(tmp_path):
     # launch to the end of its copy back lies at least two kernel times, less the error the recorder
     # states for its clock conversion; launches are asynchronous and return long before that.
     clock_error_ns = int(metadata(trace)["clock.error_bound_ns"])
-    assert clock_error_ns < 100_000
+    # Tens of microseconds on an idle machine; a VM that traps rdtsc, busy with other tests, has shown
+    # 130 us. Well under a kernel time either way, so the bound below still says something.
+    assert clock_error_ns < 500_000
     timeline = [e for e in events if e["name"] in ("__cudaLaunchKernel", "cudaMemcpy")]
     for i, e in enumerate(timeline):
         if e["name"] != "cudaMemcpy" or e["args"]["kind"] != "cudaMemcpyDeviceToHost":
