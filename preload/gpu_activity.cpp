@@ -309,12 +309,15 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
 
 void CUPTIAPI no_callbacks(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
-// dlopen(path); notes the loaded library's address range.
-void* open_cupti(const char* path, bool loaded_only) {
+// dlopen(path); notes the loaded library's address range, and puts the file the loader took in `found`
+// for the trace's record of it (a soname alone says little).
+void* open_cupti(const char* path, bool loaded_only, char* found, size_t capacity) {
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | (loaded_only ? RTLD_NOLOAD : 0));
   if (!handle) return nullptr;
   link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map) return handle;
+  const bool named = dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map;
+  std::snprintf(found, capacity, "%s", named && map->l_name && *map->l_name ? map->l_name : path);
+  if (!named) return handle;
   elf::for_each_object([&](const elf::Object& each) {
     if (each.bias != uintptr_t(map->l_addr) || each.index == 0) return false;
     elf::mapped_span(each, &g_cupti_start, &g_cupti_end);
@@ -329,15 +332,7 @@ void* open_cupti(const char* path, bool loaded_only) {
 void* find_cupti(int major, const char* runtime_path, char* found, size_t capacity) {
   char soname[32];
   std::snprintf(soname, sizeof soname, "libcupti.so.%d", major);
-  auto attempt = [&](const char* path, bool loaded_only) -> void* {
-    void* h = open_cupti(path, loaded_only);
-    if (!h) return nullptr;
-    // The file the loader took, for the trace's record of it (a soname alone says little).
-    link_map* map = nullptr;
-    const bool named = dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name;
-    std::snprintf(found, capacity, "%s", named ? map->l_name : path);
-    return h;
-  };
+  auto attempt = [&](const char* path, bool loaded_only) { return open_cupti(path, loaded_only, found, capacity); };
   if (void* h = attempt(soname, true)) return h;
   if (runtime_path && *runtime_path) {
     char dir[1024];
@@ -437,10 +432,7 @@ void start_cupti(ThreadState& ts) {
   char path[1200] = "";
   void* handle = nullptr;
   if (const char* chosen = getenv(kCuptiPathEnvVar); chosen && *chosen) {
-    handle = open_cupti(chosen, false);
-    link_map* map = nullptr;
-    const bool named = handle && dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name;
-    std::snprintf(path, sizeof path, "%s", named ? map->l_name : chosen);
+    handle = open_cupti(chosen, false, path, sizeof path);
     if (!handle) {
       char text[1400];
       std::snprintf(text, sizeof text, "%s=%s cannot be loaded (%s), so the trace has no GPU activity", kCuptiPathEnvVar,

@@ -92,11 +92,17 @@ ProcessMonitor::~ProcessMonitor() {
     if (p.pidfd >= 0) ::close(p.pidfd);
 }
 
+namespace {
+
+// A zombie has pushed its last record (and a dead process exits no more); only its parent's wait()
+// is missing.
+bool still_running(const ProcStat& st) { return st.state != 'Z' && st.state != 'X' && st.state != 'x'; }
+
+}  // namespace
+
 bool ProcessMonitor::alive_by_proc(const Process& p) const {
   ProcStat st;
-  if (!read_proc_stat(p.pid, &st)) return false;
-  // A zombie has pushed its last record; only its parent's wait() is missing.
-  if (st.state == 'Z' || st.state == 'X' || st.state == 'x') return false;
+  if (!read_proc_stat(p.pid, &st) || !still_running(st)) return false;
   // A producer that could not read its own start time leaves 0; then only existence can be checked.
   return p.start_ticks == 0 || st.start_ticks == p.start_ticks;
 }
@@ -194,7 +200,7 @@ bool ProcessWatch::open(uint32_t pid, bool use_pidfd) {
   // Read after the pidfd is open: both then name the same process, and the start time keeps the
   // fallback from taking a later process under the same pid for it.
   ProcStat st;
-  if (!read_proc_stat(pid, &st) || st.state == 'Z' || st.state == 'X' || st.state == 'x') {
+  if (!read_proc_stat(pid, &st) || !still_running(st)) {
     if (pidfd_ >= 0) ::close(pidfd_);
     pidfd_ = -1;
     return false;
@@ -212,8 +218,7 @@ bool ProcessWatch::alive() {
     if (::poll(&p, 1, 0) > 0) alive_ = false;
   } else {
     ProcStat st;
-    alive_ = read_proc_stat(pid_, &st) && st.state != 'Z' && st.state != 'X' && st.state != 'x' &&
-             st.start_ticks == start_ticks_;
+    alive_ = read_proc_stat(pid_, &st) && still_running(st) && st.start_ticks == start_ticks_;
   }
   if (!alive_ && pidfd_ >= 0) {
     ::close(pidfd_);
