@@ -5,17 +5,20 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 
 #include "interpose.h"
 #include "loaded_objects.h"
+#include "python_layouts.h"
 
 namespace cutrace::preload {
 namespace {
@@ -299,21 +302,414 @@ void* python_sampler(void*) {
   return nullptr;
 }
 
+// --- Frames read without the GIL ----------------------------------------------------------------
+//
+// A slow call's Python frames are its own thread's, and that thread is inside the call: it cannot push
+// or pop a frame, and each frame on its chain holds its code object, which holds its names and line
+// table. So the chain can be read with plain loads, whether or not the thread holds the GIL (PyTorch
+// releases it around every operator), and without taking it, which could deadlock the program. Where
+// the chain lies is CPython's internal layout, per minor version (python_layouts.h); it is trusted only
+// after the interpreter's version picked a row, 3.13's own _Py_DebugOffsets agreed with it, the first
+// walk (made through process_vm_readv, which fails on a bad address instead of faulting) passed every
+// check, and, the first time a slow call comes with the GIL held, the C API's answer matched.
+
+// Memory read directly, or through the kernel, which says when an address is not mapped.
+struct DirectMemory {
+  static bool read(uintptr_t address, void* out, size_t n) {
+    std::memcpy(out, reinterpret_cast<const void*>(address), n);
+    return true;
+  }
+};
+struct CheckedMemory {
+  static bool read(uintptr_t address, void* out, size_t n) {
+    iovec local{out, n}, remote{reinterpret_cast<void*>(address), n};
+    return address && syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == ssize_t(n);
+  }
+};
+
+template <class Memory, class T>
+bool load(uintptr_t address, T* out) {
+  return Memory::read(address, out, sizeof(T));
+}
+
+struct Interpreter {
+  cutrace_python_layout layout;
+  uint32_t version;  // PY_VERSION_HEX
+  uintptr_t code_type, unicode_type, bytes_type, frame_type;
+  Object (*this_thread_state)();  // PyGILState_GetThisThreadState: this thread's, GIL or not
+  Object (*gil_holder)();         // _PyThreadState_UncheckedGet (3.9-3.12) / PyThreadState_GetUnchecked
+  int (*addr2line)(Object, int);  // PyCode_Addr2Line: reads the code object's line table, nothing else
+  int (*is_initialized)();
+  int (*is_finalizing)();         // _Py_IsFinalizing (3.9-3.12) / Py_IsFinalizing
+};
+
+enum FramesState : uint32_t {
+  kNotFound,   // no CPython in the process (yet)
+  kUnproven,   // a layout is chosen; the next walk reads through the kernel
+  kProven,     // read directly
+  kRefused,    // no Python frames in this process; said once
+};
+std::atomic<uint32_t> g_frames_state{kNotFound};
+std::atomic<bool> g_compared_with_api{false};  // the C API check under the GIL was made
+std::atomic<bool> g_status_sent{false};        // in this process (a forked child sends its own)
+Interpreter g_interpreter;
+char g_frames_status[320];  // what the status string says: "CPython 3.11.7", or why there are no frames
+uint64_t g_frames_status_code;  // 0: frames are read; 1: refused
+
+// "3.11.7", "3.14.0a1", "3.13.0rc2".
+void format_version(uint32_t hex, char* out, size_t size) {
+  static const char* const kLevels[16] = {"", "", "", "", "", "", "", "", "", "", "a", "b", "rc", "", "", ""};
+  const unsigned level = (hex >> 4) & 0xF;
+  if (level == 0xF || !kLevels[level][0])
+    snprintf(out, size, "%u.%u.%u", hex >> 24, (hex >> 16) & 0xFF, (hex >> 8) & 0xFF);
+  else
+    snprintf(out, size, "%u.%u.%u%s%u", hex >> 24, (hex >> 16) & 0xFF, (hex >> 8) & 0xFF, kLevels[level], hex & 0xF);
+}
+
+void refuse(const char* why) {
+  char version[32];
+  format_version(g_interpreter.version, version, sizeof version);
+  snprintf(g_frames_status, sizeof g_frames_status, "CPython %s %s, so the stacks of its slow calls have no Python frames",
+           version, why);
+  g_frames_status_code = 1;
+  g_frames_state.store(kRefused, std::memory_order_release);
+}
+
+// The interpreter's version: Py_Version from 3.11, else the text Py_GetVersion() starts with.
+uint32_t interpreter_version(DlsymFn lookup) {
+  if (const auto* hex = static_cast<const unsigned long*>(lookup(RTLD_DEFAULT, "Py_Version"))) return uint32_t(*hex);
+  auto get_version = reinterpret_cast<const char* (*)()>(lookup(RTLD_DEFAULT, "Py_GetVersion"));
+  if (!get_version) return 0;
+  unsigned major = 0, minor = 0, micro = 0;
+  if (sscanf(get_version(), "%u.%u.%u", &major, &minor, &micro) != 3) return 0;
+  return (major << 24) | (minor << 16) | (micro << 8) | 0xF0;
+}
+
+// 3.13 states its own offsets (_Py_DebugOffsets, the first field of _PyRuntime): they must be the row's.
+bool debug_offsets_agree(DlsymFn lookup, const cutrace_python_layout& row) {
+  const auto* runtime = static_cast<const uint8_t*>(lookup(RTLD_DEFAULT, "_PyRuntime"));
+  if (!runtime) {
+    refuse("has no _PyRuntime, where 3.13 states its own layout");
+    return false;
+  }
+  const cutrace_python_debug_offsets& at = cutrace_python_debug_offsets_313;
+  auto value = [&](uint16_t position) {
+    uint64_t v;
+    std::memcpy(&v, runtime + position, sizeof v);
+    return v;
+  };
+  if (std::memcmp(runtime, "xdebugpy", 8) != 0 || value(at.version) != g_interpreter.version) {
+    refuse("does not start its _PyRuntime with the layout statement of 3.13");
+    return false;
+  }
+  if (value(at.free_threaded)) {
+    refuse("is a free-threaded build, whose objects are laid out differently");
+    return false;
+  }
+  const std::pair<uint16_t, uint64_t> expected[] = {
+      {at.tstate_interp, row.tstate_interp},     {at.tstate_frame, row.tstate_frame},
+      {at.frame_back, row.frame_back},           {at.frame_code, row.frame_code},
+      {at.frame_position, row.frame_position},   {at.frame_owner, row.frame_owner},
+      {at.code_filename, row.code_filename},     {at.code_name, row.code_name},
+      {at.code_qualname, row.code_qualname},     {at.code_firstlineno, row.code_firstlineno},
+      {at.code_adaptive, row.code_adaptive},     {at.ob_type, CUTRACE_PYTHON_OB_TYPE},
+      {at.unicode_state, row.unicode_state},     {at.unicode_length, row.unicode_length},
+      {at.ascii_size, row.ascii_size},           {at.bytes_data, row.bytes_data}};
+  for (const auto& [position, offset] : expected)
+    if (value(position) != offset) {
+      refuse("states a layout in its _PyRuntime that differs from 3.13's");
+      return false;
+    }
+  return true;
+}
+
+// Looks for CPython once per change of the loaded objects, and picks its layout; the caller holds g_lock.
+void find_interpreter() {
+  uint64_t adds = 0, subs = 0;
+  elf::load_counts(&adds, &subs);
+  static uint64_t looked_at_adds = ~uint64_t(0);
+  if (looked_at_adds == adds) return;
+  looked_at_adds = adds;
+  const DlsymFn lookup = real_dlsym();
+  if (!lookup) return;
+  Interpreter in{};
+  in.this_thread_state = reinterpret_cast<Object (*)()>(lookup(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
+  in.is_initialized = reinterpret_cast<int (*)()>(lookup(RTLD_DEFAULT, "Py_IsInitialized"));
+  if (!in.this_thread_state || !in.is_initialized) return;  // no CPython
+  in.version = interpreter_version(lookup);
+  g_interpreter = in;
+  const uint32_t major = in.version >> 24, minor = (in.version >> 16) & 0xFF;
+  const cutrace_python_layout* row = nullptr;
+  for (const cutrace_python_layout& l : cutrace_python_layouts)
+    if (major == 3 && l.minor == minor) row = &l;
+  if (!row) {
+    refuse(major == 3 && minor < 9 ? "is older than 3.9, the first whose frames cutrace reads"
+                                   : "is newer than the versions whose frame layout this build of cutrace knows (3.9 to "
+                                     "3.13)");
+    return;
+  }
+  // Py_TRACE_REFS puts two pointers before every object's type.
+  if (lookup(RTLD_DEFAULT, "_Py_PrintReferences")) {
+    refuse("is built with Py_TRACE_REFS, which lays objects out differently");
+    return;
+  }
+  in.layout = *row;
+  in.code_type = reinterpret_cast<uintptr_t>(lookup(RTLD_DEFAULT, "PyCode_Type"));
+  in.unicode_type = reinterpret_cast<uintptr_t>(lookup(RTLD_DEFAULT, "PyUnicode_Type"));
+  in.bytes_type = reinterpret_cast<uintptr_t>(lookup(RTLD_DEFAULT, "PyBytes_Type"));
+  in.frame_type = reinterpret_cast<uintptr_t>(lookup(RTLD_DEFAULT, "PyFrame_Type"));
+  in.addr2line = reinterpret_cast<int (*)(Object, int)>(lookup(RTLD_DEFAULT, "PyCode_Addr2Line"));
+  in.gil_holder = reinterpret_cast<Object (*)()>(lookup(RTLD_DEFAULT, minor >= 13 ? "PyThreadState_GetUnchecked"
+                                                                                  : "_PyThreadState_UncheckedGet"));
+  in.is_finalizing =
+      reinterpret_cast<int (*)()>(lookup(RTLD_DEFAULT, minor >= 13 ? "Py_IsFinalizing" : "_Py_IsFinalizing"));
+  g_interpreter = in;
+  if (!in.code_type || !in.unicode_type || !in.bytes_type || !in.frame_type || !in.addr2line || !in.gil_holder ||
+      !in.is_finalizing) {
+    refuse("does not export a function or type its frames are read with");
+    return;
+  }
+  if (minor == 13 && !debug_offsets_agree(lookup, *row)) return;
+  char version[32];
+  format_version(in.version, version, sizeof version);
+  snprintf(g_frames_status, sizeof g_frames_status, "CPython %s", version);
+  g_frames_status_code = 0;
+  g_frames_state.store(kUnproven, std::memory_order_release);
+}
+
+// A compact str's text as UTF-8, cut at `capacity` bytes as CPython's own UTF-8 would be; its length,
+// -1 when `text` is not a compact str, or -2 when it holds a lone surrogate, which has no UTF-8.
+template <class Memory>
+ptrdiff_t read_text(const Interpreter& in, uintptr_t text, char* out, size_t capacity) {
+  const cutrace_python_layout& l = in.layout;
+  uintptr_t type = 0;
+  uint32_t state = 0;
+  int64_t length = 0;
+  if (!load<Memory>(text + CUTRACE_PYTHON_OB_TYPE, &type) || type != in.unicode_type ||
+      !load<Memory>(text + l.unicode_state, &state) || !load<Memory>(text + l.unicode_length, &length))
+    return -1;
+  const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+  if (!compact || length < 0 || !(kind == 1 || kind == 2 || kind == 4)) return -1;
+  const uintptr_t data = text + (ascii ? l.ascii_size : l.compact_size);
+  // Never more characters than could fill the output.
+  const size_t characters = std::min<size_t>(size_t(length), capacity);
+  uint8_t raw[4 * 1024];
+  if (characters * kind > sizeof raw || !Memory::read(data, raw, characters * kind)) return -1;
+  if (ascii) {
+    std::memcpy(out, raw, characters);
+    return ptrdiff_t(characters);
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < characters && n < capacity; ++i) {
+    uint32_t c = kind == 1 ? raw[i] : kind == 2 ? uint32_t(reinterpret_cast<const uint16_t*>(raw)[i])
+                                                : reinterpret_cast<const uint32_t*>(raw)[i];
+    if (c >= 0xD800 && c <= 0xDFFF) return -2;
+    if (c > 0x10FFFF) return -1;
+    uint8_t bytes[4];
+    size_t width;
+    if (c < 0x80) {
+      bytes[0] = uint8_t(c);
+      width = 1;
+    } else if (c < 0x800) {
+      bytes[0] = uint8_t(0xC0 | (c >> 6)), bytes[1] = uint8_t(0x80 | (c & 0x3F));
+      width = 2;
+    } else if (c < 0x10000) {
+      bytes[0] = uint8_t(0xE0 | (c >> 12)), bytes[1] = uint8_t(0x80 | ((c >> 6) & 0x3F));
+      bytes[2] = uint8_t(0x80 | (c & 0x3F));
+      width = 3;
+    } else {
+      bytes[0] = uint8_t(0xF0 | (c >> 18)), bytes[1] = uint8_t(0x80 | ((c >> 12) & 0x3F));
+      bytes[2] = uint8_t(0x80 | ((c >> 6) & 0x3F)), bytes[3] = uint8_t(0x80 | (c & 0x3F));
+      width = 4;
+    }
+    for (size_t b = 0; b < width && n < capacity; ++b) out[n++] = char(bytes[b]);
+  }
+  return ptrdiff_t(n);
+}
+
+// The id of a code object's function, as function_names() and name_hash() make it from the C API, its
+// names sent first when this process has not sent them yet. 0 when its names cannot be read.
+template <class Memory>
+uint64_t raw_function_id(ThreadState& ts, const Interpreter& in, uintptr_t code) {
+  const cutrace_python_layout& l = in.layout;
+  char text[1024];
+  uintptr_t name = 0, file = 0;
+  if (!load<Memory>(code + (l.code_qualname != CUTRACE_PYTHON_NONE ? l.code_qualname : l.code_name), &name) ||
+      !load<Memory>(code + l.code_filename, &file))
+    return 0;
+  // A name CPython cannot encode either is left empty, as function_names() leaves it.
+  ptrdiff_t name_length = read_text<Memory>(in, name, text, 512);
+  if (name_length == -1) return 0;
+  name_length = std::max<ptrdiff_t>(name_length, 0);
+  text[name_length] = '\0';
+  ptrdiff_t file_length = read_text<Memory>(in, file, text + name_length + 1, sizeof text - size_t(name_length) - 1);
+  if (file_length == -1) return 0;
+  file_length = std::max<ptrdiff_t>(file_length, 0);
+  const size_t length = size_t(name_length) + 1 + size_t(file_length);
+  const uint64_t id = name_hash(text, length);
+  if (g_sent.first_sending(id)) emit_string(ts, abi::StringKind::kPythonFunction, id, text, length);
+  return id;
+}
+
+// Checks one code object and the instruction its frame is at: the line, or false when anything is off.
+template <class Memory>
+bool frame_line(const Interpreter& in, uintptr_t code, int64_t offset_bytes, uint64_t* line) {
+  uintptr_t type = 0;
+  if (!load<Memory>(code + CUTRACE_PYTHON_OB_TYPE, &type) || type != in.code_type) return false;
+  // The instructions' size: co_code's (3.9, 3.10) or the code object's own (code units, 3.11+).
+  int64_t size_bytes = 0;
+  if (in.layout.code_code != CUTRACE_PYTHON_NONE) {
+    uintptr_t bytes = 0;
+    if (!load<Memory>(code + in.layout.code_code, &bytes) || !load<Memory>(bytes + CUTRACE_PYTHON_OB_TYPE, &type) ||
+        type != in.bytes_type || !load<Memory>(bytes + CUTRACE_PYTHON_OB_SIZE, &size_bytes))
+      return false;
+  } else {
+    if (!load<Memory>(code + CUTRACE_PYTHON_OB_SIZE, &size_bytes)) return false;
+    size_bytes *= 2;
+  }
+  if (offset_bytes >= size_bytes || offset_bytes < -2) return false;
+  // Before the first instruction (-1 or -2) CPython says the function's first line, as here.
+  *line = uint64_t(in.addr2line(reinterpret_cast<Object>(code), int(offset_bytes < 0 ? -1 : offset_bytes)));
+  return true;
+}
+
+// This thread's frames, innermost first, from `tstate`; false when a check failed (the frames before it
+// are in `out`, `*count` of them).
+template <class Memory>
+bool walk_raw(ThreadState& ts, const Interpreter& in, uintptr_t tstate, abi::PythonFrame* out, uint32_t capacity,
+              uint32_t* count) {
+  const cutrace_python_layout& l = in.layout;
+  *count = 0;
+  uintptr_t frame = 0;
+  if (!load<Memory>(tstate + l.tstate_frame, &frame)) return false;
+  if (l.frames == CUTRACE_PYTHON_CFRAME && frame && !load<Memory>(frame + l.cframe_current, &frame)) return false;
+  // Links followed at most: what the capacity needs and the entry shims between them, with room for
+  // incomplete frames; a longer chain is not believed.
+  for (uint32_t links = 0; frame && *count < capacity; ++links) {
+    if (links > 4 * capacity + 64) return false;
+    uintptr_t code = 0, next = 0;
+    if (!load<Memory>(frame + l.frame_code, &code) || !load<Memory>(frame + l.frame_back, &next)) return false;
+    int64_t offset_bytes;
+    if (l.frames == CUTRACE_PYTHON_FRAME_OBJECTS) {
+      uintptr_t type = 0;
+      int32_t lasti = 0;
+      if (!load<Memory>(frame + CUTRACE_PYTHON_OB_TYPE, &type) || type != in.frame_type ||
+          !load<Memory>(frame + l.frame_position, &lasti))
+        return false;
+      offset_bytes = l.minor == 9 ? lasti : int64_t(lasti) * 2;  // bytes in 3.9, code units in 3.10
+    } else {
+      uint8_t owner = 0;
+      if (!load<Memory>(frame + l.frame_owner, &owner)) return false;
+      if (owner == l.owner_cstack) {  // the C stack's entry into the eval loop: no code of its own
+        frame = next;
+        continue;
+      }
+      uintptr_t instruction = 0;
+      int32_t first_traceable = 0;
+      if (!load<Memory>(frame + l.frame_position, &instruction) ||
+          !load<Memory>(code + l.code_firsttraceable, &first_traceable))
+        return false;
+      const uintptr_t start = code + l.code_adaptive;
+      // A frame still being set up (its arguments copied, its cells made) is not yet the caller's
+      // frame to CPython either (_PyFrame_IsIncomplete).
+      if (owner != l.owner_generator && instruction < start + 2 * uintptr_t(int64_t(first_traceable))) {
+        frame = next;
+        continue;
+      }
+      offset_bytes = int64_t(instruction - start);
+    }
+    uint64_t line = 0;
+    if (!frame_line<Memory>(in, code, offset_bytes, &line)) return false;
+    const uint64_t id = raw_function_id<Memory>(ts, in, code);
+    if (!id) return false;
+    out[(*count)++] = {id, line};
+    frame = next;
+  }
+  return true;
+}
+
+// The same frames through the C API; the caller holds the GIL and g_lock. The ids are made as
+// raw_function_id() makes them, without sending names.
+uint32_t walk_with_api(const PythonApi& api, abi::PythonFrame* out, uint32_t capacity) {
+  Object thread = api.thread_state();
+  if (!thread) return 0;
+  Object type = nullptr, value = nullptr, trace = nullptr;
+  api.fetch_error(&type, &value, &trace);
+  uint32_t count = 0;
+  Object frame = api.thread_frame(thread);
+  char text[1024];
+  while (frame && count < capacity) {
+    if (Object code = api.frame_code(frame)) {
+      out[count++] = {name_hash(text, function_names(api, code, text)), uint64_t(api.frame_line(frame))};
+      api.dec_ref(code);
+    }
+    Object back = api.frame_back(frame);
+    api.dec_ref(frame);
+    frame = back;
+  }
+  if (frame) api.dec_ref(frame);
+  discard_error(api);
+  api.restore_error(type, value, trace);
+  return count;
+}
+
+void send_frames_status(ThreadState& ts) {
+  if (g_status_sent.exchange(true)) return;
+  emit_string(ts, abi::StringKind::kPythonFramesStatus, g_frames_status_code, g_frames_status, strlen(g_frames_status));
+}
+
 }  // namespace
 
 uint32_t python_frames(ThreadState& ts, abi::PythonFrame* out, uint32_t capacity) {
-  const PythonApi* api = python_api();
-  if (!api || capacity == 0 || !api->is_initialized() || !api->gil_check()) return 0;
-  Object thread = api->thread_state();
-  if (!thread) return 0;
-  Locked lock;
-  // Whatever exception the thread has pending stays as it was.
-  Object type = nullptr, value = nullptr, trace = nullptr;
-  api->fetch_error(&type, &value, &trace);
-  const uint32_t count = walk_frames(ts, *api, api->thread_frame(thread), out, capacity);
-  // An error the lookups left (an attribute missing) is not the program's.
-  discard_error(*api);
-  api->restore_error(type, value, trace);
+  uint32_t state = g_frames_state.load(std::memory_order_acquire);
+  if (state == kNotFound) {
+    Locked lock;
+    find_interpreter();
+    state = g_frames_state.load(std::memory_order_acquire);
+  }
+  if (state == kNotFound || capacity == 0) return 0;
+  if (state == kRefused) {
+    send_frames_status(ts);
+    return 0;
+  }
+  const Interpreter& in = g_interpreter;
+  if (!in.is_initialized() || in.is_finalizing()) return 0;
+  const auto tstate = reinterpret_cast<uintptr_t>(in.this_thread_state());
+  if (!tstate) return 0;  // a thread that never ran Python (a library's worker)
+  uint32_t count = 0;
+  if (state == kUnproven) {
+    Locked lock;
+    if (g_frames_state.load(std::memory_order_acquire) == kUnproven) {
+      if (!walk_raw<CheckedMemory>(ts, in, tstate, out, capacity, &count)) {
+        refuse("keeps its frames elsewhere than this build of cutrace expects");
+        send_frames_status(ts);
+        return 0;
+      }
+      send_frames_status(ts);
+      if (count) g_frames_state.store(kProven, std::memory_order_release);
+      return count;
+    }
+    state = g_frames_state.load(std::memory_order_acquire);
+    if (state != kProven) return 0;
+  }
+  if (!walk_raw<DirectMemory>(ts, in, tstate, out, capacity, &count)) {
+    // Proven layout, yet a check failed: the frames below it are not believed.
+  }
+  // Once, with the GIL held: CPython's own answer must be the same.
+  if (!g_compared_with_api.load(std::memory_order_relaxed) && reinterpret_cast<uintptr_t>(in.gil_holder()) == tstate) {
+    const PythonApi* api = python_api();
+    Locked lock;
+    if (api && !g_compared_with_api.exchange(true)) {
+      abi::PythonFrame expected[abi::kMaxPythonFrames];
+      const uint32_t expected_count = walk_with_api(*api, expected, capacity);
+      if (expected_count != count || std::memcmp(expected, out, sizeof(abi::PythonFrame) * count) != 0) {
+        refuse("gave other frames through its C API than those read without the GIL");
+        g_status_sent.store(false);
+        send_frames_status(ts);
+        return 0;
+      }
+    }
+  }
   return count;
 }
 
@@ -328,6 +724,7 @@ void forget_python_functions() {
   // stay cached (and referenced) as they were.
   g_sent.forget();
   g_lock.clear(std::memory_order_relaxed);
+  g_status_sent.store(false, std::memory_order_relaxed);
   // The parent's sampler thread is not in the child; the child starts its own once it records.
   g_sampler_started.store(false, std::memory_order_relaxed);
 }

@@ -610,6 +610,14 @@ void Recorder::remember_string(const uint8_t* record) {
     p.gpu_status.assign(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 600));
     return;
   }
+  if (s.header.aux == uint32_t(abi::StringKind::kPythonFramesStatus)) {
+    ProcessKernels& p = kernels_[kernels_of_thread_[batch_thread_]];
+    // A check that failed after the frames were accepted: the refusal wins, whichever ring came first.
+    if (p.python_frames_code == 1 && s.key != 1) return;
+    p.python_frames_code = s.key == 0 ? 0 : 1;
+    p.python_frames_status.assign(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 400));
+    return;
+  }
   if (s.header.aux == uint32_t(abi::StringKind::kUnwrappedEntryPoint)) {
     // Bounded: a warning names a few, and ring contents are untrusted.
     std::set<std::string>& names = kernels_[kernels_of_thread_[batch_thread_]].unwrapped_entry_points;
@@ -791,6 +799,16 @@ std::vector<std::string> Recorder::warnings() const {
       out.push_back(std::to_string(processes.size()) + " processes (" + pids +
                     ") have no GPU activity in the trace, only their API calls: " + reason);
     }
+  }
+  // One line per reason, as above: every rank of a job on one interpreter says so once.
+  std::map<std::string, std::vector<const ProcessKernels*>> without_python;
+  for (const ProcessKernels& p : kernels_)
+    if (p.python_frames_code == 1) without_python[p.python_frames_status].push_back(&p);
+  for (const auto& [reason, processes] : without_python) {
+    std::string who = processes.size() == 1 ? "process " + std::to_string(processes.front()->pid) +
+                                                  (processes.front()->command.empty() ? "" : " (" + processes.front()->command + ")")
+                                            : std::to_string(processes.size()) + " processes";
+    out.push_back(who + ": " + reason);
   }
   if (gpu_dropped_)
     out.push_back(std::to_string(gpu_dropped_) + " GPU activity records were dropped by CUPTI: its buffers filled "
@@ -996,6 +1014,11 @@ trace::KeyValues Recorder::summary() const {
         break;
       }
   }
+  for (const ProcessKernels& p : kernels_)
+    if (p.python_frames_code == 0) {
+      kv.emplace_back("python_frames.interpreter", p.python_frames_status);
+      break;
+    }
   if (python_sampling_) {
     kv.emplace_back("python_samples", std::to_string(python_samples_written_));
     kv.emplace_back("python_samples.unplaced", std::to_string(python_samples_unplaced_));

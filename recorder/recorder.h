@@ -218,6 +218,10 @@ class Recorder {
     // try), and what the shim said of it; bounded.
     uint32_t gpu_status_code = UINT32_MAX;
     std::string gpu_status;
+    // kPythonFramesStatus: 0 when its Python frames were read, 1 when refused (UINT32_MAX: not said),
+    // and the interpreter, with why; bounded.
+    uint32_t python_frames_code = UINT32_MAX;
+    std::string python_frames_status;
     // The first recorded call that found no usable driver or device (a runtime call returning
     // cudaErrorInsufficientDriver or cudaErrorNoDevice, a failed cuInit): why a process that never
     // initialised a driver has no GPU activity. UINT32_MAX: none.

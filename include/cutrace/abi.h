@@ -174,6 +174,10 @@ enum class StringKind : uint32_t {
   // why GPU activity is not collected for this process (no driver, another profiler holds CUPTI, ...),
   // or where CUPTI was loaded from. Sent once per process when it tries to start GPU activity.
   kGpuActivityStatus = 9,
+  // key = 0 when the process's Python frames are read (text: the interpreter, "CPython 3.11.7"), 1 when
+  // it has none (text: the interpreter and why, one sentence). Sent once per process, by the first slow
+  // call of a CPython process; a refusal after an acceptance (a check that failed later) wins.
+  kPythonFramesStatus = 10,
 };
 
 struct StringRecord {

@@ -959,6 +959,14 @@ void TraceReader::apply_events() {
           proc.gpu_status.assign(text);
           break;
         }
+        case abi::StringKind::kPythonFramesStatus: {
+          // A check that failed after the frames were accepted: the refusal wins.
+          const auto code = int64_t(load<uint64_t>(r + offsetof(abi::StringRecord, key)));
+          if (proc.python_frames_code == 1 && code != 1) break;
+          proc.python_frames_code = code;
+          proc.python_frames_status.assign(text);
+          break;
+        }
         case abi::StringKind::kPythonFunction: {
           const size_t nul = text.find('\0');
           Process::PythonFunction& f = proc.python_functions[load<uint64_t>(r + offsetof(abi::StringRecord, key))];

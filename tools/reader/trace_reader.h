@@ -116,6 +116,10 @@ struct Process {
   // what the shim said of it.
   int64_t gpu_status_code = -1;
   std::string gpu_status;
+  // kPythonFramesStatus: whether its slow calls' Python frames were read (0), were refused (1), or it
+  // said nothing (-1: no slow call in a CPython process), and the interpreter and why.
+  int64_t python_frames_code = -1;
+  std::string python_frames_status;
 
   // The module whose executable range held `address` at `time` (ns): of the objects there, the one
   // loaded last by then and not unloaded yet. An address in an object the shim found loaded only after
