@@ -114,6 +114,31 @@ struct Locked {
   ~Locked() { g_lock.clear(std::memory_order_release); }
 };
 
+// A Python function's id: a hash of "qualified name" NUL "file", eight bytes a step. Every slow call
+// hashes each of its frames' names, so FNV's byte-serial multiply chain (name_hash) costs too much here.
+// Never 0, which marks an empty slot of SentNames.
+uint64_t function_hash(const char* text, size_t length) {
+  constexpr uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
+  uint64_t h = 0x243F6A8885A308D3ull ^ length;
+  size_t i = 0;
+  for (; i + 8 <= length; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, text + i, 8);
+    h = (h ^ word) * kMultiplier;
+    h ^= h >> 29;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, text + i, length - i);
+  h = (h ^ tail) * kMultiplier;
+  // MurmurHash3's finaliser: every input bit reaches every output bit.
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  h ^= h >> 33;
+  return h ? h : 1;
+}
+
 // Clears the error indicator, dropping what a lookup of ours left there.
 void discard_error(const PythonApi& api) {
   Object type = nullptr, value = nullptr, trace = nullptr;
@@ -171,7 +196,7 @@ uint64_t function_id(ThreadState& ts, const PythonApi& api, Object code) {
     }
   }
   const size_t length = function_names(api, code, text);
-  const uint64_t id = name_hash(text, length);
+  const uint64_t id = function_hash(text, length);
   if (free_slot) {
     api.inc_ref(code);
     *free_slot = {code, id};
@@ -414,7 +439,8 @@ bool debug_offsets_agree(DlsymFn lookup, const cutrace_python_layout& row) {
       {at.code_qualname, row.code_qualname},     {at.code_firstlineno, row.code_firstlineno},
       {at.code_adaptive, row.code_adaptive},     {at.ob_type, CUTRACE_PYTHON_OB_TYPE},
       {at.unicode_state, row.unicode_state},     {at.unicode_length, row.unicode_length},
-      {at.ascii_size, row.ascii_size},           {at.bytes_data, row.bytes_data}};
+      {at.ascii_size, row.ascii_size},           {at.bytes_data, row.bytes_data},
+      {at.code_linetable, row.code_linetable}};
   for (const auto& [position, offset] : expected)
     if (value(position) != offset) {
       refuse("states a layout in its _PyRuntime that differs from 3.13's");
@@ -493,12 +519,9 @@ ptrdiff_t read_text(const Interpreter& in, uintptr_t text, char* out, size_t cap
   const uintptr_t data = text + (ascii ? l.ascii_size : l.compact_size);
   // Never more characters than could fill the output.
   const size_t characters = std::min<size_t>(size_t(length), capacity);
+  if (ascii) return Memory::read(data, out, characters) ? ptrdiff_t(characters) : -1;
   uint8_t raw[4 * 1024];
   if (characters * kind > sizeof raw || !Memory::read(data, raw, characters * kind)) return -1;
-  if (ascii) {
-    std::memcpy(out, raw, characters);
-    return ptrdiff_t(characters);
-  }
   size_t n = 0;
   for (size_t i = 0; i < characters && n < capacity; ++i) {
     uint32_t c = kind == 1 ? raw[i] : kind == 2 ? uint32_t(reinterpret_cast<const uint16_t*>(raw)[i])
@@ -527,12 +550,30 @@ ptrdiff_t read_text(const Interpreter& in, uintptr_t text, char* out, size_t cap
   return ptrdiff_t(n);
 }
 
-// The id of a code object's function, as function_names() and name_hash() make it from the C API, its
-// names sent first when this process has not sent them yet. 0 when its names cannot be read.
+// Lines already looked up, per thread: a slow call's outer frames (a training loop, <module>) are the
+// same call after call, and CPython finds a line by walking the line table from its start, which for a
+// long module costs microseconds. A code object is not referenced here (that needs the GIL), so an entry
+// counts only for the same code address and instruction, the same function id (computed from the names,
+// read afresh every time), the same line table object and first line: another code object at a freed one's
+// address would need all of them. A forked child's threads see another generation.
+struct LineCacheEntry {
+  uintptr_t code;
+  uintptr_t line_table;
+  uint64_t id;
+  int64_t offset;
+  uint64_t line;
+  int32_t first_line;
+  uint32_t generation;  // also: the id's names were sent in this generation
+};
+constexpr size_t kLineCacheEntries = 64;
+thread_local LineCacheEntry t_lines[kLineCacheEntries] __attribute__((tls_model("initial-exec")));
+std::atomic<uint32_t> g_function_generation{1};
+
+// The id of a code object's function, as function_names() and function_hash() make it from the C API,
+// with its names in `text` (`*length` bytes). 0 when its names cannot be read.
 template <class Memory>
-uint64_t raw_function_id(ThreadState& ts, const Interpreter& in, uintptr_t code) {
+uint64_t raw_function_id(const Interpreter& in, uintptr_t code, char (&text)[1024], size_t* length) {
   const cutrace_python_layout& l = in.layout;
-  char text[1024];
   uintptr_t name = 0, file = 0;
   if (!load<Memory>(code + (l.code_qualname != CUTRACE_PYTHON_NONE ? l.code_qualname : l.code_name), &name) ||
       !load<Memory>(code + l.code_filename, &file))
@@ -545,15 +586,14 @@ uint64_t raw_function_id(ThreadState& ts, const Interpreter& in, uintptr_t code)
   ptrdiff_t file_length = read_text<Memory>(in, file, text + name_length + 1, sizeof text - size_t(name_length) - 1);
   if (file_length == -1) return 0;
   file_length = std::max<ptrdiff_t>(file_length, 0);
-  const size_t length = size_t(name_length) + 1 + size_t(file_length);
-  const uint64_t id = name_hash(text, length);
-  if (g_sent.first_sending(id)) emit_string(ts, abi::StringKind::kPythonFunction, id, text, length);
-  return id;
+  *length = size_t(name_length) + 1 + size_t(file_length);
+  return function_hash(text, *length);
 }
 
-// Checks one code object and the instruction its frame is at: the line, or false when anything is off.
+// Checks one code object and the instruction its frame is at (in bytes from the first; -1 or -2 before
+// it); false when anything is off.
 template <class Memory>
-bool frame_line(const Interpreter& in, uintptr_t code, int64_t offset_bytes, uint64_t* line) {
+bool code_and_offset_agree(const Interpreter& in, uintptr_t code, int64_t offset_bytes) {
   uintptr_t type = 0;
   if (!load<Memory>(code + CUTRACE_PYTHON_OB_TYPE, &type) || type != in.code_type) return false;
   // The instructions' size: co_code's (3.9, 3.10) or the code object's own (code units, 3.11+).
@@ -567,9 +607,33 @@ bool frame_line(const Interpreter& in, uintptr_t code, int64_t offset_bytes, uin
     if (!load<Memory>(code + CUTRACE_PYTHON_OB_SIZE, &size_bytes)) return false;
     size_bytes *= 2;
   }
-  if (offset_bytes >= size_bytes || offset_bytes < -2) return false;
+  return offset_bytes < size_bytes && offset_bytes >= -2;
+}
+
+// One frame: its function's id (its names sent first when this process has not sent them yet) and its
+// line, from this thread's cache or CPython's line table. False when its names cannot be read.
+template <class Memory>
+bool name_frame(ThreadState& ts, const Interpreter& in, uintptr_t code, int64_t offset_bytes, abi::PythonFrame* out) {
+  char text[1024];
+  size_t length = 0;
+  const uint64_t id = raw_function_id<Memory>(in, code, text, &length);
+  uintptr_t line_table = 0;
+  int32_t first_line = 0;
+  if (!id || !load<Memory>(code + in.layout.code_linetable, &line_table) ||
+      !load<Memory>(code + in.layout.code_firstlineno, &first_line))
+    return false;
+  const uint32_t generation = g_function_generation.load(std::memory_order_relaxed);
+  LineCacheEntry& cached = t_lines[((code >> 4) ^ uint64_t(offset_bytes) * 0x9E3779B97F4A7C15ull) % kLineCacheEntries];
+  if (cached.code == code && cached.offset == offset_bytes && cached.id == id && cached.line_table == line_table &&
+      cached.first_line == first_line && cached.generation == generation) {
+    *out = {id, cached.line};
+    return true;
+  }
+  if (g_sent.first_sending(id)) emit_string(ts, abi::StringKind::kPythonFunction, id, text, length);
   // Before the first instruction (-1 or -2) CPython says the function's first line, as here.
-  *line = uint64_t(in.addr2line(reinterpret_cast<Object>(code), int(offset_bytes < 0 ? -1 : offset_bytes)));
+  const uint64_t line = uint64_t(in.addr2line(reinterpret_cast<Object>(code), int(offset_bytes < 0 ? -1 : offset_bytes)));
+  cached = {code, line_table, id, offset_bytes, line, first_line, generation};
+  *out = {id, line};
   return true;
 }
 
@@ -618,11 +682,9 @@ bool walk_raw(ThreadState& ts, const Interpreter& in, uintptr_t tstate, abi::Pyt
       }
       offset_bytes = int64_t(instruction - start);
     }
-    uint64_t line = 0;
-    if (!frame_line<Memory>(in, code, offset_bytes, &line)) return false;
-    const uint64_t id = raw_function_id<Memory>(ts, in, code);
-    if (!id) return false;
-    out[(*count)++] = {id, line};
+    if (!code_and_offset_agree<Memory>(in, code, offset_bytes) || !name_frame<Memory>(ts, in, code, offset_bytes, &out[*count]))
+      return false;
+    ++*count;
     frame = next;
   }
   return true;
@@ -640,7 +702,7 @@ uint32_t walk_with_api(const PythonApi& api, abi::PythonFrame* out, uint32_t cap
   char text[1024];
   while (frame && count < capacity) {
     if (Object code = api.frame_code(frame)) {
-      out[count++] = {name_hash(text, function_names(api, code, text)), uint64_t(api.frame_line(frame))};
+      out[count++] = {function_hash(text, function_names(api, code, text)), uint64_t(api.frame_line(frame))};
       api.dec_ref(code);
     }
     Object back = api.frame_back(frame);
@@ -725,6 +787,7 @@ void forget_python_functions() {
   g_sent.forget();
   g_lock.clear(std::memory_order_relaxed);
   g_status_sent.store(false, std::memory_order_relaxed);
+  g_function_generation.fetch_add(1, std::memory_order_relaxed);
   // The parent's sampler thread is not in the child; the child starts its own once it records.
   g_sampler_started.store(false, std::memory_order_relaxed);
 }

@@ -55,6 +55,8 @@ struct cutrace_python_layout {
   uint16_t ascii_size;   /* sizeof(PyASCIIObject): where a compact ASCII string's characters start */
   uint16_t compact_size; /* sizeof(PyCompactUnicodeObject): where other compact strings' start */
   uint16_t bytes_data;   /* PyBytesObject.ob_sval */
+  uint16_t unicode_hash; /* the str's cached hash (-1 until computed; interned names have theirs) */
+  uint16_t code_linetable; /* co_lnotab (3.9) / co_linetable, a bytes object */
 };
 
 /* All versions: PyObject.ob_type, PyVarObject.ob_size; str's state bits: kind 2-4, compact 5, ascii 6. */
@@ -65,20 +67,20 @@ static const struct cutrace_python_layout cutrace_python_layouts[] = {
     /* 3.9 */
     {9, CUTRACE_PYTHON_FRAME_OBJECTS, 16, 24, CUTRACE_PYTHON_NONE, 24, 32, 104, CUTRACE_PYTHON_NONE,
      CUTRACE_PYTHON_NONE, 0xFF, 0xFF, 104, 112, CUTRACE_PYTHON_NONE, 40, 48, CUTRACE_PYTHON_NONE,
-     CUTRACE_PYTHON_NONE, 16, 32, 48, 72, 32},
+     CUTRACE_PYTHON_NONE, 16, 32, 48, 72, 32, 24, 120},
     /* 3.10 */
     {10, CUTRACE_PYTHON_FRAME_OBJECTS, 16, 24, CUTRACE_PYTHON_NONE, 24, 32, 96, CUTRACE_PYTHON_NONE,
      CUTRACE_PYTHON_NONE, 0xFF, 0xFF, 104, 112, CUTRACE_PYTHON_NONE, 40, 48, CUTRACE_PYTHON_NONE,
-     CUTRACE_PYTHON_NONE, 16, 32, 48, 72, 32},
+     CUTRACE_PYTHON_NONE, 16, 32, 48, 72, 32, 24, 120},
     /* 3.11 */
     {11, CUTRACE_PYTHON_CFRAME, 16, 56, 8, 48, 32, 56, 69, 68, 1, 0xFF, 112, 120, 128, 72,
-     CUTRACE_PYTHON_NONE, 184, 168, 16, 32, 48, 72, 32},
+     CUTRACE_PYTHON_NONE, 184, 168, 16, 32, 48, 72, 32, 24, 136},
     /* 3.12 */
     {12, CUTRACE_PYTHON_CFRAME, 16, 56, 0, 8, 0, 56, 70, CUTRACE_PYTHON_NONE, 1, 3, 112, 120, 128, 68,
-     CUTRACE_PYTHON_NONE, 192, 176, 16, 32, 40, 56, 32},
+     CUTRACE_PYTHON_NONE, 192, 176, 16, 32, 40, 56, 32, 24, 136},
     /* 3.13 */
     {13, CUTRACE_PYTHON_CURRENT_FRAME, 16, 72, CUTRACE_PYTHON_NONE, 8, 0, 56, 70, CUTRACE_PYTHON_NONE, 1,
-     3, 112, 120, 128, 68, CUTRACE_PYTHON_NONE, 200, 184, 16, 32, 40, 56, 32},
+     3, 112, 120, 128, 68, CUTRACE_PYTHON_NONE, 200, 184, 16, 32, 40, 56, 32, 24, 136},
 };
 
 /* 3.13's _Py_DebugOffsets (v3.13.0 Include/internal/pycore_runtime.h): where in it the interpreter
@@ -102,9 +104,10 @@ struct cutrace_python_debug_offsets {
   uint16_t unicode_length;
   uint16_t ascii_size;
   uint16_t bytes_data;
+  uint16_t code_linetable;
 };
 
 static const struct cutrace_python_debug_offsets cutrace_python_debug_offsets_313 = {
-    8, 16, 176, 184, 232, 240, 248, 264, 280, 288, 296, 312, 344, 360, 544, 552, 560, 528};
+    8, 16, 176, 184, 232, 240, 248, 264, 280, 288, 296, 312, 344, 360, 544, 552, 560, 528, 304};
 
 #endif

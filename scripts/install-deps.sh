@@ -22,6 +22,7 @@ packages=(
   libbenchmark-dev    # benchmarks (Google Benchmark)
   python3             # the wrapper generator and build-time code generators (3.11: tomllib)
   python3-pip         # installs the pinned Python test packages below
+  python3-dev         # Python.h and CPython's internal headers: tests build a C extension that releases the GIL, and check the shim's frame layouts against them
 )
 
 # Python packages for the tests, pinned. Installed for the `python3` first on PATH, which is the one

@@ -26,7 +26,11 @@ if (( sanitizers )); then
     # The end-to-end tests with the sanitized launcher and recorder. Programs not built with a
     # sanitizer runtime cannot load a sanitized shim, so the programs, the simulated device and the
     # shim come from the plain build.
-    CUTRACE_BUILD_DIR="$plain" CUTRACE_TOOLS_DIR="$(realpath "$dir")/bin" \
+    # The sanitized shim itself runs where a test preloads the sanitizer runtime before it
+    # (CUTRACE_SANITIZED_PRELOAD_LIB: test_python_frames.py's churn under ASan).
+    sanitized_shim=""
+    [[ $kind == address,undefined ]] && sanitized_shim="$(realpath "$dir")/lib/libcutrace-preload.so"
+    CUTRACE_BUILD_DIR="$plain" CUTRACE_TOOLS_DIR="$(realpath "$dir")/bin" CUTRACE_SANITIZED_PRELOAD_LIB="$sanitized_shim" \
       CUTRACE_PRELOAD_LIB="$plain/lib/libcutrace-preload.so" python3 -m pytest -q -p no:cacheprovider tests/e2e/profile
   done
   # libFuzzer under ASan/UBSan: 60 s for each target.

@@ -168,11 +168,12 @@ def info(trace, expect=0):
     return run_tool("info", trace, expect=expect).stdout
 
 
-def metadata(trace):
-    """The "Metadata:" section of `cutrace info`: {key: value}."""
+def metadata(trace, section="Metadata:"):
+    """The "Metadata:" section of `cutrace info` (or another of its key-value sections, such as "End
+    summary:"): {key: value}."""
     result, inside = {}, False
     for line in info(trace).splitlines():
-        if line == "Metadata:":
+        if line == section:
             inside = True
         elif inside and not line.strip():
             break

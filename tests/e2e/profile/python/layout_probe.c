@@ -88,6 +88,12 @@ int main(void) {
   CHECK(ascii_size, sizeof(PyASCIIObject));
   CHECK(compact_size, sizeof(PyCompactUnicodeObject));
   CHECK(bytes_data, offsetof(PyBytesObject, ob_sval));
+  CHECK(unicode_hash, offsetof(PyASCIIObject, hash));
+#if PY_VERSION_HEX < 0x030A0000
+  CHECK(code_linetable, offsetof(PyCodeObject, co_lnotab));
+#else
+  CHECK(code_linetable, offsetof(PyCodeObject, co_linetable));
+#endif
 #if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000
   {
     const struct cutrace_python_debug_offsets* d = &cutrace_python_debug_offsets_313;
@@ -110,6 +116,7 @@ int main(void) {
     DEBUG(unicode_length, unicode_object.length);
     DEBUG(ascii_size, unicode_object.asciiobject_size);
     DEBUG(bytes_data, bytes_object.ob_sval);
+    DEBUG(code_linetable, code_object.linetable);
   }
 #endif
   if (failures) return 1;
