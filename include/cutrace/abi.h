@@ -212,12 +212,18 @@ static_assert(sizeof(ThreadStartRecord) == 32);
 // (the tracer's own frames are left out). Written just before the call's own record on the same ring,
 // so a reader attaches it to the next call record of the thread with the same begin and api id.
 // A Python frame of the thread that made a slow call (CPython processes only): the function's id (its
-// names come in a kPythonFunction string) and the line the frame was at.
+// names come in a kPythonFunction string) and the line the frame was at. The line's top bit
+// (kPythonFrameEntry) marks the outermost frame that one run of the interpreter's eval loop
+// (_PyEval_EvalFrameDefault) executes, where that is known, and the last frame kept of a deeper stack:
+// the Python frames from the innermost to the first so marked belong in place of the innermost
+// eval-loop frame of the native stack, and so on.
 struct PythonFrame {
   uint64_t function;
   uint64_t line;
 };
 static_assert(sizeof(PythonFrame) == 16);
+inline constexpr uint64_t kPythonFrameEntry = uint64_t(1) << 63;
+inline constexpr uint64_t python_frame_line(const PythonFrame& f) { return f.line & ~kPythonFrameEntry; }
 
 struct BacktraceRecord {
   RecordHeader header;     // kind = kBacktrace, aux = number of native frames (0 .. kMaxBacktraceFrames)

@@ -566,6 +566,14 @@ class Writer {
       // call each a frame of its own; a frame that cannot be named stays module+offset.
       key("stack");
       append_json_strings(j, symbols_.named_stack(p, c.frames, c.frame_count, c.begin_ns));
+      // One stack of both, where the interpreter's eval-loop frames are named: each gives way to the
+      // Python frames it ran.
+      const std::vector<std::string> mixed =
+          symbols_.mixed_stack(p, c.frames, c.frame_count, c.begin_ns, c.python_frames, c.python_frame_count);
+      if (!mixed.empty()) {
+        key("mixed_stack");
+        append_json_strings(j, mixed);
+      }
     }
     j += "}}";
   }

@@ -72,8 +72,8 @@ std::string format_frame(const ResolvedAddress& where, const SourceFrame* frame)
 std::string format_python_frame(const reader::Process& process, const abi::PythonFrame& frame) {
   auto it = process.python_functions.find(frame.function);
   if (it == process.python_functions.end())
-    return "python function " + reader::hex(frame.function) + " (line " + std::to_string(frame.line) + ")";
-  return it->second.name + " (" + base_name(it->second.file) + ":" + std::to_string(frame.line) + ")";
+    return "python function " + reader::hex(frame.function) + " (line " + std::to_string(abi::python_frame_line(frame)) + ")";
+  return it->second.name + " (" + base_name(it->second.file) + ":" + std::to_string(abi::python_frame_line(frame)) + ")";
 }
 
 std::vector<std::string> python_stack(const reader::Process& process, const abi::PythonFrame* frames, uint32_t count) {
@@ -254,6 +254,42 @@ std::vector<std::string> Symbolizer::named_stack(const reader::Process& process,
     for (const SourceFrame& f : where.frames) named.push_back(format_frame(where, &f) + (f.inlined ? " [inlined]" : ""));
   }
   return named;
+}
+
+std::vector<std::string> Symbolizer::mixed_stack(const reader::Process& process, const uint64_t* frames,
+                                                uint32_t count, uint64_t time, const abi::PythonFrame* python,
+                                                uint32_t python_count) {
+  bool marked = false;
+  for (uint32_t i = 0; i < python_count; ++i) marked |= (python[i].line & abi::kPythonFrameEntry) != 0;
+  if (!marked) return {};
+  std::vector<std::string> mixed;
+  uint32_t next_python = 0;
+  bool placed = false;
+  for (uint32_t i = 0; i < count; ++i) {
+    const ResolvedAddress& where = resolve(process, frames[i], time);
+    // The eval loop's own frame (or its part the compiler moved out, "_PyEval_EvalFrameDefault.cold"); the
+    // functions inlined into it at the call stay.
+    const std::string_view holder = where.frames.empty() ? std::string_view() : where.frames.back().function;
+    constexpr std::string_view kEvalLoop = "_PyEval_EvalFrameDefault";
+    const bool eval_loop = holder.substr(0, kEvalLoop.size()) == kEvalLoop &&
+                           (holder.size() == kEvalLoop.size() || holder[kEvalLoop.size()] == '.');
+    if (eval_loop && next_python < python_count) {
+      placed = true;
+      for (size_t k = 0; k + 1 < where.frames.size(); ++k)
+        mixed.push_back(format_frame(where, &where.frames[k]) + " [inlined]");
+      bool entry = false;
+      while (next_python < python_count && !entry) {
+        entry = (python[next_python].line & abi::kPythonFrameEntry) != 0;
+        mixed.push_back(format_python_frame(process, python[next_python++]));
+      }
+      continue;
+    }
+    if (where.frames.empty()) mixed.push_back(raw_frame(where));
+    for (const SourceFrame& f : where.frames) mixed.push_back(format_frame(where, &f) + (f.inlined ? " [inlined]" : ""));
+  }
+  if (!placed) return {};
+  while (next_python < python_count) mixed.push_back(format_python_frame(process, python[next_python++]));
+  return mixed;
 }
 
 const ResolvedAddress& Symbolizer::resolve(const reader::Process& process, uint64_t address, uint64_t time,

@@ -67,6 +67,14 @@ class Symbolizer {
   std::vector<std::string> named_stack(const reader::Process& process, const uint64_t* frames, uint32_t count,
                                        uint64_t time, bool first_exact = false);
 
+  // The native frames of a call's stack with its Python frames in place of the frames of CPython's
+  // eval loop (_PyEval_EvalFrameDefault) that ran them: each eval-loop frame, innermost first, takes the
+  // Python frames up to the next one marked kPythonFrameEntry. Python frames left when the native stack
+  // ends (its depth is capped) follow it. Empty when that cannot be determined: no Python frames, none
+  // marked (a trace from before the marks), or no eval-loop frame named (a stripped interpreter).
+  std::vector<std::string> mixed_stack(const reader::Process& process, const uint64_t* frames, uint32_t count,
+                                       uint64_t time, const abi::PythonFrame* python, uint32_t python_count);
+
   // One line per module whose file could not be used ("FILE: not found, ..."), in the order met, then
   // one line for all the modules whose frames were not all named for want of symbols (stripped).
   std::vector<std::string> notes() const;

@@ -110,9 +110,29 @@ def run_scenario(tmp_path, python, described, scenario, *args, env_extra=None, n
         call = by_thread[x["tid"]][i]
         assert "backtrace" in call["args"], call  # slow: it has its native stack
         pairs.append((x, call["args"].get("python_stack")))
+        check_mixed_stack(call["args"])
     # Every slow copy was one the script announced: none unaccounted for.
     assert sum(len(v) for v in by_thread.values()) == len(expected)
     return pairs, trace, proc
+
+
+def check_mixed_stack(args):
+    """A call's mixed_stack is its native stack with each eval-loop frame replaced by the Python frames
+    it ran, in order; absent where no eval-loop frame is named (a stripped interpreter)."""
+    native, python, mixed = args.get("stack", []), args.get("python_stack", []), args.get("mixed_stack")
+    evals = [i for i, f in enumerate(native) if re.match(r"_PyEval_EvalFrameDefault(\.\w+)?( \(|$)", f)]
+    if not python or not evals:
+        assert mixed is None, args
+        return
+    assert mixed is not None, args
+    assert [f for f in mixed if f in python] == python  # every Python frame, in order
+    assert mixed[:evals[0]] == native[:evals[0]]  # the innermost run of the eval loop takes its place
+    assert mixed[evals[0]] == python[0]
+    # The native frames stay, less the eval-loop frames, innermost first, that Python frames replaced.
+    rest = [f for f in mixed if f not in python]
+    replaced = len(native) - len(rest)
+    assert 1 <= replaced <= len(evals)
+    assert rest == [f for i, f in enumerate(native) if i not in evals[:replaced]]
 
 
 def version_text(described):
@@ -143,6 +163,14 @@ def test_generators_async_classes_exec_unicode_and_deep_recursion(tmp_path, pyth
     assert recursion[0].startswith("copy_releasing ") and recursion[1].startswith("recurse ")
     assert len(recursion) == DEPTH and len(set(recursion[2:])) == 1 and recursion[2].startswith("recurse ")
     assert any("ünï_𠀀.py" in frame for x, _ in pairs for frame in x["expected"])
+
+
+@pytest.mark.parametrize("python,described", INTERPRETERS, ids=IDS)
+def test_lines_stay_right_under_settrace_and_sys_monitoring(tmp_path, python, described):
+    pairs, _, _ = run_scenario(tmp_path, python, described, "traced")
+    assert len(pairs) == (6 if described[0] >= (3, 12) else 3)
+    for x, stack in pairs:
+        assert stack == x["expected"][:DEPTH], x["route"]
 
 
 @pytest.mark.parametrize("python,described", INTERPRETERS, ids=IDS)

@@ -9,6 +9,8 @@ usage: frames.py SCENARIO [ARG]
   shapes      generators, async code, comprehensions, a class's __init__, lambdas, exec'd code,
               non-ASCII names and files, recursion ARG deep (default 900)
   threads     ARG threads (default 4) making slow calls while two others run pure Python
+  traced      the routes under sys.settrace (coverage's and debuggers' way), then, on 3.12+, under
+              sys.monitoring with line events
   churn       ARG slow calls per thread from 4 threads while 3 others create and drop functions,
               code objects, frames, generators and modules as fast as they can, with gc.collect()
 The simulated device makes a copy slow (SIMCUDA_COPY_GBPS); `releasing` must be importable."""
@@ -117,6 +119,24 @@ def shapes(depth):
     recurse(depth)
 
 
+# --- tracing ---
+
+def traced():
+    def tracer(frame, event, arg):
+        return tracer
+    sys.settrace(tracer)
+    routes()
+    sys.settrace(None)
+    if hasattr(sys, "monitoring"):
+        tool = sys.monitoring.DEBUGGER_ID
+        sys.monitoring.use_tool_id(tool, "frames.py")
+        sys.monitoring.register_callback(tool, sys.monitoring.events.LINE, lambda code, line: None)
+        sys.monitoring.set_events(tool, sys.monitoring.events.LINE)
+        routes()
+        sys.monitoring.set_events(tool, 0)
+        sys.monitoring.free_tool_id(tool)
+
+
 # --- threads ---
 
 def spin(stop):
@@ -174,6 +194,8 @@ if scenario == "routes":
     routes()
 elif scenario == "shapes":
     shapes(arg or 900)
+elif scenario == "traced":
+    traced()
 elif scenario == "threads":
     threads(arg or 4, 3, spin)
 elif scenario == "churn":
