@@ -112,6 +112,25 @@ if fw == "torch" and by_domain.get("cuda_runtime", 0) == 0:
     sys.exit(1)
 PY
     "$cutrace" info "$trace" | sed -n '/^Processes/,/^Threads/p' | head -8 | sed 's/^/  /'
+    if [[ $fw == torch ]]; then
+      # Every call's stack (--cudabacktrace all:0): PyTorch's runtime calls must name the script's
+      # line, read without the GIL where PyTorch released it.
+      echo "=== $set torch: the Python lines of PyTorch's runtime calls"
+      "$cutrace" profile -q -f true --cudabacktrace all:0 -o "$out/$set-torch-lines" -- "$venv/bin/python" \
+        "$here/frameworks/torch_lines.py" > "$out/$set-torch-lines.stdout" 2>&1 || true
+      "$cutrace" export --type perfetto -f -o "$out/$set-torch-lines.json" "$out/$set-torch-lines.cutrace" 2>/dev/null
+      python3 - "$out/$set-torch-lines.json" "$here/frameworks/torch_lines.py" <<'PY' || status=1
+import json, os, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "cuda_runtime"]
+line = [n for n, l in enumerate(open(sys.argv[2]), 1) if "# LINE: probe" in l][0]
+site = f"probe ({os.path.basename(sys.argv[2])}:{line})"
+named = [e["name"] for e in events if site in e["args"].get("python_stack", [])]
+print(f"  {len(events)} runtime calls, {len(named)} of them from {site}: {sorted(set(named))}")
+if not named:
+    print("FAIL: no runtime call of torch.cuda.is_available() names the script's line")
+    sys.exit(1)
+PY
+    fi
   done
 done
 echo "traces and outputs: $out"

@@ -524,3 +524,21 @@ def test_a_fork_child_is_the_first_to_use_cuda_as_without_cutrace(tmp_path):
                                      "gpu_work_per_pid": work})
     assert plain.stdout == "child 2048.0 exit 0\n", plain.stderr
     assert proc.stdout == plain.stdout, proc.stderr
+
+
+def test_pytorchs_slow_synchronize_and_item_name_the_scripts_lines(tmp_path):
+    # PyTorch releases the GIL around both waits: the Python frames are read without it.
+    if not torch_with_cuda():
+        pytest.skip("no PyTorch with CUDA in this Python")
+    script = Path(__file__).resolve().parents[3] / "scripts" / "gpu" / "python_lines.py"
+    lines = {l.split("# SLOW: ")[1].strip(): n for n, l in enumerate(script.read_text().splitlines(), 1) if "# SLOW: " in l}
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    proc, trace = profile(tmp_path, [sys.executable, str(script)], env=env, options=["--cudabacktrace", "sync:1000000"],
+                          timeout=300)
+    assert proc.stdout.startswith("sum "), proc.stderr
+    slow = [e for e in calls(trace, tmp_path, domains=None)[0] if "python_stack" in e["args"] and e["dur"] >= 1000]
+    innermost = {e["args"]["python_stack"][0] for e in slow}
+    report("python_lines", {"slow": [(e["name"], e["dur"], e["args"]["python_stack"][:3]) for e in slow]})
+    assert f"wait_all (python_lines.py:{lines['synchronize']})" in {s for e in slow for s in e["args"]["python_stack"]}, innermost
+    assert f"read_back (python_lines.py:{lines['item']})" in {s for e in slow for s in e["args"]["python_stack"]}, innermost
