@@ -199,6 +199,9 @@ def test_the_churn_under_an_asan_build_of_the_shim(tmp_path):
     # CPython frees nothing at exit by design: leaks are not what this looks for.
     env = {"CUTRACE_PRELOAD_LIB": SANITIZED_SHIM, "LD_PRELOAD": libasan,
            "ASAN_OPTIONS": "detect_leaks=0:verify_asan_link_order=0:halt_on_error=1"}
+    # The sanitized shim is the one the program runs with, beside the sanitizer's runtime.
+    proc, _ = profile(tmp_path, [python, "-c", "print(open('/proc/self/maps').read())"], env=sim_env(**env), name="maps")
+    assert SANITIZED_SHIM in proc.stdout and "libasan" in proc.stdout
     pairs, _, _ = run_scenario(tmp_path, python, described, "churn", 25, env_extra=env)
     assert len(pairs) == 100 and all(stack == x["expected"][:DEPTH] for x, stack in pairs)
 
