@@ -189,6 +189,33 @@ def test_frames_stay_right_while_other_threads_churn_code_and_frames(tmp_path, p
     assert not wrong, wrong[:3]
 
 
+@pytest.mark.parametrize("python,described", INTERPRETERS, ids=IDS)
+def test_daemon_threads_in_slow_calls_while_the_interpreter_exits(tmp_path, python, described):
+    # Finalisation with threads inside the call: they come back to a dying interpreter, whose frames
+    # are left alone. The program ends as it would without cutrace, whenever the exit falls.
+    env = sim_env(**SLOW, PYTHONPATH=str(build_extension(tmp_path, described)))
+    named = 0
+    for run, delay in enumerate((5, 23, 50, 77)):
+        proc, trace = profile(tmp_path, [python, str(HERE / "frames.py"), "daemon", str(delay)], env=env,
+                              name=f"daemon{run}", options=["--cudabacktrace", "memory:" + THRESHOLD])
+        lines = [json.loads(line) for line in proc.stdout.splitlines()]
+        assert {"exit": True} in lines and proc.returncode == 0
+        lines.remove({"exit": True})
+        by_thread = {}
+        for e in calls(trace, tmp_path, domains=None)[0]:
+            if e["name"] == "cudaMemcpy":
+                by_thread.setdefault(e["tid"], []).append(e)
+        announced = {}
+        for x in lines:
+            announced.setdefault(x["tid"], []).append(x["expected"][:DEPTH])
+        # Every copy that returned before the end and has Python frames has the right ones.
+        for tid, copies in by_thread.items():
+            for copy, expected in zip(copies, announced[tid]):
+                assert copy["args"].get("python_stack") in (None, expected)
+        named += sum("python_stack" in c["args"] for copies in by_thread.values() for c in copies)
+    assert named > 0
+
+
 SANITIZED_SHIM = os.environ.get("CUTRACE_SANITIZED_PRELOAD_LIB")
 
 

@@ -11,6 +11,8 @@ usage: frames.py SCENARIO [ARG]
   threads     ARG threads (default 4) making slow calls while two others run pure Python
   traced      the routes under sys.settrace (coverage's and debuggers' way), then, on 3.12+, under
               sys.monitoring with line events
+  daemon      2 daemon threads in slow calls, over and over, while the main thread exits after ARG ms
+              (default 50): the interpreter finalises with them inside the call
   churn       ARG slow calls per thread from 4 threads while 3 others create and drop functions,
               code objects, frames, generators and modules as fast as they can, with gc.collect()
 The simulated device makes a copy slow (SIMCUDA_COPY_GBPS); `releasing` must be importable."""
@@ -198,6 +200,15 @@ elif scenario == "traced":
     traced()
 elif scenario == "threads":
     threads(arg or 4, 3, spin)
+elif scenario == "daemon":
+    def forever():
+        while True:
+            copy_releasing()
+    for _ in range(2):
+        threading.Thread(target=forever, daemon=True).start()
+    threading.Event().wait((arg or 50) / 1000)
+    with PRINT:
+        print(json.dumps({"exit": True}), flush=True)
 elif scenario == "churn":
     threads(4, arg or 25, churn_forever)
 else:
