@@ -35,6 +35,7 @@ struct Cupti {
   decltype(&cuptiSubscribe) subscribe;
   decltype(&cuptiGetResultString) result_string;
   decltype(&cuptiGetCallbackName) callback_name;
+  decltype(&cuptiEnableCallback) enable_callback;
   decltype(&cuptiActivityRegisterTimestampCallback) timestamp_callback;
   decltype(&cuptiSetThreadIdType) thread_id_type;
   decltype(&cuptiActivityRegisterCallbacks) buffer_callbacks;
@@ -307,7 +308,59 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
 
 // --- loading -------------------------------------------------------------------------------------
 
-void CUPTIAPI no_callbacks(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+// The link from a call that gives the device work to that work: CUPTI's correlation id of the call,
+// which its kernels, copies and sets carry, written into the calling thread's ring with the call's
+// interval as CUPTI saw it (inside the shim's own interval of the call). Only the callback ids that
+// give the device work are enabled (enable_work_callbacks), so other calls pay nothing, and CUPTI
+// keeps no API records: the shim has every call already.
+void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  if (call->callbackSite == CUPTI_API_ENTER) {
+    if (call->correlationData) *call->correlationData = monotonic_ns();
+    return;
+  }
+  ThreadState& ts = t_thread;
+  if (ts.in_tracer || !ts.producer.header || !call->correlationData) return;
+  const int saved_errno = errno;
+  const uint64_t start = *call->correlationData, end = monotonic_ns();
+  const int32_t api = api_of_callback(domain, cbid);
+  if (api >= 0 && capture_overlaps(start, end)) {
+    abi::GpuApiLinkRecord r{};
+    r.header = {uint16_t(abi::RecordKind::kGpuActivity), uint16_t(sizeof r), uint32_t(abi::GpuActivity::kApiLink)};
+    r.start = start;
+    r.end = end;
+    r.correlation = call->correlationId;
+    r.tid = ts.producer.header->tid;
+    r.api_id = uint32_t(api);
+    r.result = call->functionReturnValue ? uint32_t(*static_cast<const int*>(call->functionReturnValue)) : 0;
+    write(ts, r);
+  }
+  errno = saved_errno;
+}
+
+// Whether a call gives the device work that CUPTI records as a kernel, a copy or a set: every launch
+// (kernels, cooperative, graphs, host functions), every copy and every set, in the runtime and the
+// driver, whichever way the program or a library (cuBLAS, cuDNN) reaches them.
+bool gives_device_work(const char* name) {
+  return strstr(name, "Launch") || strstr(name, "Memcpy") || strstr(name, "Memset");
+}
+
+// Enables the callbacks of the calls that give the device work, in both domains; how many.
+uint32_t enable_work_callbacks(CUpti_SubscriberHandle subscriber) {
+  uint32_t enabled = 0;
+  const std::pair<CUpti_CallbackDomain, uint32_t> domains[] = {
+      {CUPTI_CB_DOMAIN_RUNTIME_API, uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)},
+      {CUPTI_CB_DOMAIN_DRIVER_API, uint32_t(CUPTI_DRIVER_TRACE_CBID_SIZE)}};
+  for (const auto& [domain, count] : domains)
+    for (uint32_t cbid = 1; cbid < count && cbid < kCbidSlots; ++cbid) {
+      const char* name = nullptr;
+      if (g_cupti.callback_name(domain, cbid, &name) != CUPTI_SUCCESS || !name || !gives_device_work(name)) continue;
+      if (api_of_callback(domain, cbid) < 0) continue;  // a call the trace has no name for
+      if (g_cupti.enable_callback(1, subscriber, domain, cbid) == CUPTI_SUCCESS) ++enabled;
+    }
+  return enabled;
+}
 
 // dlopen(path); notes the loaded library's address range, and puts the file the loader took in `found`
 // for the trace's record of it (a soname alone says little).
@@ -461,6 +514,7 @@ void start_cupti(ThreadState& ts) {
   bind(g_cupti.subscribe, "cuptiSubscribe");
   bind(g_cupti.result_string, "cuptiGetResultString");
   bind(g_cupti.callback_name, "cuptiGetCallbackName");
+  bind(g_cupti.enable_callback, "cuptiEnableCallback");
   bind(g_cupti.timestamp_callback, "cuptiActivityRegisterTimestampCallback");
   bind(g_cupti.thread_id_type, "cuptiSetThreadIdType");
   bind(g_cupti.buffer_callbacks, "cuptiActivityRegisterCallbacks");
@@ -477,7 +531,7 @@ void start_cupti(ThreadState& ts) {
     std::snprintf(text, sizeof text, "%s lacks functions of the CUPTI Activity API, so the trace has no GPU activity",
                   path);
     report(ts, uint32_t(CUPTI_ERROR_NOT_SUPPORTED), text);
-  } else if ((r = g_cupti.subscribe(&subscriber, no_callbacks, nullptr)) != CUPTI_SUCCESS) {
+  } else if ((r = g_cupti.subscribe(&subscriber, on_callback, nullptr)) != CUPTI_SUCCESS) {
     // Holding the one subscriber slot keeps a second profiler from taking over CUPTI's buffers unseen.
     step = "cuptiSubscribe";
   } else if ((r = g_cupti.timestamp_callback(trace_clock)) != CUPTI_SUCCESS) {
@@ -490,12 +544,17 @@ void start_cupti(ThreadState& ts) {
     // Allocations and frees (MEMORY2) only for --cuda-memory-usage, as nsys collects them: they are
     // the most numerous records of a PyTorch step, and only the memory counter uses them.
     const bool memory = (g_session->gpu_activity & abi::kGpuActivityMemoryUsage) != 0;
+    // No RUNTIME or DRIVER records (a second record of every call, which made every call of the program
+    // hundreds of ns dearer) and no SYNCHRONIZATION (on a real GPU its cost lands on every call, and
+    // stays): calls are linked to their device work through the callbacks of the calls that give it.
     const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                        CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-                                        CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER,
-                                        CUPTI_ACTIVITY_KIND_MEMORY2};
+                                        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_MEMORY2};
     const size_t enabled = memory ? std::size(kinds) : std::size(kinds) - 1;
-    for (size_t k = 0; k < enabled; ++k) {
+    if (enable_work_callbacks(subscriber) == 0) {
+      r = CUPTI_ERROR_NOT_SUPPORTED;
+      step = "cuptiEnableCallback";
+    }
+    for (size_t k = 0; k < enabled && !step; ++k) {
       if ((r = g_cupti.enable(kinds[k])) == CUPTI_SUCCESS) continue;
       step = "cuptiActivityEnable";
       for (size_t undo = 0; undo < enabled; ++undo) g_cupti.disable(kinds[undo]);

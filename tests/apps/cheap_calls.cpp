@@ -8,11 +8,13 @@
 // On the simulator none of these does device work (cudaGetDevice reads a thread-local,
 // cudaPeekAtLastError another, cuDriverGetVersion a constant). nvtxRangePushA times a push/pop pair
 // of NVTX v3 (inline, through NVTX's own table; plt route only): a no-op without a tool.
+// cudaGetLastError, cudaStreamQuery (of the default stream) and cudaEventQuery (of an event recorded
+// once before the loop), plt route only: the calls a GPU-activity setting must not make dearer.
 // pthread_mutex_lock times a lock/unlock pair of a free mutex (plt route only): an OS runtime call
 // (-t osrt) far under the threshold, of which only the lock is wrapped.
 //
-// usage: cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA|pthread_mutex_lock]
-//                    [plt|dlsym|dlsym12|getprocaddress]
+// usage: cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|cudaGetLastError|cudaStreamQuery|
+//                    cudaEventQuery|nvtxRangePushA|pthread_mutex_lock] [plt|dlsym|dlsym12|getprocaddress]
 // stdout: "api <function>", "route <route>", "calls <n>", "failed <n>", "total_ns <ns>",
 //         "ns_per_call <ns>" (%.2f).
 // exit: 0, or 64 on a usage error, 1 when the route's library or function cannot be found (a failing
@@ -31,8 +33,8 @@
 namespace {
 
 constexpr const char kUsage[] =
-    "cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA|pthread_mutex_lock] "
-    "[plt|dlsym|dlsym12|getprocaddress]";
+    "cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|cudaGetLastError|cudaStreamQuery|"
+    "cudaEventQuery|nvtxRangePushA|pthread_mutex_lock] [plt|dlsym|dlsym12|getprocaddress]";
 
 long long now_ns() {
   timespec t;
@@ -68,11 +70,15 @@ int main(int argc, char** argv) {
   bool peek = std::strcmp(api, "cudaPeekAtLastError") == 0;
   const bool nvtx = std::strcmp(api, "nvtxRangePushA") == 0;
   const bool mutex = std::strcmp(api, "pthread_mutex_lock") == 0;
-  if ((nvtx || mutex) && std::strcmp(route, "plt") != 0) {
+  const bool last_error = std::strcmp(api, "cudaGetLastError") == 0;
+  const bool stream_query = std::strcmp(api, "cudaStreamQuery") == 0;
+  const bool event_query = std::strcmp(api, "cudaEventQuery") == 0;
+  const bool plt_only = nvtx || mutex || last_error || stream_query || event_query;
+  if (plt_only && std::strcmp(route, "plt") != 0) {
     std::fprintf(stderr, "error: %s is timed on route plt only\n", api);
     return 64;
   }
-  if (!peek && !nvtx && !mutex && std::strcmp(api, "cudaGetDevice") != 0) {
+  if (!peek && !plt_only && std::strcmp(api, "cudaGetDevice") != 0) {
     std::fprintf(stderr, "error: unknown function '%s'\nusage: %s\n", api, kUsage);
     return 64;
   }
@@ -97,6 +103,17 @@ int main(int argc, char** argv) {
       }
     } else if (peek) {
       for (long i = 0; i < iterations; ++i) failed += cudaPeekAtLastError() != cudaSuccess;
+    } else if (last_error) {
+      for (long i = 0; i < iterations; ++i) failed += cudaGetLastError() != cudaSuccess;
+    } else if (stream_query) {
+      for (long i = 0; i < iterations; ++i) failed += cudaStreamQuery(nullptr) != cudaSuccess;
+    } else if (event_query) {
+      cudaEvent_t event = nullptr;
+      cudaEventCreate(&event);
+      cudaEventRecord(event, nullptr);
+      cudaEventSynchronize(event);
+      start = now_ns();
+      for (long i = 0; i < iterations; ++i) failed += cudaEventQuery(event) != cudaSuccess;
     } else {
       int device = 0;
       for (long i = 0; i < iterations; ++i) failed += cudaGetDevice(&device) != cudaSuccess;

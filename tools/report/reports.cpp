@@ -204,7 +204,24 @@ class CudaApiTrace : public Report {
       rows_.push(row);
       return;
     }
-    awaiting_[uint64_t(ev.thread->pid) << 32 | ev.thread->tid].push_back(row);
+    const uint64_t thread = uint64_t(ev.thread->pid) << 32 | ev.thread->tid;
+    // A link the shim wrote from CUPTI's callback, inside the call, comes before the call's record.
+    if (auto early = early_links_.find(thread); early != early_links_.end()) {
+      std::deque<EarlyLink>& links = early->second;
+      while (!links.empty() && links.front().start < row.begin) links.pop_front();  // earlier calls'
+      for (auto it = links.begin(); it != links.end() && it->start <= row.begin + row.duration; ++it)
+        if (it->api == row.api) {
+          row.correlation = it->correlation;
+          links.erase(links.begin(), it + 1);
+          break;
+        }
+      if (links.empty()) early_links_.erase(early);
+      if (row.correlation) {
+        rows_.push(row);
+        return;
+      }
+    }
+    awaiting_[thread].push_back(row);
     if (++awaiting_count_ > kMaxAwaiting) release_oldest();
   }
 
@@ -263,23 +280,33 @@ class CudaApiTrace : public Report {
   // link inside it of another api is a call it made, which CUPTI delivers first). The thread's rows
   // that ended before the link began will get none: CUPTI delivers a thread's calls in order.
   void link(const Event& ev) {
-    auto it = awaiting_.find(uint64_t(ev.thread->pid) << 32 | ev.gpu.tid);
-    if (it == awaiting_.end()) return;
-    std::deque<Row>& waiting = it->second;
-    while (!waiting.empty()) {
-      Row& r = waiting.front();
-      if (r.begin + r.duration < ev.gpu.start_ns) {
-        rows_.push(r);
-      } else if (r.begin <= ev.gpu.start_ns && r.api == ev.gpu.api_id) {
-        r.correlation = ev.gpu.correlation;
-        rows_.push(r);
-      } else {
-        break;  // a call the link lies in but is not of, or a later call: it waits on
+    const uint64_t thread = uint64_t(ev.thread->pid) << 32 | ev.gpu.tid;
+    bool used = false;
+    if (auto it = awaiting_.find(thread); it != awaiting_.end()) {
+      std::deque<Row>& waiting = it->second;
+      while (!waiting.empty()) {
+        Row& r = waiting.front();
+        if (r.begin + r.duration < ev.gpu.start_ns) {
+          rows_.push(r);
+        } else if (r.begin <= ev.gpu.start_ns && r.api == ev.gpu.api_id) {
+          r.correlation = ev.gpu.correlation;
+          rows_.push(r);
+          used = true;
+        } else {
+          break;  // a call the link lies in but is not of, or a later call: it waits on
+        }
+        waiting.pop_front();
+        --awaiting_count_;
+        if (used) break;
       }
-      waiting.pop_front();
-      --awaiting_count_;
+      if (waiting.empty()) awaiting_.erase(it);
     }
-    if (waiting.empty()) awaiting_.erase(it);
+    if (used) return;
+    // Before its call (the shim writes links from CUPTI's callbacks, inside the call): kept for it, a
+    // bounded number per thread.
+    std::deque<EarlyLink>& links = early_links_[thread];
+    links.push_back({ev.gpu.start_ns, ev.gpu.api_id, ev.gpu.correlation});
+    if (links.size() > kMaxEarlyLinks) links.pop_front();
   }
 
   void release_oldest() {
@@ -306,6 +333,13 @@ class CudaApiTrace : public Report {
   uint64_t next_ = 0;
   bool links_checked_ = false, awaits_links_ = false;
   std::unordered_map<uint64_t, std::deque<Row>> awaiting_;  // pid << 32 | tid -> rows waiting for a link
+  // Links that came before their call (the shim writes them from CUPTI's callbacks, inside the call).
+  struct EarlyLink {
+    uint64_t start;
+    uint32_t api, correlation;
+  };
+  static constexpr size_t kMaxEarlyLinks = 256;
+  std::unordered_map<uint64_t, std::deque<EarlyLink>> early_links_;
   uint64_t awaiting_count_ = 0;
 };
 

@@ -34,8 +34,13 @@
 // Thread ids: CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT gives pthread_self() truncated to 32 bits, as the
 // real library on Linux; CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM gives gettid().
 //
-// The callback API is there only to hold the single subscriber slot: cuptiSubscribe succeeds once,
-// and its callback is never called. Knobs (simcuda.h): SIMCUDA_CUPTI_ERROR,
+// Callbacks: cuptiSubscribe succeeds once; the subscriber's callback is called, as the real one's,
+// on the calling thread at API_ENTER and API_EXIT of each runtime and driver call whose callback id it
+// enabled (cuptiEnableCallback, cuptiEnableDomain, cuptiEnableAllDomains), with the call's
+// correlationId (the same as its API record's would be, whether or not RUNTIME/DRIVER records are
+// enabled: the tracers that link GPU work through callbacks alone rely on it), its function's name and,
+// at exit, a pointer to its result. No parameters or symbol names are given. cuptiFinalize and
+// cuptiUnsubscribe disable them all. Knobs (simcuda.h): SIMCUDA_CUPTI_ERROR,
 // SIMCUDA_CUPTI_DEVICE_BUFFER_RECORDS.
 #include <cupti.h>
 #include <pthread.h>
@@ -292,6 +297,68 @@ void* worker_main(void*) {
   return nullptr;
 }
 
+// ---- callbacks ----
+
+constexpr uint32_t kCallbackIds = 4096;
+std::atomic<CUpti_CallbackFunc> g_callback{nullptr};
+void* g_callback_data = nullptr;
+// Per domain (runtime, driver), a bit per callback id; g_callbacks_enabled counts the bits set, so
+// that calls pay one load when none is.
+std::atomic<uint64_t> g_callback_bits[2][kCallbackIds / 64];
+std::atomic<uint32_t> g_callbacks_enabled{0};
+
+int callback_domain(CUpti_CallbackDomain domain) {
+  return domain == CUPTI_CB_DOMAIN_RUNTIME_API ? 0 : domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1 : -1;
+}
+
+bool callback_enabled(activity::Domain domain, uint32_t cbid) {
+  if (g_callbacks_enabled.load(std::memory_order_relaxed) == 0 || cbid >= kCallbackIds) return false;
+  const int d = domain == activity::Domain::kRuntime ? 0 : 1;
+  return (g_callback_bits[d][cbid / 64].load(std::memory_order_relaxed) >> (cbid % 64)) & 1;
+}
+
+void set_callback(int domain, uint32_t cbid, bool on) {
+  const uint64_t bit = uint64_t(1) << (cbid % 64);
+  const uint64_t before = on ? g_callback_bits[domain][cbid / 64].fetch_or(bit) : g_callback_bits[domain][cbid / 64].fetch_and(~bit);
+  if (on && !(before & bit)) g_callbacks_enabled.fetch_add(1);
+  if (!on && (before & bit)) g_callbacks_enabled.fetch_sub(1);
+}
+
+void clear_callbacks() {
+  for (auto& domain : g_callback_bits)
+    for (auto& word : domain) word.store(0);
+  g_callbacks_enabled.store(0);
+}
+
+void install_sink_locked();
+
+// One uint64_t per call in progress on the thread, for the subscriber's correlationData.
+thread_local uint64_t t_correlation_data[64];
+thread_local uint32_t t_callback_depth = 0;
+
+void call_back(activity::Domain domain, uint32_t cbid, uint32_t correlation, CUpti_ApiCallbackSite site,
+               void* result) {
+  CUpti_CallbackFunc callback = g_callback.load(std::memory_order_acquire);
+  if (!callback) return;
+  CUpti_CallbackData data{};
+  data.callbackSite = site;
+  const char* name = nullptr;
+  cuptiGetCallbackName(domain == activity::Domain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API,
+                       cbid, &name);
+  data.functionName = name;
+  data.functionReturnValue = result;
+  if (site == CUPTI_API_EXIT && t_callback_depth) --t_callback_depth;
+  data.correlationData = &t_correlation_data[std::min<uint32_t>(t_callback_depth, 63)];
+  if (site == CUPTI_API_ENTER) {
+    *data.correlationData = 0;
+    ++t_callback_depth;
+  }
+  data.correlationId = correlation;
+  callback(g_callback_data,
+           domain == activity::Domain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API,
+           CUpti_CallbackId(cbid), &data);
+}
+
 // ---- the sink ----
 
 uint32_t context_id(int device) { return uint32_t(device) + 1; }
@@ -301,7 +368,8 @@ struct ExternalStacks {
 };
 thread_local ExternalStacks t_external;
 
-void on_api_enter(activity::Domain, uint32_t, uint32_t correlation) {
+void on_api_enter(activity::Domain domain, uint32_t cbid, uint32_t correlation) {
+  if (callback_enabled(domain, cbid)) call_back(domain, cbid, correlation, CUPTI_API_ENTER, nullptr);
   if (!enabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) return;
   for (int k = 0; k < CUPTI_EXTERNAL_CORRELATION_KIND_SIZE; ++k) {
     if (t_external.ids[k].empty()) continue;
@@ -315,6 +383,10 @@ void on_api_enter(activity::Domain, uint32_t, uint32_t correlation) {
 }
 
 void on_api_exit(const activity::ApiCall& call) {
+  if (callback_enabled(call.domain, call.cbid)) {
+    int result = int(call.result);  // a cudaError_t or a CUresult, as the real callback points to
+    call_back(call.domain, call.cbid, call.correlation, CUPTI_API_EXIT, &result);
+  }
   CUpti_ActivityKind kind =
       call.domain == activity::Domain::kRuntime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
   if (!enabled(kind)) return;
@@ -494,9 +566,13 @@ CUptiResult set_enabled(CUpti_ActivityKind kind, bool on) {
   uint64_t bit = uint64_t(1) << unsigned(kind);
   uint64_t mask = on ? g_enabled.load() | bit : g_enabled.load() & ~bit;
   g_enabled.store(mask);
-  // The device's hooks stay at their one-load cost unless something is enabled.
-  activity::set_sink(mask != 0 ? &kSink : nullptr);
+  install_sink_locked();
   return CUPTI_SUCCESS;
+}
+
+// The device's hooks stay at their one-load cost unless a kind or a callback is enabled.
+void install_sink_locked() {
+  activity::set_sink(g_enabled.load() != 0 || g_callbacks_enabled.load() != 0 ? &kSink : nullptr);
 }
 
 size_t record_size(CUpti_ActivityKind kind) {
@@ -575,7 +651,7 @@ SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
 }
 
 SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber,
-                                                   CUpti_CallbackFunc, void*) {
+                                                   CUpti_CallbackFunc callback, void* userdata) {
   if (subscriber == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   if (const uint64_t ms = knobs().subscribe_delay_ms) {
     timespec pause{time_t(ms / 1000), long(ms % 1000) * 1000000};
@@ -588,6 +664,8 @@ SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subsc
   Lock lock(s.mu);
   if (s.subscribed) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   s.subscribed = true;
+  g_callback_data = userdata;
+  g_callback.store(callback, std::memory_order_release);
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token);
   return CUPTI_SUCCESS;
 }
@@ -599,6 +677,38 @@ SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subs
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
   s.subscribed = false;
+  g_callback.store(nullptr, std::memory_order_release);
+  clear_callbacks();
+  install_sink_locked();
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                                        CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  State& s = state();
+  Lock lock(s.mu);
+  const int d = callback_domain(domain);
+  const char* name = nullptr;
+  if (!s.subscribed || subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token) || d < 0 ||
+      cbid >= kCallbackIds || cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS)
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  set_callback(d, cbid, enable != 0);
+  install_sink_locked();
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                                      CUpti_CallbackDomain domain) {
+  State& s = state();
+  Lock lock(s.mu);
+  const int d = callback_domain(domain);
+  if (!s.subscribed || subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token) || d < 0)
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  for (uint32_t cbid = 1; cbid < kCallbackIds; ++cbid) {
+    const char* name = nullptr;
+    if (cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS) set_callback(d, cbid, enable != 0);
+  }
+  install_sink_locked();
   return CUPTI_SUCCESS;
 }
 
@@ -748,6 +858,8 @@ SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void) {
     State& s = state();
     Lock lock(s.mu);
     g_enabled.store(0);
+    clear_callbacks();
+    g_callback.store(nullptr, std::memory_order_release);
     activity::set_sink(nullptr);
   }
   deliver(true);

@@ -461,6 +461,73 @@ TEST_F(CuptiTest, OneSubscriberAtATime) {
   ASSERT_EQ(cuptiUnsubscribe(b), CUPTI_SUCCESS);
 }
 
+// What a subscriber's callback saw: one entry per callback, in order.
+struct Seen {
+  CUpti_CallbackDomain domain;
+  CUpti_CallbackId cbid;
+  CUpti_ApiCallbackSite site;
+  uint32_t correlation;
+  uint64_t data;  // *correlationData as the callback found it
+  int result;     // at exit
+};
+std::vector<Seen>* g_seen = nullptr;
+
+void CUPTIAPI remember(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  int result = call->functionReturnValue ? *static_cast<const int*>(call->functionReturnValue) : -1;
+  g_seen->push_back({domain, cbid, call->callbackSite, call->correlationId, *call->correlationData, result});
+  if (call->callbackSite == CUPTI_API_ENTER) *call->correlationData = 1000 + call->correlationId;
+}
+
+TEST_F(CuptiTest, CallbacksOfTheEnabledIdsOnlyWithTheIdsTheirApiRecordsWouldHave) {
+  std::vector<Seen> seen;
+  g_seen = &seen;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  ASSERT_EQ(cuptiSubscribe(&subscriber, remember, nullptr), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020),
+            CUPTI_SUCCESS);
+  EXPECT_EQ(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, 0), CUPTI_ERROR_INVALID_PARAMETER);
+  // Without RUNTIME records, as a tracer that links through callbacks alone runs it; then with them,
+  // whose ids the callbacks' must equal.
+  void* device = nullptr;
+  char host[256] = {};
+  ASSERT_EQ(cudaMalloc(&device, sizeof host), cudaSuccess);
+  int current = 0;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);  // not enabled: no callback
+  ASSERT_EQ(cudaMemcpy(device, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), CUPTI_SUCCESS);
+  ASSERT_EQ(cudaMemcpy(host, device, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(host, device, sizeof host, cudaMemcpyKind(17)), cudaErrorInvalidMemcpyDirection);
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  ASSERT_EQ(seen.size(), 6u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].domain, CUPTI_CB_DOMAIN_RUNTIME_API);
+    EXPECT_EQ(seen[i].cbid, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020);
+    EXPECT_EQ(seen[i].site, i % 2 ? CUPTI_API_EXIT : CUPTI_API_ENTER);
+  }
+  // ENTER and EXIT of one call share its id and its correlationData; each call has an id of its own.
+  EXPECT_EQ(seen[0].correlation, seen[1].correlation);
+  EXPECT_EQ(seen[1].data, 1000u + seen[1].correlation);
+  EXPECT_LT(seen[1].correlation, seen[2].correlation);
+  EXPECT_EQ(seen[1].result, int(cudaSuccess));
+  EXPECT_EQ(seen[5].result, int(cudaErrorInvalidMemcpyDirection));
+  auto api = of_kind<CUpti_ActivityAPI>(take(), CUPTI_ACTIVITY_KIND_RUNTIME);
+  std::vector<uint32_t> copies;
+  for (const auto& a : api)
+    if (a.cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020) copies.push_back(a.correlationId);
+  EXPECT_EQ(copies, (std::vector<uint32_t>{seen[2].correlation, seen[4].correlation}));
+  // Disabled again, or after cuptiUnsubscribe: no more callbacks.
+  ASSERT_EQ(cuptiEnableCallback(0, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020),
+            CUPTI_SUCCESS);
+  ASSERT_EQ(cudaMemcpy(device, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiUnsubscribe(subscriber), CUPTI_SUCCESS);
+  ASSERT_EQ(cudaMemcpy(device, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(seen.size(), 6u);
+  ASSERT_EQ(cudaFree(device), cudaSuccess);
+  g_seen = nullptr;
+}
+
 TEST_F(CuptiTest, KindsAndNamesAsTheHeadersSay) {
   EXPECT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_PC_SAMPLING), CUPTI_ERROR_NOT_COMPATIBLE);
   EXPECT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_INVALID), CUPTI_ERROR_INVALID_KIND);
