@@ -139,6 +139,9 @@ for api in cudaGetDevice cudaPeekAtLastError; do
   CUTRACE_BENCH_CUTRACE=$cutrace timeout 120 "$bundle/build/bin/bench_overhead" --rounds 5 --api $api
   echo "exit $?"
 done
+step "what GPU activity adds to calls that give the GPU no work (issue 27: at most 5 ns)"
+timeout 240 $python benchmarks/bench_gpu_activity.py --build "$bundle/build" --lib-dir "$cudalib" --rounds 5 --calls 1000000
+echo "exit $?"
 fi
 
 if wanted torch-bench; then
