@@ -6,7 +6,11 @@
 //   capture on   shim preloaded, every call recorded, a real cutrace-recorder draining the rings
 //   outside a range  capture on for the session, but -c cudaProfilerApi and the program never opens
 //                a range: its process's own gate is closed
-// and reports the median ns per call of each and the nanoseconds the shim adds per call.
+//   floor        a preload that only reads the clock around the real call and writes a record of the
+//                same size into a ring of the thread's own (floor_preload.cpp; CUDA runtime calls on
+//                the plt route): what any tracer of the call must pay
+// and reports the median ns per call of each, the nanoseconds the shim adds per call, and what capture
+// on adds as a multiple of what the floor adds (issue 27's goal: at most 1.25).
 //
 // usage: bench_overhead [--calls N] [--rounds R] [--backtrace-threshold NS]
 //                       [--api cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA|pthread_mutex_lock]
@@ -56,6 +60,7 @@ struct Paths {
   // The simulated CUDA 12 runtime (--route dlsym12); empty in a build without CUDA 12.
   std::string simlib12 = path_from("CUTRACE_BENCH_SIMLIB12", CUTRACE_BENCH_SIMLIB12);
   std::string cutrace = path_from("CUTRACE_BENCH_CUTRACE", CUTRACE_BENCH_CUTRACE);
+  std::string floor = path_from("CUTRACE_BENCH_FLOOR", CUTRACE_BENCH_FLOOR);
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -240,11 +245,16 @@ int main(int argc, char** argv) {
   if (calls <= 0 || rounds <= 0) die("--calls and --rounds must be positive");
   Paths paths;
   const std::string trace = "/tmp/bench_overhead_" + std::to_string(getpid()) + ".cutrace";
-  std::vector<double> baseline, off, on, outside;
+  std::vector<double> baseline, off, on, outside, floor;
   std::string last_summary;
   uint64_t events = 0, dropped = 0;
+  // The floor interposes the runtime's exported functions, which only the plt route reaches.
+  const bool with_floor = route == "plt" && api.rfind("cuda", 0) == 0 && !paths.floor.empty();
+  std::vector<std::string> floor_env = base_environment(paths);
+  floor_env.push_back("LD_PRELOAD=" + paths.floor);
   for (int r = 0; r < rounds; ++r) {
     baseline.push_back(run_app(paths, base_environment(paths), calls, api, route));
+    if (with_floor) floor.push_back(run_app(paths, floor_env, calls, api, route));
     off.push_back(run_traced(paths, calls, api, route, false, trace).ns_per_call);
     outside.push_back(run_traced(paths, calls, api, route, true, trace, true).ns_per_call);
     TracedResult traced = run_traced(paths, calls, api, route, true, trace);
@@ -277,6 +287,11 @@ int main(int argc, char** argv) {
               g_backtrace_ns == cutrace::abi::kBacktraceOff ? ""
               : g_backtrace_ns == 0 ? "   (every call with its stack)"
                                     : "   (calls over --backtrace-threshold with their stack)");
+  if (with_floor) {
+    const double fl = median(floor);
+    std::printf("  %-28s %8.2f ns   added %+7.2f ns   capture on adds %.2fx this (goal: at most 1.25x)\n",
+                "floor: time and record only", fl, fl - b, fl - b > 0 ? (n - b) / (fl - b) : 0.0);
+  }
   std::printf("  %-28s %8.2f ns   (the floor under capture-on overhead on this machine)\n", "two timestamps", two_timestamps_ns(tsc));
   std::printf("  capture-on rounds: %llu events recorded, %llu dropped (%.3f%%)\n", (unsigned long long)events,
               (unsigned long long)dropped, events + dropped ? 100.0 * double(dropped) / double(events + dropped) : 0.0);
