@@ -654,6 +654,42 @@ void flush_gpu_activity() {
 
 bool in_shims_cupti(uintptr_t address) { return address >= g_cupti_start && address < g_cupti_end; }
 
+namespace testing {
+
+bool bind_cupti(void* cupti, int (*enable_callback)(uint32_t, void*, int, uint32_t)) {
+  for (auto* table : {g_runtime_api, g_driver_api})
+    for (uint32_t i = 0; i < kCbidSlots; ++i) table[i].store(-2, std::memory_order_relaxed);
+  g_cupti.callback_name = reinterpret_cast<decltype(g_cupti.callback_name)>(dlsym(cupti, "cuptiGetCallbackName"));
+  g_cupti.next_record = reinterpret_cast<decltype(g_cupti.next_record)>(dlsym(cupti, "cuptiActivityGetNextRecord"));
+  g_cupti.dropped_records =
+      reinterpret_cast<decltype(g_cupti.dropped_records)>(dlsym(cupti, "cuptiActivityGetNumDroppedRecords"));
+  g_cupti.enable_callback = enable_callback ? reinterpret_cast<decltype(g_cupti.enable_callback)>(enable_callback)
+                                            : reinterpret_cast<decltype(g_cupti.enable_callback)>(dlsym(cupti, "cuptiEnableCallback"));
+  return g_cupti.callback_name && g_cupti.next_record && g_cupti.dropped_records && g_cupti.enable_callback;
+}
+
+void callback(int domain, uint32_t cbid, const void* callback_data) {
+  on_callback(nullptr, CUpti_CallbackDomain(domain), CUpti_CallbackId(cbid), callback_data);
+}
+
+uint8_t* request_activity_buffer(size_t* size) {
+  uint8_t* buffer = nullptr;
+  size_t max_records = 0;
+  request_buffer(&buffer, size, &max_records);
+  return buffer;
+}
+
+void buffer_completed(uint8_t* buffer, size_t valid_bytes) {
+  const bool was_flushing = t_flushing;
+  t_flushing = true;  // as one of the shim's flushes: the records go into this thread's ring
+  ::cutrace::preload::buffer_completed(nullptr, 0, buffer, 0, valid_bytes);
+  t_flushing = was_flushing;
+}
+
+uint32_t enable_work_callbacks() { return ::cutrace::preload::enable_work_callbacks(nullptr); }
+
+}  // namespace testing
+
 void flush_gpu_activity_before_exit(uint32_t limit_ms) {
   if (!g_running.load(std::memory_order_acquire) || getpid() != g_running_pid) return;
   const int saved_errno = errno;

@@ -37,4 +37,19 @@ void flush_gpu_activity_before_exit(uint32_t limit_ms);
 // In a forked child: the parent's CUPTI, if it had started one, is not the child's.
 void forget_gpu_activity();
 
+// For the unit tests (tests/unit/gen/gpu_activity_test.cpp), which feed the shim's CUPTI handlers
+// buffers and callbacks of their own making, with no device and no CUPTI started.
+namespace testing {
+// Takes CUPTI's record, name and callback functions from `cupti` (a dlopen handle of a CUPTI
+// library); `enable_callback`, when given, stands in for cuptiEnableCallback. Whether all were found.
+bool bind_cupti(void* cupti, int (*enable_callback)(uint32_t, void*, int, uint32_t) = nullptr);
+// The handlers CUPTI calls: the subscriber's callback, and a completed activity buffer (handed back
+// to the shim's pool afterwards: it must come from request_activity_buffer).
+void callback(int domain, uint32_t cbid, const void* callback_data);
+uint8_t* request_activity_buffer(size_t* size);
+void buffer_completed(uint8_t* buffer, size_t valid_bytes);
+// Enables the callbacks of the calls that give the device work through bind_cupti's stand-in; how many.
+uint32_t enable_work_callbacks();
+}  // namespace testing
+
 }  // namespace cutrace::preload
