@@ -134,6 +134,8 @@ void end(abi::CaptureReason reason) {
   // What the device did inside the range reaches the trace before the program may be ended for it.
   flush_gpu_activity();
   if (shutdown && g_session) g_session->capture_shutdown.store(1, std::memory_order_release);
+  // The last range ended and the program goes on: CUPTI has nothing more to give the trace.
+  if (next & kDone && !shutdown) tear_down_gpu_activity();
 }
 
 }  // namespace

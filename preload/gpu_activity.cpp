@@ -36,6 +36,8 @@ struct Cupti {
   decltype(&cuptiGetResultString) result_string;
   decltype(&cuptiGetCallbackName) callback_name;
   decltype(&cuptiEnableCallback) enable_callback;
+  decltype(&cuptiEnableDomain) enable_domain;
+  decltype(&cuptiFinalize) finalize;
   decltype(&cuptiActivityRegisterTimestampCallback) timestamp_callback;
   decltype(&cuptiSetThreadIdType) thread_id_type;
   decltype(&cuptiActivityRegisterCallbacks) buffer_callbacks;
@@ -53,6 +55,21 @@ pid_t g_running_pid = 0;              // the process that started it (a vfork ch
 // Forced flushes asked of the flusher thread (flush_gpu_activity_before_exit) and done by it: futex words.
 std::atomic<uint32_t> g_flushes_asked{0}, g_flushes_done{0};
 uintptr_t g_cupti_start = 0, g_cupti_end = 0;  // the loaded CUPTI's address range
+CUpti_SubscriberHandle g_subscriber = nullptr;
+char g_source[1400];  // the status that said where GPU activity came from
+// Capture is over for good (tear_down_gpu_activity): the next API call's exit callback finalises CUPTI.
+std::atomic<bool> g_teardown_asked{false};
+std::atomic<bool> g_finalized{false};
+// Held around CUPTI's flushes and its finalisation, which must not overlap: a flush racing
+// cuptiFinalize crashed Kineto (pytorch/kineto #686). Flushes are rare (every 250 ms, a range's end).
+std::atomic_flag g_cupti_lock = ATOMIC_FLAG_INIT;
+
+struct CuptiLocked {
+  CuptiLocked() {
+    while (g_cupti_lock.test_and_set(std::memory_order_acquire)) sched_yield();
+  }
+  ~CuptiLocked() { g_cupti_lock.clear(std::memory_order_release); }
+};
 
 // How far the starter thread got (a futex word), and how long the thread whose call asked for GPU
 // activity waits for each step.
@@ -308,6 +325,38 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
 
 // --- loading -------------------------------------------------------------------------------------
 
+void report(ThreadState& ts, uint32_t code, const char* text);
+
+// Ends CUPTI's session (cuptiFinalize) from an API call's exit callback, as CUPTI's documentation asks
+// of a tool that detaches: its kernel instrumentation, worker threads and callbacks cost the program
+// nothing from then on, and its subscriber slot is free for the program's own profiler. What CUPTI
+// still holds is delivered into this thread's ring first.
+void finalize_cupti(ThreadState& ts) {
+  if (g_finalized.load(std::memory_order_relaxed) || g_finalized.exchange(true)) return;
+  const int saved_errno = errno;
+  CuptiLocked lock;
+  g_running.store(false, std::memory_order_release);
+  // The flusher wakes, finds CUPTI stopped, and ends.
+  g_flushes_asked.fetch_add(1, std::memory_order_acq_rel);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_flushes_asked), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  const bool was_flushing = t_flushing;
+  t_flushing = true;
+  ts.in_tracer++;
+  if (!ts.producer.header) prepare_thread(ts);
+  g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  const CUptiResult finalized = g_cupti.finalize();
+  if (ts.producer.header) {
+    // The process's last word on where its GPU activity came from, and until when.
+    char text[1600];
+    std::snprintf(text, sizeof text, "%s, until capture ended for good (CUPTI %s then)", g_source,
+                  finalized == CUPTI_SUCCESS ? "was finalised" : "could not be finalised");
+    report(ts, 0, text);
+  }
+  ts.in_tracer--;
+  t_flushing = was_flushing;
+  errno = saved_errno;
+}
+
 // The link from a call that gives the device work to that work: CUPTI's correlation id of the call,
 // which its kernels, copies and sets carry, written into the calling thread's ring with the call's
 // interval as CUPTI saw it (inside the shim's own interval of the call). Only the callback ids that
@@ -321,6 +370,10 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     return;
   }
   ThreadState& ts = t_thread;
+  if (CUTRACE_UNLIKELY(g_teardown_asked.load(std::memory_order_relaxed))) {
+    finalize_cupti(ts);  // capture is over: no link to write
+    return;
+  }
   if (ts.in_tracer || !ts.producer.header || !call->correlationData) return;
   const int saved_errno = errno;
   const uint64_t start = *call->correlationData, end = monotonic_ns();
@@ -443,7 +496,11 @@ void flush_until_stopped() {
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_flushes_asked), FUTEX_WAIT_PRIVATE, done, &pause, nullptr, 0);
     if (!g_running.load(std::memory_order_relaxed)) break;
     const uint32_t asked = g_flushes_asked.load(std::memory_order_acquire);
-    g_cupti.flush_all(asked != done ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+    {
+      CuptiLocked lock;
+      if (!g_running.load(std::memory_order_acquire)) break;  // finalised meanwhile
+      g_cupti.flush_all(asked != done ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+    }
     if (asked != done) {
       done = asked;
       g_flushes_done.store(done, std::memory_order_release);
@@ -515,6 +572,8 @@ void start_cupti(ThreadState& ts) {
   bind(g_cupti.result_string, "cuptiGetResultString");
   bind(g_cupti.callback_name, "cuptiGetCallbackName");
   bind(g_cupti.enable_callback, "cuptiEnableCallback");
+  bind(g_cupti.enable_domain, "cuptiEnableDomain");
+  bind(g_cupti.finalize, "cuptiFinalize");
   bind(g_cupti.timestamp_callback, "cuptiActivityRegisterTimestampCallback");
   bind(g_cupti.thread_id_type, "cuptiSetThreadIdType");
   bind(g_cupti.buffer_callbacks, "cuptiActivityRegisterCallbacks");
@@ -550,6 +609,7 @@ void start_cupti(ThreadState& ts) {
     const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_MEMORY2};
     const size_t enabled = memory ? std::size(kinds) : std::size(kinds) - 1;
+    g_subscriber = subscriber;
     if (enable_work_callbacks(subscriber) == 0) {
       r = CUPTI_ERROR_NOT_SUPPORTED;
       step = "cuptiEnableCallback";
@@ -566,9 +626,8 @@ void start_cupti(ThreadState& ts) {
     std::snprintf(what, sizeof what, "%s (%s)", step, path);
     report_failure(ts, what, r);
   } else if (all) {
-    char text[1400];
-    std::snprintf(text, sizeof text, "GPU activity from %s", path);
-    report(ts, 0, text);
+    std::snprintf(g_source, sizeof g_source, "GPU activity from %s", path);
+    report(ts, 0, g_source);
     g_running_pid = getpid();
     g_running.store(true, std::memory_order_release);
     atexit(flush_at_exit);
@@ -646,9 +705,27 @@ void flush_gpu_activity() {
   const bool was_flushing = t_flushing;
   t_flushing = true;
   ts.in_tracer++;
-  g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  {
+    CuptiLocked lock;
+    if (g_running.load(std::memory_order_acquire)) g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
   ts.in_tracer--;
   t_flushing = was_flushing;
+  errno = saved_errno;
+}
+
+void tear_down_gpu_activity() {
+  if (!g_running.load(std::memory_order_acquire) || getpid() != g_running_pid) return;
+  if (g_teardown_asked.load(std::memory_order_relaxed) || g_teardown_asked.exchange(true)) return;
+  // cuptiFinalize belongs in an API call's exit callback (CUPTI's documentation on detaching; a
+  // flush racing it from another thread crashed Kineto): every call's callbacks are turned on, and
+  // the next call of any thread finalises CUPTI from there.
+  ThreadState& ts = t_thread;
+  const int saved_errno = errno;
+  ts.in_tracer++;
+  g_cupti.enable_domain(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+  g_cupti.enable_domain(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  ts.in_tracer--;
   errno = saved_errno;
 }
 

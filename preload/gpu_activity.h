@@ -25,6 +25,11 @@ void on_driver_initialized();
 // and at exit.
 void flush_gpu_activity();
 
+// Capture is over for good in this process (its last capture range ended and the program goes on):
+// CUPTI is finalised at the exit of the next runtime or driver call, so that nothing of it keeps
+// costing the program (kernel instrumentation, its threads), and its subscriber slot is free again.
+void tear_down_gpu_activity();
+
 // Whether `address` lies in the CUPTI library the shim loaded: CUPTI's own lookups of CUDA functions
 // must get the real ones, or its internal calls would show as the program's.
 bool in_shims_cupti(uintptr_t address);

@@ -208,6 +208,26 @@ def test_a_capture_range_keeps_the_work_of_the_range_alone(tmp_path):
     assert api_sum(trace)["cudaMemset"]["Num Calls"] == 3
 
 
+def test_after_the_last_capture_range_cupti_is_finalised_and_free_for_the_programs_own_profiler(tmp_path):
+    command = [app("cupti_after_capture")]
+    alone = subprocess.run(command, env=sim_env(), capture_output=True, text=True, timeout=60)
+    assert alone.stdout == "copies 2\nsubscribe 0\n"
+    proc, trace = profile(tmp_path, command, options=["-c", "cudaProfilerApi", "--capture-range-end", "stop"])
+    # CUPTI let go once the range ended, so the program takes it as it does alone.
+    assert proc.stdout == alone.stdout
+    summary = metadata(trace, "End summary:")
+    assert summary["gpu_activity.source"] == (f"GPU activity from {SIM_LIB / 'libcupti.so.13'}, until capture ended for "
+                                              "good (CUPTI was finalised then)")
+    # The range's copy is there and linked to its call; the copy after it is not.
+    (copy,) = rows(trace, "cuda_gpu_trace")
+    traced = [r for r in rows(trace, "cuda_api_trace") if r["Name"] == "cudaMemcpy"]
+    assert len(traced) == 1 and traced[0]["CorrID"] == copy["CorrId"] != "0"
+    # Ranges that may come again keep CUPTI: the program's own profiler is refused, as the README says.
+    proc, trace = profile(tmp_path, command, name="repeat", options=["-c", "cudaProfilerApi", "--capture-range-end", "repeat"])
+    assert proc.stdout == "copies 2\nsubscribe 39\n"
+    assert metadata(trace, "End summary:")["gpu_activity.source"] == f"GPU activity from {SIM_LIB / 'libcupti.so.13'}"
+
+
 def test_cuda_memory_usage_is_a_counter_of_the_device_memory_allocated(tmp_path):
     iterations = 2
     _, trace = vector_add(tmp_path, iterations, options=["--cuda-memory-usage", "true"])
