@@ -234,6 +234,14 @@ bool map_session() {
     debug_log("the session was made by a different cutrace version; calls pass through untraced");
     return false;
   }
+  if (header->api_table_hash != 0 && header->api_table_hash != kApiTableHash) {
+    // Another build's recorder would name this shim's api ids as other functions: the program runs
+    // untraced, and the recorder says so.
+    header->foreign_shims.fetch_add(1, std::memory_order_relaxed);
+    munmap(base, size_t(st.st_size));
+    debug_log("the session's recorder is of another cutrace build; calls pass through untraced");
+    return false;
+  }
   g_session_bytes = uint64_t(st.st_size);
   g_clock_is_tsc = header->clock_kind == uint32_t(abi::ClockKind::kTsc);
   header->processes_attached.fetch_add(1, std::memory_order_relaxed);

@@ -298,6 +298,8 @@ int main(int argc, char** argv) {
   writer.set_compression_threads(args.compression_threads);
   if (!writer.open(part, args.compression_level)) return fail(writer.error() + ".");
 
+  // Before the program starts (the launcher waits for "ready"): a shim of another build stays out.
+  header->api_table_hash = cutrace::kApiTableHash;
   cutrace::recorder::Recorder recorder;
   recorder.set_api_table(cutrace::kApiTable, cutrace::kApiTableSize);
   for (const auto& [key, value] : args.meta)

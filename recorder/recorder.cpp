@@ -206,6 +206,7 @@ void Recorder::final_drain() {
   final_lost_no_slot_ = session_->lost_no_slot.load(std::memory_order_relaxed);
   processes_cut_off_ = session_->processes_cut_off.load(std::memory_order_acquire);
   backtrace_unavailable_ = session_->backtrace_unavailable.load(std::memory_order_relaxed);
+  foreign_shims_ = session_->foreign_shims.load(std::memory_order_relaxed);
   timer_samples_skipped_ = session_->timer_samples_skipped.load(std::memory_order_relaxed);
   finished_ = true;
 }
@@ -704,6 +705,12 @@ std::vector<std::string> Recorder::warnings() const {
   const uint32_t watched = trace_domains_ & table_domains_;
   std::vector<std::string> out;
   // Read by final_drain(): nothing here touches the session, which may be gone by now.
+  if (const uint32_t foreign = foreign_shims_)
+    out.push_back(std::to_string(foreign) + (foreign == 1 ? " process" : " processes") + " ran a cutrace shim of another " +
+                  "build (its table of functions differs from this recorder's), so " +
+                  (foreign == 1 ? "its" : "their") +
+                  " calls were not recorded rather than named wrongly; run the launcher, the recorder and the shim "
+                  "of one build (CUTRACE_PRELOAD_LIB names the shim)");
   if (const uint32_t without = backtrace_unavailable_)
     out.push_back("backtraces were asked for, but " + std::to_string(without) +
                   (without == 1 ? " process" : " processes") +

@@ -267,6 +267,7 @@ class Recorder {
   uint64_t osrt_threshold_ns_ = 0;        // --osrt-threshold (SessionHeader::osrt_threshold_ns)
   uint64_t backtrace_threshold_ns_[abi::kBacktraceClasses] = {};  // SessionHeader::backtrace_threshold_ns
   uint32_t backtrace_unavailable_ = 0;  // SessionHeader::backtrace_unavailable, read by final_drain()
+  uint32_t foreign_shims_ = 0;          // SessionHeader::foreign_shims, read by final_drain()
   uint32_t batch_domains_ = 0;            // domains called in the drain under way, merged after it
   bool batch_capture_ranges_ = false;     // the drain under way held a capture range record
   std::string capture_range_;             // set_capture_range()

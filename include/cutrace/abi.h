@@ -22,7 +22,7 @@ namespace cutrace::abi {
 
 // Bumped whenever any layout in this header changes; a shim and a recorder of different versions
 // refuse to talk to each other rather than misread records.
-inline constexpr uint32_t kAbiVersion = 7;
+inline constexpr uint32_t kAbiVersion = 8;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
 // Capture ranges, set by the launcher for every process of the session (each gates itself):
@@ -610,7 +610,12 @@ struct alignas(64) SessionHeader {
   // kGpuActivity* bits: GPU activity through CUPTI (-t cuda), and device memory usage with it
   // (--cuda-memory-usage true).
   uint32_t gpu_activity;
-  uint32_t gpu_activity_reserved;
+  // The recorder's kApiTableHash (api_table.h), written before the program starts: a shim of another
+  // build, whose api ids would name other functions, stays out of the session and counts itself in
+  // foreign_shims, which the recorder warns about. 0: not known (a session made without a recorder).
+  uint32_t api_table_hash;
+  std::atomic<uint32_t> foreign_shims;
+  uint32_t foreign_reserved;
 };
 static_assert(sizeof(SessionHeader) == 320);
 inline constexpr uint32_t kGpuActivityOn = 1;

@@ -33,5 +33,8 @@ struct ApiInfo {
 
 extern const ApiInfo kApiTable[];
 extern const uint32_t kApiTableSize;
+// A hash of the generated table (never 0): equal in a shim and a recorder of the same build, so that
+// one from another build, whose api ids name other functions, is told apart (SessionHeader).
+extern const uint32_t kApiTableHash;
 
 }  // namespace cutrace

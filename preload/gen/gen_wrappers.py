@@ -28,6 +28,7 @@ Only the Python standard library is used (3.11+, for tomllib).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import dataclasses
 import difflib
 import json
@@ -1253,7 +1254,11 @@ def emit_table(apis: list[Api]) -> str:
                    f"abi::ApiClass::{CLASSES[api_class]}, format::ResultKind::{result_kind}, {nargs}, {args}, "
                    f"{display}, {flags}}},\n")
     out.append("};\n\nconst uint32_t kApiTableSize = sizeof(kApiTable) / sizeof(kApiTable[0]);\n")
-    out.append("static_assert(sizeof(kApiTable) / sizeof(kApiTable[0]) == kApiCount);\n\n}  // namespace cutrace\n")
+    out.append("static_assert(sizeof(kApiTable) / sizeof(kApiTable[0]) == kApiCount);\n")
+    # The table's identity: a shim and a recorder of different builds would name each other's api ids
+    # wrongly, so the recorder puts this in the session and a shim with another one stays out.
+    digest = int.from_bytes(hashlib.sha256("".join(out).encode()).digest()[:4], "little") or 1
+    out.append(f"const uint32_t kApiTableHash = 0x{digest:08x};\n\n}}  // namespace cutrace\n")
     return "".join(out)
 
 

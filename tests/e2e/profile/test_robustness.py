@@ -6,7 +6,7 @@ import signal
 import subprocess
 import time
 
-from conftest import CUTRACE, api_sum, app, info, info_totals, run_tool, sim_env
+from conftest import CUTRACE, api_sum, app, info, info_totals, profile, run_tool, sim_env
 
 
 def children(pid):
@@ -174,3 +174,18 @@ def test_recorder_stopped_after_the_launcher_died_calls_the_trace_cut_off(tmp_pa
     assert "cut off" in stats.stderr and "record again for a whole trace" in stats.stderr
     # What came after the launcher's death, up to the SIGTERM, is there.
     assert api_sum(trace, expect=3)["cudaGetDevice"]["Num Calls"] > at_death // 3 + 300
+
+
+def test_a_shim_of_another_build_stays_out_and_the_recorder_says_so(tmp_path):
+    # Api ids are one build's: a recorder naming another build's ids would mislabel every call. The
+    # shim compares the session's table hash with its own and, on a mismatch, lets the program run
+    # untraced, counted for one warning.
+    program = [app("sim_vector_add"), "2", "1024"]
+    alone = subprocess.run(program, env=sim_env(), capture_output=True, text=True, timeout=60)
+    proc, trace = profile(tmp_path, [app("foreign_recorder"), *program])
+    assert proc.stdout == alone.stdout and proc.returncode == 0
+    said = [l for l in proc.stderr.splitlines() if "another build" in l]
+    assert said == ["cutrace: warning: 1 process ran a cutrace shim of another build (its table of functions differs "
+                    "from this recorder's), so its calls were not recorded rather than named wrongly; run the "
+                    "launcher, the recorder and the shim of one build (CUTRACE_PRELOAD_LIB names the shim)."]
+    assert api_sum(trace) == {}
