@@ -19,9 +19,15 @@ def leftovers(directory):
 
 
 def test_runs_started_together_for_one_name_one_writes_it_whole_the_others_start_nothing(tmp_path):
-    # The winner's program waits a second before calling, so every other run asks while it holds the name.
-    command = ["sh", "-c", f'touch "ran.$$"; sleep 1; exec {app("sim_threads")} 2 1000 concurrent']
+    # The winner's program waits until the other runs have been refused, so every one of them asks
+    # while it holds the name.
+    command = ["sh", "-c", f'touch "ran.$$"; while [ ! -e go ]; do sleep 0.01; done; exec {app("sim_threads")} 2 1000 '
+               "concurrent"]
     runs = [start(["-f", "true", "-o", "same", "--", *command], tmp_path) for _ in range(4)]
+    deadline = time.monotonic() + 120
+    while sum(p.poll() is not None for p in runs) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
     results = [(p.wait(timeout=120), *p.communicate()) for p in runs]
     winners = [r for r in results if r[0] == 0]
     refused = [r for r in results if r[0] != 0]

@@ -744,7 +744,9 @@ TEST_F(RecorderTest, ShutdownRequestEndsAnIdleNapAtOnce) {
   rec_->set_wake_word(&session_.header()->recorder_wake);
   std::atomic<bool> napping{false};
   std::atomic<uint64_t> returned_ns{0};
+  std::atomic<pid_t> runner_tid{0};
   std::thread runner([&] {
+    runner_tid.store(pid_t(syscall(SYS_gettid)));
     rec_->run([&] {
       const bool stop = session_.header()->shutdown_requested.load(std::memory_order_acquire) != 0;
       napping.store(true, std::memory_order_release);
@@ -753,8 +755,8 @@ TEST_F(RecorderTest, ShutdownRequestEndsAnIdleNapAtOnce) {
     returned_ns.store(mono_ns(), std::memory_order_release);
   });
   while (!napping.load(std::memory_order_acquire)) std::this_thread::yield();
-  // Let it reach the futex wait, so the wake (not the value check before waiting) is what ends it.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // In the futex wait, so that the wake (not the value check before waiting) is what ends it.
+  ASSERT_TRUE(test::wait_until_in_futex(runner_tid.load()));
   EXPECT_EQ(returned_ns.load(), 0u);
   const uint64_t requested_ns = mono_ns();
   session::request_shutdown(session_.header());
@@ -771,14 +773,16 @@ TEST_F(RecorderTest, AClaimEndsTheNapOfARecorderWithNoRingInUse) {
   start(2, abi::kMinRingBytes, abi::ClockKind::kMonotonicNs, options);
   rec_->set_wake_word(&session_.header()->recorder_wake);
   std::atomic<int> passes{0};
+  std::atomic<pid_t> runner_tid{0};
   std::thread runner([&] {
+    runner_tid.store(pid_t(syscall(SYS_gettid)));
     rec_->run([&] {
       ++passes;
       return session_.header()->shutdown_requested.load(std::memory_order_acquire) != 0;
     });
   });
   while (passes.load() == 0) std::this_thread::yield();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // into the nap
+  ASSERT_TRUE(test::wait_until_in_futex(runner_tid.load()));  // into the nap
   // The shim wakes the recorder right after the claim, before its first push; a pass that comes
   // in between finds the ring empty and naps again, which is harmless there because a ring in use
   // caps the nap at 1 ms. Here every nap lasts ten minutes, so the record is pushed before the wake

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <filesystem>
 #include <thread>
 
@@ -247,10 +248,16 @@ TEST_F(RecorderExeTest, IgnoresCtrlCAndFinishesOnSigterm) {
   start_recorder();
   TestRing r = TestRing::claim_self(session_.header(), 0);
   push_waiting(r, 0, 10);
+  // Ignored (SIG_IGN, as the kernel shows it), they are dropped when sent: none can end it later.
+  std::ifstream status("/proc/" + std::to_string(child_.pid) + "/status");
+  std::string line;
+  unsigned long long ignored = 0;
+  while (std::getline(status, line))
+    if (line.rfind("SigIgn:", 0) == 0) ignored = std::stoull(line.substr(7), nullptr, 16);
+  for (int signal : {SIGINT, SIGHUP, SIGQUIT}) EXPECT_TRUE(ignored >> (signal - 1) & 1) << signal;
   ASSERT_EQ(kill(child_.pid, SIGINT), 0);
   ASSERT_EQ(kill(child_.pid, SIGHUP), 0);
   ASSERT_EQ(kill(child_.pid, SIGQUIT), 0);
-  std::this_thread::sleep_for(50ms);
   ASSERT_EQ(waitpid(child_.pid, nullptr, WNOHANG), 0) << "the recorder must outlive Ctrl+C";
   ASSERT_EQ(kill(child_.pid, SIGTERM), 0);
   // This test process owns the ring and lives on: the trace cannot pass for the whole run.

@@ -3,7 +3,9 @@
 // library is tested separately and must not be what checks the writer).
 #pragma once
 
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -21,6 +23,21 @@
 #include "recorder/process_monitor.h"
 
 namespace cutrace::test {
+
+// Waits until thread `tid` of this process is blocked in futex(2) (its /proc syscall entry), for at
+// most `limit_ms`: the point a test wants a recorder's nap to have reached, told by the kernel rather
+// than by a sleep long enough on most machines. Whether it got there.
+inline bool wait_until_in_futex(pid_t tid, int limit_ms = 10000) {
+  const std::string path = "/proc/self/task/" + std::to_string(tid) + "/syscall";
+  for (int waited = 0; waited < limit_ms * 10; ++waited) {
+    std::ifstream in(path);
+    long number = -1;
+    if (in >> number && number == SYS_futex) return true;
+    timespec pause{0, 100000};
+    nanosleep(&pause, nullptr);
+  }
+  return false;
+}
 
 inline uint64_t own_start_ticks() {
   recorder::ProcStat st;
