@@ -34,7 +34,10 @@ def test_samples_land_in_the_functions_that_used_the_cpu_in_proportion(tmp_path)
     assert a + b + worker >= 0.95 * total, rows
     assert 1.5 <= a / b <= 2.6 and 0.6 <= worker / b <= 1.6, rows
     assert metadata(trace)["sampling.frequency"] == "1000"
-    assert f"cpu_samples                    {total}" in info(trace)
+    # The summary counts every sample written; the report, those with an instruction to name (perf
+    # can deliver one without a user-space frame on a loaded machine, seen once under ctest -j2).
+    written = int(metadata(trace, "End summary:")["cpu_samples"])
+    assert total <= written <= total + max(2, written // 100), (total, written)
 
     events, doc = calls(trace, tmp_path, domains=None)
     samples = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_sample"]
