@@ -1317,42 +1317,96 @@ class CpuCtxswSum : public Report {
 const std::vector<ReportInfo>& stats_reports() {
   static const std::vector<ReportInfo> kReports = {
       {"cuda_api_sum", "CUDA API Summary: time, calls, average, median, min, max, stddev per API (default)",
-       "CUDA trace data"},
+       "CUDA trace data", false,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<ApiSum>("CUDA API Summary (cuda_api_sum)", kCudaFamily, o);
+       }},
       {"cuda_api_trace", "CUDA API Trace: every call by start time, with result, pid, tid and thread name",
-       "CUDA trace data"},
+       "CUDA trace data", false,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<CudaApiTrace>(o);
+       }},
       {"cublas_api_sum", "cuBLAS API Summary: cuda_api_sum's columns for cuBLAS and cuBLASLt calls",
-       "cuBLAS trace data"},
-      {"cudnn_api_sum", "cuDNN API Summary: cuda_api_sum's columns for cuDNN calls", "cuDNN trace data"},
+       "cuBLAS trace data", false,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<ApiSum>("cuBLAS API Summary (cublas_api_sum)", kCublasFamily, o);
+       }},
+      {"cudnn_api_sum", "cuDNN API Summary: cuda_api_sum's columns for cuDNN calls", "cuDNN trace data", false,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<ApiSum>("cuDNN API Summary (cudnn_api_sum)", kCudnnFamily, o);
+       }},
       {"osrt_sum", "OS Runtime Summary: cuda_api_sum's columns for the blocking libc calls -t osrt recorded",
-       "OS Runtime trace data"},
+       "OS Runtime trace data", false,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<ApiSum>("OS Runtime Summary (osrt_sum)", kOsrtFamily, o);
+       }},
       {"api_trace", "every call of every domain, nested ones too, with depth, self time and decoded arguments",
-       "API trace data"},
+       "API trace data", false,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<ApiTrace>(o);
+       }},
       {"nvtx_sum", "NVTX Range Summary: time, instances, average, median, min, max, stddev per range name and style",
-       "NVTX data"},
+       "NVTX data", false,
+       [](const ReportOptions&) -> std::unique_ptr<Report> {
+         return std::make_unique<NvtxSum>();
+       }},
       {"nvtx_pushpop_trace", "NVTX Push/Pop Range Trace: every push/pop range by start time, with its level, parent "
-       "and the time of its children", "NVTX push/pop range data"},
+       "and the time of its children", "NVTX push/pop range data", false,
+       [](const ReportOptions&) -> std::unique_ptr<Report> {
+         return std::make_unique<NvtxPushPopTrace>();
+       }},
       {"callsite_sum", "Call Sites of Slow Calls: the calls that carry a backtrace (--cudabacktrace, "
        "--osrt-backtrace-threshold), per API and stack named from the binaries, ranked by total time",
-       "backtrace data (profile with --cudabacktrace or -t osrt)"},
+       "backtrace data (profile with --cudabacktrace or -t osrt)", false,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<CallsiteSum>(o);
+       }},
       {"cpu_sample_sum", "CPU Samples by Function: where -s cpu found the threads, per function and module, most "
-       "samples first", "CPU sample data (profile with -s cpu)"},
+       "samples first", "CPU sample data (profile with -s cpu)", false,
+       [](const ReportOptions&) -> std::unique_ptr<Report> {
+         return std::make_unique<CpuSampleSum>();
+       }},
       {"cuda_gpu_kern_sum", "CUDA GPU Kernel Summary: time, instances, average, median, min, max, stddev per kernel "
-       "name, from CUPTI", "CUDA kernel data (profile with -t cuda on a machine with a GPU and CUPTI)", true},
+       "name, from CUPTI", "CUDA kernel data (profile with -t cuda on a machine with a GPU and CUPTI)", true,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<GpuTimeSum>("CUDA GPU Kernel Summary (cuda_gpu_kern_sum)", true, o.kernel_names);
+       }},
       {"cuda_gpu_mem_time_sum", "CUDA GPU MemOps Summary (by Time): per memory operation (copy direction, memset)",
-       "GPU memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)"},
+       "GPU memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)", false,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<GpuTimeSum>("CUDA GPU MemOps Summary (by Time) (cuda_gpu_mem_time_sum)", false, o.kernel_names);
+       }},
       {"cuda_gpu_mem_size_sum", "CUDA GPU MemOps Summary (by Size): bytes per memory operation, in MB",
-       "GPU memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)"},
+       "GPU memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)", false,
+       [](const ReportOptions&) -> std::unique_ptr<Report> {
+         return std::make_unique<GpuSizeSum>();
+       }},
       {"cuda_gpu_trace", "CUDA GPU Trace: every kernel, copy and set the GPU ran, by start time",
-       "CUDA kernel or memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)", true},
+       "CUDA kernel or memory operation data (profile with -t cuda on a machine with a GPU and CUPTI)", true,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<GpuTrace>(o.kernel_names);
+       }},
       {"cuda_kern_exec_trace", "CUDA Kernel Launch & Exec Time Trace: each kernel with the call that launched it, its "
-       "time queued and running", "CUDA kernel data (profile with -t cuda on a machine with a GPU and CUPTI)", true},
+       "time queued and running", "CUDA kernel data (profile with -t cuda on a machine with a GPU and CUPTI)", true,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<KernExecTrace>(o.kernel_names);
+       }},
       {"cuda_api_gpu_sum", "CUDA Summary (API/Kernels/MemOps): API calls, kernels and memory operations in one table",
-       "CUDA API, kernel or memory operation data", true},
+       "CUDA API, kernel or memory operation data", true,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return std::make_unique<ApiGpuSum>(o);
+       }},
       {"python_sample_sum", "Python Samples by Function: where --python-sampling found the threads, per Python "
        "function, as the running function (self) and anywhere on the stack (total)",
-       "Python sample data (profile with --python-sampling true)"},
+       "Python sample data (profile with --python-sampling true)", false,
+       [](const ReportOptions&) -> std::unique_ptr<Report> {
+         return std::make_unique<PythonSampleSum>();
+       }},
       {"cpu_ctxsw_sum", "CPU Context Switches per Thread: times each thread left its CPU (blocked or preempted) and "
-       "its time off CPU", "context switch data (profile with --cpuctxsw process-tree)"},
+       "its time off CPU", "context switch data (profile with --cpuctxsw process-tree)", false,
+       [](const ReportOptions&) -> std::unique_ptr<Report> {
+         return std::make_unique<CpuCtxswSum>();
+       }},
   };
   return kReports;
 }
@@ -1378,28 +1432,8 @@ std::unique_ptr<Report> make_report(std::string_view full_name, const ReportOpti
   const std::string_view name = full_name.substr(0, colon);
   if (colon != full_name.npos)
     options.kernel_names = full_name.substr(colon + 1) == "mangled" ? KernelNames::kMangled : KernelNames::kBase;
-  if (name == "cuda_api_sum") return std::make_unique<ApiSum>("CUDA API Summary (cuda_api_sum)", kCudaFamily, options);
-  if (name == "cuda_api_trace") return std::make_unique<CudaApiTrace>(options);
-  if (name == "cublas_api_sum")
-    return std::make_unique<ApiSum>("cuBLAS API Summary (cublas_api_sum)", kCublasFamily, options);
-  if (name == "cudnn_api_sum") return std::make_unique<ApiSum>("cuDNN API Summary (cudnn_api_sum)", kCudnnFamily, options);
-  if (name == "osrt_sum") return std::make_unique<ApiSum>("OS Runtime Summary (osrt_sum)", kOsrtFamily, options);
-  if (name == "api_trace") return std::make_unique<ApiTrace>(options);
-  if (name == "nvtx_sum") return std::make_unique<NvtxSum>();
-  if (name == "nvtx_pushpop_trace") return std::make_unique<NvtxPushPopTrace>();
-  if (name == "callsite_sum") return std::make_unique<CallsiteSum>(options);
-  if (name == "cpu_sample_sum") return std::make_unique<CpuSampleSum>();
-  if (name == "cuda_gpu_kern_sum")
-    return std::make_unique<GpuTimeSum>("CUDA GPU Kernel Summary (cuda_gpu_kern_sum)", true, options.kernel_names);
-  if (name == "cuda_gpu_mem_time_sum")
-    return std::make_unique<GpuTimeSum>("CUDA GPU MemOps Summary (by Time) (cuda_gpu_mem_time_sum)", false,
-                                        options.kernel_names);
-  if (name == "cuda_gpu_mem_size_sum") return std::make_unique<GpuSizeSum>();
-  if (name == "cuda_gpu_trace") return std::make_unique<GpuTrace>(options.kernel_names);
-  if (name == "cuda_api_gpu_sum") return std::make_unique<ApiGpuSum>(options);
-  if (name == "cuda_kern_exec_trace") return std::make_unique<KernExecTrace>(options.kernel_names);
-  if (name == "python_sample_sum") return std::make_unique<PythonSampleSum>();
-  if (name == "cpu_ctxsw_sum") return std::make_unique<CpuCtxswSum>();
+  for (const ReportInfo& r : stats_reports())
+    if (name == r.name) return r.make(options);
   return nullptr;
 }
 

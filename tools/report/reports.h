@@ -12,11 +12,16 @@
 
 namespace cutrace::report {
 
+struct ReportOptions;
+class Report;
+
+// One report: the table's one row is the only place a report is named, described and made.
 struct ReportInfo {
   const char* name;         // as given to --report, nsys's spelling
   const char* description;  // one line for --help
   const char* data;         // what a trace lacks when the report is empty: "SKIPPED: T does not contain ..."
-  bool names_kernels = false;  // takes nsys's argument :base or :mangled (cuda_gpu_kern_sum:base)
+  bool names_kernels;       // takes nsys's argument :base or :mangled (cuda_gpu_kern_sum:base)
+  std::unique_ptr<Report> (*make)(const ReportOptions& options);
 };
 // nullptr for a name stats_reports() does not list. `name` may carry the report's argument
 // ("cuda_gpu_kern_sum:base"); an argument the report does not take makes it unknown, and `why` says so.
