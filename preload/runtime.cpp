@@ -25,6 +25,7 @@
 #include "api_ids.h"
 #include "api_lookup.h"
 #include "cutrace/api_table.h"
+#include "cutrace/proc_stat.h"
 #include "interpose.h"
 #include "loaded_objects.h"
 #include "modules.h"
@@ -154,16 +155,8 @@ size_t read_small_file(const char* path, char* buf, size_t capacity) {
 // Field 22 of /proc/self/stat: the process's start time in clock ticks since boot. Together with the
 // pid it names this process uniquely, so the recorder can tell a dead process from a reused pid.
 uint64_t read_process_start_ticks() {
-  char buf[1024];
-  size_t n = read_small_file("/proc/self/stat", buf, sizeof buf - 1);
-  buf[n] = '\0';
-  // The command name (field 2) is in parentheses and may itself contain spaces and ')'.
-  char* p = strrchr(buf, ')');
-  if (!p) return 0;
-  ++p;
-  for (int field = 2; field < 22 && *p; ++p)
-    if (*p == ' ') ++field;
-  return strtoull(p, nullptr, 10);
+  proc::Stat st;
+  return proc::read_stat(0, &st) ? st.start_ticks : 0;
 }
 
 // Set once the thread's key destructor has run: a ring claimed after that (by a later destructor's call)

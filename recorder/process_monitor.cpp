@@ -31,40 +31,6 @@ int pidfd_open(uint32_t pid) {
 
 }  // namespace
 
-bool read_proc_stat(uint32_t pid, ProcStat* out) {
-  char path[32];
-  std::snprintf(path, sizeof path, "/proc/%u/stat", pid);
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  // comm is at most 16 bytes and the fields up to 22 are numbers, so 1 KiB always holds them.
-  char buf[1024];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  // comm may contain spaces and parentheses; the fields resume after the last ')'.
-  const char* p = std::strrchr(buf, ')');
-  if (!p || p[1] != ' ' || p[2] == '\0') return false;
-  p += 2;
-  ProcStat st;
-  st.state = *p++;
-  for (int field = 4; field <= 22; ++field) {
-    while (*p == ' ') ++p;
-    if (*p == '\0') return false;
-    char* end;
-    if (field == 22) {
-      st.start_ticks = std::strtoull(p, &end, 10);
-    } else {
-      long long v = std::strtoll(p, &end, 10);
-      if (field == 4) st.ppid = uint32_t(v);
-    }
-    if (end == p) return false;
-    p = end;
-  }
-  *out = st;
-  return true;
-}
-
 std::string find_mapped_file(uint32_t pid, const char* needle) {
   char path[32];
   std::snprintf(path, sizeof path, "/proc/%u/maps", pid);

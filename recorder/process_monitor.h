@@ -8,20 +8,18 @@
 #include <utility>
 #include <vector>
 
+#include "cutrace/proc_stat.h"
+
 namespace cutrace::recorder {
 
 // Linux never hands out a pid above PID_MAX_LIMIT (2^22 on 64-bit); anything else in a slot is garbage.
 inline constexpr uint32_t kPidMaxLimit = 4u << 20;
 inline bool pid_plausible(uint32_t pid) { return pid > 0 && pid <= kPidMaxLimit; }
 
-struct ProcStat {
-  char state = 0;            // field 3: R, S, D, Z, X, ...
-  uint32_t ppid = 0;         // field 4
-  uint64_t start_ticks = 0;  // field 22: start time in clock ticks after boot
-};
+using ProcStat = proc::Stat;
 
 // Reads /proc/<pid>/stat. Returns false when the process does not exist (or cannot be parsed).
-bool read_proc_stat(uint32_t pid, ProcStat* out);
+inline bool read_proc_stat(uint32_t pid, ProcStat* out) { return proc::read_stat(pid, out); }
 
 // Returns the first mapped file of /proc/<pid>/maps whose name contains `needle`, or "".
 std::string find_mapped_file(uint32_t pid, const char* needle);

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "cutrace/proc_stat.h"
 #include "launcher/process.h"
 
 namespace cutrace::launcher {
@@ -34,12 +35,8 @@ std::vector<pid_t> children_of(pid_t pid) {
 }
 
 bool is_zombie(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;  // gone
-  // The state follows the command name, which is in parentheses and may contain anything.
-  const size_t close = line.rfind(')');
-  return close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'Z' || line[close + 2] == 'X';
+  proc::Stat st;
+  return !proc::read_stat(uint32_t(pid), &st) || st.state == 'Z' || st.state == 'X';  // gone counts as dead
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "report/symbolizer.h"
 
-#include <cxxabi.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -21,14 +20,7 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-std::string demangle(const char* name) {
-  int status = 0;
-  char* out = ::abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  if (status != 0 || out == nullptr) return name;
-  std::string result(out);
-  std::free(out);
-  return result;
-}
+using reader::demangle;
 
 // A DIE's name as a person wrote it: the demangled linkage name where there is one (a C++ function,
 // qualified), else its plain name (C); through DW_AT_abstract_origin and DW_AT_specification, which
