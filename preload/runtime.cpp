@@ -330,21 +330,10 @@ bool claim_ring(ThreadState& ts) {
   // Start at a slot derived from the tid so that threads starting together rarely contend.
   for (uint32_t i = 0; i < count; ++i) {
     abi::RingHeader* ring = abi::slot_header(s, (tid + i) % count);
-    uint32_t expected = uint32_t(abi::SlotState::kFree);
-    if (ring->state.load(std::memory_order_relaxed) != expected) continue;
-    // Acquire pairs with the recorder's release when it freed the slot: its reset of head/tail is seen.
-    if (!ring->state.compare_exchange_strong(expected, uint32_t(abi::SlotState::kClaiming),
-                                             std::memory_order_acquire, std::memory_order_relaxed))
-      continue;
+    if (ring->state.load(std::memory_order_relaxed) != uint32_t(abi::SlotState::kFree)) continue;
     if (g_process_start_ticks == 0) g_process_start_ticks = read_process_start_ticks();
-    ring->pid = uint32_t(getpid());
-    ring->tid = tid;
-    ring->ppid = uint32_t(getppid());
-    ring->process_start_ticks = g_process_start_ticks;
-    ring->claim_serial = s->next_claim_serial.fetch_add(1, std::memory_order_relaxed);
-    ts.producer.attach(ring, s->ring_bytes);
-    // Release: the identity above is visible to the recorder before it sees the slot as active.
-    ring->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
+    if (!ring::claim_slot(s, ring, uint32_t(getpid()), tid, uint32_t(getppid()), g_process_start_ticks, &ts.producer))
+      continue;
     // A recorder with no ring in use naps long; this one is about to fill.
     abi::wake_recorder(s);
     return true;

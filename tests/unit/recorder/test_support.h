@@ -55,24 +55,11 @@ struct TestRing {
   static TestRing claim(abi::SessionHeader* session, uint32_t slot, uint32_t pid, uint32_t tid,
                         uint64_t start_ticks, bool wake = true) {
     TestRing r;
-    r.header = abi::slot_header(session, slot);
-    uint32_t expected = uint32_t(abi::SlotState::kFree);
-    if (!r.header->state.compare_exchange_strong(expected, uint32_t(abi::SlotState::kClaiming),
-                                                 std::memory_order_acquire))
+    abi::RingHeader* header = abi::slot_header(session, slot);
+    if (!ring::claim_slot(session, header, pid, tid, uint32_t(getppid()), start_ticks, &r.producer, &r.serial))
       return TestRing{};
-    r.header->pid = pid;
-    r.header->tid = tid;
-    r.header->ppid = uint32_t(getppid());
-    r.header->process_start_ticks = start_ticks;
-    r.serial = session->next_claim_serial.fetch_add(1, std::memory_order_relaxed) + 1;
-    r.header->claim_serial = r.serial;
-    r.header->head.store(0, std::memory_order_relaxed);
-    r.header->tail.store(0, std::memory_order_relaxed);
-    r.header->dropped_records.store(0, std::memory_order_relaxed);
-    r.header->pushed_records.store(0, std::memory_order_relaxed);
-    r.header->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
+    r.header = header;
     if (wake) abi::wake_recorder(session);  // as the shim does
-    r.producer.attach(r.header, session->ring_bytes);
     return r;
   }
   static TestRing claim_self(abi::SessionHeader* session, uint32_t slot, uint32_t tid = 0, bool wake = true) {
