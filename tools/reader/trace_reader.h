@@ -16,10 +16,11 @@
 // is handed out, so a corrupt chunk never yields half its events, and everything before it still does.
 // The file is never trusted: every length and offset is bounds-checked against the chunk it lives in.
 //
-// Exporters build on the same loop: an SQLite exporter (nsys's schema) inserts a row per kApiCall into
-// CUPTI_ACTIVITY_KIND_RUNTIME inside one transaction per chunk (ev.chunk changes), interns api and
-// kernel names into StringIds as they first appear, and writes ThreadNames/TARGET_INFO from threads(),
-// processes() and metadata() once next() returns false. Nothing has to be held beyond the current chunk.
+// Exporters (report/exporter.h) build on the same loop: the Perfetto export writes each event as it
+// comes. One that writes tables (nsys's SQLite schema, for instance) would insert a row per kApiCall
+// inside one transaction per chunk (ev.chunk changes), intern api and kernel names as they first
+// appear, and write the thread and process tables from threads(), processes() and metadata() once
+// next() returns false: nothing has to be held beyond the current chunk.
 #pragma once
 
 #include <zstd.h>

@@ -11,20 +11,33 @@
 #include "report/commands.h"
 #include "report/gzip_stream.h"
 #include "report/nvtx_ranges.h"
-#include "report/perfetto.h"
+#include "report/exporter.h"
 #include "report/symbolizer.h"
 
 namespace cutrace::report {
 namespace {
 
+// "perfetto" or "perfetto, sqlite and parquet": the --type values, for help and refusals.
+std::string types_text() {
+  std::string out;
+  const auto& all = exporters();
+  for (size_t i = 0; i < all.size(); ++i) out += (i == 0 ? "" : i + 1 == all.size() ? " and " : ", ") + std::string(all[i].type);
+  return out;
+}
+
 void print_help() {
+  std::printf("usage: cutrace export --type %s [options] FILE.cutrace\n"
+              "\n"
+              "Converts a trace for other tools.\n"
+              "\n"
+              "options:\n",
+              exporters().size() == 1 ? exporters()[0].type : "TYPE");
+  for (const ExporterInfo& e : exporters()) {
+    const std::string flag = std::string("  -t, --type ") + e.type;
+    if (flag.size() < 33) std::printf("%-34s%s\n", flag.c_str(), e.description);
+    else std::printf("%s\n%34s%s\n", flag.c_str(), "", e.description);
+  }
   std::printf(
-      "usage: cutrace export --type perfetto [options] FILE.cutrace\n"
-      "\n"
-      "Converts a trace for other tools.\n"
-      "\n"
-      "options:\n"
-      "  -t, --type perfetto             Chrome trace-event JSON, for ui.perfetto.dev and chrome://tracing\n"
       "  -o, --output FILE               output file (default: the trace's name with .json, or .json.gz)\n"
       "  -f, --force-overwrite true      replace an existing output file\n"
       "  -z, --gzip true                 gzip-compress the JSON (the Perfetto UI opens it as it is); also\n"
@@ -50,9 +63,9 @@ void print_help() {
 }
 
 // trace.cutrace -> trace.json (or .json.gz); any other name gets it appended.
-std::string default_output(const std::string& trace_path, bool gzip) {
+std::string default_output(const std::string& trace_path, const char* extension, bool gzip) {
   const std::string ext = format::kFileExtension;
-  const std::string json = gzip ? ".json.gz" : ".json";
+  const std::string json = std::string(extension) + (gzip ? ".gz" : "");
   const size_t slash = trace_path.rfind('/');
   if (trace_path.size() > ext.size() && trace_path.compare(trace_path.size() - ext.size(), ext.size(), ext) == 0 &&
       (slash == std::string::npos || trace_path.size() - ext.size() > slash + 1))
@@ -76,22 +89,12 @@ bool parse_time_ns(const std::string& text, uint64_t* ns) {
   return true;
 }
 
-uint64_t ui_limit_bytes() {
-  const char* text = std::getenv("CUTRACE_PERFETTO_UI_LIMIT_BYTES");
-  if (text && *text) {
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(text, &end, 10);
-    if (*end == '\0') return v;
-  }
-  return uint64_t(1) << 30;
-}
-
 }  // namespace
 
 int export_main(int argc, char** argv) {
   std::string type, output_arg, trace_path, from_arg, to_arg, filter_arg;
   bool overwrite = false, gzip = false;
-  PerfettoOptions options;
+  ExportOptions options;
   ArgCursor args(argc, argv);
   while (!args.done()) {
     std::string_view a = args.current();
@@ -142,16 +145,20 @@ int export_main(int argc, char** argv) {
     if (const int exit_code = args.take_common("export", "see `cutrace export --help`", trace_path); exit_code != ArgCursor::kNextArgument)
       return exit_code;
   }
+  const char* const one_type = exporters().size() == 1 ? exporters()[0].type : "TYPE";
   if (type.empty()) {
-    std::fprintf(stderr, "cutrace export: no export type given; add --type perfetto.\n");
+    std::fprintf(stderr, "cutrace export: no export type given; add --type %s.\n",
+                 exporters().size() == 1 ? one_type : ("TYPE (" + types_text() + ")").c_str());
     return kExitUsage;
   }
-  if (type != "perfetto") {
-    std::fprintf(stderr, "cutrace export: unknown export type '%s'; the available type is perfetto.\n", type.c_str());
+  const ExporterInfo* exporter = find_exporter(type);
+  if (!exporter) {
+    std::fprintf(stderr, "cutrace export: unknown export type '%s'; the available %s %s.\n", type.c_str(),
+                 exporters().size() == 1 ? "type is" : "types are", types_text().c_str());
     return kExitUsage;
   }
   if (trace_path.empty()) {
-    std::fprintf(stderr, "cutrace export: no trace given; usage: cutrace export --type perfetto FILE.cutrace.\n");
+    std::fprintf(stderr, "cutrace export: no trace given; usage: cutrace export --type %s FILE.cutrace.\n", type.c_str());
     return kExitUsage;
   }
 
@@ -196,7 +203,7 @@ int export_main(int argc, char** argv) {
     options.window_end_ns = std::min(options.window_end_ns, to);
   }
   if (output_arg.ends_with(".gz")) gzip = true;
-  const std::string output_path = output_arg.empty() ? default_output(trace_path, gzip) : output_arg;
+  const std::string output_path = output_arg.empty() ? default_output(trace_path, exporter->extension, gzip) : output_arg;
   Output out;
   std::string error;
   if (!out.open(output_path, overwrite, "-f true", error)) {
@@ -209,7 +216,7 @@ int export_main(int argc, char** argv) {
     std::fprintf(stderr, "cutrace export: cannot start the gzip compression (out of memory).\n");
     return kExitFailure;
   }
-  const PerfettoCounts counts = write_perfetto(trace, json, options);
+  const ExportResult result = exporter->write(trace, json, options);
   if (gzip && std::fclose(json) != 0) {
     std::fprintf(stderr, "cutrace export: cannot write %s (%s).\n", output_path.c_str(), std::strerror(errno));
     return kExitFailure;
@@ -221,31 +228,19 @@ int export_main(int argc, char** argv) {
   }
   const int exit_code = warn_status(trace, "export");
   print_trace_warnings(trace, "export");
-  for (const std::string& note : counts.symbol_notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
+  for (const std::string& note : result.notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
   if (!out.commit(error)) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;
   }
-  if (json_bytes > ui_limit_bytes())
-    std::fprintf(stderr,
-                 "cutrace export: warning: %s holds %s bytes of JSON, more than the Perfetto UI can load in a "
-                 "browser; export a part with --from and --to, or open it with trace_processor --httpd.\n",
-                 output_path.c_str(), reader::thousands(json_bytes).c_str());
+  if (exporter->size_warnings)
+    for (const std::string& warning : exporter->size_warnings(output_path, json_bytes))
+      std::fprintf(stderr, "cutrace export: warning: %s.\n", warning.c_str());
   const LossCounts loss = loss_counts(trace);
   const std::string loss_text = loss_sentence(loss);
   if (!loss_text.empty()) std::fprintf(stderr, "cutrace export: warning: %s; the timeline has gaps.\n", loss_text.c_str());
-  auto count = [](uint64_t n, const char* one, const char* many) {
-    return reader::thousands(n) + " " + (n == 1 ? one : many);
-  };
-  std::string nvtx = counts.nvtx ? ", " + count(counts.nvtx, "NVTX range or mark", "NVTX ranges and marks") : "";
-  if (counts.samples) nvtx += ", " + count(counts.samples, "CPU sample", "CPU samples");
-  if (counts.python_samples) nvtx += ", " + count(counts.python_samples, "Python sample", "Python samples");
-  if (counts.gpu) nvtx += ", " + count(counts.gpu, "GPU operation", "GPU operations");
   if (!out.is_stdout())
-    std::fprintf(stderr, "cutrace export: wrote %s (%s%s, %s, %s).\n", output_path.c_str(),
-                 count(counts.calls, "call", "calls").c_str(), nvtx.c_str(),
-                 count(counts.processes, "process", "processes").c_str(),
-                 count(counts.threads, "thread", "threads").c_str());
+    std::fprintf(stderr, "cutrace export: wrote %s (%s).\n", output_path.c_str(), result.written.c_str());
   return exit_code;
 }
 

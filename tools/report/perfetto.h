@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "reader/trace_reader.h"
+#include "report/exporter.h"
 
 namespace cutrace::report {
 
@@ -47,13 +48,7 @@ struct PerfettoCounts {
   std::vector<std::string> symbol_notes;
 };
 
-struct PerfettoOptions {
-  bool show_internal = false;  // also export calls of internal apis (format::kApiFlagInternal)
-  // Only calls that overlap [window_begin_ns, window_end_ns), counted from the file's creation (the
-  // session start, the export's time 0).
-  uint64_t window_begin_ns = 0;
-  uint64_t window_end_ns = UINT64_MAX;
-};
+using PerfettoOptions = ExportOptions;
 
 // Reads `reader` to its end and writes the JSON document to `out`.
 PerfettoCounts write_perfetto(reader::TraceReader& reader, FILE* out, const PerfettoOptions& options = {});

@@ -1,0 +1,58 @@
+// The table of `cutrace export`'s formats (exporter.h).
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "reader/decode.h"
+#include "report/exporter.h"
+#include "report/perfetto.h"
+
+namespace cutrace::report {
+namespace {
+
+std::string count(uint64_t n, const char* one, const char* many) { return reader::thousands(n) + " " + (n == 1 ? one : many); }
+
+ExportResult write_perfetto_json(reader::TraceReader& reader, FILE* out, const ExportOptions& options) {
+  const PerfettoCounts counts = write_perfetto(reader, out, options);
+  ExportResult result;
+  std::string more = counts.nvtx ? ", " + count(counts.nvtx, "NVTX range or mark", "NVTX ranges and marks") : "";
+  if (counts.samples) more += ", " + count(counts.samples, "CPU sample", "CPU samples");
+  if (counts.python_samples) more += ", " + count(counts.python_samples, "Python sample", "Python samples");
+  if (counts.gpu) more += ", " + count(counts.gpu, "GPU operation", "GPU operations");
+  result.written = count(counts.calls, "call", "calls") + more + ", " + count(counts.processes, "process", "processes") +
+                   ", " + count(counts.threads, "thread", "threads");
+  result.notes = counts.symbol_notes;
+  return result;
+}
+
+// The Perfetto UI keeps a trace in the browser's memory (about 2 GB); CUTRACE_PERFETTO_UI_LIMIT_BYTES
+// moves the line (default 1 GiB of JSON).
+std::vector<std::string> perfetto_size_warnings(const std::string& path, uint64_t bytes) {
+  uint64_t limit = uint64_t(1) << 30;
+  if (const char* text = std::getenv("CUTRACE_PERFETTO_UI_LIMIT_BYTES"); text && *text) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(text, &end, 10);
+    if (*end == '\0') limit = v;
+  }
+  if (bytes <= limit) return {};
+  return {path + " holds " + reader::thousands(bytes) + " bytes of JSON, more than the Perfetto UI can load in a "
+          "browser; export a part with --from and --to, or open it with trace_processor --httpd"};
+}
+
+}  // namespace
+
+const std::vector<ExporterInfo>& exporters() {
+  static const std::vector<ExporterInfo> kExporters = {
+      {"perfetto", "Chrome trace-event JSON, for ui.perfetto.dev and chrome://tracing", ".json", write_perfetto_json,
+       perfetto_size_warnings},
+  };
+  return kExporters;
+}
+
+const ExporterInfo* find_exporter(const std::string& type) {
+  for (const ExporterInfo& e : exporters())
+    if (type == e.type) return &e;
+  return nullptr;
+}
+
+}  // namespace cutrace::report
