@@ -354,6 +354,11 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
     submit_batch();
   abi::RecordHeader header;
   std::memcpy(&header, record, sizeof header);
+  if (header.kind >= uint16_t(abi::RecordKind::kKindCount)) {  // ring contents are untrusted
+    ++threads_[batch_thread_].records_malformed;
+    return;
+  }
+  // Every kind has its case, and no default: the compiler names a kind added without one.
   switch (abi::RecordKind(header.kind)) {
     case abi::RecordKind::kApiCall: {
       uint64_t begin, end;
@@ -411,8 +416,11 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       if (header.aux == uint32_t(abi::ModuleEvent::kLoaded)) remember_module(record, bytes);
       encode_with_time(record, bytes, offsetof(abi::ModuleRecord, time));
       break;
-    default:
-      // ring::record_well_formed admits only the kinds above; anything else is not ours to write.
+    // ring::record_well_formed admits only the kinds above; anything else is not ours to write.
+    case abi::RecordKind::kInvalid:
+    case abi::RecordKind::kPad:
+    case abi::RecordKind::kContextSwitch:
+    case abi::RecordKind::kKindCount:
       ++threads_[batch_thread_].records_malformed;
       return;
   }

@@ -240,9 +240,15 @@ inline bool record_well_formed(const uint8_t* p, uint32_t bytes) {
       std::memcpy(&length, p + offsetof(abi::NvtxRecord, text_bytes), sizeof length);
       return length <= abi::kMaxNvtxTextBytes && abi::align_record(sizeof(abi::NvtxRecord) + length) == bytes;
     }
-    default:
+    // No producer writes these into a ring: zeroed memory, a pad (skipped before this check), the
+    // recorder's own context switches.
+    case abi::RecordKind::kInvalid:
+    case abi::RecordKind::kPad:
+    case abi::RecordKind::kContextSwitch:
+    case abi::RecordKind::kKindCount:
       return false;
   }
+  return false;  // a kind no build of cutrace knows
 }
 
 struct DrainStats {
