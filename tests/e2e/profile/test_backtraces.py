@@ -126,7 +126,9 @@ def with_library(tmp_path, command, name="trace", env=None):
     proc, trace = profile(tmp_path, command, env=sim_env(**SLOW_COPIES, **(env or {})), name=name,
                           options=["--cudabacktrace", "memory:" + THRESHOLD])
     events, _ = calls(trace, tmp_path, domains=None)
-    return proc, trace, [e for e in events if "stack" in e["args"]]
+    # The slow copies' stacks. Another call of the class may cross the threshold too when the machine
+    # stalls the program for 20 ms (a cudaMalloc, seen once under ctest -j2); it is not what these test.
+    return proc, trace, [e for e in events if "stack" in e["args"] and e["name"] == "cudaMemcpy"]
 
 
 def test_stacks_name_functions_lines_inlined_calls_and_a_dlopened_library(tmp_path):
