@@ -6,9 +6,6 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <set>
@@ -18,6 +15,7 @@
 #include "api_ids.h"
 #include "cutrace/ring.h"
 #include "gpu_activity.h"
+#include "in_process_session.h"
 #include "runtime.h"
 
 namespace {
@@ -25,8 +23,6 @@ namespace {
 namespace abi = cutrace::abi;
 namespace preload = cutrace::preload;
 namespace ring = cutrace::ring;
-
-constexpr uint32_t kRingBytes = 1u << 20;
 
 std::set<std::pair<int, uint32_t>> g_enabled;  // what the stand-in for cuptiEnableCallback was asked
 
@@ -41,33 +37,11 @@ class GpuActivity : public ::testing::Test {
     cupti_ = dlopen(SIMCUDA_CUPTI, RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(cupti_, nullptr) << dlerror();
     ASSERT_TRUE(preload::testing::bind_cupti(cupti_, record_enable));
-    bytes_ = abi::session_bytes(1, kRingBytes);
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(p, MAP_FAILED);
-    session_ = static_cast<abi::SessionHeader*>(p);
-    session_->magic = abi::kSessionMagic;
-    session_->abi_version = abi::kAbiVersion;
-    session_->header_bytes = sizeof(abi::SessionHeader);
-    session_->total_bytes = bytes_;
-    session_->slots_offset = sizeof(abi::SessionHeader);
-    session_->slot_stride = sizeof(abi::RingHeader) + kRingBytes;
-    session_->slot_count = 1;
-    session_->ring_bytes = kRingBytes;
-    session_->clock_kind = uint32_t(abi::ClockKind::kMonotonicNs);
-    session_->capture_domains.store(abi::kCudaDomains);
-    ASSERT_TRUE(abi::session_layout_valid(session_, bytes_));
-    ring_ = abi::slot_header(session_, 0);
-    ring_->tid = uint32_t(syscall(SYS_gettid));
-    saved_session_ = preload::g_session;
-    preload::g_session = session_;
-    preload::t_thread.producer.attach(ring_, kRingBytes);
+    session_.attach();
+    ring_ = session_.ring();
   }
 
-  void TearDown() override {
-    preload::t_thread.producer = ring::Producer{};
-    preload::g_session = saved_session_;
-    munmap(session_, bytes_);
-  }
+  void TearDown() override { session_.detach(); }
 
   struct Written {
     std::vector<std::vector<uint8_t>> gpu;  // kGpuActivity records, whole
@@ -75,8 +49,7 @@ class GpuActivity : public ::testing::Test {
   };
   Written drain() {
     Written w;
-    std::vector<uint8_t> scratch(64 * 1024);
-    ring::drain(ring_, kRingBytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX, [&](const uint8_t* p, uint32_t) {
+    session_.drain([&](const uint8_t* p, uint32_t) {
       abi::RecordHeader h;
       std::memcpy(&h, p, sizeof h);
       if (h.kind == uint16_t(abi::RecordKind::kGpuActivity)) w.gpu.emplace_back(p, p + h.size);
@@ -110,9 +83,7 @@ class GpuActivity : public ::testing::Test {
   }
 
   void* cupti_ = nullptr;
-  size_t bytes_ = 0;
-  abi::SessionHeader* session_ = nullptr;
-  abi::SessionHeader* saved_session_ = nullptr;
+  cutrace::test::InProcessSession session_;
   abi::RingHeader* ring_ = nullptr;
 };
 

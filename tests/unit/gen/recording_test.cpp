@@ -13,6 +13,7 @@
 
 #include "api_ids.h"
 #include "cutrace/ring.h"
+#include "in_process_session.h"
 #include "runtime.h"
 
 namespace {
@@ -60,69 +61,35 @@ struct StringSeen {
   std::string text;
 };
 
-constexpr uint32_t kRingBytes = 1u << 20;
-
 class Recording : public ::testing::Test {
  protected:
-  void SetUp() override {
-    bytes_ = abi::session_bytes(1, kRingBytes);
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(p, MAP_FAILED);
-    session_ = static_cast<abi::SessionHeader*>(p);
-    session_->magic = abi::kSessionMagic;
-    session_->abi_version = abi::kAbiVersion;
-    session_->header_bytes = sizeof(abi::SessionHeader);
-    session_->total_bytes = bytes_;
-    session_->slots_offset = sizeof(abi::SessionHeader);
-    session_->slot_stride = sizeof(abi::RingHeader) + kRingBytes;
-    session_->slot_count = 1;
-    session_->ring_bytes = kRingBytes;
-    session_->clock_kind = uint32_t(abi::ClockKind::kMonotonicNs);
-    session_->capture_domains.store(cutrace::abi::kCudaDomains);
-    ASSERT_TRUE(abi::session_layout_valid(session_, bytes_));
-    ring_ = abi::slot_header(session_, 0);
-    saved_session_ = preload::g_session;
-    preload::g_session = session_;
-    preload::g_clock_is_tsc = false;
-    // A thread with a ring never goes through prepare_thread(), which would look for a real session.
-    preload::t_thread.producer.attach(ring_, kRingBytes);
-  }
-
-  void TearDown() override {
-    preload::t_thread.producer = ring::Producer{};
-    preload::g_session = saved_session_;
-    munmap(session_, bytes_);
-  }
+  void SetUp() override { session_.attach(); }
+  void TearDown() override { session_.detach(); }
 
   // Everything written since the last call.
   void drain() {
     calls_.clear();
     strings_.clear();
-    std::vector<uint8_t> scratch(64 * 1024);
-    ring::drain(ring_, kRingBytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
-                [&](const uint8_t* p, uint32_t) {
-                  abi::RecordHeader h;
-                  std::memcpy(&h, p, sizeof h);
-                  if (h.kind == uint16_t(abi::RecordKind::kApiCall)) {
-                    abi::ApiCallRecord c;
-                    std::memcpy(&c, p, sizeof c);
-                    Record r{c.header.aux, c.begin, c.end, c.result, c.depth, c.flags,
-                             std::vector<uint64_t>(c.arg_count)};
-                    std::memcpy(r.args.data(), p + sizeof c, 8u * c.arg_count);
-                    calls_.push_back(r);
-                  } else if (h.kind == uint16_t(abi::RecordKind::kString)) {
-                    abi::StringRecord s;
-                    std::memcpy(&s, p, sizeof s);
-                    strings_.push_back({abi::StringKind(s.header.aux), s.key,
-                                        std::string(reinterpret_cast<const char*>(p + sizeof s), s.length)});
-                  }
-                });
+    session_.drain([&](const uint8_t* p, uint32_t) {
+      abi::RecordHeader h;
+      std::memcpy(&h, p, sizeof h);
+      if (h.kind == uint16_t(abi::RecordKind::kApiCall)) {
+        abi::ApiCallRecord c;
+        std::memcpy(&c, p, sizeof c);
+        Record r{c.header.aux, c.begin, c.end, c.result, c.depth, c.flags,
+                 std::vector<uint64_t>(c.arg_count)};
+        std::memcpy(r.args.data(), p + sizeof c, 8u * c.arg_count);
+        calls_.push_back(r);
+      } else if (h.kind == uint16_t(abi::RecordKind::kString)) {
+        abi::StringRecord s;
+        std::memcpy(&s, p, sizeof s);
+        strings_.push_back({abi::StringKind(s.header.aux), s.key,
+                            std::string(reinterpret_cast<const char*>(p + sizeof s), s.length)});
+      }
+    });
   }
 
-  size_t bytes_ = 0;
-  abi::SessionHeader* session_ = nullptr;
-  abi::SessionHeader* saved_session_ = nullptr;
-  abi::RingHeader* ring_ = nullptr;
+  cutrace::test::InProcessSession session_;
   std::vector<Record> calls_;
   std::vector<StringSeen> strings_;
 };
@@ -181,7 +148,7 @@ TEST_F(Recording, ConfigFieldsAndDim3Packing) {
 }
 
 TEST_F(Recording, NothingIsRecordedWhileCaptureIsOff) {
-  session_->capture_domains.store(0);
+  session_.session()->capture_domains.store(0);
   char src[8] = {}, dst[8] = {};
   EXPECT_EQ(cudaMemcpy(dst, src, 8, cudaMemcpyHostToHost), cudaErrorInvalidValue);
   EXPECT_EQ(errno, 4242);
@@ -190,7 +157,7 @@ TEST_F(Recording, NothingIsRecordedWhileCaptureIsOff) {
 }
 
 TEST_F(Recording, RegistrationIsRecordedAndHookedEvenWhileCaptureIsOff) {
-  session_->capture_domains.store(0);
+  session_.session()->capture_domains.store(0);
   static const char stub = 0;
   char device_fun[] = "_Z6kernelPf";
   __cudaRegisterFunction(nullptr, &stub, device_fun, device_fun, -1, nullptr, nullptr, nullptr, nullptr, nullptr);
