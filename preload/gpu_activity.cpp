@@ -330,7 +330,7 @@ void report(ThreadState& ts, uint32_t code, const char* text);
 // Ends CUPTI's session (cuptiFinalize) from an API call's exit callback, as CUPTI's documentation asks
 // of a tool that detaches: its kernel instrumentation, worker threads and callbacks cost the program
 // nothing from then on, and its subscriber slot is free for the program's own profiler. What CUPTI
-// still holds is delivered into this thread's ring first.
+// still holds it delivers as it finalises, into this thread's ring.
 void finalize_cupti(ThreadState& ts) {
   if (g_finalized.load(std::memory_order_relaxed) || g_finalized.exchange(true)) return;
   const int saved_errno = errno;
@@ -343,7 +343,8 @@ void finalize_cupti(ThreadState& ts) {
   t_flushing = true;
   ts.in_tracer++;
   if (!ts.producer.header) prepare_thread(ts);
-  g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  // The range's end flushed what CUPTI held then; cuptiFinalize hands over the rest, as NVIDIA's
+  // cupti_finalize sample relies on, with no flush of ours inside CUPTI's callback.
   const CUptiResult finalized = g_cupti.finalize();
   if (ts.producer.header) {
     // The process's last word on where its GPU activity came from, and until when.
@@ -402,11 +403,11 @@ bool gives_device_work(const char* name) {
 // Enables the callbacks of the calls that give the device work, in both domains; how many.
 uint32_t enable_work_callbacks(CUpti_SubscriberHandle subscriber) {
   uint32_t enabled = 0;
-  const std::pair<CUpti_CallbackDomain, uint32_t> domains[] = {
-      {CUPTI_CB_DOMAIN_RUNTIME_API, uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE)},
-      {CUPTI_CB_DOMAIN_DRIVER_API, uint32_t(CUPTI_DRIVER_TRACE_CBID_SIZE)}};
-  for (const auto& [domain, count] : domains)
-    for (uint32_t cbid = 1; cbid < count && cbid < kCbidSlots; ++cbid) {
+  // Every id CUPTI can name, past the SIZE of the headers built against too: a newer CUPTI names the
+  // calls a newer runtime added (cudaLaunchHostFunc_v2 in 13.2).
+  static_assert(CUPTI_RUNTIME_TRACE_CBID_SIZE < kCbidSlots && CUPTI_DRIVER_TRACE_CBID_SIZE < kCbidSlots);
+  for (const CUpti_CallbackDomain domain : {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API})
+    for (uint32_t cbid = 1; cbid < kCbidSlots; ++cbid) {
       const char* name = nullptr;
       if (g_cupti.callback_name(domain, cbid, &name) != CUPTI_SUCCESS || !name || !gives_device_work(name)) continue;
       if (api_of_callback(domain, cbid) < 0) continue;  // a call the trace has no name for
