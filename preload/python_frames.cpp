@@ -755,6 +755,7 @@ uint32_t python_frames(ThreadState& ts, abi::PythonFrame* out, uint32_t capacity
   const auto tstate = reinterpret_cast<uintptr_t>(in.this_thread_state());
   if (!tstate) return 0;  // a thread that never ran Python (a library's worker)
   uint32_t count = 0;
+  bool walked = false;
   if (state == kUnproven) {
     Locked lock;
     if (g_frames_state.load(std::memory_order_acquire) == kUnproven) {
@@ -765,14 +766,13 @@ uint32_t python_frames(ThreadState& ts, abi::PythonFrame* out, uint32_t capacity
       }
       send_frames_status(ts);
       if (count) g_frames_state.store(kProven, std::memory_order_release);
-      return count;
+      walked = true;
+    } else if (g_frames_state.load(std::memory_order_acquire) != kProven) {
+      return 0;
     }
-    state = g_frames_state.load(std::memory_order_acquire);
-    if (state != kProven) return 0;
   }
-  if (!walk_raw<DirectMemory>(ts, in, tstate, out, capacity, &count)) {
-    // Proven layout, yet a check failed: the frames below it are not believed.
-  }
+  // A check that fails on a proven layout keeps the frames above it: those below are not believed.
+  if (!walked) walk_raw<DirectMemory>(ts, in, tstate, out, capacity, &count);
   // Once, with the GIL held: CPython's own answer must be the same.
   if (!g_compared_with_api.load(std::memory_order_relaxed) && reinterpret_cast<uintptr_t>(in.gil_holder()) == tstate) {
     const PythonApi* api = python_api();
