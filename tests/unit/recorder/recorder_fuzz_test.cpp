@@ -144,6 +144,12 @@ TEST_F(HostileRingTest, RandomBytesStatesAndCountersNeverCrashTheRecorder) {
           break;
         }
         case 1: {  // valid records, then a few random bytes flipped inside what was published
+          // Freed as the recorder frees a slot (Recorder::free_slot): positions and counters reset.
+          h->head.store(0);
+          h->tail.store(0);
+          h->dropped_records.store(0);
+          h->dropped_no_memory.store(0);
+          h->pushed_records.store(0);
           h->state.store(uint32_t(abi::SlotState::kFree));
           TestRing r = TestRing::claim(session, slot, own_pid, 1000 + slot, own_ticks);
           const int n = int(rng() % 300);
