@@ -236,23 +236,22 @@ def test_the_churn_under_an_asan_build_of_the_shim(tmp_path):
 SHARED = [(p, d) for p, d in INTERPRETERS if d[3]]
 
 
-def embedding_host(tmp_path, source, described):
-    """An executable that runs Python as python3 does, built from `source` against a shared libpython;
-    (its path, the PYTHONHOME it needs)."""
+def run_in_host(tmp_path, source, python, described, scenario):
+    """frames.py SCENARIO run by an executable that runs Python as python3 does, built from `source`
+    against the shared libpython of `python`; what run_scenario returns."""
     _, include, _, shared = described
     host = tmp_path / "python3"
     subprocess.run(["cc", "-rdynamic", "-I", include, str(HERE / source), "-o", str(host), str(shared),
                     "-Wl,-rpath," + str(shared.parent), "-ldl"], check=True, capture_output=True, text=True, timeout=120)
-    return host
+    prefix = subprocess.run([python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    return run_scenario(tmp_path, str(host), described, scenario, env_extra={"PYTHONHOME": prefix})
 
 
 @pytest.mark.skipif(not SHARED, reason="needs a CPython with a shared libpython to embed")
 def test_frames_that_cpythons_own_api_contradicts_are_refused_from_then_on(tmp_path):
     python, described = SHARED[0]
-    host = embedding_host(tmp_path, "lying_host.c", described)
-    prefix = subprocess.run([python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    pairs, trace, proc = run_scenario(tmp_path, str(host), described, "routes", env_extra={"PYTHONHOME": prefix})
+    pairs, trace, proc = run_in_host(tmp_path, "lying_host.c", python, described, "routes")
     # The first slow call made with the GIL held (the script's cudaMalloc through ctypes.PyDLL at
     # import, or at the latest the PyDLL copy) compares the frames read without it with the C API's,
     # which disagree: from then on no call has Python frames, none has wrong ones, and it is said once.
@@ -270,10 +269,7 @@ def test_frames_that_cpythons_own_api_contradicts_are_refused_from_then_on(tmp_p
 @pytest.mark.skipif(not SHARED, reason="needs a CPython with a shared libpython to embed")
 def test_an_unknown_interpreter_gets_native_stacks_and_one_warning_naming_it(tmp_path):
     python, described = SHARED[0]
-    host = embedding_host(tmp_path, "newer_host.c", described)
-    prefix = subprocess.run([python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    pairs, trace, proc = run_scenario(tmp_path, str(host), described, "routes", env_extra={"PYTHONHOME": prefix})
+    pairs, trace, proc = run_in_host(tmp_path, "newer_host.c", python, described, "routes")
     # The program ran as it would have, its slow calls kept their native stacks, and none has Python
     # frames read by a guessed layout.
     assert len(pairs) == 3 and all(stack is None for _, stack in pairs)
