@@ -333,8 +333,16 @@ void report(ThreadState& ts, uint32_t code, const char* text);
 // still holds it delivers as it finalises, into this thread's ring.
 void finalize_cupti(ThreadState& ts) {
   if (g_finalized.load(std::memory_order_relaxed) || g_finalized.exchange(true)) return;
+  // A flush under way on another thread holds the lock: a later call's callback finalises instead,
+  // rather than this one wait inside CUPTI's callback for a flush that may wait on CUPTI in turn.
+  if (g_cupti_lock.test_and_set(std::memory_order_acquire)) {
+    g_finalized.store(false, std::memory_order_relaxed);
+    return;
+  }
+  struct Unlock {
+    ~Unlock() { g_cupti_lock.clear(std::memory_order_release); }
+  } unlock;
   const int saved_errno = errno;
-  CuptiLocked lock;
   g_running.store(false, std::memory_order_release);
   // The flusher wakes, finds CUPTI stopped, and ends.
   g_flushes_asked.fetch_add(1, std::memory_order_acq_rel);
