@@ -450,12 +450,20 @@ bool debug_offsets_agree(DlsymFn lookup, const cutrace_python_layout& row) {
 }
 
 // Looks for CPython once per change of the loaded objects, and picks its layout; the caller holds g_lock.
+std::atomic<uint64_t> g_interpreter_looked_at_adds{~uint64_t(0)};
+
+// Whether the loaded objects changed since find_interpreter() last looked: a process without CPython
+// asks this on every slow call, without taking the lock.
+bool loaded_objects_changed() {
+  uint64_t adds = 0, subs = 0;
+  elf::load_counts(&adds, &subs);
+  return g_interpreter_looked_at_adds.load(std::memory_order_relaxed) != adds;
+}
+
 void find_interpreter() {
   uint64_t adds = 0, subs = 0;
   elf::load_counts(&adds, &subs);
-  static uint64_t looked_at_adds = ~uint64_t(0);
-  if (looked_at_adds == adds) return;
-  looked_at_adds = adds;
+  if (g_interpreter_looked_at_adds.exchange(adds, std::memory_order_relaxed) == adds) return;
   const DlsymFn lookup = real_dlsym();
   if (!lookup) return;
   Interpreter in{};
@@ -741,6 +749,7 @@ void send_frames_status(ThreadState& ts) {
 uint32_t python_frames(ThreadState& ts, abi::PythonFrame* out, uint32_t capacity) {
   uint32_t state = g_frames_state.load(std::memory_order_acquire);
   if (state == kNotFound) {
+    if (!loaded_objects_changed()) return 0;
     Locked lock;
     find_interpreter();
     state = g_frames_state.load(std::memory_order_acquire);
