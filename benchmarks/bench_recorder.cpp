@@ -45,9 +45,11 @@ struct PatternProducer {
     r->begin = begin;
     r->end = begin + duration;
     r->result = 0;
+    r->outer_domains = 0;
     r->depth = 0;
     r->arg_count = uint8_t(args);
     r->flags = 0;
+    r->reserved = 0;
     r->correlation = 0;
     for (uint32_t i = 0; i < args; ++i) r->args[i] = 0x7f0000001000ull + i * 64;  // stub, dims, stream
     if (phase == 1) r->args[0] = 1 << 20;  // bytes of the copy

@@ -36,9 +36,11 @@ inline bool push_call(ring::Producer& p, uint64_t t0, uint64_t t1, uint32_t args
   r->begin = t0;
   r->end = t1;
   r->result = 0;
+  r->outer_domains = 0;
   r->depth = 0;
   r->arg_count = uint8_t(args);
   r->flags = 0;
+  r->reserved = 0;
   r->correlation = 0;
   for (uint32_t i = 0; i < args; ++i) r->args[i] = t0 + i;
   p.commit(bytes);

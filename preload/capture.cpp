@@ -11,7 +11,7 @@
 
 namespace cutrace::preload {
 
-constinit std::atomic<uint32_t> g_process_capture{~0u};
+constinit std::atomic<abi::DomainSet> g_process_capture{~abi::DomainSet(0)};
 
 }  // namespace cutrace::preload
 
@@ -97,7 +97,7 @@ bool begin(abi::CaptureReason reason) {
     if (state & (kActive | kDone)) return false;
     next = ((state & ~uint64_t(0xffffffff)) + (uint64_t(1) << 32)) | kActive;
   } while (!g_state.compare_exchange_weak(state, next, std::memory_order_acq_rel, std::memory_order_relaxed));
-  g_process_capture.store(~0u, std::memory_order_relaxed);
+  g_process_capture.store(~abi::DomainSet(0), std::memory_order_relaxed);
   TimedRange& timed = g_ranges[uint32_t(next >> 32) % kMaxRanges];
   timed.end.store(UINT64_MAX, std::memory_order_relaxed);
   timed.begin.store(monotonic_ns(), std::memory_order_relaxed);

@@ -8,12 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cutrace/domains.h"
 #include "shim_names.h"
 
 namespace cutrace::preload {
 
 // ANDed with the session's capture word on every call: all ones unless capture ranges are in use.
-extern std::atomic<uint32_t> g_process_capture CUTRACE_SHIM_NAME("process_capture");
+extern std::atomic<abi::DomainSet> g_process_capture CUTRACE_SHIM_NAME("process_capture");
 
 // Whether [start_ns, end_ns] (CLOCK_MONOTONIC) overlaps one of the process's capture ranges (always,
 // without -c): GPU activity arrives after the fact and is kept only where it does.

@@ -27,7 +27,7 @@
 namespace cutrace::preload {
 namespace {
 
-constexpr uint32_t kNvtxDomain = abi::domain_bit(abi::ApiDomain::kNvtx);
+constexpr abi::DomainSet kNvtxDomain = abi::domain_bit(abi::ApiDomain::kNvtx);
 
 // What one NVTX event says, before it becomes a record.
 struct Annotation {

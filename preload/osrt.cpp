@@ -16,12 +16,12 @@ namespace {
 // Stands in for the session when there is none (the library preloaded without the launcher): its
 // capture word is 0, so every call passes through after one look.
 abi::SessionHeader g_no_session{};
-constinit std::atomic<uint32_t> g_gate_open{~0u};
+constinit std::atomic<abi::DomainSet> g_gate_open{~abi::DomainSet(0)};
 
 }  // namespace
 
 std::atomic<abi::SessionHeader*> g_session{nullptr};
-const std::atomic<uint32_t>* g_process_capture = &g_gate_open;
+const std::atomic<abi::DomainSet>* g_process_capture = &g_gate_open;
 
 abi::SessionHeader* bind() {
   // One thread binds; the others pass their calls through meanwhile, as before the shim attached.

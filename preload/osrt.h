@@ -34,7 +34,7 @@ namespace cutrace::preload {
 // What libcutrace-osrt.so needs of the shim, filled once the shim has attached to its session.
 struct OsrtBinding {
   abi::SessionHeader* session;
-  const std::atomic<uint32_t>* process_capture;  // g_process_capture (capture ranges)
+  const std::atomic<abi::DomainSet>* process_capture;  // g_process_capture (capture ranges)
   bool clock_is_tsc;
 };
 
@@ -63,7 +63,7 @@ extern std::atomic<void*> g_real_functions[];
 
 // The session once bound (a zeroed stand-in when there is none, so the fast path needs no other test).
 extern std::atomic<abi::SessionHeader*> g_session;
-extern const std::atomic<uint32_t>* g_process_capture;
+extern const std::atomic<abi::DomainSet>* g_process_capture;
 
 abi::SessionHeader* bind() __attribute__((noinline, cold));
 void* resolve_real(uint32_t index) __attribute__((noinline, cold));
@@ -75,7 +75,7 @@ inline Fn real_function(uint32_t index) {
   return reinterpret_cast<Fn>(p);
 }
 
-inline constexpr uint32_t kDomain = abi::domain_bit(abi::ApiDomain::kOsRuntime);
+inline constexpr abi::DomainSet kDomain = abi::domain_bit(abi::ApiDomain::kOsRuntime);
 
 // Whether this call is timed: the shim is attached, osrt is being captured (the session's word and the
 // process's capture range), and the call is not the tracer's own (in_tracer also covers a signal

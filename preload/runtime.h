@@ -8,7 +8,7 @@
 //     Fn real = cutrace::preload::real_function<Fn>(kApi_cudaMalloc);
 //     if (!real) return cudaErrorNotSupported;           // from the annotations
 //     auto& ts = cutrace::preload::t_thread;
-//     constexpr uint32_t domain = cutrace::abi::domain_bit(cutrace::abi::ApiDomain::kCudaRuntime);
+//     constexpr cutrace::abi::DomainSet domain = cutrace::abi::domain_bit(cutrace::abi::ApiDomain::kCudaRuntime);
 //     if (!cutrace::preload::should_record(ts, domain)) return real(devPtr, size);
 //     cutrace::preload::CallScope scope(ts, domain);
 //     cudaError_t result = real(devPtr, size);
@@ -40,8 +40,8 @@ namespace cutrace::preload {
 
 struct ThreadState {
   ring::Producer producer;  // producer.header == nullptr until this thread has claimed a ring
+  abi::DomainSet domains;   // abi::domain_bit() of every recorded call in progress on this thread
   uint32_t depth;           // recorded calls in progress on this thread
-  uint32_t domains;         // abi::domain_bit() of every recorded call in progress on this thread
   uint32_t in_tracer;       // > 0 while the tracer itself runs: its own calls are never recorded
 };
 
@@ -146,7 +146,7 @@ class SentNames {
 // session's capture word, tested for the call's own domain (a domain `-t` left out costs the same).
 // With capture ranges (-c) the process's own gate is ANDed in: one more load of a word that is all
 // ones without -c and 0 outside a range.
-__attribute__((always_inline)) inline bool should_record(ThreadState& ts, uint32_t domain) {
+__attribute__((always_inline)) inline bool should_record(ThreadState& ts, abi::DomainSet domain) {
   if (CUTRACE_UNLIKELY(ts.producer.header == nullptr) && !prepare_thread(ts)) return false;
   return (g_session->capture_domains.load(std::memory_order_relaxed) & g_process_capture.load(std::memory_order_relaxed) &
           domain) != 0 &&
@@ -155,7 +155,7 @@ __attribute__((always_inline)) inline bool should_record(ThreadState& ts, uint32
 
 // For calls whose records the tools need even while capture is off (kernel registration): records
 // whenever there is a ring, flagging the record when its domain was not being captured.
-inline bool should_record_always(ThreadState& ts, uint32_t domain, uint8_t& flags) {
+inline bool should_record_always(ThreadState& ts, abi::DomainSet domain, uint8_t& flags) {
   if (CUTRACE_UNLIKELY(ts.producer.header == nullptr) && !prepare_thread(ts)) return false;
   if (ts.in_tracer) return false;
   if ((g_session->capture_domains.load(std::memory_order_relaxed) & g_process_capture.load(std::memory_order_relaxed) &
@@ -206,7 +206,7 @@ void record_backtrace(ThreadState& ts, uint32_t api_id, uint64_t begin, uint64_t
 // CallScope and the OS runtime's out-of-line recording.
 __attribute__((always_inline)) inline void write_call_record(ThreadState& ts, uint32_t api_id, uint64_t begin,
                                                              uint64_t end, uint64_t result, uint32_t depth,
-                                                             uint32_t outer_domains, uint8_t flags,
+                                                             abi::DomainSet outer_domains, uint8_t flags,
                                                              const uint64_t* args, uint32_t arg_count) {
   const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8u * arg_count;
   WritingRecord writing(ts);
@@ -219,10 +219,11 @@ __attribute__((always_inline)) inline void write_call_record(ThreadState& ts, ui
     r->begin = begin;
     r->end = end;
     r->result = result;
+    r->outer_domains = outer_domains;
     r->depth = uint8_t(depth < 255 ? depth : 255);
-    r->outer_domains = uint8_t(outer_domains);
     r->arg_count = uint8_t(arg_count);
     r->flags = flags;
+    r->reserved = 0;
     r->correlation = 0;
     if (arg_count) std::memcpy(r->args, args, 8u * arg_count);
     ts.producer.commit(bytes);
@@ -237,7 +238,7 @@ class CallScope {
  public:
   // always_inline: the generated file holds hundreds of wrappers, enough to exhaust the compiler's
   // inlining budget, and a call here would add to every recorded call.
-  __attribute__((always_inline)) CallScope(ThreadState& ts, uint32_t domain)
+  __attribute__((always_inline)) CallScope(ThreadState& ts, abi::DomainSet domain)
       : ts_(ts), depth_(ts.depth++), outer_domains_(ts.domains) {
     ts.domains = outer_domains_ | domain;
     begin_ = now();
@@ -259,7 +260,7 @@ class CallScope {
  private:
   ThreadState& ts_;
   uint32_t depth_;
-  uint32_t outer_domains_;
+  abi::DomainSet outer_domains_;
   uint64_t begin_ = 0, end_ = 0;
 };
 

@@ -583,8 +583,8 @@ void Recorder::set_api_table(const ApiInfo* table, uint32_t count) {
   for (uint32_t id = 0; id < count; ++id) {
     if (table[id].library && table[id].name) wrapped_by_soname_[table[id].library].insert(table[id].name);
     if (table[id].name && std::strcmp(table[id].name, "cuInit") == 0) cuinit_api_ = id;
-    if (uint32_t(table[id].domain) < 8) {
-      api_domain_bits_[id] = uint8_t(abi::domain_bit(table[id].domain));
+    if (uint32_t(table[id].domain) < abi::kMaxDomains) {
+      api_domain_bits_[id] = abi::domain_bit(table[id].domain);
       table_domains_ |= api_domain_bits_[id];
     }
     int derived = -1, from = -1;
@@ -668,22 +668,6 @@ void Recorder::remember_kernel_handle(const uint8_t* record) {
   if (kernels_[kernels_of_thread_[batch_thread_]].handles.emplace(handle, stub).second) kernel_name_bytes_ += 32;
 }
 
-namespace {
-
-// The domain whose library a loaded object is, by file name (sonames and cuDNN 9's sub-libraries,
-// libcudnn_ops.so.9 and friends); 0 for anything else.
-uint32_t library_domain(std::string_view file) {
-  auto starts = [&](std::string_view prefix) { return file.substr(0, prefix.size()) == prefix; };
-  if (starts("libcudart.so")) return abi::domain_bit(abi::ApiDomain::kCudaRuntime);
-  if (starts("libcuda.so")) return abi::domain_bit(abi::ApiDomain::kCudaDriver);
-  if (starts("libcublasLt.so")) return abi::domain_bit(abi::ApiDomain::kCublasLt);
-  if (starts("libcublas.so")) return abi::domain_bit(abi::ApiDomain::kCublas);
-  if (starts("libcudnn.so") || starts("libcudnn_")) return abi::domain_bit(abi::ApiDomain::kCudnn);
-  return 0;
-}
-
-}  // namespace
-
 void Recorder::remember_module(const uint8_t* record, uint32_t bytes) {
   abi::ModuleRecord m;
   std::memcpy(&m, record, sizeof m);
@@ -693,7 +677,8 @@ void Recorder::remember_module(const uint8_t* record, uint32_t bytes) {
   std::string_view path(reinterpret_cast<const char*>(record + sizeof m), length);
   const size_t slash = path.rfind('/');
   const std::string_view file = slash == std::string_view::npos ? path : path.substr(slash + 1);
-  const uint32_t domain = library_domain(file);
+  // cuDNN 9's sub-libraries (libcudnn_ops.so.9, ...) are cuDNN's too: domains.def lists the prefixes.
+  const abi::DomainSet domain = abi::library_domain(file);
   if (!domain) return;
   p.loaded_domains |= domain;
   p.loaded_library.emplace(domain, std::string(file.substr(0, 120)));
@@ -706,11 +691,11 @@ void Recorder::remember_module(const uint8_t* record, uint32_t bytes) {
 std::vector<std::string> Recorder::warnings() const {
   using abi::ApiDomain;
   using abi::domain_bit;
-  const uint32_t runtime = domain_bit(ApiDomain::kCudaRuntime), driver = domain_bit(ApiDomain::kCudaDriver);
-  const uint32_t cuda_any = abi::kCudaDomains | abi::kCublasDomains | abi::kCudnnDomains;
+  const abi::DomainSet runtime = domain_bit(ApiDomain::kCudaRuntime), driver = domain_bit(ApiDomain::kCudaDriver);
+  const abi::DomainSet cuda_any = abi::kCudaDomains | abi::kCublasDomains | abi::kCudnnDomains;
   // Only what could have been recorded: a domain `-t` left out, or that this build's api table has no
   // function of, is silent by design.
-  const uint32_t watched = trace_domains_ & table_domains_;
+  const abi::DomainSet watched = trace_domains_ & table_domains_;
   std::vector<std::string> out;
   // Read by final_drain(): nothing here touches the session, which may be gone by now.
   if (const uint32_t foreign = foreign_shims_)
@@ -732,9 +717,9 @@ std::vector<std::string> Recorder::warnings() const {
   if (!(watched & cuda_any)) return out;
   bool any_cuda = false;
   for (const ProcessKernels& p : kernels_) {
-    const uint32_t called = p.called_domains & cuda_any;
+    const abi::DomainSet called = p.called_domains & cuda_any;
     any_cuda |= called || p.loaded_domains || p.cuda_program;
-    auto library = [&](uint32_t bit) {
+    auto library = [&](abi::DomainSet bit) {
       auto it = p.loaded_library.find(bit);
       return it == p.loaded_library.end() ? std::string() : it->second;
     };
@@ -743,10 +728,10 @@ std::vector<std::string> Recorder::warnings() const {
     // when nothing of CUDA was recorded. cuBLASLt counts with cuBLAS, which loads it.
     if ((p.loaded_domains & runtime & watched) && !(called & runtime)) silent.push_back(library(runtime));
     if ((p.loaded_domains & driver & watched) && !called) silent.push_back(library(driver));
-    for (uint32_t family : {abi::kCublasDomains, abi::kCudnnDomains}) {
+    for (abi::DomainSet family : {abi::kCublasDomains, abi::kCudnnDomains}) {
       if (!(p.loaded_domains & family & watched) || (called & family)) continue;
-      for (uint32_t bit = 1; bit < 256; bit <<= 1)
-        if (p.loaded_domains & family & bit) silent.push_back(library(bit));
+      for (uint32_t d = 0; d < abi::kMaxDomains; ++d)
+        if (p.loaded_domains & family & (abi::DomainSet(1) << d)) silent.push_back(library(abi::DomainSet(1) << d));
     }
     const std::string who = "process " + std::to_string(p.pid) + (p.command.empty() ? "" : " (" + p.command + ")");
     if (!p.unwrapped_entry_points.empty() && (watched & driver)) {
@@ -853,7 +838,7 @@ std::string_view soname_stem(std::string_view soname) {
 const std::vector<std::string>& Recorder::library_warnings() const {
   if (library_warnings_) return *library_warnings_;
   library_warnings_.emplace();
-  const uint32_t watched = trace_domains_ & table_domains_;
+  const abi::DomainSet watched = trace_domains_ & table_domains_;
   std::set<std::string_view> wrapped_stems;
   for (const auto& [soname, names] : wrapped_by_soname_) wrapped_stems.insert(soname_stem(soname));
   for (const auto& [path, loaded] : cuda_library_files_) {

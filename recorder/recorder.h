@@ -207,9 +207,9 @@ class Recorder {
     std::unordered_map<uint64_t, uint64_t> handles;     // handle -> the stub or handle it derives from
     // What the process did with CUDA, for warnings(): domain_bit() of the domains it called, those
     // of the libraries it loaded (with the first file name of each), whether it carries device code.
-    uint32_t called_domains = 0;
-    uint32_t loaded_domains = 0;
-    std::map<uint32_t, std::string> loaded_library;  // domain bit -> file name
+    abi::DomainSet called_domains = 0;
+    abi::DomainSet loaded_domains = 0;
+    std::map<abi::DomainSet, std::string> loaded_library;  // domain bit -> file name
     bool cuda_program = false;
     bool opened_capture_range = false;  // a kCaptureState record came from it
     std::string command;  // kProcessCommand, else kProcessExe; bounded
@@ -238,7 +238,7 @@ class Recorder {
   const std::vector<std::string>& library_warnings() const;
   // CUDA library files the processes loaded (the driver aside: its exports are reached through
   // cuGetProcAddress, and every newer driver adds some): path -> (pid of the first process, domain bit).
-  std::map<std::string, std::pair<uint32_t, uint32_t>> cuda_library_files_;
+  std::map<std::string, std::pair<uint32_t, abi::DomainSet>> cuda_library_files_;
   // The functions the api table wraps, by the soname of their library.
   std::map<std::string, std::set<std::string>, std::less<>> wrapped_by_soname_;
   mutable std::optional<std::vector<std::string>> library_warnings_;
@@ -257,9 +257,9 @@ class Recorder {
   // Per api id: the slots of an out-argument that names a kernel and of the in-argument it derives
   // from (__cudaGetKernel, cuKernelGetFunction); -1 when the call has not both.
   std::vector<std::pair<int8_t, int8_t>> naming_args_;
-  std::vector<uint8_t> api_domain_bits_;  // per api id: domain_bit() of its domain (all fit in 8 bits)
-  uint32_t table_domains_ = 0;            // domains the api table has functions of
-  uint32_t trace_domains_ = 0;            // domains `-t` selected (SessionHeader::trace_domains)
+  std::vector<abi::DomainSet> api_domain_bits_;  // per api id: domain_bit() of its domain
+  abi::DomainSet table_domains_ = 0;      // domains the api table has functions of
+  abi::DomainSet trace_domains_ = 0;            // domains `-t` selected (SessionHeader::trace_domains)
   bool gpu_activity_ = false;             // --gpu-activity (SessionHeader::gpu_activity)
   uint32_t cuinit_api_ = UINT32_MAX;      // the api id of cuInit, whose failure says why CUPTI never started
   const ApiInfo* api_table_ = nullptr;    // set_api_table(), for names in warnings
@@ -268,7 +268,7 @@ class Recorder {
   uint64_t backtrace_threshold_ns_[abi::kBacktraceClasses] = {};  // SessionHeader::backtrace_threshold_ns
   uint32_t backtrace_unavailable_ = 0;  // SessionHeader::backtrace_unavailable, read by final_drain()
   uint32_t foreign_shims_ = 0;          // SessionHeader::foreign_shims, read by final_drain()
-  uint32_t batch_domains_ = 0;            // domains called in the drain under way, merged after it
+  abi::DomainSet batch_domains_ = 0;      // domains called in the drain under way, merged after it
   bool batch_capture_ranges_ = false;     // the drain under way held a capture range record
   std::string capture_range_;             // set_capture_range()
 

@@ -18,11 +18,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cutrace/domains.h"
+
 namespace cutrace::abi {
 
 // Bumped whenever any layout in this header changes; a shim and a recorder of different versions
 // refuse to talk to each other rather than misread records.
-inline constexpr uint32_t kAbiVersion = 8;
+inline constexpr uint32_t kAbiVersion = 9;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
 // Capture ranges, set by the launcher for every process of the session (each gates itself):
@@ -79,24 +81,8 @@ struct RecordHeader {
 };
 static_assert(sizeof(RecordHeader) == 8);
 
-// Interface families; an api id is unique across all of them within one build's ApiTable.
-enum class ApiDomain : uint16_t {
-  kInternal = 0,
-  kCudaRuntime = 1,
-  kCudaDriver = 2,
-  kCublas = 3,
-  kCublasLt = 4,
-  kCudnn = 5,
-  kNvtx = 6,
-  kOsRuntime = 7,
-};
-
-// One bit per domain: the session's capture word and ApiCallRecord::outer_domains are sets of domains.
-inline constexpr uint32_t domain_bit(ApiDomain d) { return 1u << uint32_t(d); }
-static_assert(uint32_t(ApiDomain::kOsRuntime) < 8, "ApiCallRecord::outer_domains holds one bit per domain");
-inline constexpr uint32_t kCudaDomains = domain_bit(ApiDomain::kCudaRuntime) | domain_bit(ApiDomain::kCudaDriver);
-inline constexpr uint32_t kCublasDomains = domain_bit(ApiDomain::kCublas) | domain_bit(ApiDomain::kCublasLt);
-inline constexpr uint32_t kCudnnDomains = domain_bit(ApiDomain::kCudnn);
+// Interface families (ApiDomain, domain_bit(), DomainSet): domains.def lists them; an api id is unique
+// across all of them within one build's ApiTable.
 
 // Backtrace classes, as in `--cudabacktrace kernel|memory|sync|other`.
 enum class ApiClass : uint8_t { kOther = 0, kSync = 1, kMemory = 2, kKernel = 3 };
@@ -135,20 +121,22 @@ inline constexpr uint8_t kCallFlagOutsideCapture = 4;
 // without looking ahead, which domains the calls around it belong to, so that a report can count a
 // driver call the program made and leave out one the runtime made for it.
 struct ApiCallRecord {
-  RecordHeader header;    // kind = kApiCall, aux = api id (index into the ApiTable of the trace)
-  uint64_t begin;         // ring: ClockKind units; file: see format.h (delta-encoded)
-  uint64_t end;           // ring: ClockKind units; file: duration in ns
-  uint64_t result;        // the return value, sign-extended for error enums
-  uint8_t depth;          // recorded calls around this one on its thread (0 = outermost); saturates at 255
-  uint8_t outer_domains;  // domain_bit() of every recorded call around this one
-  uint8_t arg_count;      // slots that follow
-  uint8_t flags;          // kCallFlag*
-  uint32_t correlation;   // reserved for CUPTI correlation ids; 0 today
-  uint64_t args[];        // arg_count slots, meaning given by the ApiTable entry
+  RecordHeader header;     // kind = kApiCall, aux = api id (index into the ApiTable of the trace)
+  uint64_t begin;          // ring: ClockKind units; file: see format.h (delta-encoded)
+  uint64_t end;            // ring: ClockKind units; file: duration in ns
+  uint64_t result;         // the return value, sign-extended for error enums
+  DomainSet outer_domains; // domain_bit() of every recorded call around this one
+  uint8_t depth;           // recorded calls around this one on its thread (0 = outermost); saturates at 255
+  uint8_t arg_count;       // slots that follow
+  uint8_t flags;           // kCallFlag*
+  uint8_t reserved;
+  uint32_t correlation;    // reserved for CUPTI correlation ids; 0 today
+  uint64_t args[];         // arg_count slots, meaning given by the ApiTable entry
 };
-static_assert(sizeof(ApiCallRecord) == 40);
+static_assert(sizeof(ApiCallRecord) == 48);
 static_assert(offsetof(ApiCallRecord, begin) == 8 && offsetof(ApiCallRecord, end) == 16);
-static_assert(offsetof(ApiCallRecord, arg_count) == 34);
+static_assert(offsetof(ApiCallRecord, outer_domains) == 32 && offsetof(ApiCallRecord, depth) == 40 &&
+              offsetof(ApiCallRecord, arg_count) == 41);
 
 enum class StringKind : uint32_t {
   // key = what a launch names its kernel by: a host stub (__cudaRegisterFunction) or a driver handle
@@ -549,14 +537,12 @@ struct alignas(64) SessionHeader {
   uint32_t ring_bytes;             // data bytes per ring; a power of two, >= 4 * kMaxRecordBytes
   uint32_t clock_kind;             // ClockKind
   uint32_t on_full;                // OnFull
-  uint32_t launcher_pid;
-  uint32_t trace_domains;          // domain_bit() of every domain `-t` selected
+  DomainSet trace_domains;         // domain_bit() of every domain `-t` selected
 
   // --- read on every intercepted call: its own cache line ---
   // The domains recorded now: trace_domains while capturing, 0 while not. A wrapper tests its own
   // domain's bit, so a domain not selected costs the same one load as capture being off.
-  alignas(64) std::atomic<uint32_t> capture_domains;
-  uint32_t capture_reserved;
+  alignas(64) std::atomic<DomainSet> capture_domains;
   // OS runtime calls (-t osrt) shorter than this are not recorded; in the session clock's units (TSC
   // ticks or ns), so that the wrapper compares its two timestamps without converting. Written before
   // the program runs: by the launcher for a nanosecond clock, by the recorder once it has calibrated
@@ -569,7 +555,9 @@ struct alignas(64) SessionHeader {
   uint8_t capture_pad[40];
 
   // --- rarely written, shared by all producers ---
-  alignas(64) std::atomic<uint64_t> next_claim_serial;
+  alignas(64) uint32_t launcher_pid;  // immutable after the launcher creates the session
+  uint32_t launcher_reserved;
+  std::atomic<uint64_t> next_claim_serial;
   std::atomic<uint64_t> lost_no_slot;       // records lost because every slot was taken
   std::atomic<uint32_t> processes_attached; // processes whose shim mapped this session
   std::atomic<uint32_t> recorder_pid;       // set by the recorder once it runs

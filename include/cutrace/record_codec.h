@@ -22,7 +22,7 @@
 //   api call, structure: u8 tag = 0x80 | changes (kChange* bits below; bit 6 is reserved, 0),
 //              varint api_id, then, each only when its bit is set, in this order:
 //                kChangeResult       zigzag int64(result)
-//                kChangeDepth        varint depth, u8 outer_domains (they change together)
+//                kChangeDepth        varint depth, varint outer_domains (they change together)
 //                kChangeFlags        u8 flags
 //                kChangeCorrelation  zigzag (correlation - predicted), predicted = previous call's
 //                                    correlation + 1, or 0 when that was 0
@@ -100,11 +100,12 @@ struct CallHistory {
   uint64_t generation = 0;
   uint64_t result = 0;
   uint64_t duration = 0;
-  // In the order of abi::ApiCallRecord, so that the decoder copies the four with one store.
+  // In the order of abi::ApiCallRecord, so that the decoder copies the five with one copy.
+  abi::DomainSet outer_domains = 0;
   uint8_t depth = 0;
-  uint8_t outer_domains = 0;
   uint8_t arg_count = 0;
   uint8_t flags = 0;
+  uint8_t reserved = 0;
   std::array<uint64_t, abi::kMaxApiArgs> args{};
 };
 
@@ -192,7 +193,7 @@ inline void encode_call(BlockState& state, const uint8_t* record, uint64_t begin
   if (r.depth != prev.depth || r.outer_domains != prev.outer_domains) {
     changes |= kChangeDepth;
     out = put_varint(out, r.depth);
-    *out++ = r.outer_domains;
+    out = put_varint(out, r.outer_domains);
     prev.depth = r.depth;
     prev.outer_domains = r.outer_domains;
   }
@@ -306,9 +307,10 @@ inline uint32_t decode(BlockState& state, BlockInput& in, uint8_t* record) {
     prev.result = uint64_t(unzigzag(v));
   }
   if (tag & kChangeDepth) {
-    if (!get_varint(p, end, v) || v > UINT8_MAX || p == end) return 0;
+    if (!get_varint(p, end, v) || v > UINT8_MAX) return 0;
     prev.depth = uint8_t(v);
-    prev.outer_domains = *p++;
+    if (!get_varint(p, end, v)) return 0;
+    prev.outer_domains = v;
   }
   if (tag & kChangeFlags) {
     if (p == end) return 0;
@@ -344,17 +346,19 @@ inline uint32_t decode(BlockState& state, BlockInput& in, uint8_t* record) {
   const uint64_t call_end = begin + prev.duration;
   state.prev_end() = call_end;
   static_assert(offsetof(abi::ApiCallRecord, header) == 0 && offsetof(abi::ApiCallRecord, result) == 24 &&
-                offsetof(abi::ApiCallRecord, depth) == 32 && offsetof(abi::ApiCallRecord, outer_domains) == 33 &&
-                offsetof(abi::ApiCallRecord, flags) == 35 && offsetof(abi::ApiCallRecord, correlation) == 36);
-  static_assert(offsetof(CallHistory, outer_domains) == offsetof(CallHistory, depth) + 1 &&
-                offsetof(CallHistory, arg_count) == offsetof(CallHistory, depth) + 2 &&
-                offsetof(CallHistory, flags) == offsetof(CallHistory, depth) + 3);
+                offsetof(abi::ApiCallRecord, outer_domains) == 32 && offsetof(abi::ApiCallRecord, depth) == 40 &&
+                offsetof(abi::ApiCallRecord, arg_count) == 41 && offsetof(abi::ApiCallRecord, flags) == 42 &&
+                offsetof(abi::ApiCallRecord, reserved) == 43 && offsetof(abi::ApiCallRecord, correlation) == 44);
+  static_assert(offsetof(CallHistory, depth) == offsetof(CallHistory, outer_domains) + 8 &&
+                offsetof(CallHistory, arg_count) == offsetof(CallHistory, outer_domains) + 9 &&
+                offsetof(CallHistory, flags) == offsetof(CallHistory, outer_domains) + 10 &&
+                offsetof(CallHistory, reserved) == offsetof(CallHistory, outer_domains) + 11);
   std::memcpy(record, &header, 8);
   std::memcpy(record + 8, &begin, 8);
   std::memcpy(record + 16, &call_end, 8);
   std::memcpy(record + 24, &prev.result, 8);
-  std::memcpy(record + 32, &prev.depth, 4);
-  std::memcpy(record + 36, &correlation, 4);
+  std::memcpy(record + 32, &prev.outer_domains, 12);
+  std::memcpy(record + 44, &correlation, 4);
   std::memcpy(record + sizeof(abi::ApiCallRecord), prev.args.data(), 8u * prev.arg_count);
   return size;
 }

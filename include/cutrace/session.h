@@ -16,7 +16,7 @@ struct Options {
   abi::ClockKind clock = abi::ClockKind::kMonotonicNs;
   // abi::domain_bit() of each domain to record (`-t`); capture starts on for these. 0: nothing is
   // recorded but what the tools need to name things (`-t none`).
-  uint32_t trace_domains = abi::kCudaDomains;
+  abi::DomainSet trace_domains = abi::kCudaDomains;
   // --osrt-threshold: OS runtime calls shorter than this are not recorded (nsys's default, 1 us).
   uint64_t osrt_threshold_ns = 1000;
   // --cudabacktrace, --osrt-backtrace-threshold: per backtrace class (abi::ApiClass, then

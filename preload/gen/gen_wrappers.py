@@ -52,16 +52,26 @@ class GenError(Exception):
 # Vocabulary shared with include/cutrace/abi.h and format.h
 # ---------------------------------------------------------------------------------------------
 
-DOMAINS = {
-    "internal": "kInternal",
-    "cuda_runtime": "kCudaRuntime",
-    "cuda_driver": "kCudaDriver",
-    "cublas": "kCublas",
-    "cublaslt": "kCublasLt",
-    "cudnn": "kCudnn",
-    "nvtx": "kNvtx",
-    "os_runtime": "kOsRuntime",
-}
+DOMAINS_FILE = Path(__file__).resolve().parents[2] / "include" / "cutrace" / "domains.def"
+
+
+def read_domains(path: Path) -> dict[str, str]:
+    """{name: ApiDomain enumerator} from the rows of domains.def, the list the C++ side includes."""
+    row = re.compile(r'CUTRACE_DOMAIN\(\s*(k\w+)\s*,\s*(\d+)\s*,\s*"(\w+)"\s*,.*\)\s*$')
+    domains = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.startswith("CUTRACE_DOMAIN("):
+            continue
+        m = row.match(line)
+        if not m:
+            raise GenError(f"{path}:{number}: a row is CUTRACE_DOMAIN(kName, id, \"name\", ...) on one line")
+        domains[m.group(3)] = m.group(1)
+    if not domains:
+        raise GenError(f"{path}: no CUTRACE_DOMAIN rows")
+    return domains
+
+
+DOMAINS = read_domains(DOMAINS_FILE)
 
 CLASSES = {"other": "kOther", "sync": "kSync", "memory": "kMemory", "kernel": "kKernel"}
 
@@ -1916,7 +1926,7 @@ def main(argv: list[str]) -> int:
         deps = set().union(*(p.dependencies for p in preprocessors.values()))
         deps |= {os.path.abspath(a[1]) for a in args.library}
         deps |= {os.path.abspath(m.spec.annotations.parent / m.spec.extends) for m in models if m.spec.extends}
-        deps |= {os.path.realpath(a[2]) for a in args.library} | {os.path.abspath(__file__)}
+        deps |= {os.path.realpath(a[2]) for a in args.library} | {os.path.abspath(__file__), str(DOMAINS_FILE)}
         target = os.path.abspath(args.out_dir / "api_ids.h")
         escape = lambda p: p.replace(" ", "\\ ")  # noqa: E731
         args.depfile.write_text(f"{escape(target)}: " + " \\\n  ".join(escape(d) for d in sorted(deps)) + "\n")

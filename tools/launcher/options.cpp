@@ -1,10 +1,12 @@
 #include "launcher/options.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
 #include <string_view>
+#include <vector>
 
 namespace cutrace::launcher {
 namespace {
@@ -137,19 +139,17 @@ constexpr Unsupported kUnsupported[] = {
     {0, "el1-sampling-config", nullptr},
 };
 
-// -t values cutrace records, with the domains each selects. As in nsys, tracing a CUDA library also
-// traces CUDA itself.
-struct TraceValue {
-  const char* name;
-  uint32_t domains;
-};
-constexpr TraceValue kTraceValues[] = {
-    {"cuda", abi::kCudaDomains},
-    {"cublas", abi::kCublasDomains | abi::kCudaDomains},
-    {"cudnn", abi::kCudnnDomains | abi::kCudaDomains},
-    {"nvtx", abi::domain_bit(abi::ApiDomain::kNvtx)},
-    {"osrt", abi::domain_bit(abi::ApiDomain::kOsRuntime)},
-};
+// The -t values cutrace records, for the messages that list them: the groups of domains.def, in the
+// order of its rows ("cuda, nvtx, osrt, cublas and cudnn").
+std::string traced_values(std::string_view separator, std::string_view last_separator) {
+  std::vector<std::string_view> groups;
+  for (const abi::DomainInfo& d : abi::kDomains)
+    if (!d.group.empty() && std::find(groups.begin(), groups.end(), d.group) == groups.end()) groups.push_back(d.group);
+  std::string out;
+  for (size_t i = 0; i < groups.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == groups.size() ? last_separator : separator) + std::string(groups[i]);
+  return out;
+}
 
 // -t values nsys knows that cutrace does not record yet; refused by name.
 // clang-format off
@@ -227,7 +227,7 @@ const Unsupported* find_unsupported(const Word& w) {
 bool parse_trace_list(const std::string& spelled, const std::string& list, ProfileOptions* options, UsageError* error,
                       bool* not_yet) {
   *not_yet = false;
-  uint32_t domains = 0;
+  abi::DomainSet domains = 0;
   bool any = false, none = false;
   std::string refused;  // every value not recorded yet, so that one message names them all
   size_t start = 0;
@@ -242,9 +242,9 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
       continue;
     }
     bool found = false;
-    for (const TraceValue& t : kTraceValues) {
-      if (equals_ignoring_case(value, t.name)) {
-        domains |= t.domains;
+    for (const abi::DomainInfo& d : abi::kDomains) {
+      if (!d.group.empty() && equals_ignoring_case(value, d.group)) {
+        domains |= abi::trace_value_domains(d.group);
         any = found = true;
       }
     }
@@ -252,8 +252,8 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
     bool known = false;
     for (const char* k : kKnownTraceValues) known = known || equals_ignoring_case(value, k);
     if (!known) {
-      *error = usage("unknown " + spelled + " value '" + value + "'; cutrace traces cuda, nvtx, osrt, cublas and cudnn (" +
-                     spelled + " cuda,nvtx,osrt,cublas,cudnn)");
+      *error = usage("unknown " + spelled + " value '" + value + "'; cutrace traces " + traced_values(", ", " and ") +
+                     " (" + spelled + " " + traced_values(",", ",") + ")");
       return false;
     }
     refused += (refused.empty() ? "" : ",") + value;
@@ -261,7 +261,7 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
   if (!refused.empty()) {
     *error = usage(spelled + " " + refused + (refused.find(',') == std::string::npos ? " is" : " are") +
                    " not supported yet by cutrace; leave " + (refused.find(',') == std::string::npos ? "it" : "them") +
-                   " out (cutrace traces cuda, nvtx, osrt, cublas and cudnn)");
+                   " out (cutrace traces " + traced_values(", ", " and ") + ")");
     *not_yet = true;
     return false;
   }

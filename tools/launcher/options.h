@@ -25,7 +25,7 @@ struct ProfileOptions {
   // abi::domain_bit() of each domain `-t` selected; 0 for `-t none` (the program runs under the
   // session with capture off).
   // The default is nsys's, less what cutrace does not trace yet (opengl, osrt).
-  uint32_t trace_domains = abi::kCudaDomains | abi::domain_bit(abi::ApiDomain::kNvtx);
+  abi::DomainSet trace_domains = abi::kCudaDomains | abi::domain_bit(abi::ApiDomain::kNvtx);
   uint64_t osrt_threshold_ns = 1000;  // --osrt-threshold: shorter osrt calls are not recorded (nsys's default)
   // --cudabacktrace as given ("" or "none": no CUDA backtraces) and --cudabacktrace-threshold (the
   // threshold of the classes given without their own); resolved into backtrace_threshold_ns.

@@ -54,28 +54,13 @@ std::string_view enum_name(std::string_view type_name, uint64_t value) {
 
 std::string_view result_name(const ApiSpec& api, uint64_t result) {
   if (api.result_kind != format::ResultKind::kErrorCode) return {};
-  switch (api.domain) {
-    case abi::ApiDomain::kCudaRuntime: return cuda_error_name(int64_t(result));
-    case abi::ApiDomain::kCudaDriver: return cu_result_name(int64_t(result));
-    case abi::ApiDomain::kCublas:
-    case abi::ApiDomain::kCublasLt: return enum_name("cublasStatus_t", result);
-    case abi::ApiDomain::kCudnn: return enum_name("cudnnStatus_t", result);
-    default: return {};
-  }
+  const abi::DomainInfo* domain = abi::domain_info(api.domain);
+  return domain && !domain->status_type.empty() ? enum_name(domain->status_type, result) : std::string_view();
 }
 
 std::string_view domain_name(abi::ApiDomain domain) {
-  switch (domain) {
-    case abi::ApiDomain::kInternal: return "internal";
-    case abi::ApiDomain::kCudaRuntime: return "cuda_runtime";
-    case abi::ApiDomain::kCudaDriver: return "cuda_driver";
-    case abi::ApiDomain::kCublas: return "cublas";
-    case abi::ApiDomain::kCublasLt: return "cublaslt";
-    case abi::ApiDomain::kCudnn: return "cudnn";
-    case abi::ApiDomain::kNvtx: return "nvtx";
-    case abi::ApiDomain::kOsRuntime: return "os_runtime";
-  }
-  return "unknown";
+  const abi::DomainInfo* info = abi::domain_info(domain);
+  return info ? info->name : "unknown";
 }
 
 std::string gpu_memory_operation(abi::GpuActivity kind, uint8_t copy_kind) {

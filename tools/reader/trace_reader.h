@@ -177,7 +177,7 @@ struct ApiCall {
   uint64_t end_ns = 0;
   uint64_t result = 0;           // sign-extended for error enums; see api->result_kind
   uint16_t depth = 0;            // nesting of recorded calls on the thread (0 = outermost)
-  uint8_t outer_domains = 0;     // abi::domain_bit() of every recorded call around this one
+  abi::DomainSet outer_domains = 0;  // abi::domain_bit() of every recorded call around this one
   uint8_t flags = 0;             // abi::kCallFlag*
   uint32_t correlation = 0;
   uint8_t arg_count = 0;
@@ -195,7 +195,7 @@ struct ApiCall {
   uint64_t duration_ns() const { return end_ns - begin_ns; }
   bool outside_capture() const { return flags & abi::kCallFlagOutsideCapture; }
   // Made inside a recorded call of one of `domains` (a set of abi::domain_bit()).
-  bool inside(uint32_t domains) const { return outer_domains & domains; }
+  bool inside(abi::DomainSet domains) const { return outer_domains & domains; }
 };
 
 struct StringEvent {

@@ -60,17 +60,27 @@ std::unique_ptr<Report> make_report(std::string_view name, const ReportOptions& 
 // call of `within`. A call made inside one of its own library's calls is that library's business, not
 // the program's, and counting it as well would count the same time twice.
 struct CallFamily {
-  uint32_t domains;  // abi::domain_bit() set
-  uint32_t within;
+  abi::DomainSet domains;  // abi::domain_bit() set
+  abi::DomainSet within;
 };
-// CUDA as nsys counts it: runtime calls not inside another runtime call, and driver calls not made by
-// the runtime (made by the program, cuBLAS or cuDNN: those show under their cu* names).
-inline constexpr CallFamily kCudaFamily{abi::kCudaDomains, abi::domain_bit(abi::ApiDomain::kCudaRuntime)};
-inline constexpr CallFamily kCublasFamily{abi::kCublasDomains, abi::kCublasDomains};  // cuBLAS with cuBLASLt
-inline constexpr CallFamily kCudnnFamily{abi::kCudnnDomains, abi::kCudnnDomains};
+// The family of a -t value as domains.def describes it: its domains, not counted inside the calls of
+// those of them that hide their nested calls (for CUDA, as nsys counts it: runtime calls not inside
+// another runtime call, and driver calls not made by the runtime; made by the program, cuBLAS or
+// cuDNN, those show under their cu* names).
+inline constexpr CallFamily family_of(std::string_view group) {
+  return {abi::group_domains(group), abi::group_hiding_domains(group)};
+}
+inline constexpr CallFamily kCudaFamily = family_of("cuda");
+inline constexpr CallFamily kCublasFamily = family_of("cublas");  // cuBLAS with cuBLASLt
+inline constexpr CallFamily kCudnnFamily = family_of("cudnn");
 // Every OS runtime call, also those a CUDA call made (the driver's ioctl inside cudaMalloc), as nsys counts.
-inline constexpr CallFamily kOsrtFamily{abi::domain_bit(abi::ApiDomain::kOsRuntime),
-                                        abi::domain_bit(abi::ApiDomain::kOsRuntime)};
+inline constexpr CallFamily kOsrtFamily = family_of("osrt");
+static_assert(kCudaFamily.domains == abi::kCudaDomains &&
+              kCudaFamily.within == abi::domain_bit(abi::ApiDomain::kCudaRuntime) &&
+              kCublasFamily.within == abi::kCublasDomains && kCudnnFamily.within == abi::kCudnnDomains &&
+              kOsrtFamily.domains == abi::domain_bit(abi::ApiDomain::kOsRuntime) &&
+              kOsrtFamily.within == kOsrtFamily.domains,
+              "the report families count as nsys does");
 
 // Whether a report of `family` counts `call`. Records kept only to name later calls (recorded while
 // capture was off) are never counted; internal apis only with `show_internal`.

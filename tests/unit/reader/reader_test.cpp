@@ -880,6 +880,40 @@ TEST(Decode, NamesComeFromTheCudaHeaders) {
   EXPECT_EQ(reader::memcpy_kind_name(4), "cudaMemcpyDefault");
 }
 
+// Every domain of domains.def that names its errors gets them named, by the type the row gives.
+TEST(Decode, ResultsAndDomainsAreNamedByTheirRow) {
+  auto named = [](abi::ApiDomain domain, uint64_t result) {
+    reader::ApiSpec api;
+    api.domain = domain;
+    api.result_kind = format::ResultKind::kErrorCode;
+    return std::string(reader::result_name(api, result));
+  };
+  EXPECT_EQ(named(abi::ApiDomain::kCudaRuntime, 35), "cudaErrorInsufficientDriver");
+  EXPECT_EQ(named(abi::ApiDomain::kCudaDriver, 100), "CUDA_ERROR_NO_DEVICE");
+  EXPECT_EQ(named(abi::ApiDomain::kCublas, 3), "CUBLAS_STATUS_ALLOC_FAILED");
+  EXPECT_EQ(named(abi::ApiDomain::kCublasLt, 1), "CUBLAS_STATUS_NOT_INITIALIZED");
+  EXPECT_EQ(named(abi::ApiDomain::kCudnn, 0), "CUDNN_STATUS_SUCCESS");
+  EXPECT_EQ(named(abi::ApiDomain::kOsRuntime, 0), "");
+  EXPECT_EQ(named(abi::ApiDomain(63), 0), "");  // a domain of a newer build
+  for (const abi::DomainInfo& d : abi::kDomains) EXPECT_EQ(reader::domain_name(d.domain), d.name);
+  EXPECT_EQ(reader::domain_name(abi::ApiDomain(63)), "unknown");
+  EXPECT_EQ(abi::domain_bit(abi::ApiDomain(64)), 0u);
+}
+
+TEST(Decode, LibrariesAreKnownByTheirFileNames) {
+  EXPECT_EQ(abi::library_domain("libcudart.so.13"), abi::domain_bit(abi::ApiDomain::kCudaRuntime));
+  EXPECT_EQ(abi::library_domain("libcuda.so.1"), abi::domain_bit(abi::ApiDomain::kCudaDriver));
+  EXPECT_EQ(abi::library_domain("libcublasLt.so.13"), abi::domain_bit(abi::ApiDomain::kCublasLt));
+  EXPECT_EQ(abi::library_domain("libcublas.so.12"), abi::domain_bit(abi::ApiDomain::kCublas));
+  EXPECT_EQ(abi::library_domain("libcudnn_ops.so.9"), abi::domain_bit(abi::ApiDomain::kCudnn));
+  EXPECT_EQ(abi::library_domain("libcudnn.so.9"), abi::domain_bit(abi::ApiDomain::kCudnn));
+  EXPECT_EQ(abi::library_domain("libcurand.so.10"), 0u);
+  EXPECT_EQ(abi::library_domain(""), 0u);
+  EXPECT_EQ(abi::trace_value_domains("cublas"), abi::kCublasDomains | abi::kCudaDomains);
+  EXPECT_EQ(abi::trace_value_domains("osrt"), abi::domain_bit(abi::ApiDomain::kOsRuntime));
+  EXPECT_EQ(abi::trace_value_domains("opengl"), 0u);
+}
+
 TEST(Decode, FormatsValuesForPeople) {
   EXPECT_EQ(reader::thousands(0), "0");
   EXPECT_EQ(reader::thousands(999), "999");

@@ -102,7 +102,7 @@ const ApiInfo kTestApis[kTestApiCount] = {
 };
 
 Records& Records::call(uint32_t api, uint64_t begin_ns, uint64_t end_ns, uint64_t result,
-                       std::initializer_list<uint64_t> args, uint8_t flags, uint16_t depth, uint8_t outer_domains) {
+                       std::initializer_list<uint64_t> args, uint8_t flags, uint16_t depth, abi::DomainSet outer_domains) {
   abi::ApiCallRecord r{};
   r.header.kind = uint16_t(abi::RecordKind::kApiCall);
   r.header.size = uint16_t(sizeof r + 8 * args.size());

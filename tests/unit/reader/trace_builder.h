@@ -43,7 +43,7 @@ class Records {
  public:
   // `outer_domains`: abi::domain_bit() of the recorded calls around a nested (depth > 0) call.
   Records& call(uint32_t api, uint64_t begin_ns, uint64_t end_ns, uint64_t result, std::initializer_list<uint64_t> args,
-                uint8_t flags = 0, uint16_t depth = 0, uint8_t outer_domains = 0);
+                uint8_t flags = 0, uint16_t depth = 0, abi::DomainSet outer_domains = 0);
   Records& string(abi::StringKind kind, uint64_t key, std::string_view text);
   Records& thread_start(uint64_t time_ns, uint32_t pid, uint32_t tid, uint32_t ppid, uint32_t flags);
   // An NVTX record; `text` is inline unless `string_id` is set (a registered message), and for

@@ -69,7 +69,7 @@ struct TestRing {
   bool valid() const { return header != nullptr; }
 
   bool push_call(uint32_t api, uint64_t begin, uint64_t end, uint64_t result, uint8_t depth = 0,
-                 std::initializer_list<uint64_t> args = {}, uint8_t outer_domains = 0) {
+                 std::initializer_list<uint64_t> args = {}, abi::DomainSet outer_domains = 0) {
     const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord) + 8 * args.size());
     uint8_t* p = producer.reserve(bytes);
     if (!p) return false;
@@ -82,6 +82,7 @@ struct TestRing {
     r->outer_domains = outer_domains;
     r->arg_count = uint8_t(args.size());
     r->flags = 0;
+    r->reserved = 0;
     r->correlation = 0;
     size_t i = 0;
     for (uint64_t a : args) r->args[i++] = a;
@@ -260,7 +261,7 @@ struct Decoded {
   uint64_t time_ns = 0;               // kThreadStart
   uint64_t result = 0;
   uint8_t depth = 0;
-  uint8_t outer_domains = 0;
+  abi::DomainSet outer_domains = 0;
   std::vector<uint64_t> args;
   std::string text;                   // kString, kModuleMap (the path)
   uint64_t key = 0;

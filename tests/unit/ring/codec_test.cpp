@@ -22,7 +22,8 @@ std::vector<uint8_t> random_call(std::mt19937_64& rng, uint64_t& clock, uint32_t
   r.end = r.begin + (rng() % 2 ? rng() % 100000 : rng() >> 8);
   r.result = rng() % 2 ? 0 : (rng() % 2 ? uint64_t(-int64_t(rng() % 1000)) : rng());
   r.depth = uint8_t(rng() % 4);
-  r.outer_domains = r.depth ? uint8_t(rng()) : 0;
+  // Sets beyond the first eight domains too: the file stores all 64 bits.
+  r.outer_domains = r.depth ? (rng() % 2 ? rng() % 256 : rng()) : 0;
   r.flags = uint8_t(rng() % 8);
   // Correlation ids mostly count up by one, as CUPTI's do; sometimes they jump or are absent.
   correlation = rng() % 4 == 0 ? uint32_t(rng() % 2 ? 0 : rng()) : (correlation ? correlation + 1 : 0);
