@@ -83,13 +83,13 @@ def orphaned_sessions():
             continue
         try:
             with open(f"/dev/shm/{name}", "rb") as f:
-                header = f.read(152)
+                header = f.read(160)
         except OSError:
             continue  # removed meanwhile
-        if len(header) < 152:
+        if len(header) < 160:
             continue
-        # SessionHeader: launcher_pid at 56, recorder_pid at 148 (include/cutrace/abi.h).
-        launcher_pid, recorder_pid = struct.unpack_from("<I", header, 56)[0], struct.unpack_from("<I", header, 148)[0]
+        # SessionHeader: launcher_pid at 128, recorder_pid at 156 (asserted in include/cutrace/abi.h).
+        launcher_pid, recorder_pid = struct.unpack_from("<I", header, 128)[0], struct.unpack_from("<I", header, 156)[0]
         if not _alive(launcher_pid) and not (recorder_pid and _alive(recorder_pid)):
             orphans.add(name)
     return orphans
