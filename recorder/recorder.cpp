@@ -354,11 +354,13 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
     submit_batch();
   abi::RecordHeader header;
   std::memcpy(&header, record, sizeof header);
-  if (header.kind >= uint16_t(abi::RecordKind::kKindCount)) {  // ring contents are untrusted
+  const abi::RecordKindInfo* info = abi::record_kind_info(header.kind);
+  if (info == nullptr || !info->from_producers) {  // ring contents are untrusted
     ++threads_[batch_thread_].records_malformed;
     return;
   }
-  // Every kind has its case, and no default: the compiler names a kind added without one.
+  // Every kind has its case, and no default: the compiler names a kind added without one. What each
+  // does beyond storing the record; its time, where it has one in the ring clock, is its row's.
   switch (abi::RecordKind(header.kind)) {
     case abi::RecordKind::kApiCall: {
       uint64_t begin, end;
@@ -376,47 +378,38 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       if (header.aux < api_domain_bits_.size()) batch_domains_ |= api_domain_bits_[header.aux];
       if (!naming_args_.empty()) remember_kernel_handle(record);
       if (gpu_activity_) note_no_driver(header.aux, record);
-      break;
+      ++batch_records_;
+      return;  // encoded with both its times
     }
     case abi::RecordKind::kThreadStart:
-      encode_with_time(record, bytes, offsetof(abi::ThreadStartRecord, time));
+    case abi::RecordKind::kNvtx:
+    case abi::RecordKind::kBacktrace:
       break;
     case abi::RecordKind::kCaptureState:
-      encode_with_time(record, bytes, offsetof(abi::CaptureStateRecord, time));
       batch_capture_ranges_ = true;
       break;
-    case abi::RecordKind::kNvtx:
-      encode_with_time(record, bytes, offsetof(abi::NvtxRecord, time));
-      break;
-    case abi::RecordKind::kBacktrace:
-      encode_with_time(record, bytes, offsetof(abi::BacktraceRecord, call_begin));
-      break;
     case abi::RecordKind::kCpuSample:  // from the timer sampler (-s cpu without perf events)
-      encode_with_time(record, bytes, offsetof(abi::CpuSampleRecord, time));
       ++cpu_samples_written_;
       break;
     case abi::RecordKind::kPythonSample:
       write_python_sample(record, bytes);
       return;  // counted where it was written
     case abi::RecordKind::kGpuActivity:
-      // Already in ns (CUPTI took the trace's clock) and checked for size by the ring.
+      // Checked for size by the ring.
       ++gpu_records_[header.aux];
       if (header.aux == uint32_t(abi::GpuActivity::kDropped)) {
         uint64_t dropped;
         std::memcpy(&dropped, record + offsetof(abi::GpuDroppedRecord, dropped), sizeof dropped);
         gpu_dropped_ += dropped;
       }
-      codec::encode(codec_, record, bytes, batch_cursors_);
       break;
     case abi::RecordKind::kString:
       remember_string(record);
-      codec::encode(codec_, record, bytes, batch_cursors_);
       break;
     case abi::RecordKind::kModuleMap:
       if (header.aux == uint32_t(abi::ModuleEvent::kLoaded)) remember_module(record, bytes);
-      encode_with_time(record, bytes, offsetof(abi::ModuleRecord, time));
       break;
-    // ring::record_well_formed admits only the kinds above; anything else is not ours to write.
+    // Not from producers (refused above); here for the compiler's count.
     case abi::RecordKind::kInvalid:
     case abi::RecordKind::kPad:
     case abi::RecordKind::kContextSwitch:
@@ -424,6 +417,8 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       ++threads_[batch_thread_].records_malformed;
       return;
   }
+  if (info->ring_time_offset != abi::kNoRingTime) encode_with_time(record, bytes, info->ring_time_offset);
+  else codec::encode(codec_, record, bytes, batch_cursors_);
   ++batch_records_;
 }
 

@@ -16,6 +16,8 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <type_traits>
 
 #include "cutrace/domains.h"
@@ -486,6 +488,117 @@ inline constexpr uint32_t align_record(uint32_t bytes) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The record kinds, one row each: what the ring check, the recorder's time conversion and the
+// reader's check of a trace take from a kind. A kind added to RecordKind without its row here fails
+// to compile (the row's kind must equal its index), as does a switch over kinds that forgets it.
+// ---------------------------------------------------------------------------------------------
+
+// How the bytes after a record's fixed part are counted.
+enum class RecordTail : uint8_t {
+  kNone,        // a fixed size
+  kAuxUnits,    // header.aux units of unit_bytes
+  kFieldUnits,  // a count field's units of unit_bytes
+  kFieldText,   // a u32 field's byte length of text, the record rounded up to kRecordAlign
+  kByAux,       // a size per header.aux (gpu_activity_bytes)
+  kBacktrace,   // header.aux native frames, then the python_frames field's PythonFrames
+};
+
+struct RecordKindInfo {
+  RecordKind kind;
+  const char* what;       // "an api call record": how messages about a damaged trace name it
+  const char* tail_name;  // what follows the fixed part ("arguments"); nullptr for nothing
+  uint16_t fixed_bytes;   // its struct
+  RecordTail tail;
+  uint8_t count_offset;   // kFieldUnits, kFieldText: where the count is
+  uint8_t count_bytes;    // and its width (1 or 4)
+  uint8_t unit_bytes;     // kAuxUnits, kFieldUnits: bytes per unit
+  uint32_t min_count, max_count;  // the count's range
+  uint32_t min_aux, max_aux;      // header.aux's range
+  // Where a time in the session clock's units lies in a ring record, converted to ns by the
+  // recorder; kNoRingTime for a kind without one (already ns, or no time).
+  uint16_t ring_time_offset;
+  bool from_producers;  // a shim writes it into rings; the others come from the recorder alone
+};
+inline constexpr uint16_t kNoRingTime = UINT16_MAX;
+
+inline constexpr RecordKindInfo kRecordKinds[] = {
+    {RecordKind::kInvalid, "a record of kind 0", nullptr, 0, RecordTail::kNone, 0, 0, 0, 0, 0, 0, 0, kNoRingTime, false},
+    {RecordKind::kPad, "a pad record", nullptr, sizeof(RecordHeader), RecordTail::kNone, 0, 0, 0, 0, 0, 0, UINT32_MAX,
+     kNoRingTime, false},
+    // begin and end are both converted; encode_call takes them itself.
+    {RecordKind::kApiCall, "an api call record", "arguments", sizeof(ApiCallRecord), RecordTail::kFieldUnits,
+     offsetof(ApiCallRecord, arg_count), 1, 8, 0, kMaxApiArgs, 0, UINT32_MAX, kNoRingTime, true},
+    {RecordKind::kString, "a string record", "text", sizeof(StringRecord), RecordTail::kFieldText,
+     offsetof(StringRecord, length), 4, 1, 0, kMaxStringBytes, 0, UINT32_MAX, kNoRingTime, true},
+    {RecordKind::kThreadStart, "a thread start record", nullptr, sizeof(ThreadStartRecord), RecordTail::kNone, 0, 0, 0, 0,
+     0, 0, UINT32_MAX, offsetof(ThreadStartRecord, time), true},
+    {RecordKind::kBacktrace, "a backtrace record", "frames", sizeof(BacktraceRecord), RecordTail::kBacktrace,
+     offsetof(BacktraceRecord, python_frames), 4, 16, 0, kMaxPythonFrames, 0, kMaxBacktraceFrames,
+     offsetof(BacktraceRecord, call_begin), true},
+    {RecordKind::kModuleMap, "a module record", "path", sizeof(ModuleRecord), RecordTail::kFieldText,
+     offsetof(ModuleRecord, path_bytes), 4, 1, 0, kMaxModulePathBytes, uint32_t(ModuleEvent::kLoaded),
+     uint32_t(ModuleEvent::kUnloaded), offsetof(ModuleRecord, time), true},
+    {RecordKind::kNvtx, "an NVTX record", "text", sizeof(NvtxRecord), RecordTail::kFieldText,
+     offsetof(NvtxRecord, text_bytes), 4, 1, 0, kMaxNvtxTextBytes, 0, UINT32_MAX, offsetof(NvtxRecord, time), true},
+    // Times are ns already: CUPTI takes the trace's clock.
+    {RecordKind::kGpuActivity, "a GPU activity record", nullptr, sizeof(RecordHeader), RecordTail::kByAux, 0, 0, 0, 0, 0,
+     uint32_t(GpuActivity::kKernel), uint32_t(GpuActivity::kDropped), kNoRingTime, true},
+    {RecordKind::kCaptureState, "a capture range record", nullptr, sizeof(CaptureStateRecord), RecordTail::kNone, 0, 0,
+     0, 0, 0, 0, UINT32_MAX, offsetof(CaptureStateRecord, time), true},
+    // From the timer sampler, where perf events are forbidden; the recorder's own are ns already.
+    {RecordKind::kCpuSample, "a CPU sample record", "frames", sizeof(CpuSampleRecord), RecordTail::kAuxUnits, 0, 0, 8,
+     1, kMaxSampleFrames, 1, kMaxSampleFrames, offsetof(CpuSampleRecord, time), true},
+    {RecordKind::kContextSwitch, "a context switch record", nullptr, sizeof(ContextSwitchRecord), RecordTail::kNone, 0,
+     0, 0, 0, 0, uint32_t(ContextSwitch::kIn), uint32_t(ContextSwitch::kPreempted), kNoRingTime, false},
+    // The sampler's record names another thread; the recorder files it there and converts its time.
+    {RecordKind::kPythonSample, "a Python sample record", "frames", sizeof(PythonSampleRecord), RecordTail::kAuxUnits, 0,
+     0, sizeof(PythonFrame), 1, kMaxPythonFrames, 1, kMaxPythonFrames, kNoRingTime, true},
+};
+
+namespace detail {
+inline constexpr bool record_kinds_in_order() {
+  if (std::size(kRecordKinds) != size_t(RecordKind::kKindCount)) return false;
+  for (size_t i = 0; i < std::size(kRecordKinds); ++i)
+    if (size_t(kRecordKinds[i].kind) != i || kRecordKinds[i].fixed_bytes % kRecordAlign) return false;
+  return true;
+}
+}  // namespace detail
+static_assert(detail::record_kinds_in_order(), "kRecordKinds has one row per RecordKind, in its order");
+
+// nullptr for a kind of a later build.
+inline const RecordKindInfo* record_kind_info(uint16_t kind) {
+  return kind < std::size(kRecordKinds) ? &kRecordKinds[kind] : nullptr;
+}
+
+// The size `info`'s record at p (at least fixed_bytes long, as read) must have by its counts: 0 when
+// a count or aux is out of its range. The caller has checked bytes >= info.fixed_bytes.
+inline uint32_t record_bytes_by_counts(const RecordKindInfo& info, const uint8_t* p, uint32_t aux) {
+  if (aux < info.min_aux || aux > info.max_aux) return 0;
+  uint32_t count = 0;
+  if (info.tail == RecordTail::kFieldUnits || info.tail == RecordTail::kFieldText || info.tail == RecordTail::kBacktrace) {
+    if (info.count_bytes == 1) count = p[info.count_offset];
+    else std::memcpy(&count, p + info.count_offset, sizeof count);
+  }
+  switch (info.tail) {
+    case RecordTail::kNone: return info.fixed_bytes;
+    case RecordTail::kAuxUnits:
+      if (aux < info.min_count || aux > info.max_count) return 0;
+      return info.fixed_bytes + uint32_t(info.unit_bytes) * aux;
+    case RecordTail::kFieldUnits:
+      if (count < info.min_count || count > info.max_count) return 0;
+      return info.fixed_bytes + uint32_t(info.unit_bytes) * count;
+    case RecordTail::kFieldText:
+      if (count < info.min_count || count > info.max_count) return 0;
+      return align_record(info.fixed_bytes + count);
+    case RecordTail::kByAux: return gpu_activity_bytes(aux);
+    case RecordTail::kBacktrace:
+      if (count > info.max_count || aux + count == 0) return 0;
+      return backtrace_record_bytes(aux, count);
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Session object: SessionHeader, then slot_count ring slots of slot_stride bytes each.
 // A slot is RingHeader followed by ring_bytes of record data.
 // ---------------------------------------------------------------------------------------------
@@ -613,6 +726,8 @@ inline int timer_sample_signal() { return SIGRTMAX - 4; }
 static_assert(offsetof(SessionHeader, capture_domains) == 64);
 static_assert(offsetof(SessionHeader, osrt_threshold) == 72);
 static_assert(offsetof(SessionHeader, backtrace_min_threshold) == 80);
+// Read by the end-to-end tests' check for sessions left behind (tests/e2e/profile/conftest.py).
+static_assert(offsetof(SessionHeader, launcher_pid) == 128 && offsetof(SessionHeader, recorder_pid) == 156);
 
 // Ends the recorder's nap on SessionHeader::recorder_wake. A system call: for slow paths only. Leaves
 // errno alone, as it runs inside the program's calls. Not FUTEX_PRIVATE_FLAG: the recorder is another

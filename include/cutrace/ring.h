@@ -187,68 +187,19 @@ inline bool claim_slot(abi::SessionHeader* session, abi::RingHeader* ring, uint3
   return true;
 }
 
-// Structural check of one record that has already been copied out of shared memory.
-// Returns false for anything a well-behaved producer never writes.
+// Structural check of one record that has already been copied out of shared memory: its size is
+// the one its kind's row (abi::kRecordKinds) gives for its counts. Returns false for anything a
+// well-behaved producer never writes, including the kinds only the recorder writes.
 inline bool record_well_formed(const uint8_t* p, uint32_t bytes) {
   if (bytes < sizeof(abi::RecordHeader) || bytes % abi::kRecordAlign || bytes > abi::kMaxRecordBytes) return false;
   abi::RecordHeader h;
   std::memcpy(&h, p, sizeof h);
   if (h.size != bytes) return false;
-  switch (abi::RecordKind(h.kind)) {
-    case abi::RecordKind::kApiCall: {
-      if (bytes < sizeof(abi::ApiCallRecord)) return false;
-      uint8_t count = p[offsetof(abi::ApiCallRecord, arg_count)];
-      return count <= abi::kMaxApiArgs && bytes == sizeof(abi::ApiCallRecord) + 8u * count;
-    }
-    case abi::RecordKind::kString: {
-      if (bytes < sizeof(abi::StringRecord)) return false;
-      uint32_t length;
-      std::memcpy(&length, p + offsetof(abi::StringRecord, length), sizeof length);
-      return length <= abi::kMaxStringBytes && abi::align_record(sizeof(abi::StringRecord) + length) == bytes;
-    }
-    case abi::RecordKind::kThreadStart:
-      return bytes == sizeof(abi::ThreadStartRecord);
-    case abi::RecordKind::kModuleMap: {
-      if (bytes < sizeof(abi::ModuleRecord) || h.aux < uint32_t(abi::ModuleEvent::kLoaded) ||
-          h.aux > uint32_t(abi::ModuleEvent::kUnloaded))
-        return false;
-      uint32_t length;
-      std::memcpy(&length, p + offsetof(abi::ModuleRecord, path_bytes), sizeof length);
-      return p[offsetof(abi::ModuleRecord, build_id_bytes)] <= abi::kMaxBuildIdBytes &&
-             length <= abi::kMaxModulePathBytes && abi::align_record(sizeof(abi::ModuleRecord) + length) == bytes;
-    }
-    case abi::RecordKind::kCaptureState:
-      return bytes == sizeof(abi::CaptureStateRecord);
-    case abi::RecordKind::kGpuActivity:
-      return abi::gpu_activity_bytes(h.aux) != 0 && bytes == abi::gpu_activity_bytes(h.aux);
-    case abi::RecordKind::kPythonSample:
-      return h.aux >= 1 && h.aux <= abi::kMaxPythonFrames &&
-             bytes == sizeof(abi::PythonSampleRecord) + sizeof(abi::PythonFrame) * h.aux;
-    case abi::RecordKind::kBacktrace:
-    {
-      if (bytes < sizeof(abi::BacktraceRecord)) return false;
-      uint32_t python;
-      std::memcpy(&python, p + offsetof(abi::BacktraceRecord, python_frames), sizeof python);
-      return h.aux + python >= 1 && h.aux <= abi::kMaxBacktraceFrames && python <= abi::kMaxPythonFrames &&
-             bytes == abi::backtrace_record_bytes(h.aux, python);
-    }
-    case abi::RecordKind::kCpuSample:  // the timer sampler's, where perf events are forbidden
-      return h.aux >= 1 && h.aux <= abi::kMaxSampleFrames && bytes == sizeof(abi::CpuSampleRecord) + 8u * h.aux;
-    case abi::RecordKind::kNvtx: {
-      if (bytes < sizeof(abi::NvtxRecord)) return false;
-      uint32_t length;
-      std::memcpy(&length, p + offsetof(abi::NvtxRecord, text_bytes), sizeof length);
-      return length <= abi::kMaxNvtxTextBytes && abi::align_record(sizeof(abi::NvtxRecord) + length) == bytes;
-    }
-    // No producer writes these into a ring: zeroed memory, a pad (skipped before this check), the
-    // recorder's own context switches.
-    case abi::RecordKind::kInvalid:
-    case abi::RecordKind::kPad:
-    case abi::RecordKind::kContextSwitch:
-    case abi::RecordKind::kKindCount:
-      return false;
-  }
-  return false;  // a kind no build of cutrace knows
+  const abi::RecordKindInfo* info = abi::record_kind_info(h.kind);
+  if (info == nullptr || !info->from_producers || bytes < info->fixed_bytes) return false;
+  if (bytes != abi::record_bytes_by_counts(*info, p, h.aux)) return false;
+  return h.kind != uint16_t(abi::RecordKind::kModuleMap) ||
+         p[offsetof(abi::ModuleRecord, build_id_bytes)] <= abi::kMaxBuildIdBytes;
 }
 
 struct DrainStats {

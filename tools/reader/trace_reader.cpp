@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -112,73 +113,31 @@ const char* check_record(const uint8_t* p, size_t left) {
   auto h = load<abi::RecordHeader>(p);
   if (h.size < sizeof(abi::RecordHeader) || h.size % abi::kRecordAlign) return "a record has an invalid size";
   if (h.size > left) return "a record runs past the end of its block";
-  switch (abi::RecordKind(h.kind)) {
-    case abi::RecordKind::kInvalid: return "a record has kind 0";
-    case abi::RecordKind::kApiCall: {
-      if (h.size < sizeof(abi::ApiCallRecord)) return "an api call record is too short";
-      uint8_t arg_count = p[offsetof(abi::ApiCallRecord, arg_count)];
-      if (sizeof(abi::ApiCallRecord) + 8u * arg_count > h.size) return "an api call record is shorter than its arguments";
-      return nullptr;
+  const abi::RecordKindInfo* info = abi::record_kind_info(h.kind);
+  // A kind of a later build, and a pad (never in a file): passed on as raw records.
+  if (info == nullptr || info->kind == abi::RecordKind::kPad) return nullptr;
+  if (info->kind == abi::RecordKind::kInvalid) return "a record has kind 0";
+  // Messages built once per kind: a damaged trace may hold millions of bad records.
+  static const auto messages = [] {
+    std::array<std::array<std::string, 3>, std::size(abi::kRecordKinds)> m;
+    for (const abi::RecordKindInfo& k : abi::kRecordKinds) {
+      const std::string what = k.what;
+      m[size_t(k.kind)] = {what + " is too short",
+                           k.tail_name ? what + " is shorter than its " + k.tail_name : what + " is too short",
+                           what + " is of an unknown kind"};
     }
-    case abi::RecordKind::kString: {
-      if (h.size < sizeof(abi::StringRecord)) return "a string record is too short";
-      uint32_t length = load<uint32_t>(p + offsetof(abi::StringRecord, length));
-      if (length > h.size - sizeof(abi::StringRecord)) return "a string record is shorter than its text";
-      return nullptr;
-    }
-    case abi::RecordKind::kThreadStart:
-      if (h.size < sizeof(abi::ThreadStartRecord)) return "a thread start record is too short";
-      return nullptr;
-    case abi::RecordKind::kModuleMap: {
-      if (h.size < sizeof(abi::ModuleRecord)) return "a module record is too short";
-      if (h.aux < uint32_t(abi::ModuleEvent::kLoaded) || h.aux > uint32_t(abi::ModuleEvent::kUnloaded))
-        return "a module record has an unknown event";
-      uint32_t length = load<uint32_t>(p + offsetof(abi::ModuleRecord, path_bytes));
-      if (length > h.size - sizeof(abi::ModuleRecord)) return "a module record is shorter than its path";
-      if (p[offsetof(abi::ModuleRecord, build_id_bytes)] > abi::kMaxBuildIdBytes)
-        return "a module record claims a build-id longer than its field";
-      return nullptr;
-    }
-    case abi::RecordKind::kCaptureState:
-      if (h.size < sizeof(abi::CaptureStateRecord)) return "a capture range record is too short";
-      return nullptr;
-    case abi::RecordKind::kBacktrace: {
-      if (h.size < sizeof(abi::BacktraceRecord)) return "a backtrace record is too short";
-      const uint32_t python = load<uint32_t>(p + offsetof(abi::BacktraceRecord, python_frames));
-      if (h.aux > abi::kMaxBacktraceFrames || python > abi::kMaxPythonFrames ||
-          h.size < abi::backtrace_record_bytes(h.aux, python))
-        return "a backtrace record is shorter than its frames";
-      return nullptr;
-    }
-    case abi::RecordKind::kContextSwitch:
-      if (h.size < sizeof(abi::ContextSwitchRecord) || h.aux < 1 || h.aux > 3)
-        return "a context switch record is too short or of no known kind";
-      return nullptr;
-    case abi::RecordKind::kGpuActivity:
-      if (abi::gpu_activity_bytes(h.aux) == 0 || h.size < abi::gpu_activity_bytes(h.aux))
-        return "a GPU activity record is of no known kind or too short";
-      return nullptr;
-    case abi::RecordKind::kPythonSample:
-      if (h.aux < 1 || h.aux > abi::kMaxPythonFrames ||
-          h.size < sizeof(abi::PythonSampleRecord) + sizeof(abi::PythonFrame) * h.aux)
-        return "a Python sample record is shorter than its frames";
-      return nullptr;
-    case abi::RecordKind::kCpuSample:
-      if (h.size < sizeof(abi::CpuSampleRecord) || h.aux < 1 || h.aux > abi::kMaxSampleFrames ||
-          h.size < sizeof(abi::CpuSampleRecord) + 8u * h.aux)
-        return "a CPU sample record is shorter than its frames";
-      return nullptr;
-    case abi::RecordKind::kNvtx: {
-      if (h.size < sizeof(abi::NvtxRecord)) return "an NVTX record is too short";
-      uint32_t length = load<uint32_t>(p + offsetof(abi::NvtxRecord, text_bytes));
-      if (length > h.size - sizeof(abi::NvtxRecord)) return "an NVTX record is shorter than its text";
-      return nullptr;
-    }
-    case abi::RecordKind::kPad:  // never in a file; passed on as raw records, as kinds of later builds are
-    case abi::RecordKind::kKindCount:
-      return nullptr;
-  }
-  return nullptr;  // a kind of a later build: passed on as a raw record
+    return m;
+  }();
+  const auto& message = messages[h.kind];
+  if (h.size < info->fixed_bytes) return message[0].c_str();
+  // At least the size its counts give: a later build may add fields at the end of a kind.
+  const uint32_t expected = abi::record_bytes_by_counts(*info, p, h.aux);
+  const bool aux_is_count = info->tail == abi::RecordTail::kAuxUnits || info->tail == abi::RecordTail::kBacktrace;
+  if (expected == 0 && !aux_is_count && (h.aux < info->min_aux || h.aux > info->max_aux)) return message[2].c_str();
+  if (expected == 0 || h.size < expected) return message[1].c_str();
+  if (info->kind == abi::RecordKind::kModuleMap && p[offsetof(abi::ModuleRecord, build_id_bytes)] > abi::kMaxBuildIdBytes)
+    return "a module record claims a build-id longer than its field";
+  return nullptr;
 }
 
 }  // namespace

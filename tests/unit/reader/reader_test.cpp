@@ -600,6 +600,28 @@ TEST(Reader, RecordsWhoseThreadWasDefinedInADamagedChunkAreShownUnderAnUnknownPr
   EXPECT_EQ(t.status().intact_chunks, 1u);
 }
 
+// A record whose counts disagree with its size is named by its kind's row of abi::kRecordKinds; a
+// kind of a later build, or a record longer than its counts need, passes as it is.
+TEST(Reader, DamagedRecordsAreNamedByTheirKind) {
+  auto damage_of = [](const Records& r) {
+    auto events = block(format::BlockType::kThreadDef, 5, def_bytes(thread_def(5, 10, 11)), 0);
+    auto recs = block(format::BlockType::kRecords, 5, r.encoded(), r.count());
+    events.insert(events.end(), recs.begin(), recs.end());
+    const std::string path = temp_path("damaged_record.cutrace");
+    write_file(path, frame_chunks({{format::ChunkType::kEvents, events}}));
+    return damage(read_all(path).status);
+  };
+  EXPECT_EQ(damage_of(Records().raw(abi::RecordKind::kModuleMap, 9, sizeof(abi::ModuleRecord) - 8)),
+            "the events chunk is malformed: a module record is of an unknown kind");
+  EXPECT_EQ(damage_of(Records().raw(abi::RecordKind::kCpuSample, 3, sizeof(abi::CpuSampleRecord) - 8 + 16)),
+            "the events chunk is malformed: a CPU sample record is shorter than its frames");
+  EXPECT_EQ(damage_of(Records().raw(abi::RecordKind::kCaptureState, 1, 8)), "the events chunk is malformed: a capture range record is too short");
+  EXPECT_EQ(damage_of(Records().raw(abi::RecordKind::kGpuActivity, 99, 48)), "the events chunk is malformed: a GPU activity record is of an unknown kind");
+  EXPECT_EQ(damage_of(Records().raw(abi::RecordKind::kInvalid, 0, 8)), "the events chunk is malformed: a record has kind 0");
+  EXPECT_EQ(damage_of(Records().raw(abi::RecordKind::kCpuSample, 2, sizeof(abi::CpuSampleRecord) - 8 + 24)), "");
+  EXPECT_EQ(damage_of(Records().raw(abi::RecordKind::kKindCount, 7, 16)), "");
+}
+
 TEST(Reader, ThreadDefinedTwiceIsCorruptAndAThreadDefinedInTheSameChunkIsFine) {
   Records r;
   r.call(kCudaMalloc, 10, 20, 0, {1, 2});
