@@ -1,0 +1,462 @@
+// The reports of API calls: cuda_api_sum and the other per-library sums, cuda_api_trace,
+// api_trace, and callsite_sum over the stacks of slow calls.
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "reader/decode.h"
+#include "report/symbolizer.h"
+#include "report/report_support.h"
+
+namespace cutrace::report {
+namespace {
+
+using reader::ApiCall;
+using reader::ApiSpec;
+using reader::Event;
+using reader::EventKind;
+using reader::TraceReader;
+
+// cuda_api_sum (and the cuBLAS and cuDNN sums): per display name, as nsys groups by name
+// (__cudaLaunchKernel and __cudaLaunchKernel_ptsz are both the one cudaLaunchKernel users wrote), the
+// statistics of DurationStats.
+class ApiSum : public Report {
+ public:
+  ApiSum(const char* title, CallFamily family, const ReportOptions& options)
+      : title_(title), family_(family), options_(options) {}
+
+  void add(TraceReader&, const Event& ev) override {
+    if (ev.kind != EventKind::kApiCall || !is_counted_call(ev.call, family_, options_.show_internal)) return;
+    if (row_of(ev.call).stats.add(ev.call.duration_ns())) spill_when_over_budget(rows_, held_, ok_);
+  }
+
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader&, TableSink& sink) override {
+    if (!table_ready_) build_table();
+    replay(table_, sink);
+    return ok_;
+  }
+
+ private:
+  struct Row {
+    const std::string* name = nullptr;
+    DurationStats stats;
+  };
+
+  Row& row_of(const ApiCall& call) {
+    if (call.api_id < row_by_api_.size() && row_by_api_[call.api_id] >= 0) return rows_[size_t(row_by_api_[call.api_id])];
+    auto [it, added] = row_by_name_.emplace(call.api->display_name, rows_.size());
+    if (added) {
+      rows_.emplace_back();
+      rows_.back().name = &call.api->display_name;
+    }
+    if (call.api_id >= row_by_api_.size()) row_by_api_.resize(call.api_id + 1, -1);
+    row_by_api_[call.api_id] = int32_t(it->second);
+    return rows_[it->second];
+  }
+
+  void build_table() {
+    table_ready_ = true;
+    uint64_t grand_total = 0;
+    const std::vector<Row*> order =
+        by_total_time(rows_, grand_total, [](const Row& a, const Row& b) { return *a.name < *b.name; });
+    table_.title = title_;
+    table_.columns = {"Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)",   "Med (ns)",
+                      "Min (ns)", "Max (ns)",        "StdDev (ns)", "Name"};
+    for (Row* r : order) {
+      std::vector<Cell>& row = table_.rows.emplace_back();
+      r->stats.append_cells(row, grand_total, &ok_);
+      row.push_back(Cell::string(*r->name));
+    }
+    // The durations are not needed any more.
+    rows_.clear();
+  }
+
+  const char* title_;
+  CallFamily family_;
+  ReportOptions options_;
+  std::deque<Row> rows_;
+  std::unordered_map<std::string_view, size_t> row_by_name_;
+  std::vector<int32_t> row_by_api_;
+  uint64_t held_ = 0;
+  bool ok_ = true;
+  bool table_ready_ = false;
+  Table table_;
+};
+
+// cuda_api_trace lists calls by start time. Threads reach the file in drain order, not time order, so
+// rows are sorted through temporary files (SpillSorter) in bounded memory; equal start times keep
+// the order of the file.
+//
+// CorrID is CUPTI's correlation id of the call, as nsys shows it, for the calls that give the device
+// work, wait for it or allocate (0 for the others; in a trace without GPU activity, the reader's
+// numbering of the calls): the trace links each to its call through GPU activity's API link
+// records (the thread, the api and a time inside the call), which CUPTI delivers after the call. Such
+// a call's row waits for its link on a list of its thread; a row whose link cannot come any more (a
+// later call of the thread was linked, or the trace ends) goes out with 0, and so do the oldest when
+// kMaxAwaiting rows wait, which keeps memory bounded.
+class CudaApiTrace : public Report {
+ public:
+  explicit CudaApiTrace(const ReportOptions& options) : options_(options) {}
+
+  void add(TraceReader& reader, const Event& ev) override {
+    if (ev.kind == EventKind::kGpuActivity) {
+      if (ev.gpu.kind == abi::GpuActivity::kApiLink) link(ev);
+      return;
+    }
+    if (ev.kind != EventKind::kApiCall || !is_counted_cuda_call(ev.call, options_.show_internal)) return;
+    Row row{ev.call.begin_ns, ev.call.duration_ns(), ev.call.result, next_++, ev.call.api_id, ev.thread->index,
+            ev.call.correlation, 0};
+    if (!awaits_links(reader)) {
+      rows_.push(row);
+      return;
+    }
+    // With GPU activity, CorrID is CUPTI's id or nothing: the reader's own numbering of calls could
+    // equal an id of GPU work and join the wrong call to it.
+    row.correlation = 0;
+    if (ev.call.api->api_class == abi::ApiClass::kOther) {
+      rows_.push(row);
+      return;
+    }
+    const uint64_t thread = uint64_t(ev.thread->pid) << 32 | ev.thread->tid;
+    // A link the shim wrote from CUPTI's callback, inside the call, comes before the call's record.
+    if (auto early = early_links_.find(thread); early != early_links_.end()) {
+      std::deque<EarlyLink>& links = early->second;
+      while (!links.empty() && links.front().start < row.begin) links.pop_front();  // earlier calls'
+      for (auto it = links.begin(); it != links.end() && it->start <= row.begin + row.duration; ++it)
+        if (it->api == row.api) {
+          row.correlation = it->correlation;
+          links.erase(links.begin(), it + 1);
+          break;
+        }
+      if (links.empty()) early_links_.erase(early);
+      if (row.correlation) {
+        rows_.push(row);
+        return;
+      }
+    }
+    awaiting_[thread].push_back(row);
+    if (++awaiting_count_ > kMaxAwaiting) release_oldest();
+  }
+
+  uint64_t row_count(TraceReader&) override {
+    release_all();
+    return rows_.size();
+  }
+
+  bool write(TraceReader& reader, TableSink& sink) override {
+    release_all();
+    // As nsys: Start counts from the session's start, which is when the recorder created the file
+    // (the program is held until then, so no call starts before it).
+    const uint64_t origin = reader.file_header().created_monotonic_ns;
+    sink.begin("CUDA API Trace (cuda_api_trace)",
+               {"Start (ns)", "Duration (ns)", "Name", "Result", "CorrID", "Pid", "Tid", "T-Pri", "Thread Name"});
+    std::vector<Cell> cells(9);
+    const bool ok = rows_.for_each([&](const Row& r) {
+      const ApiSpec& api = reader.api(r.api);
+      const reader::Thread* th = reader.thread(r.thread);
+      cells[0].set_integer(r.begin > origin ? r.begin - origin : 0);
+      cells[1].set_integer(r.duration);
+      cells[2].set_borrowed(api.display_name);
+      set_result(cells[3], api, r.result);
+      cells[4].set_integer(r.correlation);
+      cells[5].set_integer(th->pid);
+      cells[6].set_integer(th->tid);
+      if (th->priority >= 0) cells[7].set_integer(uint64_t(th->priority));
+      else cells[7].set_borrowed("", true);
+      cells[8].set_borrowed(th->name);
+      sink.row(cells);
+    });
+    sink.end();
+    return ok;
+  }
+
+ private:
+  struct Row {
+    uint64_t begin, duration, result, order;
+    uint32_t api, thread, correlation, unused;
+  };
+  struct Earlier {
+    bool operator()(const Row& a, const Row& b) const { return a.begin != b.begin ? a.begin < b.begin : a.order < b.order; }
+  };
+  static constexpr uint64_t kMaxAwaiting = 1u << 20;
+
+  bool awaits_links(TraceReader& reader) {
+    if (!links_checked_) {
+      const std::string* gpu = reader.metadata_value("gpu_activity");
+      awaits_links_ = gpu && *gpu == "cupti";
+      links_checked_ = true;
+    }
+    return awaits_links_;
+  }
+
+  // A call's link: CUPTI's interval lies inside the call on the same thread, and names the same api (a
+  // link inside it of another api is a call it made, which CUPTI delivers first). The thread's rows
+  // that ended before the link began will get none: CUPTI delivers a thread's calls in order.
+  void link(const Event& ev) {
+    const uint64_t thread = uint64_t(ev.thread->pid) << 32 | ev.gpu.tid;
+    bool used = false;
+    if (auto it = awaiting_.find(thread); it != awaiting_.end()) {
+      std::deque<Row>& waiting = it->second;
+      while (!waiting.empty()) {
+        Row& r = waiting.front();
+        if (r.begin + r.duration < ev.gpu.start_ns) {
+          rows_.push(r);
+        } else if (r.begin <= ev.gpu.start_ns && r.api == ev.gpu.api_id) {
+          r.correlation = ev.gpu.correlation;
+          rows_.push(r);
+          used = true;
+        } else {
+          break;  // a call the link lies in but is not of, or a later call: it waits on
+        }
+        waiting.pop_front();
+        --awaiting_count_;
+        if (used) break;
+      }
+      if (waiting.empty()) awaiting_.erase(it);
+    }
+    if (used) return;
+    // Before its call (the shim writes links from CUPTI's callbacks, inside the call): kept for it, a
+    // bounded number per thread.
+    std::deque<EarlyLink>& links = early_links_[thread];
+    links.push_back({ev.gpu.start_ns, ev.gpu.api_id, ev.gpu.correlation});
+    if (links.size() > kMaxEarlyLinks) links.pop_front();
+  }
+
+  void release_oldest() {
+    // The thread whose first waiting row is oldest gives it up.
+    auto oldest = awaiting_.end();
+    for (auto it = awaiting_.begin(); it != awaiting_.end(); ++it)
+      if (oldest == awaiting_.end() || it->second.front().order < oldest->second.front().order) oldest = it;
+    if (oldest == awaiting_.end()) return;
+    rows_.push(oldest->second.front());
+    oldest->second.pop_front();
+    --awaiting_count_;
+    if (oldest->second.empty()) awaiting_.erase(oldest);
+  }
+
+  void release_all() {
+    for (auto& [thread, waiting] : awaiting_)
+      for (const Row& r : waiting) rows_.push(r);
+    awaiting_.clear();
+    awaiting_count_ = 0;
+  }
+
+  ReportOptions options_;
+  SpillSorter<Row, Earlier> rows_;
+  uint64_t next_ = 0;
+  bool links_checked_ = false, awaits_links_ = false;
+  std::unordered_map<uint64_t, std::deque<Row>> awaiting_;  // pid << 32 | tid -> rows waiting for a link
+  // Links that came before their call (the shim writes them from CUPTI's callbacks, inside the call).
+  struct EarlyLink {
+    uint64_t start;
+    uint32_t api, correlation;
+  };
+  static constexpr size_t kMaxEarlyLinks = 256;
+  std::unordered_map<uint64_t, std::deque<EarlyLink>> early_links_;
+  uint64_t awaiting_count_ = 0;
+};
+
+// api_trace: every shown call of every domain, nested ones included, so that what a library did inside
+// a call can be read: Depth and Domain say where a call sits, Self (ns) is its duration less that of
+// the recorded calls made directly inside it. A thread's records arrive in the order its calls ended,
+// children before their parent, so per thread the time of finished calls is summed per depth and the
+// parent takes the sum one level below it. Rows are sorted like cuda_api_trace's, with their arguments
+// kept in a temporary file; they are decoded at the end, when every kernel name is known.
+class ApiTrace : public Report {
+ public:
+  explicit ApiTrace(const ReportOptions& options) : options_(options) {}
+
+  void add(TraceReader&, const Event& ev) override {
+    if (ev.kind != EventKind::kApiCall) return;
+    const ApiCall& c = ev.call;
+    // Every call takes part in its parent's Self time, shown or not: hidden time is still not the
+    // parent's own.
+    std::vector<uint64_t>& below = children_[ev.thread->index];
+    const size_t d = c.depth;
+    if (below.size() < d + 2) below.resize(d + 2, 0);
+    const uint64_t children = below[d + 1];
+    // Levels below d belong to calls that ended inside this one; a record lost to a drop must not
+    // carry its children's time over to an unrelated parent.
+    std::fill(below.begin() + long(d) + 1, below.end(), 0);
+    below[d] += c.duration_ns();
+    if (!is_shown_call(c, options_.show_internal)) return;
+    Row r{};
+    r.begin = c.begin_ns;
+    r.duration = c.duration_ns();
+    r.self = children > r.duration ? 0 : r.duration - children;
+    r.result = c.result;
+    r.order = next_++;
+    r.args_at = args_.bytes();
+    r.api = c.api_id;
+    r.thread = ev.thread->index;
+    r.depth = c.depth;
+    r.arg_count = c.arg_count;
+    if (c.arg_count && !args_.write(c.args, 8u * c.arg_count)) ok_ = false;
+    rows_.push(r);
+  }
+
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader& reader, TableSink& sink) override {
+    sink.begin("API Trace, all domains (api_trace)", {"Start (ns)", "Duration (ns)", "Self (ns)", "Depth", "Domain",
+                                                      "Name", "Result", "Args", "Pid", "Tid", "Thread Name"});
+    std::vector<Cell> cells(11);
+    ApiCall call;
+    const bool sorted_ok = rows_.for_each([&](const Row& r) {
+      const reader::Thread* th = reader.thread(r.thread);
+      call.api = &reader.api(r.api);
+      call.api_id = r.api;
+      call.arg_count = r.arg_count;
+      if (r.arg_count && !args_.read_at(r.args_at, call.args, 8u * r.arg_count)) {
+        ok_ = false;
+        call.arg_count = 0;
+      }
+      std::string args;
+      for (uint32_t i = 0; i < call.arg_count; ++i) {
+        if (i) args += ", ";
+        args += reader::arg_name(*call.api, i) + "=" + reader::decode_call_arg(reader, *th, call, i).to_string();
+      }
+      cells[0] = Cell::integer(r.begin);
+      cells[1] = Cell::integer(r.duration);
+      cells[2] = Cell::integer(r.self);
+      cells[3] = Cell::integer(r.depth);
+      cells[4] = Cell::borrowed(reader::domain_name(call.api->domain));
+      cells[5] = Cell::borrowed(call.api->display_name);
+      cells[6] = Cell::string(reader::result_text(*call.api, r.result));
+      cells[7] = Cell::string(std::move(args));
+      cells[8] = Cell::integer(th->pid);
+      cells[9] = Cell::integer(th->tid);
+      cells[10] = Cell::borrowed(th->name);
+      sink.row(cells);
+    });
+    sink.end();
+    return sorted_ok && ok_;
+  }
+
+ private:
+  struct Row {
+    uint64_t begin, duration, self, result, order, args_at;
+    uint32_t api, thread;
+    uint16_t depth;
+    uint8_t arg_count, unused[5];
+  };
+  // A parent starts no later than its children; on a tie the outer call comes first.
+  struct Earlier {
+    bool operator()(const Row& a, const Row& b) const {
+      if (a.begin != b.begin) return a.begin < b.begin;
+      if (a.depth != b.depth) return a.depth < b.depth;
+      return a.order < b.order;
+    }
+  };
+  ReportOptions options_;
+  std::unordered_map<uint32_t, std::vector<uint64_t>> children_;  // thread -> time of ended calls per depth
+  SpillSorter<Row, Earlier> rows_;
+  TempFile args_;
+  uint64_t next_ = 0;
+  bool ok_ = true;
+};
+
+// callsite_sum: the slow calls that carry a backtrace (--cudabacktrace, --osrt-backtrace-threshold),
+// grouped by API and by their stack named from the binaries, ranked by the total time they took: which
+// line of the program issued the time (in a Python program, the innermost Python frame). Calls under
+// their class's threshold carry no stack and are not counted here; cuda_api_sum counts every call.
+class CallsiteSum : public Report {
+ public:
+  explicit CallsiteSum(const ReportOptions& options) : options_(options) {}
+
+  void add(TraceReader& reader, const Event& ev) override {
+    if (ev.kind != EventKind::kApiCall || ev.call.frame_count + ev.call.python_frame_count == 0 ||
+        !is_shown_call(ev.call, options_.show_internal))
+      return;
+    const reader::Process& process = reader.process_of(*ev.thread);
+    std::string stack, site, python;
+    for (const std::string& frame : python_stack(process, ev.call.python_frames, ev.call.python_frame_count)) {
+      if (site.empty()) site = frame;  // in a Python program the call site is the script's line
+      if (!python.empty()) python += " <- ";
+      python += frame;
+    }
+    auto append = [&](const std::string& frame) {
+      if (site.empty()) site = frame;
+      if (!stack.empty()) stack += " <- ";
+      stack += frame;
+    };
+    for (const std::string& frame : symbols_.named_stack(process, ev.call.frames, ev.call.frame_count, ev.call.begin_ns)) append(frame);
+    std::string key = ev.call.api->display_name;
+    key += '\x1f';
+    key += stack;
+    key += '\x1f';
+    key += python;
+    auto [it, added] = row_by_key_.emplace(std::move(key), rows_.size());
+    if (added) {
+      Row& row = rows_.emplace_back();
+      row.name = &ev.call.api->display_name;
+      row.site = std::move(site);
+      row.stack = std::move(stack);
+      row.python = std::move(python);
+    }
+    if (rows_[it->second].stats.add(ev.call.duration_ns())) spill_when_over_budget(rows_, held_, ok_);
+  }
+
+  uint64_t row_count(TraceReader&) override { return rows_.size(); }
+
+  bool write(TraceReader&, TableSink& sink) override {
+    if (!table_ready_) build_table();
+    replay(table_, sink);
+    return ok_;
+  }
+
+  std::vector<std::string> notes() const override { return symbols_.notes(); }
+
+ private:
+  struct Row {
+    const std::string* name = nullptr;
+    std::string site, stack, python;
+    DurationStats stats;
+  };
+
+  void build_table() {
+    table_ready_ = true;
+    uint64_t grand_total = 0;
+    const std::vector<Row*> order = by_total_time(rows_, grand_total, [](const Row& a, const Row& b) {
+      if (*a.name != *b.name) return *a.name < *b.name;
+      return a.stack != b.stack ? a.stack < b.stack : a.python < b.python;
+    });
+    table_.title = "Call Sites of Slow Calls (callsite_sum)";
+    table_.columns = {"Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)",
+                      "Max (ns)", "StdDev (ns)", "Name", "Call Site", "Stack", "Python Stack"};
+    for (Row* r : order) {
+      std::vector<Cell>& row = table_.rows.emplace_back();
+      r->stats.append_cells(row, grand_total, &ok_);
+      row.push_back(Cell::string(*r->name));
+      row.push_back(Cell::string(r->site));
+      row.push_back(Cell::string(r->stack));
+      row.push_back(Cell::string(r->python));
+    }
+    rows_.clear();
+  }
+
+  ReportOptions options_;
+  Symbolizer symbols_;
+  std::deque<Row> rows_;
+  std::unordered_map<std::string, size_t> row_by_key_;
+  uint64_t held_ = 0;
+  bool ok_ = true;
+  bool table_ready_ = false;
+  Table table_;
+};
+
+}  // namespace
+
+std::unique_ptr<Report> make_api_sum(const char* title, CallFamily family, const ReportOptions& options) {
+  return std::make_unique<ApiSum>(title, family, options);
+}
+std::unique_ptr<Report> make_cuda_api_trace(const ReportOptions& options) { return std::make_unique<CudaApiTrace>(options); }
+std::unique_ptr<Report> make_api_trace(const ReportOptions& options) { return std::make_unique<ApiTrace>(options); }
+std::unique_ptr<Report> make_callsite_sum(const ReportOptions& options) { return std::make_unique<CallsiteSum>(options); }
+
+}  // namespace cutrace::report
