@@ -42,6 +42,11 @@ inline constexpr uint32_t kMinFittedSlots = 4;
 // unless CUTRACE_CLOCK=monotonic asks otherwise; CLOCK_MONOTONIC otherwise.
 abi::ClockKind choose_clock();
 
+// Lays a session's header out over `bytes` of zeroed memory for slot_count rings of ring_bytes, as
+// `options` asks: what Session::create writes, and what a test's session in its own memory starts from.
+abi::SessionHeader* init_header(void* zeroed, uint64_t bytes, uint32_t slot_count, uint32_t ring_bytes,
+                                const Options& options);
+
 // A mapping of a session object. Move-only; unmaps on destruction. The creator also unlinks the name.
 class Session {
  public:

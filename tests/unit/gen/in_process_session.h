@@ -12,6 +12,7 @@
 
 #include "cutrace/abi.h"
 #include "cutrace/ring.h"
+#include "cutrace/session.h"
 #include "runtime.h"
 
 namespace cutrace::test {
@@ -25,17 +26,9 @@ class InProcessSession {
     bytes_ = abi::session_bytes(1, kRingBytes);
     void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(p, MAP_FAILED);
-    session_ = static_cast<abi::SessionHeader*>(p);
-    session_->magic = abi::kSessionMagic;
-    session_->abi_version = abi::kAbiVersion;
-    session_->header_bytes = sizeof(abi::SessionHeader);
-    session_->total_bytes = bytes_;
-    session_->slots_offset = sizeof(abi::SessionHeader);
-    session_->slot_stride = sizeof(abi::RingHeader) + kRingBytes;
-    session_->slot_count = 1;
-    session_->ring_bytes = kRingBytes;
-    session_->clock_kind = uint32_t(abi::ClockKind::kMonotonicNs);
-    session_->capture_domains.store(abi::kCudaDomains);
+    session::Options options;  // capture on for CUDA, no backtraces, the launcher's defaults otherwise
+    options.clock = abi::ClockKind::kMonotonicNs;
+    session_ = session::init_header(p, bytes_, 1, kRingBytes, options);
     ASSERT_TRUE(abi::session_layout_valid(session_, bytes_));
     ring_ = abi::slot_header(session_, 0);
     ring_->tid = uint32_t(syscall(SYS_gettid));

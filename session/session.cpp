@@ -142,7 +142,17 @@ bool Session::create(const Options& options, std::string* error) {
     return false;
   }
   // The object is fresh from ftruncate, so every byte is already zero: slots are kFree, counters 0.
-  auto* h = new (base) abi::SessionHeader();
+  abi::SessionHeader* h = init_header(base, bytes, slot_count, ring_bytes, options);
+  name_ = name;
+  header_ = h;
+  bytes_ = bytes;
+  owner_ = true;
+  return true;
+}
+
+abi::SessionHeader* init_header(void* zeroed, uint64_t bytes, uint32_t slot_count, uint32_t ring_bytes,
+                                const Options& options) {
+  auto* h = new (zeroed) abi::SessionHeader();
   h->magic = abi::kSessionMagic;
   h->abi_version = abi::kAbiVersion;
   h->header_bytes = sizeof(abi::SessionHeader);
@@ -169,11 +179,7 @@ bool Session::create(const Options& options, std::string* error) {
   h->backtrace_depth_osrt = std::min(options.backtrace_depth_osrt, abi::kMaxBacktraceFrames);
   h->backtrace_depth_python = std::min(options.backtrace_depth_python, abi::kMaxPythonFrames);
   h->capture_domains.store(options.trace_domains, std::memory_order_release);
-  name_ = name;
-  header_ = h;
-  bytes_ = bytes;
-  owner_ = true;
-  return true;
+  return h;
 }
 
 bool Session::open(const std::string& name, std::string* error) {
