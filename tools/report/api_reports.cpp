@@ -9,6 +9,7 @@
 
 #include "reader/decode.h"
 #include "report/symbolizer.h"
+#include "report/call_links.h"
 #include "report/report_support.h"
 
 namespace cutrace::report {
@@ -90,22 +91,17 @@ class ApiSum : public Report {
 
 // cuda_api_trace lists calls by start time. Threads reach the file in drain order, not time order, so
 // rows are sorted through temporary files (SpillSorter) in bounded memory; equal start times keep
-// the order of the file.
-//
-// CorrID is CUPTI's correlation id of the call, as nsys shows it, for the calls that give the device
-// work, wait for it or allocate (0 for the others; in a trace without GPU activity, the reader's
-// numbering of the calls): the trace links each to its call through GPU activity's API link
-// records (the thread, the api and a time inside the call), which CUPTI delivers after the call. Such
-// a call's row waits for its link on a list of its thread; a row whose link cannot come any more (a
-// later call of the thread was linked, or the trace ends) goes out with 0, and so do the oldest when
-// kMaxAwaiting rows wait, which keeps memory bounded.
+// the order of the file. CorrID is CUPTI's correlation id of the call (CallLinks) for the calls that
+// give the device work, wait for it or allocate, 0 for the others; in a trace without GPU activity,
+// the reader's numbering of the calls.
 class CudaApiTrace : public Report {
  public:
   explicit CudaApiTrace(const ReportOptions& options) : options_(options) {}
 
   void add(TraceReader& reader, const Event& ev) override {
     if (ev.kind == EventKind::kGpuActivity) {
-      if (ev.gpu.kind == abi::GpuActivity::kApiLink) link(ev);
+      if (ev.gpu.kind == abi::GpuActivity::kApiLink)
+        links_.link(uint64_t(ev.thread->pid) << 32 | ev.gpu.tid, ev.gpu.start_ns, ev.gpu.api_id, ev.gpu.correlation);
       return;
     }
     if (ev.kind != EventKind::kApiCall || !is_counted_cuda_call(ev.call, options_.show_internal)) return;
@@ -122,34 +118,16 @@ class CudaApiTrace : public Report {
       rows_.push(row);
       return;
     }
-    const uint64_t thread = uint64_t(ev.thread->pid) << 32 | ev.thread->tid;
-    // A link the shim wrote from CUPTI's callback, inside the call, comes before the call's record.
-    if (auto early = early_links_.find(thread); early != early_links_.end()) {
-      std::deque<EarlyLink>& links = early->second;
-      while (!links.empty() && links.front().start < row.begin) links.pop_front();  // earlier calls'
-      for (auto it = links.begin(); it != links.end() && it->start <= row.begin + row.duration; ++it)
-        if (it->api == row.api) {
-          row.correlation = it->correlation;
-          links.erase(links.begin(), it + 1);
-          break;
-        }
-      if (links.empty()) early_links_.erase(early);
-      if (row.correlation) {
-        rows_.push(row);
-        return;
-      }
-    }
-    awaiting_[thread].push_back(row);
-    if (++awaiting_count_ > kMaxAwaiting) release_oldest();
+    links_.add(uint64_t(ev.thread->pid) << 32 | ev.thread->tid, row);
   }
 
   uint64_t row_count(TraceReader&) override {
-    release_all();
+    links_.release_all();
     return rows_.size();
   }
 
   bool write(TraceReader& reader, TableSink& sink) override {
-    release_all();
+    links_.release_all();
     // As nsys: Start counts from the session's start, which is when the recorder created the file
     // (the program is held until then, so no call starts before it).
     const uint64_t origin = reader.file_header().created_monotonic_ns;
@@ -183,82 +161,24 @@ class CudaApiTrace : public Report {
   struct Earlier {
     bool operator()(const Row& a, const Row& b) const { return a.begin != b.begin ? a.begin < b.begin : a.order < b.order; }
   };
-  static constexpr uint64_t kMaxAwaiting = 1u << 20;
+  struct PushRow {
+    SpillSorter<Row, Earlier>* rows;
+    void operator()(const Row& r) const { rows->push(r); }
+  };
 
   bool awaits_links(TraceReader& reader) {
     if (!links_checked_) {
-      const std::string* gpu = reader.metadata_value("gpu_activity");
-      awaits_links_ = gpu && *gpu == "cupti";
+      awaits_links_ = trace_has_gpu_activity(reader);
       links_checked_ = true;
     }
     return awaits_links_;
   }
 
-  // A call's link: CUPTI's interval lies inside the call on the same thread, and names the same api (a
-  // link inside it of another api is a call it made, which CUPTI delivers first). The thread's rows
-  // that ended before the link began will get none: CUPTI delivers a thread's calls in order.
-  void link(const Event& ev) {
-    const uint64_t thread = uint64_t(ev.thread->pid) << 32 | ev.gpu.tid;
-    bool used = false;
-    if (auto it = awaiting_.find(thread); it != awaiting_.end()) {
-      std::deque<Row>& waiting = it->second;
-      while (!waiting.empty()) {
-        Row& r = waiting.front();
-        if (r.begin + r.duration < ev.gpu.start_ns) {
-          rows_.push(r);
-        } else if (r.begin <= ev.gpu.start_ns && r.api == ev.gpu.api_id) {
-          r.correlation = ev.gpu.correlation;
-          rows_.push(r);
-          used = true;
-        } else {
-          break;  // a call the link lies in but is not of, or a later call: it waits on
-        }
-        waiting.pop_front();
-        --awaiting_count_;
-        if (used) break;
-      }
-      if (waiting.empty()) awaiting_.erase(it);
-    }
-    if (used) return;
-    // Before its call (the shim writes links from CUPTI's callbacks, inside the call): kept for it, a
-    // bounded number per thread.
-    std::deque<EarlyLink>& links = early_links_[thread];
-    links.push_back({ev.gpu.start_ns, ev.gpu.api_id, ev.gpu.correlation});
-    if (links.size() > kMaxEarlyLinks) links.pop_front();
-  }
-
-  void release_oldest() {
-    // The thread whose first waiting row is oldest gives it up.
-    auto oldest = awaiting_.end();
-    for (auto it = awaiting_.begin(); it != awaiting_.end(); ++it)
-      if (oldest == awaiting_.end() || it->second.front().order < oldest->second.front().order) oldest = it;
-    if (oldest == awaiting_.end()) return;
-    rows_.push(oldest->second.front());
-    oldest->second.pop_front();
-    --awaiting_count_;
-    if (oldest->second.empty()) awaiting_.erase(oldest);
-  }
-
-  void release_all() {
-    for (auto& [thread, waiting] : awaiting_)
-      for (const Row& r : waiting) rows_.push(r);
-    awaiting_.clear();
-    awaiting_count_ = 0;
-  }
-
   ReportOptions options_;
   SpillSorter<Row, Earlier> rows_;
+  CallLinks<Row, PushRow> links_{PushRow{&rows_}};
   uint64_t next_ = 0;
   bool links_checked_ = false, awaits_links_ = false;
-  std::unordered_map<uint64_t, std::deque<Row>> awaiting_;  // pid << 32 | tid -> rows waiting for a link
-  // Links that came before their call (the shim writes them from CUPTI's callbacks, inside the call).
-  struct EarlyLink {
-    uint64_t start;
-    uint32_t api, correlation;
-  };
-  static constexpr size_t kMaxEarlyLinks = 256;
-  std::unordered_map<uint64_t, std::deque<EarlyLink>> early_links_;
-  uint64_t awaiting_count_ = 0;
 };
 
 // api_trace: every shown call of every domain, nested ones included, so that what a library did inside

@@ -17,6 +17,13 @@ namespace cutrace::report {
 // The sample standard deviation, as nsys shows it, from the count, sum and sum of squares.
 double sample_deviation(uint64_t n, uint64_t sum, unsigned __int128 squares);
 
+// Whether the trace was recorded with GPU activity (CUPTI), whose API link records give calls their
+// CorrID (call_links.h); without it, calls are numbered by the reader.
+inline bool trace_has_gpu_activity(reader::TraceReader& reader) {
+  const std::string* gpu = reader.metadata_value("gpu_activity");
+  return gpu && *gpu == "cupti";
+}
+
 // The result cell of a call, as nsys shows it: the number. Set in place, as rows are written by the
 // million.
 void set_result(Cell& cell, const reader::ApiSpec& api, uint64_t result);
