@@ -17,6 +17,7 @@ packages=(
   libunwind8          # backtraces of slow calls (--cudabacktrace): the shim loads it with dlopen when asked
   libdw-dev           # elfutils' libdw/libdwfl: the tools name backtrace frames (function, file:line, inlining)
   libzstd-dev         # trace file compression
+  libsqlite3-dev      # cutrace export --type sqlite: the database nsys users query with SQL
   zlib1g-dev          # gzip-compressed Perfetto JSON (cutrace export --gzip), which the Perfetto UI opens
   libgtest-dev        # unit tests (GoogleTest)
   libbenchmark-dev    # benchmarks (Google Benchmark)

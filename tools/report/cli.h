@@ -68,6 +68,8 @@ class Output {
   FILE* file() const { return file_; }
   bool is_stdout() const { return path_.empty(); }
   const std::string& path() const { return path_; }
+  // The file written until commit() moves it into place (empty for stdout).
+  const std::string& temp_path() const { return temp_; }
   // Flushes and, for a file, moves it into place. Returns false with `error` set when writing failed.
   bool commit(std::string& error);
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "reader/decode.h"
 #include "report/cli.h"
@@ -38,9 +39,10 @@ void print_help() {
     else std::printf("%s\n%34s%s\n", flag.c_str(), "", e.description);
   }
   std::printf(
-      "  -o, --output FILE               output file (default: the trace's name with .json, or .json.gz)\n"
+      "  -o, --output FILE               output file (default: the trace's name with the type's suffix:\n"
+      "                                  .json, .json.gz, .sqlite)\n"
       "  -f, --force-overwrite true      replace an existing output file\n"
-      "  -z, --gzip true                 gzip-compress the JSON (the Perfetto UI opens it as it is); also\n"
+      "  -z, --gzip true                 gzip-compress the Perfetto JSON (the UI opens it as it is); also\n"
       "                                  chosen by an output name ending in .gz\n"
       "      --filter-nvtx RANGE[@DOMAIN|@*][/N]\n"
       "                                  only the time of the NVTX range RANGE (its Nth instance with /N;\n"
@@ -87,6 +89,29 @@ bool parse_time_ns(const std::string& text, uint64_t* ns) {
   else return false;
   *ns = uint64_t(value * scale + 0.5);
   return true;
+}
+
+// After the writer: what the trace lacked, the writer's notes, the output moved into place, size and
+// loss warnings, and what was written. Returns the exit code.
+int finish_export(reader::TraceReader& trace, Output& out, const std::string& output_path, const ExportResult& result,
+                  std::vector<std::string> (*size_warnings)(const std::string&, uint64_t), uint64_t bytes) {
+  const int exit_code = warn_status(trace, "export");
+  print_trace_warnings(trace, "export");
+  for (const std::string& note : result.notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
+  std::string error;
+  if (!out.commit(error)) {
+    std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
+    return kExitFailure;
+  }
+  if (size_warnings)
+    for (const std::string& warning : size_warnings(output_path, bytes))
+      std::fprintf(stderr, "cutrace export: warning: %s.\n", warning.c_str());
+  const LossCounts loss = loss_counts(trace);
+  const std::string loss_text = loss_sentence(loss);
+  if (!loss_text.empty()) std::fprintf(stderr, "cutrace export: warning: %s; the timeline has gaps.\n", loss_text.c_str());
+  if (!out.is_stdout())
+    std::fprintf(stderr, "cutrace export: wrote %s (%s).\n", output_path.c_str(), result.written.c_str());
+  return exit_code;
 }
 
 }  // namespace
@@ -203,6 +228,16 @@ int export_main(int argc, char** argv) {
     options.window_end_ns = std::min(options.window_end_ns, to);
   }
   if (output_arg.ends_with(".gz")) gzip = true;
+  if (exporter->write_file && gzip) {
+    std::fprintf(stderr, "cutrace export: --gzip is for the JSON of --type perfetto; a %s export is not compressed.\n",
+                 exporter->type);
+    return kExitUsage;
+  }
+  if (exporter->write_file && output_arg == "-") {
+    std::fprintf(stderr, "cutrace export: a %s export is a file and cannot go to stdout; give it a name with -o.\n",
+                 exporter->type);
+    return kExitUsage;
+  }
   const std::string output_path = output_arg.empty() ? default_output(trace_path, exporter->extension, gzip) : output_arg;
   Output out;
   std::string error;
@@ -211,6 +246,15 @@ int export_main(int argc, char** argv) {
     return kExitFailure;
   }
   uint64_t json_bytes = 0;
+  if (exporter->write_file) {
+    // The database is written into the temporary file, which takes the output's name once complete.
+    const ExportResult result = exporter->write_file(trace, out.temp_path(), options, error);
+    if (!error.empty()) {
+      std::fprintf(stderr, "cutrace export: %s; nothing was written.\n", error.c_str());
+      return kExitFailure;
+    }
+    return finish_export(trace, out, output_path, result, nullptr, 0);
+  }
   FILE* json = gzip ? open_gzip_stream(out.file(), &json_bytes) : out.file();
   if (!json) {
     std::fprintf(stderr, "cutrace export: cannot start the gzip compression (out of memory).\n");
@@ -226,22 +270,7 @@ int export_main(int argc, char** argv) {
     const long at = std::ftell(json);
     json_bytes = at > 0 ? uint64_t(at) : 0;
   }
-  const int exit_code = warn_status(trace, "export");
-  print_trace_warnings(trace, "export");
-  for (const std::string& note : result.notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
-  if (!out.commit(error)) {
-    std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
-    return kExitFailure;
-  }
-  if (exporter->size_warnings)
-    for (const std::string& warning : exporter->size_warnings(output_path, json_bytes))
-      std::fprintf(stderr, "cutrace export: warning: %s.\n", warning.c_str());
-  const LossCounts loss = loss_counts(trace);
-  const std::string loss_text = loss_sentence(loss);
-  if (!loss_text.empty()) std::fprintf(stderr, "cutrace export: warning: %s; the timeline has gaps.\n", loss_text.c_str());
-  if (!out.is_stdout())
-    std::fprintf(stderr, "cutrace export: wrote %s (%s).\n", output_path.c_str(), result.written.c_str());
-  return exit_code;
+  return finish_export(trace, out, output_path, result, exporter->size_warnings, json_bytes);
 }
 
 }  // namespace cutrace::report

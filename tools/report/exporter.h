@@ -31,8 +31,12 @@ struct ExporterInfo {
   const char* type;         // the --type value
   const char* description;  // one line for --help
   const char* extension;    // the default output's suffix after the trace's name (".json")
-  // Writes the export of `reader` (read to its end) to `out`.
+  // Writes the export of `reader` (read to its end) to `out`; nullptr for a format written by name.
   ExportResult (*write)(reader::TraceReader& reader, FILE* out, const ExportOptions& options);
+  // A format that writes a file of its own (a database): writes the export to `path`, which exists and
+  // is empty, and sets `error` to one sentence when it cannot. nullptr for a stream format.
+  ExportResult (*write_file)(reader::TraceReader& reader, const std::string& path, const ExportOptions& options,
+                             std::string& error);
   // Warnings about the finished output of `bytes` bytes (before any compression), one sentence each;
   // nullptr: none.
   std::vector<std::string> (*size_warnings)(const std::string& path, uint64_t bytes);

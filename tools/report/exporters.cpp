@@ -6,6 +6,7 @@
 #include "reader/decode.h"
 #include "report/exporter.h"
 #include "report/perfetto.h"
+#include "report/sqlite_export.h"
 
 namespace cutrace::report {
 namespace {
@@ -44,7 +45,9 @@ std::vector<std::string> perfetto_size_warnings(const std::string& path, uint64_
 const std::vector<ExporterInfo>& exporters() {
   static const std::vector<ExporterInfo> kExporters = {
       {"perfetto", "Chrome trace-event JSON, for ui.perfetto.dev and chrome://tracing", ".json", write_perfetto_json,
-       perfetto_size_warnings},
+       nullptr, perfetto_size_warnings},
+      {"sqlite", "an SQLite database with nsys's tables and columns (docs/sql.md)", ".sqlite", nullptr, write_sqlite,
+       nullptr},
   };
   return kExporters;
 }

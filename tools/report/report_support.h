@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "report/reports.h"
@@ -81,6 +83,10 @@ std::vector<Row*> by_total_time(std::deque<Row>& rows, uint64_t& grand_total, Ti
   });
   return order;
 }
+
+// The function's own name in a demangled kernel name, as nsys's shortName and :base
+// ("void ns::axpy<float>(int, float*)" -> "axpy"); gpu_reports.cpp.
+std::string base_kernel_name(std::string_view demangled);
 
 // The reports of each family, for the table of stats_reports().
 // api_reports.cpp
