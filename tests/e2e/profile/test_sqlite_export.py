@@ -70,7 +70,7 @@ def test_every_call_is_in_the_trace_table_once_with_the_times_cuda_api_trace_sho
     assert db.execute("SELECT count(*) FROM CUTRACE_API_CALLS").fetchone()[0] == len(report_rows(trace, "api_trace"))
     # A copy's arguments, decoded, beside it.
     args = db.execute("""
-        SELECT a.name, a.value, a.number FROM CUTRACE_API_ARGUMENTS AS a JOIN CUTRACE_API_CALLS AS c ON c.rowid = a.callId
+        SELECT a.name, a.value, a.number FROM CUTRACE_API_ARGUMENTS AS a JOIN CUTRACE_API_CALLS AS c ON c.callId = a.callId
         JOIN StringIds AS s ON s.id = c.nameId WHERE s.value = 'cudaMemcpy' ORDER BY c.start, a.position LIMIT 3""").fetchall()
     assert args[0] == ("count", "4194304", 4194304) and args[1] == ("kind", "cudaMemcpyHostToDevice", 1), args
 
@@ -191,8 +191,9 @@ def test_a_cut_off_trace_exports_its_intact_part(tmp_path):
     whole = db.execute("SELECT count(*) FROM CUTRACE_API_CALLS").fetchone()[0]
     kept = part.execute("SELECT count(*) FROM CUTRACE_API_CALLS").fetchone()[0]
     assert 0 < kept < whole
-    # What it kept is what the whole trace has, call for call.
+    # What it kept is what the whole trace has, call for call (callId numbers calls in the trace's order;
+    # a call waiting for its CorrID may come later in the table).
     def calls(conn):
         names = dict(conn.execute("SELECT id, value FROM StringIds").fetchall())
-        return [(s, e, names[n]) for s, e, n in conn.execute("SELECT start, end, nameId FROM CUTRACE_API_CALLS ORDER BY rowid")]
+        return [(s, e, names[n]) for s, e, n in conn.execute("SELECT start, end, nameId FROM CUTRACE_API_CALLS ORDER BY callId")]
     assert calls(part) == calls(db)[:kept]

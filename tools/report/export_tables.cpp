@@ -1,0 +1,579 @@
+#include "report/export_tables.h"
+
+#include <cassert>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <initializer_list>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "reader/decode.h"
+#include "report/call_links.h"
+#include "report/nvtx_ranges.h"
+#include "report/report_support.h"
+#include "report/reports.h"
+#include "report/symbolizer.h"
+
+namespace cutrace::report {
+
+namespace {
+
+constexpr ColumnType I = ColumnType::kInt64, R = ColumnType::kDouble, T = ColumnType::kText;
+constexpr bool kNotNull = true, kNull = false;
+
+}  // namespace
+
+const std::vector<TableDef>& export_tables() {
+  static const std::vector<TableDef> kTables = {
+      {TableId::kStringIds, "StringIds", {{"id", I, kNotNull}, {"value", T, kNotNull}}, "id"},
+      {TableId::kThreadNames, "ThreadNames", {{"nameId", I, kNotNull}, {"priority", I, kNull}, {"globalTid", I, kNull}},
+       nullptr},
+      {TableId::kProcessStreams, "ProcessStreams",
+       {{"globalPid", I, kNotNull}, {"filenameId", I, kNotNull}, {"contentId", I, kNotNull}}, nullptr},
+      {TableId::kSessionStartTime, "TARGET_INFO_SESSION_START_TIME",
+       {{"utcEpochNs", I, kNull}, {"utcTime", T, kNull}, {"localTime", T, kNull}}, nullptr},
+      {TableId::kSystemEnv, "TARGET_INFO_SYSTEM_ENV",
+       {{"globalVid", I, kNull}, {"devStateName", T, kNotNull}, {"name", T, kNotNull}, {"nameEnum", I, kNotNull},
+        {"value", T, kNotNull}},
+       nullptr},
+      {TableId::kAnalysisDetails, "ANALYSIS_DETAILS",
+       {{"globalVid", I, kNotNull}, {"duration", I, kNotNull}, {"startTime", I, kNotNull}, {"stopTime", I, kNotNull}},
+       nullptr},
+      {TableId::kMetaDataCapture, "META_DATA_CAPTURE", {{"name", T, kNotNull}, {"value", T, kNull}}, nullptr},
+      {TableId::kMetaDataExport, "META_DATA_EXPORT", {{"name", T, kNotNull}, {"value", T, kNull}}, nullptr},
+      {TableId::kEnumEventClass, "ENUM_NSYS_EVENT_CLASS", {{"id", I, kNotNull}, {"name", T, kNull}, {"label", T, kNull}},
+       "id"},
+      {TableId::kEnumEventType, "ENUM_NSYS_EVENT_TYPE", {{"id", I, kNotNull}, {"name", T, kNull}, {"label", T, kNull}},
+       "id"},
+      {TableId::kEnumMemcpyOper, "ENUM_CUDA_MEMCPY_OPER", {{"id", I, kNotNull}, {"name", T, kNull}, {"label", T, kNull}},
+       "id"},
+      {TableId::kEnumMemKind, "ENUM_CUDA_MEM_KIND", {{"id", I, kNotNull}, {"name", T, kNull}, {"label", T, kNull}}, "id"},
+      {TableId::kEnumSyncType, "ENUM_CUPTI_SYNC_TYPE", {{"id", I, kNotNull}, {"name", T, kNull}, {"label", T, kNull}},
+       "id"},
+      {TableId::kEnumDevMemEventOper, "ENUM_CUDA_DEV_MEM_EVENT_OPER",
+       {{"id", I, kNotNull}, {"name", T, kNull}, {"label", T, kNull}}, "id"},
+      {TableId::kRuntime, "CUPTI_ACTIVITY_KIND_RUNTIME",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"eventClass", I, kNotNull}, {"globalTid", I, kNull},
+        {"correlationId", I, kNull}, {"nameId", I, kNotNull}, {"returnValue", I, kNotNull}, {"callchainId", I, kNull}},
+       nullptr},
+      {TableId::kCublasEvents, "CUBLAS_EVENTS",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"eventClass", I, kNotNull}, {"globalTid", I, kNull},
+        {"nameId", I, kNotNull}},
+       nullptr},
+      {TableId::kCudnnEvents, "CUDNN_EVENTS",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"eventClass", I, kNotNull}, {"globalTid", I, kNull},
+        {"nameId", I, kNotNull}},
+       nullptr},
+      // nsys declares callchainId NOT NULL; a call without a stack has none, so it is NULL here.
+      {TableId::kOsrtApi, "OSRT_API",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"eventClass", I, kNotNull}, {"globalTid", I, kNull},
+        {"nameId", I, kNotNull}, {"returnValue", I, kNotNull}, {"nestingLevel", I, kNull}, {"callchainId", I, kNull}},
+       nullptr},
+      {TableId::kCudaCallchains, "CUDA_CALLCHAINS",
+       {{"id", I, kNotNull}, {"symbol", I, kNotNull}, {"module", I, kNotNull}, {"unresolved", I, kNull},
+        {"originalIP", I, kNull}, {"stackDepth", I, kNotNull}},
+       "id, stackDepth"},
+      {TableId::kOsrtCallchains, "OSRT_CALLCHAINS",
+       {{"id", I, kNotNull}, {"symbol", I, kNotNull}, {"module", I, kNotNull}, {"kernelMode", I, kNull},
+        {"thumbCode", I, kNull}, {"unresolved", I, kNull}, {"specialEntry", I, kNull}, {"originalIP", I, kNull},
+        {"unwindMethod", I, kNull}, {"stackDepth", I, kNotNull}},
+       "id, stackDepth"},
+      {TableId::kKernel, "CUPTI_ACTIVITY_KIND_KERNEL",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"deviceId", I, kNotNull}, {"contextId", I, kNotNull},
+        {"greenContextId", I, kNull}, {"streamId", I, kNotNull}, {"correlationId", I, kNull}, {"globalPid", I, kNull},
+        {"demangledName", I, kNotNull}, {"shortName", I, kNotNull}, {"mangledName", I, kNull}, {"launchType", I, kNull},
+        {"cacheConfig", I, kNull}, {"registersPerThread", I, kNotNull}, {"gridX", I, kNotNull}, {"gridY", I, kNotNull},
+        {"gridZ", I, kNotNull}, {"blockX", I, kNotNull}, {"blockY", I, kNotNull}, {"blockZ", I, kNotNull},
+        {"staticSharedMemory", I, kNotNull}, {"dynamicSharedMemory", I, kNotNull}, {"localMemoryPerThread", I, kNotNull},
+        {"localMemoryTotal", I, kNotNull}, {"gridId", I, kNotNull}, {"sharedMemoryExecuted", I, kNull},
+        {"graphNodeId", I, kNull}, {"sharedMemoryLimitConfig", I, kNull}},
+       nullptr},
+      {TableId::kMemcpy, "CUPTI_ACTIVITY_KIND_MEMCPY",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"deviceId", I, kNotNull}, {"contextId", I, kNotNull},
+        {"greenContextId", I, kNull}, {"streamId", I, kNotNull}, {"correlationId", I, kNull}, {"globalPid", I, kNull},
+        {"bytes", I, kNotNull}, {"copyKind", I, kNotNull}, {"deprecatedSrcId", I, kNull}, {"srcKind", I, kNull},
+        {"dstKind", I, kNull}, {"srcDeviceId", I, kNull}, {"srcContextId", I, kNull}, {"dstDeviceId", I, kNull},
+        {"dstContextId", I, kNull}, {"migrationCause", I, kNull}, {"graphNodeId", I, kNull},
+        {"virtualAddress", I, kNull}},
+       nullptr},
+      {TableId::kMemset, "CUPTI_ACTIVITY_KIND_MEMSET",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"deviceId", I, kNotNull}, {"contextId", I, kNotNull},
+        {"greenContextId", I, kNull}, {"streamId", I, kNotNull}, {"correlationId", I, kNull}, {"globalPid", I, kNull},
+        {"value", I, kNotNull}, {"bytes", I, kNotNull}, {"graphNodeId", I, kNull}, {"memKind", I, kNull}},
+       nullptr},
+      {TableId::kSynchronization, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"deviceId", I, kNotNull}, {"contextId", I, kNotNull},
+        {"greenContextId", I, kNull}, {"streamId", I, kNotNull}, {"correlationId", I, kNull}, {"globalPid", I, kNull},
+        {"syncType", I, kNotNull}, {"eventId", I, kNotNull}},
+       nullptr},
+      {TableId::kGpuMemoryUsage, "CUDA_GPU_MEMORY_USAGE_EVENTS",
+       {{"start", I, kNotNull}, {"globalPid", I, kNotNull}, {"deviceId", I, kNotNull}, {"contextId", I, kNotNull},
+        {"address", I, kNotNull}, {"pc", I, kNotNull}, {"bytes", I, kNotNull}, {"memKind", I, kNotNull},
+        {"memoryOperationType", I, kNotNull}, {"name", T, kNull}, {"correlationId", I, kNull},
+        {"localMemoryPoolAddress", I, kNull}, {"localMemoryPoolReleaseThreshold", I, kNull},
+        {"localMemoryPoolSize", I, kNull}, {"localMemoryPoolUtilizedSize", I, kNull},
+        {"importedMemoryPoolAddress", I, kNull}, {"importedMemoryPoolProcessId", I, kNull}},
+       nullptr},
+      {TableId::kNvtxEvents, "NVTX_EVENTS",
+       {{"start", I, kNotNull}, {"end", I, kNull}, {"eventType", I, kNotNull}, {"rangeId", I, kNull},
+        {"category", I, kNull}, {"color", I, kNull}, {"text", T, kNull}, {"globalTid", I, kNull},
+        {"endGlobalTid", I, kNull}, {"textId", I, kNull}, {"domainId", I, kNull}, {"uint64Value", I, kNull},
+        {"int64Value", I, kNull}, {"doubleValue", R, kNull}, {"uint32Value", I, kNull}, {"int32Value", I, kNull},
+        {"floatValue", R, kNull}, {"jsonTextId", I, kNull}, {"jsonText", T, kNull}},
+       nullptr},
+      {TableId::kApiCalls, "CUTRACE_API_CALLS",
+       {{"callId", I, kNotNull}, {"start", I, kNotNull}, {"end", I, kNotNull}, {"globalTid", I, kNotNull},
+        {"nameId", I, kNotNull}, {"domain", T, kNotNull}, {"depth", I, kNotNull}, {"returnValue", I, kNotNull},
+        {"result", T, kNull}, {"correlationId", I, kNull}, {"callchainId", I, kNull}},
+       nullptr},
+      {TableId::kApiArguments, "CUTRACE_API_ARGUMENTS",
+       {{"callId", I, kNotNull}, {"position", I, kNotNull}, {"name", T, kNotNull}, {"value", T, kNotNull},
+        {"number", I, kNull}},
+       nullptr},
+      {TableId::kPythonCallchains, "CUTRACE_PYTHON_CALLCHAINS",
+       {{"id", I, kNotNull}, {"stackDepth", I, kNotNull}, {"function", T, kNotNull}, {"file", T, kNotNull},
+        {"line", I, kNotNull}},
+       "id, stackDepth"},
+      {TableId::kProcesses, "CUTRACE_PROCESSES",
+       {{"globalPid", I, kNotNull}, {"pid", I, kNotNull}, {"ppid", I, kNotNull}, {"command", T, kNull},
+        {"executable", T, kNull}, {"cudaRuntimeVersion", I, kNull}, {"cudaRuntimePath", T, kNull},
+        {"gpuActivity", T, kNull}, {"pythonFrames", T, kNull}},
+       nullptr},
+      {TableId::kThreads, "CUTRACE_THREADS",
+       {{"globalTid", I, kNotNull}, {"pid", I, kNotNull}, {"tid", I, kNotNull}, {"name", T, kNull},
+        {"priority", I, kNull}, {"recordsWritten", I, kNull}, {"recordsDropped", I, kNull},
+        {"recordsMalformed", I, kNull}},
+       nullptr},
+      {TableId::kSummary, "CUTRACE_SUMMARY", {{"name", T, kNotNull}, {"value", T, kNull}}, nullptr},
+  };
+  return kTables;
+}
+
+namespace {
+
+using reader::ApiCall;
+using reader::Event;
+using reader::EventKind;
+using reader::TraceReader;
+
+// ENUM_NSYS_EVENT_CLASS values of the nsys schema ("SQLite Schema Event Values").
+constexpr int kClassCudaRuntime = 0, kClassCudaDriver = 1, kClassOsRuntime = 27, kClassCudnn = 28, kClassCublas = 29;
+// ENUM_NSYS_EVENT_TYPE values of NVTX_EVENTS.
+constexpr int kNvtxMark = 34, kNvtxPushPop = 59, kNvtxStartEnd = 60, kNvtxDomainCreate = 75;
+
+struct EnumRow {
+  int id;
+  const char* name;
+  const char* label;
+};
+constexpr EnumRow kEventClasses[] = {
+    {kClassCudaRuntime, "TRACE_PROCESS_EVENT_CUDA_RUNTIME", "CUDA runtime"},
+    {kClassCudaDriver, "TRACE_PROCESS_EVENT_CUDA_DRIVER", "CUDA driver"},
+    {kClassOsRuntime, "TRACE_PROCESS_EVENT_OS_RUNTIME", "OS runtime"},
+    {kClassCudnn, "TRACE_PROCESS_EVENT_CUDNN", "cuDNN"},
+    {kClassCublas, "TRACE_PROCESS_EVENT_CUBLAS", "cuBLAS"},
+};
+constexpr EnumRow kEventTypes[] = {
+    {kNvtxMark, "NvtxMark", "NVTX mark"},
+    {kNvtxPushPop, "NvtxPushPopRange", "NVTX push/pop range"},
+    {kNvtxStartEnd, "NvtxStartEndRange", "NVTX start/end range"},
+    {kNvtxDomainCreate, "NvtxDomainCreate", "NVTX domain"},
+};
+// CUpti_ActivityMemcpyKind's values, as nsys's ENUM_CUDA_MEMCPY_OPER names them.
+constexpr EnumRow kMemcpyKinds[] = {
+    {0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"},       {1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"},
+    {2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"},   {3, "CUDA_MEMCPY_KIND_HTOA", "Host-to-Array"},
+    {4, "CUDA_MEMCPY_KIND_ATOH", "Array-to-Host"},    {5, "CUDA_MEMCPY_KIND_ATOA", "Array-to-Array"},
+    {6, "CUDA_MEMCPY_KIND_ATOD", "Array-to-Device"},  {7, "CUDA_MEMCPY_KIND_DTOA", "Device-to-Array"},
+    {8, "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device"}, {9, "CUDA_MEMCPY_KIND_HTOH", "Host-to-Host"},
+    {10, "CUDA_MEMCPY_KIND_PTOP", "Peer-to-Peer"},
+};
+// CUpti_ActivityMemoryKind's values.
+constexpr EnumRow kMemoryKinds[] = {
+    {0, "CUDA_MEMOPR_MEMORY_KIND_UNKNOWN", "Unknown"},  {1, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"},
+    {2, "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned"},    {3, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device"},
+    {4, "CUDA_MEMOPR_MEMORY_KIND_ARRAY", "Array"},      {5, "CUDA_MEMOPR_MEMORY_KIND_MANAGED", "Managed"},
+    {6, "CUDA_MEMOPR_MEMORY_KIND_DEVICE_STATIC", "Device Static"},
+    {7, "CUDA_MEMOPR_MEMORY_KIND_MANAGED_STATIC", "Managed Static"},
+};
+// CUpti_ActivitySynchronizationType's values.
+constexpr EnumRow kSyncTypes[] = {
+    {0, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN", "Unknown"},
+    {1, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE", "Event sync"},
+    {2, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT", "Stream wait sync"},
+    {3, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE", "Stream sync"},
+    {4, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE", "Context sync"},
+};
+// CUpti_ActivityMemoryOperationType's values.
+constexpr EnumRow kMemoryOperations[] = {
+    {0, "CUDA_DEV_MEM_EVENT_OPR_UNKNOWN", "Unknown"},
+    {1, "CUDA_DEV_MEM_EVENT_OPR_ALLOCATION", "Allocation"},
+    {2, "CUDA_DEV_MEM_EVENT_OPR_DEALLOCATION", "Deallocation"},
+};
+
+// nsys's serialised GlobalId: hardware id and VM id (0 here) above the pid and the tid, 24 bits each.
+int64_t global_tid(uint32_t pid, uint32_t tid) { return int64_t(uint64_t(pid & 0xffffff) << 24 | (tid & 0xffffff)); }
+int64_t global_pid(uint32_t pid) { return int64_t(uint64_t(pid & 0xffffff) << 24); }
+
+Value opt(bool has, int64_t v) { return has ? int_value(v) : null_value(); }
+
+class TableProducer {
+ public:
+  TableProducer(TraceReader& reader, const ExportOptions& options, RowSink& sink)
+      : reader_(reader),
+        options_(options),
+        sink_(sink),
+        links_(LinkDecided{this}),
+        ranges_([this](const NvtxRange& r) { add_range(r); }) {}
+
+  bool add(const Event& ev) {
+    if (!started_) {
+      origin_ = reader_.file_header().created_monotonic_ns;
+      linked_ = trace_has_gpu_activity(reader_);
+      started_ = true;
+    }
+    switch (ev.kind) {
+      case EventKind::kApiCall: add_call(ev); break;
+      case EventKind::kGpuActivity: add_gpu(ev); break;
+      case EventKind::kNvtx:
+        if (ev.nvtx.type == abi::NvtxEvent::kMark) add_mark(ev);
+        else ranges_.add(reader_, ev);
+        break;
+      default: break;
+    }
+    return ok_;
+  }
+
+  // After the last event: the calls still waiting for a link, the tables of threads, processes and
+  // the session, the enums.
+  bool finish() {
+    links_.release_all();
+    write_enums();
+    write_threads_and_processes();
+    write_session();
+    return ok_;
+  }
+
+  TableCounts counts() const {
+    TableCounts c = counts_;
+    c.notes = symbolizer_.notes();
+    return c;
+  }
+
+ private:
+  // A call waiting for its CorrID (call_links.h): the values of its rows in CUTRACE_API_CALLS and, where
+  // cuda_api_sum counts it, CUPTI_ACTIVITY_KIND_RUNTIME.
+  struct Pending {
+    uint64_t begin, duration, order;
+    uint32_t api, correlation;
+    int64_t call_id, start, end, gtid, name, result, chain;
+    int32_t depth;
+    uint8_t event_class;  // kClassCuda*, or 0xff when the call is not in the runtime table
+    std::string_view domain, result_name;  // static strings
+  };
+  struct LinkDecided {
+    TableProducer* producer;
+    void operator()(const Pending& p) const { producer->emit_call(p); }
+  };
+
+  void emit(TableId table, std::initializer_list<Value> values) {
+    assert(values.size() == table_def(table).columns.size());
+    if (ok_) ok_ = sink_.row(table, values.begin());
+  }
+
+  int64_t string_id(std::string_view text) {
+    auto [it, added] = string_ids_.try_emplace(std::string(text), int64_t(string_ids_.size()));
+    if (added) emit(TableId::kStringIds, {int_value(it->second), text_value(text)});
+    return it->second;
+  }
+
+  int64_t time(uint64_t ns) const { return int64_t(ns > origin_ ? ns - origin_ : 0); }
+
+  bool overlaps(uint64_t begin, uint64_t end) const {
+    return uint64_t(time(end)) >= options_.window_begin_ns && uint64_t(time(begin)) < options_.window_end_ns;
+  }
+
+  void emit_call(const Pending& p) {
+    emit(TableId::kApiCalls,
+         {int_value(p.call_id), int_value(p.start), int_value(p.end), int_value(p.gtid), int_value(p.name),
+          text_value(p.domain), int_value(p.depth), int_value(p.result),
+          p.result_name.empty() ? null_value() : text_value(p.result_name), int_value(p.correlation),
+          opt(p.chain != 0, p.chain)});
+    if (p.event_class != 0xff)
+      emit(TableId::kRuntime, {int_value(p.start), int_value(p.end), int_value(p.event_class), int_value(p.gtid),
+                               int_value(p.correlation), int_value(p.name), int_value(p.result), opt(p.chain != 0, p.chain)});
+  }
+
+  void add_call(const Event& ev) {
+    const ApiCall& c = ev.call;
+    if (!is_shown_call(c, options_.show_internal) || !overlaps(c.begin_ns, c.end_ns)) return;
+    const reader::Thread& th = *ev.thread;
+    ++counts_.calls;
+    const bool runtime_row = is_counted_call(c, kCudaFamily, options_.show_internal);
+    Pending p{c.begin_ns, c.duration_ns(), ++order_, c.api_id, 0, ++call_ids_, time(c.begin_ns), time(c.end_ns),
+              global_tid(th.pid, th.tid), string_id(c.api->display_name), int64_t(c.result),
+              c.frame_count || c.python_frame_count ? add_callchain(ev) : 0, c.depth,
+              uint8_t(!runtime_row ? 0xff : c.api->domain == abi::ApiDomain::kCudaRuntime ? kClassCudaRuntime
+                                                                                           : kClassCudaDriver),
+              reader::domain_name(c.api->domain), reader::result_name(*c.api, c.result)};
+    // The value as the reports print it, and the recorded slot itself (an enum's number, a pointer).
+    for (uint32_t i = 0; i < c.arg_count; ++i) {
+      const std::string text = reader::decode_call_arg(reader_, th, c, i).to_string();
+      const std::string name = reader::arg_name(*c.api, i);
+      emit(TableId::kApiArguments,
+           {int_value(p.call_id), int_value(i), text_value(name), text_value(text), int_value(int64_t(c.args[i]))});
+    }
+    // With GPU activity a call that gives the device work waits for CUPTI's id; the others keep 0, as
+    // in cuda_api_trace. Without it, the reader's numbering.
+    if (!linked_) {
+      p.correlation = c.correlation;
+      emit_call(p);
+    } else if (c.api->api_class != abi::ApiClass::kOther && (abi::domain_bit(c.api->domain) & abi::kCudaDomains)) {
+      links_.add(uint64_t(th.pid) << 32 | th.tid, p);
+    } else {
+      emit_call(p);
+    }
+    const Value start = int_value(p.start), end = int_value(p.end), gtid = int_value(p.gtid), name = int_value(p.name);
+    if (is_counted_call(c, kCublasFamily, options_.show_internal))
+      emit(TableId::kCublasEvents, {start, end, int_value(kClassCublas), gtid, name});
+    if (is_counted_call(c, kCudnnFamily, options_.show_internal))
+      emit(TableId::kCudnnEvents, {start, end, int_value(kClassCudnn), gtid, name});
+    if (is_counted_call(c, kOsrtFamily, options_.show_internal))
+      emit(TableId::kOsrtApi, {start, end, int_value(kClassOsRuntime), gtid, name, int_value(p.result),
+                               int_value(c.depth), opt(c.frame_count != 0, p.chain)});
+  }
+
+  // The call's stack: its native frames named from the binaries in CUDA_CALLCHAINS or OSRT_CALLCHAINS (by
+  // its domain), its Python frames in CUTRACE_PYTHON_CALLCHAINS, under one id.
+  int64_t add_callchain(const Event& ev) {
+    const ApiCall& c = ev.call;
+    const reader::Process& process = reader_.processes()[ev.thread->process];
+    const int64_t id = ++callchains_;
+    const bool osrt = c.api->domain == abi::ApiDomain::kOsRuntime;
+    for (uint32_t depth = 0; depth < c.frame_count; ++depth) {
+      const ResolvedAddress& where = symbolizer_.resolve(process, c.frames[depth], c.begin_ns);
+      const bool named = !where.frames.empty() && !where.frames.back().function.empty();
+      const Value symbol = int_value(string_id(named ? where.frames.back().function : raw_frame(where)));
+      const Value module = int_value(string_id(where.module));
+      const Value address = int_value(int64_t(c.frames[depth]));
+      if (osrt)
+        emit(TableId::kOsrtCallchains, {int_value(id), symbol, module, null_value(), null_value(), int_value(!named),
+                                        null_value(), address, null_value(), int_value(depth)});
+      else
+        emit(TableId::kCudaCallchains, {int_value(id), symbol, module, int_value(!named), address, int_value(depth)});
+    }
+    for (uint32_t depth = 0; depth < c.python_frame_count; ++depth) {
+      const abi::PythonFrame& f = c.python_frames[depth];
+      auto it = process.python_functions.find(f.function);
+      const bool known = it != process.python_functions.end();
+      const std::string function = known ? it->second.name : "python function " + reader::hex(f.function);
+      emit(TableId::kPythonCallchains, {int_value(id), int_value(depth), text_value(function),
+                                        text_value(known ? std::string_view(it->second.file) : std::string_view()),
+                                        int_value(int64_t(abi::python_frame_line(f)))});
+    }
+    return id;
+  }
+
+  void add_gpu(const Event& ev) {
+    const reader::GpuActivityEvent& g = ev.gpu;
+    if (g.kind == abi::GpuActivity::kApiLink) {
+      links_.link(uint64_t(ev.thread->pid) << 32 | g.tid, g.start_ns, g.api_id, g.correlation);
+      return;
+    }
+    if (g.kind == abi::GpuActivity::kDropped || !overlaps(g.start_ns, g.end_ns)) return;
+    const Value gpid = int_value(global_pid(ev.thread->pid));
+    const Value device = int_value(g.device == UINT32_MAX ? 0 : g.device);
+    const Value stream = int_value(g.stream == UINT32_MAX ? 0 : g.stream);
+    const Value start = int_value(time(g.start_ns)), end = int_value(time(g.end_ns)), context = int_value(g.context);
+    const Value n = null_value(), zero = int_value(0);
+    ++counts_.gpu;
+    switch (g.kind) {
+      case abi::GpuActivity::kKernel: {
+        const std::string demangled = g.name ? g.name->demangled : std::string("[unnamed kernel]");
+        const Value mangled = g.name ? int_value(string_id(g.name->mangled)) : n;
+        emit(TableId::kKernel,
+             {start, end, device, context, n, stream, int_value(g.correlation), gpid, int_value(string_id(demangled)),
+              int_value(string_id(base_kernel_name(demangled))), mangled, n, n, int_value(g.registers_per_thread),
+              int_value(g.grid[0]), int_value(g.grid[1]), int_value(g.grid[2]), int_value(g.block[0]),
+              int_value(g.block[1]), int_value(g.block[2]), int_value(g.static_shared_bytes),
+              int_value(g.dynamic_shared_bytes), zero, zero, zero, n, n, n});
+        return;
+      }
+      case abi::GpuActivity::kMemcpy:
+        emit(TableId::kMemcpy, {start, end, device, context, n, stream,
+                                int_value(g.runtime_correlation ? g.runtime_correlation : g.correlation), gpid,
+                                int_value(int64_t(g.bytes)), int_value(g.copy_kind), n, int_value(g.src_kind),
+                                int_value(g.dst_kind), n, n, n, n, n, n, n});
+        return;
+      case abi::GpuActivity::kMemset:
+        emit(TableId::kMemset, {start, end, device, context, n, stream, int_value(g.correlation), gpid,
+                                int_value(g.value), int_value(int64_t(g.bytes)), n, int_value(g.memory_kind)});
+        return;
+      case abi::GpuActivity::kSync:
+        emit(TableId::kSynchronization, {start, end, device, context, n, stream, int_value(g.correlation), gpid,
+                                         int_value(g.sync_type), int_value(g.event == UINT32_MAX ? -1 : int64_t(g.event))});
+        return;
+      case abi::GpuActivity::kMemory:
+        emit(TableId::kGpuMemoryUsage, {start, gpid, device, context, int_value(int64_t(g.address)), zero,
+                                        int_value(int64_t(g.bytes)), int_value(g.memory_kind), int_value(g.operation), n,
+                                        int_value(g.correlation), n, n, n, n, n, n});
+        return;
+      case abi::GpuActivity::kApiLink:
+      case abi::GpuActivity::kDropped:
+        return;
+    }
+  }
+
+  // The payload columns of NVTX_EVENTS (uint64Value .. floatValue), the one the type names set.
+  static void payload(abi::NvtxPayload type, uint64_t bits, Value (&cells)[6]) {
+    switch (type) {
+      case abi::NvtxPayload::kNone: break;
+      case abi::NvtxPayload::kUnsigned64: cells[0] = int_value(int64_t(bits)); break;
+      case abi::NvtxPayload::kSigned64: cells[1] = int_value(int64_t(bits)); break;
+      case abi::NvtxPayload::kDouble: {
+        double v;
+        std::memcpy(&v, &bits, sizeof v);
+        cells[2] = real_value(v);
+        break;
+      }
+      case abi::NvtxPayload::kUnsigned32: cells[3] = int_value(int64_t(uint32_t(bits))); break;
+      case abi::NvtxPayload::kSigned32: cells[4] = int_value(int32_t(uint32_t(bits))); break;
+      case abi::NvtxPayload::kFloat: {
+        float v;
+        const uint32_t low = uint32_t(bits);
+        std::memcpy(&v, &low, sizeof v);
+        cells[5] = real_value(v);
+        break;
+      }
+    }
+  }
+
+  void add_mark(const Event& ev) {
+    const reader::NvtxEvent& m = ev.nvtx;
+    if (!overlaps(m.time_ns, m.time_ns)) return;
+    Value cells[6];
+    payload(m.payload_type, m.payload, cells);
+    const Value n = null_value();
+    ++counts_.nvtx;
+    emit(TableId::kNvtxEvents,
+         {int_value(time(m.time_ns)), n, int_value(kNvtxMark), n, opt(m.category != 0, m.category),
+          opt(m.color.has_value(), int64_t(m.color.value_or(0))), text_value(m.text),
+          int_value(global_tid(ev.thread->pid, ev.thread->tid)), n, n, int_value(m.domain), cells[0], cells[1], cells[2],
+          cells[3], cells[4], cells[5], n, n});
+  }
+
+  void add_range(const NvtxRange& r) {
+    if (!overlaps(r.start_ns, r.end_ns)) return;
+    const Value n = null_value();
+    ++counts_.nvtx;
+    emit(TableId::kNvtxEvents,
+         {int_value(time(r.start_ns)), int_value(time(r.end_ns)), int_value(r.push_pop ? kNvtxPushPop : kNvtxStartEnd),
+          opt(!r.push_pop, int64_t(r.id)), n, n, text_value(r.message), int_value(global_tid(r.thread->pid, r.thread->tid)),
+          r.end_thread ? int_value(global_tid(r.end_thread->pid, r.end_thread->tid)) : n, n, int_value(r.domain), n, n, n,
+          n, n, n, n, n});
+  }
+
+  template <size_t N>
+  void write_enum(TableId table, const EnumRow (&rows)[N]) {
+    for (const EnumRow& e : rows) emit(table, {int_value(e.id), text_value(e.name), text_value(e.label)});
+  }
+
+  void write_enums() {
+    write_enum(TableId::kEnumEventClass, kEventClasses);
+    write_enum(TableId::kEnumEventType, kEventTypes);
+    write_enum(TableId::kEnumMemcpyOper, kMemcpyKinds);
+    write_enum(TableId::kEnumMemKind, kMemoryKinds);
+    write_enum(TableId::kEnumSyncType, kSyncTypes);
+    write_enum(TableId::kEnumDevMemEventOper, kMemoryOperations);
+  }
+
+  void write_threads_and_processes() {
+    const Value n = null_value();
+    for (uint32_t i = 0; reader_.thread(i) != nullptr; ++i) {
+      const reader::Thread& th = *reader_.thread(i);
+      const Value gtid = int_value(global_tid(th.pid, th.tid));
+      const Value priority = opt(th.priority >= 0, th.priority);
+      if (!th.name.empty()) emit(TableId::kThreadNames, {int_value(string_id(th.name)), priority, gtid});
+      emit(TableId::kThreads, {gtid, int_value(th.pid), int_value(th.tid), text_value(th.name), priority,
+                               opt(th.has_stats, int64_t(th.records_written)), opt(th.has_stats, int64_t(th.records_dropped)),
+                               opt(th.has_stats, int64_t(th.records_malformed))});
+    }
+    for (const reader::Process& p : reader_.processes()) {
+      // A domain's name, as nsys gives it: a row of its own that range rows join by domainId.
+      for (const auto& [domain, name] : p.nvtx_domains)
+        emit(TableId::kNvtxEvents, {int_value(0), n, int_value(kNvtxDomainCreate), n, n, n, text_value(name),
+                                    int_value(global_pid(p.pid)), n, n, int_value(domain), n, n, n, n, n, n, n, n});
+      const bool runtime = p.cuda_runtime_version != 0;
+      emit(TableId::kProcesses,
+           {int_value(global_pid(p.pid)), int_value(p.pid), int_value(p.ppid), text_value(p.command), text_value(p.exe),
+            opt(runtime, p.cuda_runtime_version), runtime ? text_value(p.cuda_runtime_path) : n,
+            p.gpu_status_code >= 0 ? text_value(p.gpu_status) : n,
+            p.python_frames_code >= 0 ? text_value(p.python_frames_status) : n});
+    }
+  }
+
+  void write_session() {
+    const format::FileHeader& h = reader_.file_header();
+    char utc[64] = "", local[64] = "";
+    const time_t seconds = time_t(h.created_realtime_ns / 1000000000);
+    struct tm tm_utc, tm_local;
+    if (gmtime_r(&seconds, &tm_utc)) std::strftime(utc, sizeof utc, "%Y-%m-%dT%H:%M:%S", &tm_utc);
+    if (localtime_r(&seconds, &tm_local)) std::strftime(local, sizeof local, "%Y-%m-%dT%H:%M:%S", &tm_local);
+    emit(TableId::kSessionStartTime, {int_value(int64_t(h.created_realtime_ns)), text_value(utc), text_value(local)});
+
+    for (const auto& [name, value] : reader_.metadata()) emit(TableId::kMetaDataCapture, {text_value(name), text_value(value)});
+    for (const auto& [name, value] : reader_.summary()) emit(TableId::kSummary, {text_value(name), text_value(value)});
+    const std::string state = reader_.status().describe();
+    emit(TableId::kSummary, {text_value("trace.state"), text_value(state)});
+
+    int64_t name_enum = 0;
+    for (const char* key : {"host", "rank", "command", "cwd"})
+      if (const std::string* value = reader_.metadata_value(key))
+        emit(TableId::kSystemEnv, {int_value(0), text_value(""), text_value(key), int_value(name_enum++), text_value(*value)});
+
+    // The session: from the file's creation to the last end the recorder saw.
+    uint64_t stop = 0;
+    if (const std::string* end = reader_.metadata_value("end.monotonic_ns")) stop = std::strtoull(end->c_str(), nullptr, 10);
+    emit(TableId::kAnalysisDetails, {int_value(0), int_value(time(stop)), int_value(0), int_value(time(stop))});
+
+    const std::string format_version = std::to_string(h.format_version);
+    for (const auto& [name, value] :
+         {std::pair<const char*, std::string_view>{"EXPORT_SCHEMA_VERSION", kNsysSchemaVersion},
+          {"EXPORT_PRODUCT", "cutrace"},
+          {"EXPORT_PRODUCT_VERSION", CUTRACE_VERSION_STRING},
+          {"EXPORT_TRACE_FORMAT_VERSION", format_version},
+          {"EXPORT_TIME_ORIGIN", "ns since the session start (TARGET_INFO_SESSION_START_TIME)"}})
+      emit(TableId::kMetaDataExport, {text_value(name), text_value(value)});
+  }
+
+  TraceReader& reader_;
+  ExportOptions options_;
+  RowSink& sink_;
+  uint64_t origin_ = 0;
+  bool started_ = false;
+  bool linked_ = false;  // the trace has GPU activity's API links (CorrIDs from CUPTI)
+  bool ok_ = true;
+  std::unordered_map<std::string, int64_t> string_ids_;
+  CallLinks<Pending, LinkDecided> links_;
+  NvtxRangeTracker ranges_;
+  Symbolizer symbolizer_;
+  int64_t callchains_ = 0, call_ids_ = 0;
+  uint64_t order_ = 0;
+  TableCounts counts_;
+};
+
+}  // namespace
+
+bool produce_tables(TraceReader& reader, const ExportOptions& options, RowSink& sink, TableCounts* counts) {
+  TableProducer producer(reader, options, sink);
+  Event ev;
+  bool ok = true;
+  while (ok && reader.next(ev)) ok = producer.add(ev);
+  ok = ok && producer.finish();
+  if (counts) *counts = producer.counts();
+  return ok;
+}
+
+}  // namespace cutrace::report
