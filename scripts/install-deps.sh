@@ -32,6 +32,9 @@ python_packages=(
   pytest==8.3.5       # end-to-end tests of `cutrace profile` on the simulated device
   zstandard==0.25.0   # runs the Python reader of docs/trace-format.md against real traces
   nvtx==0.2.17        # NVTX annotations from Python, captured with no change to the script
+  pyarrow==26.0.1     # the cutrace Python package (python/cutrace): tables as Arrow, Parquet and Arrow exports
+  pandas==2.3.3       # tests and docs/sql.md: the tables as DataFrames
+  duckdb==1.4.2       # tests and docs/sql.md: SQL over the tables and over a Parquet export
 )
 
 if [[ "${1:-}" == "--list" ]]; then

@@ -1,9 +1,13 @@
 // `cutrace export`: converts a trace for other tools.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <regex>
 #include <tuple>
 #include <vector>
 
@@ -52,6 +56,8 @@ void print_help() {
       "      --symbol-path DIR[:DIR]     also look for the traced binaries here (a copy of them, found by\n"
       "                                  name, path or build-id; default $CUTRACE_SYMBOL_PATH), to name\n"
       "                                  the frames of stacks and samples\n"
+      "      --tables REGEX              only the tables whose whole name matches REGEX (sqlite, parquetdir,\n"
+      "                                  arrowdir; e.g. 'CUPTI_ACTIVITY_KIND_.*|StringIds')\n"
       "      --show-internal true        also export the CUDA runtime's internal calls (kernel registration,\n"
       "                                  __cudaPushCallConfiguration, ...), which are left out by default\n"
       "  -h, --help                      show this help\n"
@@ -114,6 +120,48 @@ int finish_export(reader::TraceReader& trace, Output& out, const std::string& ou
   return exit_code;
 }
 
+// The directory of this executable ("" when /proc does not say).
+std::string executable_dir() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return {};
+  std::string p(path, size_t(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+bool is_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Runs `python3 -m cutrace export ARGS...` in place of this process, with what it needs to find the
+// package and its library: installed beside this executable (a virtual environment's bin/, after pip
+// install), or the checkout's python/ and the build's lib/ (a build tree). $CUTRACE_PYTHON chooses
+// the interpreter.
+int run_python_export(const ExporterInfo* exporter, int argc, char** argv) {
+  const std::string here = executable_dir();
+  std::string python = "python3";
+  if (const char* given = std::getenv("CUTRACE_PYTHON"); given && *given) python = given;
+  else if (!here.empty() && is_file(here + "/python3")) python = here + "/python3";
+  if (!std::getenv("CUTRACE_TABLES_LIBRARY") && !here.empty() && is_file(here + "/../lib/libcutrace-tables.so"))
+    ::setenv("CUTRACE_TABLES_LIBRARY", (here + "/../lib/libcutrace-tables.so").c_str(), 1);
+#ifdef CUTRACE_SOURCE_PYTHON_DIR
+  if (is_file(std::string(CUTRACE_SOURCE_PYTHON_DIR) + "/cutrace/__init__.py")) {
+    const char* path = std::getenv("PYTHONPATH");
+    const std::string joined = std::string(CUTRACE_SOURCE_PYTHON_DIR) + (path && *path ? std::string(":") + path : "");
+    ::setenv("PYTHONPATH", joined.c_str(), 1);
+  }
+#endif
+  std::vector<char*> args = {python.data(), const_cast<char*>("-m"), const_cast<char*>(exporter->python_module)};
+  for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execvp(python.c_str(), args.data());
+  std::fprintf(stderr, "cutrace export: --type %s is written by Python, and %s cannot be run (%s); install Python 3 "
+                       "or set CUTRACE_PYTHON.\n", exporter->type, python.c_str(), std::strerror(errno));
+  return kExitFailure;
+}
+
 }  // namespace
 
 int export_main(int argc, char** argv) {
@@ -131,7 +179,8 @@ int export_main(int argc, char** argv) {
     if (!args.options_done() &&
         (args.value_option("-t", "--type", type, missing) || args.value_option("-o", "--output", output_arg, missing) ||
          args.value_option(nullptr, "--from", from_arg, missing) || args.value_option(nullptr, "--to", to_arg, missing) ||
-         args.value_option(nullptr, "--filter-nvtx", filter_arg, missing))) {
+         args.value_option(nullptr, "--filter-nvtx", filter_arg, missing) ||
+         args.value_option(nullptr, "--tables", options.tables, missing))) {
       if (missing) {
         std::fprintf(stderr, "cutrace export: %s needs a value; see `cutrace export --help`.\n", std::string(a).c_str());
         return kExitUsage;
@@ -185,6 +234,21 @@ int export_main(int argc, char** argv) {
   if (trace_path.empty()) {
     std::fprintf(stderr, "cutrace export: no trace given; usage: cutrace export --type %s FILE.cutrace.\n", type.c_str());
     return kExitUsage;
+  }
+  if (exporter->python_module) return run_python_export(exporter, argc, argv);
+  if (!options.tables.empty()) {
+    if (!exporter->write_file) {
+      std::fprintf(stderr, "cutrace export: --tables is for the exports made of tables (sqlite, parquetdir and "
+                           "arrowdir), not %s.\n", exporter->type);
+      return kExitUsage;
+    }
+    try {
+      std::regex check(options.tables);
+    } catch (const std::regex_error& e) {
+      std::fprintf(stderr, "cutrace export: --tables takes a regular expression; '%s' is not one (%s).\n",
+                   options.tables.c_str(), e.what());
+      return kExitUsage;
+    }
   }
 
   for (auto [arg, name, field] : {std::tuple{&from_arg, "--from", &options.window_begin_ns},

@@ -219,6 +219,8 @@ int64_t global_pid(uint32_t pid) { return int64_t(uint64_t(pid & 0xffffff) << 24
 
 Value opt(bool has, int64_t v) { return has ? int_value(v) : null_value(); }
 
+}  // namespace
+
 class TableProducer {
  public:
   TableProducer(TraceReader& reader, const ExportOptions& options, RowSink& sink)
@@ -255,6 +257,8 @@ class TableProducer {
     write_session();
     return ok_;
   }
+
+  bool ok() const { return ok_; }
 
   TableCounts counts() const {
     TableCounts c = counts_;
@@ -564,16 +568,32 @@ class TableProducer {
   TableCounts counts_;
 };
 
-}  // namespace
+TableStream::TableStream(TraceReader& reader, const ExportOptions& options, RowSink& sink)
+    : reader_(reader), producer_(std::make_unique<TableProducer>(reader, options, sink)) {}
+TableStream::~TableStream() = default;
+
+bool TableStream::step() {
+  if (done_) return false;
+  Event ev;
+  if (reader_.next(ev)) {
+    if (producer_->add(ev)) return true;
+    done_ = true;
+    return false;
+  }
+  done_ = true;
+  producer_->finish();
+  return false;
+}
+
+bool TableStream::ok() const { return producer_->ok(); }
+TableCounts TableStream::counts() const { return producer_->counts(); }
 
 bool produce_tables(TraceReader& reader, const ExportOptions& options, RowSink& sink, TableCounts* counts) {
-  TableProducer producer(reader, options, sink);
-  Event ev;
-  bool ok = true;
-  while (ok && reader.next(ev)) ok = producer.add(ev);
-  ok = ok && producer.finish();
-  if (counts) *counts = producer.counts();
-  return ok;
+  TableStream stream(reader, options, sink);
+  while (stream.step()) {
+  }
+  if (counts) *counts = stream.counts();
+  return stream.ok();
 }
 
 }  // namespace cutrace::report

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -96,6 +97,27 @@ class RowSink {
 struct TableCounts {
   uint64_t calls = 0, gpu = 0, nvtx = 0;
   std::vector<std::string> notes;  // what could not be named (symbolizer notes), one line each
+};
+
+class TableProducer;
+
+// The same, a step at a time, for a consumer that takes rows as they come (the Python package's
+// record batches): each step reads one event of the trace; the last gives the tables written at the end.
+class TableStream {
+ public:
+  TableStream(reader::TraceReader& reader, const ExportOptions& options, RowSink& sink);
+  ~TableStream();
+  TableStream(const TableStream&) = delete;
+  TableStream& operator=(const TableStream&) = delete;
+  // False once the trace is read to its end, or the sink refused a row (ok() tells which).
+  bool step();
+  bool ok() const;
+  TableCounts counts() const;
+
+ private:
+  reader::TraceReader& reader_;
+  std::unique_ptr<TableProducer> producer_;
+  bool done_ = false;
 };
 
 // Reads `reader` to its end and gives every row of every table to `sink`. Rows of a table come in the

@@ -20,6 +20,9 @@ struct ExportOptions {
   // start, the export's time 0).
   uint64_t window_begin_ns = 0;
   uint64_t window_end_ns = UINT64_MAX;
+  // --tables: only the tables whose whole name matches this ECMAScript regular expression ("": all),
+  // for the formats made of tables.
+  std::string tables;
 };
 
 struct ExportResult {
@@ -37,6 +40,9 @@ struct ExporterInfo {
   // is empty, and sets `error` to one sentence when it cannot. nullptr for a stream format.
   ExportResult (*write_file)(reader::TraceReader& reader, const std::string& path, const ExportOptions& options,
                              std::string& error);
+  // A format the Python package writes (python/cutrace, with pyarrow): `cutrace export` hands its whole
+  // command line to `python3 -m <module> export ...`. nullptr for the formats written here.
+  const char* python_module;
   // Warnings about the finished output of `bytes` bytes (before any compression), one sentence each;
   // nullptr: none.
   std::vector<std::string> (*size_warnings)(const std::string& path, uint64_t bytes);

@@ -45,9 +45,13 @@ std::vector<std::string> perfetto_size_warnings(const std::string& path, uint64_
 const std::vector<ExporterInfo>& exporters() {
   static const std::vector<ExporterInfo> kExporters = {
       {"perfetto", "Chrome trace-event JSON, for ui.perfetto.dev and chrome://tracing", ".json", write_perfetto_json,
-       nullptr, perfetto_size_warnings},
+       nullptr, nullptr, perfetto_size_warnings},
       {"sqlite", "an SQLite database with nsys's tables and columns (docs/sql.md)", ".sqlite", nullptr, write_sqlite,
-       nullptr},
+       nullptr, nullptr},
+      {"parquetdir", "a directory of Parquet files, one per table of the SQLite export (needs pyarrow)", "_pqtdir",
+       nullptr, nullptr, "cutrace", nullptr},
+      {"arrowdir", "a directory of Arrow IPC files, one per table of the SQLite export (needs pyarrow)", "_arwdir",
+       nullptr, nullptr, "cutrace", nullptr},
   };
   return kExporters;
 }

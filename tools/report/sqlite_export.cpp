@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -12,10 +13,11 @@
 namespace cutrace::report {
 namespace {
 
-// "CREATE TABLE name (column TYPE [NOT NULL], ..., [PRIMARY KEY (...)]);" for every table.
-std::string schema_sql() {
+// "CREATE TABLE name (column TYPE [NOT NULL], ..., [PRIMARY KEY (...)]);" for every table kept.
+std::string schema_sql(const std::vector<bool>& kept) {
   std::string sql;
   for (const TableDef& t : export_tables()) {
+    if (!kept[size_t(t.id)]) continue;
     sql += "CREATE TABLE " + std::string(t.name) + " (";
     for (size_t i = 0; i < t.columns.size(); ++i) {
       const ColumnDef& c = t.columns[i];
@@ -31,8 +33,12 @@ std::string schema_sql() {
 
 class SqliteSink : public RowSink {
  public:
-  explicit SqliteSink(sqlite3* db) : db_(db) {
+  SqliteSink(sqlite3* db, const std::vector<bool>& kept) : db_(db), kept_(kept) {
     for (const TableDef& t : export_tables()) {
+      if (!kept[size_t(t.id)]) {
+        inserts_.push_back(nullptr);
+        continue;
+      }
       std::string sql = "INSERT INTO " + std::string(t.name) + " VALUES (";
       for (size_t i = 0; i < t.columns.size(); ++i) sql += i ? ",?" : "?";
       sql += ")";
@@ -48,6 +54,7 @@ class SqliteSink : public RowSink {
 
   bool row(TableId table, const Value* values) override {
     sqlite3_stmt* stmt = inserts_[size_t(table)];
+    if (!stmt) return true;  // a table --tables leaves out
     const size_t columns = table_def(table).columns.size();
     for (size_t i = 0; i < columns; ++i) {
       const Value& v = values[i];
@@ -67,6 +74,7 @@ class SqliteSink : public RowSink {
 
  private:
   sqlite3* db_;
+  std::vector<bool> kept_;
   std::vector<sqlite3_stmt*> inserts_;
   bool ok_ = true;
 };
@@ -88,8 +96,13 @@ ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, 
   // The file is a temporary one, moved into place only when complete: no journal is needed, and one
   // transaction holds every row.
   char* message = nullptr;
+  std::vector<bool> kept(export_tables().size(), true);
+  if (!options.tables.empty()) {
+    const std::regex pattern(options.tables);  // checked by the command line
+    for (const TableDef& t : export_tables()) kept[size_t(t.id)] = std::regex_match(t.name, pattern);
+  }
   const std::string setup = "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE; "
-                            "PRAGMA cache_size=-65536; BEGIN;\n" + schema_sql();
+                            "PRAGMA cache_size=-65536; BEGIN;\n" + schema_sql(kept);
   if (sqlite3_exec(db.get(), setup.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
     error = "cannot write " + path + " (" + (message ? message : "?") + ")";
     sqlite3_free(message);
@@ -98,7 +111,7 @@ ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, 
   TableCounts counts;
   bool ok;
   {
-    SqliteSink sink(db.get());
+    SqliteSink sink(db.get(), kept);
     ok = sink.prepared() && produce_tables(reader, options, sink, &counts);
   }
   if (!ok || sqlite3_exec(db.get(), "COMMIT;", nullptr, nullptr, &message) != SQLITE_OK) {

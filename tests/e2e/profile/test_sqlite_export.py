@@ -197,3 +197,14 @@ def test_a_cut_off_trace_exports_its_intact_part(tmp_path):
         names = dict(conn.execute("SELECT id, value FROM StringIds").fetchall())
         return [(s, e, names[n]) for s, e, n in conn.execute("SELECT start, end, nameId FROM CUTRACE_API_CALLS ORDER BY callId")]
     assert calls(part) == calls(db)[:kept]
+
+
+def test_tables_chosen_by_a_regular_expression(vector_add, tmp_path):
+    trace, _, _ = vector_add
+    _, db = export(trace, tmp_path / "some.sqlite", "--tables", "CUPTI_ACTIVITY_KIND_(RUNTIME|KERNEL)|StringIds")
+    assert sorted(n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")) == [
+        "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "StringIds"]
+    assert db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0] == 20
+    proc = run_tool("export", "--type", "perfetto", "--tables", "StringIds", trace, expect=2)
+    assert proc.stderr == ("cutrace export: --tables is for the exports made of tables (sqlite, parquetdir and arrowdir), "
+                           "not perfetto.\n")

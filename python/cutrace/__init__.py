@@ -1,0 +1,174 @@
+"""Read cutrace traces as tables: pyarrow, pandas, DuckDB.
+
+    import cutrace
+    trace = cutrace.open("run.cutrace")
+    trace.tables()                                   # the table names (docs/sql.md)
+    kernels = trace.table("CUPTI_ACTIVITY_KIND_KERNEL")   # a pyarrow.Table
+    kernels.to_pandas()
+    for name, batch in trace.batches(): ...          # every table, a record batch at a time
+
+The tables are those of `cutrace export --type sqlite`, with the same columns and rows: the trace is
+read by the project's own C++ reader (libcutrace-tables.so), which hands Arrow record batches over the
+Arrow C data interface, so a trace of any size streams with bounded memory.
+"""
+import ctypes
+import os
+from pathlib import Path
+
+try:
+    import pyarrow as pa
+except ImportError as _e:  # `python3 -m cutrace export` says what is missing, in one sentence
+    pa = None
+    _PYARROW_ERROR = _e
+
+__all__ = ["open", "Trace", "TraceError", "table_names"]
+
+_ABI_VERSION = 1
+
+
+class TraceError(Exception):
+    """A trace that cannot be read, or a library that does not fit this package; the message says why."""
+
+
+class _ArrowSchema(ctypes.Structure):
+    _fields_ = [("format", ctypes.c_char_p), ("name", ctypes.c_char_p), ("metadata", ctypes.c_char_p),
+                ("flags", ctypes.c_int64), ("n_children", ctypes.c_int64), ("children", ctypes.c_void_p),
+                ("dictionary", ctypes.c_void_p), ("release", ctypes.c_void_p), ("private_data", ctypes.c_void_p)]
+
+
+class _ArrowArray(ctypes.Structure):
+    _fields_ = [("length", ctypes.c_int64), ("null_count", ctypes.c_int64), ("offset", ctypes.c_int64),
+                ("n_buffers", ctypes.c_int64), ("n_children", ctypes.c_int64), ("buffers", ctypes.c_void_p),
+                ("children", ctypes.c_void_p), ("dictionary", ctypes.c_void_p), ("release", ctypes.c_void_p),
+                ("private_data", ctypes.c_void_p)]
+
+
+def _library_path():
+    """libcutrace-tables.so: $CUTRACE_TABLES_LIBRARY, else beside this package (pip install .)."""
+    given = os.environ.get("CUTRACE_TABLES_LIBRARY")
+    if given:
+        return Path(given)
+    return Path(__file__).resolve().parent / "libcutrace-tables.so"
+
+
+_lib = None
+
+
+def _library():
+    global _lib
+    if _lib is not None:
+        return _lib
+    if pa is None:
+        raise TraceError(f"the cutrace package needs pyarrow, which this Python cannot import ({_PYARROW_ERROR}); "
+                         "pip install pyarrow")
+    path = _library_path()
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as e:
+        raise TraceError(f"cannot load {path} ({e}); install the package with `pip install .` from a cutrace "
+                         "checkout, or set CUTRACE_TABLES_LIBRARY to a build's lib/libcutrace-tables.so") from None
+    lib.cutrace_tables_abi_version.restype = ctypes.c_int
+    if lib.cutrace_tables_abi_version() != _ABI_VERSION:
+        raise TraceError(f"{path} is of another cutrace version than this package; install both from one checkout")
+    lib.cutrace_tables_count.restype = ctypes.c_int
+    lib.cutrace_tables_name.restype = ctypes.c_char_p
+    lib.cutrace_tables_name.argtypes = [ctypes.c_int]
+    lib.cutrace_tables_schema.argtypes = [ctypes.c_int, ctypes.POINTER(_ArrowSchema)]
+    lib.cutrace_tables_open.restype = ctypes.c_void_p
+    lib.cutrace_tables_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
+                                        ctypes.c_char_p, ctypes.c_size_t]
+    lib.cutrace_tables_next.restype = ctypes.c_int
+    lib.cutrace_tables_next.argtypes = [ctypes.c_void_p, ctypes.POINTER(_ArrowArray)]
+    lib.cutrace_tables_complete.restype = ctypes.c_int
+    lib.cutrace_tables_complete.argtypes = [ctypes.c_void_p]
+    lib.cutrace_tables_status.restype = ctypes.c_char_p
+    lib.cutrace_tables_status.argtypes = [ctypes.c_void_p]
+    lib.cutrace_tables_close.argtypes = [ctypes.c_void_p]
+    _lib = lib
+    return lib
+
+
+def table_names():
+    """Every table a trace can have, in the order of the export (those of docs/sql.md)."""
+    lib = _library()
+    return [lib.cutrace_tables_name(i).decode() for i in range(lib.cutrace_tables_count())]
+
+
+def _schemas():
+    lib = _library()
+    schemas = []
+    for i in range(lib.cutrace_tables_count()):
+        c = _ArrowSchema()
+        lib.cutrace_tables_schema(i, ctypes.byref(c))
+        schemas.append(pa.Schema._import_from_c(ctypes.addressof(c)))
+    return schemas
+
+
+class Trace:
+    """A cutrace trace, read as tables. Each of batches(), table() and tables_of() reads the trace once."""
+
+    def __init__(self, path, show_internal=False, start_ns=0, end_ns=None):
+        self.path = str(path)
+        self.show_internal = show_internal
+        self.start_ns = start_ns
+        self.end_ns = (1 << 64) - 1 if end_ns is None else end_ns
+        self.complete = None  # after a read: whether the trace was whole
+        self.status = None    # and the reader's sentence about it
+        # Fails now, with the reader's sentence, rather than at the first read.
+        self._close(self._open())
+
+    def _open(self):
+        lib = _library()
+        error = ctypes.create_string_buffer(1024)
+        handle = lib.cutrace_tables_open(os.fsencode(self.path), int(self.show_internal), self.start_ns, self.end_ns,
+                                         error, len(error))
+        if not handle:
+            raise TraceError(error.value.decode(errors="replace"))
+        return handle
+
+    def _close(self, handle):
+        lib = _library()
+        self.complete = bool(lib.cutrace_tables_complete(handle))
+        self.status = lib.cutrace_tables_status(handle).decode(errors="replace")
+        lib.cutrace_tables_close(handle)
+
+    def tables(self):
+        """The names of the tables (all of them: a table the trace has no rows for is empty)."""
+        return table_names()
+
+    def batches(self):
+        """Yields (table name, pyarrow.RecordBatch) for every row of every table, in one pass."""
+        lib = _library()
+        names, schemas = table_names(), _schemas()
+        handle = self._open()
+        try:
+            while True:
+                c = _ArrowArray()
+                table = lib.cutrace_tables_next(handle, ctypes.byref(c))
+                if table < 0:
+                    break
+                batch = pa.RecordBatch._import_from_c(ctypes.addressof(c), schemas[table])
+                yield names[table], batch
+        finally:
+            self._close(handle)
+
+    def tables_of(self, names):
+        """{name: pyarrow.Table} for the tables named, in one pass."""
+        wanted = {n: [] for n in names}
+        unknown = set(wanted) - set(table_names())
+        if unknown:
+            raise TraceError(f"no table {', '.join(sorted(unknown))}; the tables are {', '.join(table_names())}")
+        schemas = dict(zip(table_names(), _schemas()))
+        for name, batch in self.batches():
+            if name in wanted:
+                wanted[name].append(batch)
+        return {n: pa.Table.from_batches(b, schema=schemas[n]) for n, b in wanted.items()}
+
+    def table(self, name):
+        """One table as a pyarrow.Table (.to_pandas() for a DataFrame; DuckDB queries it by name)."""
+        return self.tables_of([name])[name]
+
+
+def open(path, show_internal=False, start_ns=0, end_ns=None):  # noqa: A001 (as builtins.open and sqlite3.connect)
+    """Opens a trace; raises TraceError with the reason when it cannot be read."""
+    return Trace(path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns)

@@ -1,0 +1,19 @@
+"""`python3 -m cutrace export ...`: the exports the package writes (cutrace export runs it for them)."""
+import sys
+
+
+def main(argv):
+    if len(argv) >= 1 and argv[0] == "export":
+        import cutrace
+        if cutrace.pa is None:
+            print(f"cutrace export: this export needs the Python package pyarrow, which {sys.executable} cannot "
+                  f"import ({cutrace._PYARROW_ERROR}); pip install pyarrow, or pip install . from a cutrace checkout.",
+                  file=sys.stderr)
+            return 1
+        from .export import main as export_main
+        return export_main(argv[1:])
+    print("usage: python3 -m cutrace export --type parquetdir|arrowdir [options] FILE.cutrace", file=sys.stderr)
+    return 2
+
+
+sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,141 @@
+"""`cutrace export --type parquetdir|arrowdir`: the tables of a trace as one file per table, as nsys lays
+out its Parquet export (NAME_pqtdir/TABLE.parquet), with the columns and rows of the SQLite export.
+`cutrace export` runs this module for those types; `python3 -m cutrace export ...` runs it directly."""
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from . import TraceError, open as open_trace, table_names
+
+PROG = "cutrace export"
+# The suffix nsys gives each type's output directory, after the trace's name.
+SUFFIXES = {"parquetdir": "_pqtdir", "arrowdir": "_arwdir"}
+EXTENSIONS = {"parquetdir": ".parquet", "arrowdir": ".arrow"}
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_time_ns(text):
+    """'1.5' (seconds), '200ms', '30us', '1000ns', '2s' -> ns, as cutrace export takes --from and --to."""
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+)(ns|us|ms|s)?", text)
+    if not m:
+        raise UsageError(f"--from and --to take a time such as 1.5 (seconds), 200ms, 30us or 1000ns, not '{text}'")
+    scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9, None: 1e9}[m.group(2)]
+    return int(float(m.group(1)) * scale + 0.5)
+
+
+def parse_bool(name, text):
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise UsageError(f"{name} takes true or false")
+
+
+def default_output(trace, kind):
+    name = str(trace)
+    if name.endswith(".cutrace") and len(Path(name).name) > len(".cutrace"):
+        name = name[: -len(".cutrace")]
+    return Path(name + SUFFIXES[kind])
+
+
+class TableFiles:
+    """One file per table, opened at its first batch, in a temporary directory until all is written."""
+
+    def __init__(self, kind, directory):
+        self.kind, self.directory, self.writers, self.rows = kind, directory, {}, {}
+
+    def write(self, name, batch):
+        writer = self.writers.get(name)
+        if writer is None:
+            path = self.directory / (name + EXTENSIONS[self.kind])
+            if self.kind == "parquetdir":
+                writer = pq.ParquetWriter(path, batch.schema, compression="zstd")
+            else:
+                writer = ipc.new_file(path, batch.schema)
+            self.writers[name], self.rows[name] = writer, 0
+        writer.write_batch(batch)
+        self.rows[name] += batch.num_rows
+
+    def close(self):
+        for writer in self.writers.values():
+            writer.close()
+
+
+def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=0, end_ns=None, force=False):
+    """Writes the tables of `trace_path` (those whose name matches the regular expression `tables`, all
+    by default) into the directory `output`. Returns (rows per table, the trace object)."""
+    output = Path(output)
+    if output.exists() and not force:
+        raise UsageError(f"{output} already exists; pass -f true to overwrite it or choose another name with -o")
+    pattern = re.compile(tables) if tables else None
+    trace = open_trace(trace_path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns)
+    parent = output.resolve().parent
+    if not parent.is_dir():
+        raise TraceError(f"cannot create {output} (its directory does not exist); check that it exists and is writable")
+    temp = Path(tempfile.mkdtemp(prefix=output.name + ".tmp-", dir=parent))
+    try:
+        files = TableFiles(kind, temp)
+        try:
+            for name, batch in trace.batches():
+                if pattern is None or pattern.fullmatch(name):
+                    files.write(name, batch)
+        finally:
+            files.close()
+        if output.exists():
+            shutil.rmtree(output) if output.is_dir() else output.unlink()
+        os.rename(temp, output)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    return files.rows, trace
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog=PROG, add_help=True, description="Writes a trace's tables, one file per table.")
+    ap.add_argument("-t", "--type", required=True, choices=sorted(SUFFIXES))
+    ap.add_argument("-o", "--output")
+    ap.add_argument("-f", "--force-overwrite", default="false")
+    ap.add_argument("--tables", help="only the tables whose whole name matches this regular expression")
+    ap.add_argument("--from", dest="start")
+    ap.add_argument("--to", dest="end")
+    ap.add_argument("--show-internal", default="false")
+    ap.add_argument("trace")
+    args = ap.parse_args(argv)
+    try:
+        force = parse_bool("--force-overwrite", args.force_overwrite)
+        show_internal = parse_bool("--show-internal", args.show_internal)
+        start = parse_time_ns(args.start) if args.start else 0
+        end = parse_time_ns(args.end) if args.end else None
+        if end is not None and end <= start:
+            raise UsageError("--to must come after --from")
+        if args.tables:
+            try:
+                re.compile(args.tables)
+            except re.error as e:
+                raise UsageError(f"--tables takes a regular expression; '{args.tables}' is not one ({e})") from None
+        output = Path(args.output) if args.output else default_output(args.trace, args.type)
+        rows, trace = export(args.trace, args.type, output, args.tables, show_internal, start, end, force)
+    except UsageError as e:
+        print(f"{PROG}: {e}.", file=sys.stderr)
+        return 2
+    except TraceError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"{PROG}: cannot write {args.output or args.trace} ({e.strerror or e}).", file=sys.stderr)
+        return 1
+    if not trace.complete:
+        print(f"{PROG}: warning: {trace.path}: {trace.status}", file=sys.stderr)
+    total = sum(rows.values())
+    print(f"{PROG}: wrote {output} ({total:,} rows in {len(rows)} {'table' if len(rows) == 1 else 'tables'}).",
+          file=sys.stderr)
+    return 0 if trace.complete else 3

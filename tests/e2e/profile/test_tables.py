@@ -1,0 +1,166 @@
+"""The tables of a trace in Python (the cutrace package, through the C++ reader), Parquet and Arrow
+(`cutrace export --type parquetdir|arrowdir`): the same tables, columns and rows as the SQLite export,
+value for value; DuckDB and pandas over them; the refusals."""
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, CUTRACE, app, profile, run_tool
+
+pa = pytest.importorskip("pyarrow")
+import pyarrow.ipc  # noqa: E402
+import pyarrow.parquet  # noqa: E402
+
+SOURCE_PYTHON = Path(__file__).resolve().parents[3] / "python"
+LIBRARY = BUILD / "lib" / "libcutrace-tables.so"
+os.environ.setdefault("CUTRACE_TABLES_LIBRARY", str(LIBRARY))
+sys.path.insert(0, str(SOURCE_PYTHON))
+import cutrace  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tables")
+    _, trace = profile(tmp, [app("sim_vector_add"), "10"],
+                       options=["-t", "cuda,nvtx,osrt", "--cudabacktrace", "memory:1000"])
+    run_tool("export", "--type", "sqlite", "-o", tmp / "trace.sqlite", trace)
+    return trace, sqlite3.connect(tmp / "trace.sqlite"), tmp
+
+
+def sqlite_rows(db, table):
+    return [tuple(row) for row in db.execute(f'SELECT * FROM "{table}" ORDER BY rowid')]
+
+
+def arrow_rows(table):
+    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return list(zip(*columns)) if columns else []
+
+
+def test_every_table_has_the_rows_of_the_sqlite_export_value_for_value(traced):
+    trace, db, _ = traced
+    t = cutrace.open(trace)
+    assert t.tables() == [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
+    tables = t.tables_of(t.tables())
+    assert t.complete and t.status.startswith("complete")
+    non_empty = 0
+    for name, table in tables.items():
+        columns = [c[1] for c in db.execute(f'PRAGMA table_info("{name}")')]
+        assert table.schema.names == columns, name
+        assert arrow_rows(table) == sqlite_rows(db, name), name
+        non_empty += table.num_rows > 0
+    assert non_empty >= 20
+    assert tables["CUPTI_ACTIVITY_KIND_KERNEL"].num_rows == 20
+    # Types as the schema declares them; NOT NULL columns are not nullable.
+    kernel = tables["CUPTI_ACTIVITY_KIND_KERNEL"].schema
+    assert kernel.field("start").type == pa.int64() and not kernel.field("start").nullable
+    assert kernel.field("mangledName").nullable
+    assert tables["StringIds"].schema.field("value").type == pa.string()
+
+
+def test_pandas_and_duckdb_read_the_tables(traced):
+    duckdb = pytest.importorskip("duckdb")
+    trace, db, _ = traced
+    t = cutrace.open(trace)
+    calls = t.table("CUPTI_ACTIVITY_KIND_RUNTIME")
+    names = t.table("StringIds")
+    frame = calls.to_pandas()
+    assert len(frame) == db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    in_duckdb = duckdb.sql("""SELECT s.value, count(*), sum(c."end" - c.start) FROM calls AS c JOIN names AS s
+                              ON s.id = c.nameId GROUP BY 1 ORDER BY 1""").fetchall()
+    in_sqlite = db.execute("""SELECT s.value, count(*), sum(c.end - c.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME AS c
+                              JOIN StringIds AS s ON s.id = c.nameId GROUP BY 1 ORDER BY 1""").fetchall()
+    assert in_duckdb == in_sqlite and len(in_sqlite) == 6
+
+
+@pytest.mark.parametrize("kind", ["parquetdir", "arrowdir"])
+def test_a_file_per_table_with_the_rows_of_the_sqlite_export(traced, kind):
+    trace, db, tmp = traced
+    out = tmp / f"out_{kind}"
+    proc = run_tool("export", "--type", kind, "-o", out, trace)
+    assert proc.stderr.startswith(f"cutrace export: wrote {out} (") and proc.stderr.endswith(" tables).\n"), proc.stderr
+    files = sorted(out.iterdir())
+    suffix = ".parquet" if kind == "parquetdir" else ".arrow"
+    assert files and all(f.suffix == suffix for f in files)
+    for f in files:
+        table = pyarrow.parquet.read_table(f) if kind == "parquetdir" else pyarrow.ipc.open_file(f).read_all()
+        assert arrow_rows(table) == sqlite_rows(db, f.stem), f.name
+    # Only tables with rows get a file; every table with rows has one.
+    with_rows = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                 if db.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]}
+    assert {f.stem for f in files} == with_rows
+
+
+def test_duckdb_over_a_parquet_directory_sums_as_cutrace_stats(traced):
+    duckdb = pytest.importorskip("duckdb")
+    trace, db, tmp = traced
+    out = tmp / "for_duckdb"
+    run_tool("export", "--type", "parquetdir", "-o", out, trace)
+    rows = duckdb.sql(f"""
+        SELECT s.value, count(*) FROM '{out}/CUPTI_ACTIVITY_KIND_KERNEL.parquet' AS k
+        JOIN '{out}/CUPTI_ACTIVITY_KIND_RUNTIME.parquet' AS r
+          ON k.correlationId = r.correlationId AND k.globalPid = r.globalTid - r.globalTid % 16777216
+        JOIN '{out}/StringIds.parquet' AS s ON s.id = k.shortName GROUP BY 1 ORDER BY 1""").fetchall()
+    assert rows == [("axpy", 10), ("square_kernel", 10)]
+
+
+def test_tables_chosen_by_a_regular_expression_and_the_default_name(traced):
+    trace, _, tmp = traced
+    copy = tmp / "named.cutrace"
+    copy.write_bytes(trace.read_bytes())
+    run_tool("export", "--type", "parquetdir", "--tables", "CUPTI_ACTIVITY_KIND_.*|StringIds", copy)
+    out = tmp / "named_pqtdir"
+    assert sorted(f.stem for f in out.iterdir()) == ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                                                     "CUPTI_ACTIVITY_KIND_RUNTIME", "StringIds"]
+
+
+def test_refusals(traced, tmp_path):
+    trace, _, _ = traced
+    out = tmp_path / "exists_pqtdir"
+    out.mkdir()
+    (out / "keep").write_text("mine")
+    proc = run_tool("export", "--type", "parquetdir", "-o", out, trace, expect=2)
+    assert proc.stderr == (f"cutrace export: {out} already exists; pass -f true to overwrite it or choose another name "
+                           "with -o.\n")
+    assert (out / "keep").read_text() == "mine"
+    proc = run_tool("export", "--type", "parquetdir", "--tables", "(", trace, expect=2)
+    assert proc.stderr.startswith("cutrace export: --tables takes a regular expression; '(' is not one ("), proc.stderr
+    missing = tmp_path / "missing.cutrace"
+    proc = run_tool("export", "--type", "arrowdir", "-o", tmp_path / "x", missing, expect=1)
+    assert proc.stderr.startswith(f"cutrace export: {missing}"), proc.stderr
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(cutrace.TraceError):
+        cutrace.open(missing)
+    with pytest.raises(cutrace.TraceError, match="no table NOPE"):
+        cutrace.open(trace).table("NOPE")
+
+
+def test_without_pyarrow_the_export_says_what_it_needs(traced, tmp_path):
+    trace, _, _ = traced
+    bare = "/usr/bin/python3"
+    if not Path(bare).exists() or subprocess.run([bare, "-c", "import pyarrow"], capture_output=True).returncode == 0:
+        pytest.skip("no Python without pyarrow on this machine")
+    env = dict(os.environ, CUTRACE_PYTHON=bare)
+    proc = subprocess.run([str(CUTRACE), "export", "--type", "parquetdir", "-o", str(tmp_path / "p"), str(trace)],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"cutrace export: this export needs the Python package pyarrow, which {bare} cannot "
+                                  "import ("), proc.stderr
+
+
+def test_a_cut_off_trace_gives_its_intact_part_and_says_so(tmp_path):
+    run = app("sim_vector_add")
+    _, trace = profile(tmp_path, ["sh", "-c", f"{run} 10; sleep 1.2; {run} 10; sleep 1.2; {run} 10"])
+    data = trace.read_bytes()
+    cut = tmp_path / "cut.cutrace"
+    cut.write_bytes(data[: len(data) - 200])
+    t = cutrace.open(cut)
+    calls = t.table("CUTRACE_API_CALLS")
+    assert not t.complete and "truncated" in t.status
+    whole = cutrace.open(trace).table("CUTRACE_API_CALLS")
+    assert 0 < calls.num_rows <= whole.num_rows
+    proc = run_tool("export", "--type", "parquetdir", "-o", tmp_path / "cut_pqtdir", cut, expect=3)
+    assert f"cutrace export: warning: {cut}: truncated" in proc.stderr, proc.stderr

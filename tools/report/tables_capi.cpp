@@ -1,0 +1,85 @@
+// libcutrace-tables.so: the C interface through which the Python package (python/cutrace) reads a
+// trace's tables, with the project's own reader, as Arrow record batches (arrow_batches.h). Plain C
+// types only, so that ctypes binds it and no Python headers are needed to build it.
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "reader/trace_reader.h"
+#include "report/arrow_batches.h"
+#include "report/export_tables.h"
+
+namespace {
+
+using cutrace::report::ArrowBatchSink;
+using cutrace::report::ExportOptions;
+using cutrace::report::TableId;
+using cutrace::report::TableStream;
+
+}  // namespace
+
+struct cutrace_tables {
+  cutrace::reader::TraceReader reader;
+  ArrowBatchSink sink;
+  std::unique_ptr<TableStream> stream;
+  std::string status;
+  bool finished = false;
+};
+
+#define CUTRACE_TABLES_API extern "C" __attribute__((visibility("default")))
+
+// Bumped when a function below changes; the package refuses a library of another version.
+CUTRACE_TABLES_API int cutrace_tables_abi_version() { return 1; }
+
+CUTRACE_TABLES_API int cutrace_tables_count() { return int(TableId::kCount); }
+
+CUTRACE_TABLES_API const char* cutrace_tables_name(int table) {
+  if (table < 0 || table >= int(TableId::kCount)) return nullptr;
+  return cutrace::report::table_def(TableId(table)).name;
+}
+
+CUTRACE_TABLES_API void cutrace_tables_schema(int table, ArrowSchema* out) {
+  cutrace::report::export_arrow_schema(TableId(table), out);
+}
+
+// Opens a trace; null with `error` set to one sentence when it cannot be read. show_internal, from_ns
+// and to_ns are `cutrace export`'s --show-internal, --from and --to.
+CUTRACE_TABLES_API cutrace_tables* cutrace_tables_open(const char* path, int show_internal, uint64_t from_ns,
+                                                       uint64_t to_ns, char* error, size_t error_bytes) {
+  auto t = std::make_unique<cutrace_tables>();
+  if (!t->reader.open(path)) {
+    if (error && error_bytes) std::snprintf(error, error_bytes, "%s", t->reader.error().c_str());
+    return nullptr;
+  }
+  ExportOptions options;
+  options.show_internal = show_internal != 0;
+  options.window_begin_ns = from_ns;
+  options.window_end_ns = to_ns;
+  t->stream = std::make_unique<TableStream>(t->reader, options, t->sink);
+  return t.release();
+}
+
+// The next batch: fills `out` (the caller releases it) and returns its table, or returns -1 once every
+// row was handed out.
+CUTRACE_TABLES_API int cutrace_tables_next(cutrace_tables* t, ArrowArray* out) {
+  while (!t->sink.has_batch() && !t->finished) {
+    if (!t->stream->step()) {
+      t->finished = true;
+      t->sink.flush();
+    }
+  }
+  if (!t->sink.has_batch()) return -1;
+  return int(t->sink.take(out));
+}
+
+// After the last batch: 1 when the trace was whole, 0 when it was cut off or damaged (its intact part
+// was read), and in `status` the reader's sentence about it.
+CUTRACE_TABLES_API int cutrace_tables_complete(cutrace_tables* t) { return t->reader.status().complete() ? 1 : 0; }
+
+CUTRACE_TABLES_API const char* cutrace_tables_status(cutrace_tables* t) {
+  t->status = t->reader.status().describe();
+  return t->status.c_str();
+}
+
+CUTRACE_TABLES_API void cutrace_tables_close(cutrace_tables* t) { delete t; }
