@@ -275,4 +275,26 @@ void nvtx_capture_end(uint64_t range_id) {
   if (g_capture_range_id.compare_exchange_strong(expected, 0, std::memory_order_relaxed)) end(abi::CaptureReason::kNvtx);
 }
 
+namespace testing {
+
+void reset_capture() {
+  g_config = Config{};
+  g_state.store(0, std::memory_order_relaxed);
+  g_capture_domain.store(kNoDomain, std::memory_order_relaxed);
+  for (auto& id : g_capture_strings) id.store(0, std::memory_order_relaxed);
+  g_capture_string_count.store(0, std::memory_order_relaxed);
+  t_capture_level = -1;
+  t_capture_domain = 0;
+  g_capture_range_id.store(0, std::memory_order_relaxed);
+  for (TimedRange& r : g_ranges) {
+    r.begin.store(0, std::memory_order_relaxed);
+    r.end.store(UINT64_MAX, std::memory_order_relaxed);
+  }
+  g_ranges_opened.store(0, std::memory_order_relaxed);
+  g_nvtx_capture_enabled = false;
+  g_process_capture.store(~abi::DomainSet(0), std::memory_order_relaxed);
+}
+
+}  // namespace testing
+
 }  // namespace cutrace::preload

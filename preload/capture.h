@@ -35,4 +35,11 @@ void nvtx_capture_pop(uint32_t domain, uint32_t level);
 void nvtx_capture_start(uint32_t domain, uint64_t range_id, const char* text, size_t bytes, uint64_t string_id);
 void nvtx_capture_end(uint64_t range_id);
 
+// For the unit tests (tests/unit/gen/capture_test.cpp), which run init_capture() with one setting after
+// another in one process: forgets the settings, every range and the -c nvtx matching state (the
+// calling thread's push level included), as before init_capture() first ran.
+namespace testing {
+void reset_capture();
+}  // namespace testing
+
 }  // namespace cutrace::preload

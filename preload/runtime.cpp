@@ -455,6 +455,10 @@ bool prepare_thread(ThreadState& ts) {
 
 bool process_announced() { return g_process_announced.load(std::memory_order_relaxed); }
 
+namespace testing {
+void set_process_announced(bool announced) { g_process_announced.store(announced, std::memory_order_relaxed); }
+}  // namespace testing
+
 void* resolve_real(uint32_t api_id) {
   if (api_id >= kApiTableSize) return nullptr;
   const ApiInfo& info = kApiTable[api_id];

@@ -297,4 +297,11 @@ void capture_start() CUTRACE_SHIM_NAME("capture_start");
 void capture_stop() CUTRACE_SHIM_NAME("capture_stop");
 }  // namespace hooks
 
+// For the unit tests whose thread gets its ring from the test (tests/unit/gen/in_process_session.h)
+// rather than from prepare_thread(), which announces the process (modules_test.cpp: module records are
+// written only for an announced process): sets what process_announced() says.
+namespace testing {
+void set_process_announced(bool announced);
+}  // namespace testing
+
 }  // namespace cutrace::preload

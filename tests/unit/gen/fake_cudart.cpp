@@ -1,6 +1,6 @@
-// The library behind the shim in forwarding_test.cpp: a handful of runtime functions that remember how
-// they were called. Everything else is deliberately absent, so that the shim's "real function missing"
-// answers can be checked too.
+// The library behind the shim in forwarding_test.cpp and the in-process tests: a handful of runtime
+// functions that remember how they were called. Everything else is deliberately absent, so that the
+// shim's "real function missing" answers can be checked too.
 #include <cuda_runtime_api.h>
 
 #include <cerrno>
@@ -66,3 +66,8 @@ FAKE_EXPORT double __cudaGetProcAddress(long a, long b, long c, long d, long e, 
   return double(a) + 2.0 * b + 3.0 * c + 4.0 * d + 5.0 * e + 6.0 * f + 7.0 * g + 8.0 * h + 9.0 * x0 +
          10.0 * x1 + 11.0 * x2 + 12.0 * x3 + 13.0 * x4 + 14.0 * x5 + 15.0 * x6 + 16.0 * x7 + 17.0 * x8;
 }
+
+// Succeed as the real ones do with a device: capture_test.cpp opens and closes capture ranges through
+// the wrappers and their hooks.
+FAKE_EXPORT cudaError_t cudaProfilerStart() { return cudaSuccess; }
+FAKE_EXPORT cudaError_t cudaProfilerStop() { return cudaSuccess; }
