@@ -244,6 +244,9 @@ void nvtx_capture_domain_created(uint32_t domain, const char* name, size_t bytes
 void nvtx_capture_string_registered(uint32_t domain, uint64_t id, const char* text, size_t bytes) {
   if (g_config.mode != Mode::kNvtx || !is_capture_text(text, bytes) || !domain_matches(domain)) return;
   const size_t slot = g_capture_string_count.load(std::memory_order_relaxed);
+  // A string registered again keeps its id: it must not take another of the few slots.
+  for (size_t i = 0; i < slot && i < kMaxCaptureStrings; ++i)
+    if (g_capture_strings[i].load(std::memory_order_relaxed) == id) return;
   if (slot >= kMaxCaptureStrings) return;
   g_capture_strings[slot].store(id, std::memory_order_relaxed);
   g_capture_string_count.store(slot + 1, std::memory_order_release);

@@ -337,7 +337,7 @@ void name_category(uint32_t domain, uint32_t category, const char* text, size_t 
   record_name(a);
 }
 void NVTX_API NameCategoryA(uint32_t category, const char* name) {
-  if (name) name_category(0, category, name, strnlen(name, abi::kMaxNvtxTextBytes));
+  if (name) name_category(0, category, name, strnlen(name, abi::kMaxNvtxTextBytes + 1));
 }
 void NVTX_API NameCategoryW(uint32_t category, const wchar_t* name) {
   Utf8 text(name);
@@ -354,7 +354,7 @@ void name_thread(uint32_t tid, const char* text, size_t bytes) {
   record_name(a);
 }
 void NVTX_API NameOsThreadA(uint32_t tid, const char* name) {
-  if (name) name_thread(tid, name, strnlen(name, abi::kMaxNvtxTextBytes));
+  if (name) name_thread(tid, name, strnlen(name, abi::kMaxNvtxTextBytes + 1));
 }
 void NVTX_API NameOsThreadW(uint32_t tid, const wchar_t* name) {
   Utf8 text(name);
@@ -378,7 +378,7 @@ int NVTX_API DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t
 }
 int NVTX_API DomainRangePop(nvtxDomainHandle_t d) { return pop(domain_id(d)); }
 void NVTX_API DomainNameCategoryA(nvtxDomainHandle_t d, uint32_t category, const char* name) {
-  if (name) name_category(domain_id(d), category, name, strnlen(name, abi::kMaxNvtxTextBytes));
+  if (name) name_category(domain_id(d), category, name, strnlen(name, abi::kMaxNvtxTextBytes + 1));
 }
 void NVTX_API DomainNameCategoryW(nvtxDomainHandle_t d, uint32_t category, const wchar_t* name) {
   Utf8 text(name);
@@ -417,7 +417,9 @@ nvtxStringHandle_t register_string(uint32_t domain, const char* text, size_t byt
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t d, const char* text) {
   if (!text) return nullptr;
-  return register_string(domain_id(d), text, strnlen(text, abi::kMaxNvtxTextBytes));
+  // Interned by the whole text, so that two long strings that share their first kMaxNvtxTextBytes stay
+  // two; the record cuts it and says so.
+  return register_string(domain_id(d), text, std::strlen(text));
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t d, const wchar_t* text) {
   if (!text) return nullptr;
@@ -449,7 +451,7 @@ nvtxDomainHandle_t create_domain(const char* name, size_t bytes) {
 }
 nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
   if (!name) return nullptr;
-  return create_domain(name, strnlen(name, abi::kMaxNvtxTextBytes));
+  return create_domain(name, std::strlen(name));  // whole, as register_string's
 }
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
   if (!name) return nullptr;
@@ -476,7 +478,7 @@ template <abi::NvtxResource kKind, class Handle>
 void NVTX_API NameResourceA(Handle handle, const char* name) {
   uint64_t value = 0;
   std::memcpy(&value, &handle, sizeof handle < sizeof value ? sizeof handle : sizeof value);
-  if (name) name_resource(kKind, value, name, strnlen(name, abi::kMaxNvtxTextBytes));
+  if (name) name_resource(kKind, value, name, strnlen(name, abi::kMaxNvtxTextBytes + 1));
 }
 template <abi::NvtxResource kKind, class Handle>
 void NVTX_API NameResourceW(Handle handle, const wchar_t* name) {

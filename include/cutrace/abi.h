@@ -388,7 +388,7 @@ inline constexpr uint64_t kBacktraceOff = UINT64_MAX;  // a threshold no call re
 // A loaded object of the process, sent when the process first claims a ring and whenever the shim
 // finds the set of loaded objects changed (it looks after dlsym, dlclose and driver lookups, before a
 // backtrace, and at exit). aux = ModuleEvent. An unload repeats the fields of the object's load record
-// (base, text range, build-id, flags, path), so that a reader can end the right one.
+// (base, text range, build-id, flags) but not its path, so that a reader can end the right one.
 enum class ModuleEvent : uint32_t { kLoaded = 1, kUnloaded = 2 };
 
 inline constexpr uint32_t kModuleFlagMainProgram = 1;  // the executable itself

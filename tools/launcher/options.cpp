@@ -417,7 +417,7 @@ bool parse_capture_end(const std::string& text, ProfileOptions* options) {
   }
   for (const char* known : {"none", "stop", "stop-shutdown", "repeat", "repeat-shutdown"}) {
     if (!equals_ignoring_case(word, known)) continue;
-    const bool counted = word == "repeat" || word == "repeat-shutdown";
+    const bool counted = std::string_view(known).starts_with("repeat");
     if (colon != std::string::npos && !counted) return false;
     if (equals_ignoring_case(word, "repeat-shutdown") && count == 0) return false;  // N is required
     options->capture_end = known;
@@ -588,6 +588,12 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
         case Id::kNvtxCapture:
           if (!take_value(&value) || value.front() == '@') {
             *error = usage("option '" + w.spelled + "' needs a range name: RANGE, RANGE@DOMAIN or RANGE@*");
+            return false;
+          }
+          // The shim keeps the range and the domain in fields of 255 bytes: longer names could never match.
+          if (const size_t at = value.rfind('@'); (at == std::string::npos ? value.size() : at) > 255 ||
+                                                  (at != std::string::npos && value.size() - at - 1 > 255)) {
+            *error = usage("option '" + w.spelled + "' takes a range name and a domain of at most 255 bytes each");
             return false;
           }
           options->nvtx_capture = value;

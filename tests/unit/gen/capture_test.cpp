@@ -357,6 +357,19 @@ TEST_F(Capture, ARegisteredMessageMatchesByItsString) {
   EXPECT_EQ(drain(), (Lines{"string step", "string steps", "begin 1 nvtx", "push", "pop", "end 1 nvtx"}));
 }
 
+// The matching strings are kept in a few slots: a string registered again keeps its one slot, so a
+// program that registers "step" in a loop still has room for it in another domain.
+TEST_F(Capture, AStringRegisteredAgainKeepsItsOneSlot) {
+  configure("nvtx,repeat,0", "step@*");
+  for (int i = 0; i < 40; ++i) nvtxDomainRegisterStringA(nullptr, "step");
+  const nvtxDomainHandle_t d = nvtxDomainCreateA("x");
+  const nvtxStringHandle_t step = nvtxDomainRegisterStringA(d, "step");
+  domain_push_pop(d, nullptr, step);
+  const Lines lines = drain();
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(Lines(lines.end() - 4, lines.end()), (Lines{"begin 1 nvtx", "push", "pop", "end 1 nvtx"}));
+}
+
 TEST_F(Capture, APushRangeClosesOnlyAtItsOwnLevelOnItsOwnThread) {
   configure("nvtx,repeat,0", "step");
   EXPECT_EQ(nvtxRangePushA("step"), 0);

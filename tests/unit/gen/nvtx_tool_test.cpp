@@ -513,6 +513,30 @@ TEST_F(NvtxTool, DomainsAndRegisteredStringsAreInternedProcessWide) {
   }
 }
 
+// Names longer than a record holds are interned whole, so two that share their first
+// kMaxNvtxTextBytes stay two, and their records say that the text was cut.
+TEST_F(NvtxTool, LongNamesStayDistinctAndTheirRecordsSayTheyWereCut) {
+  const std::string common(abi::kMaxNvtxTextBytes + 76, 'n');
+  const nvtxDomainHandle_t a = nvtxDomainCreateA((common + "A").c_str());
+  const nvtxDomainHandle_t b = nvtxDomainCreateA((common + "B").c_str());
+  EXPECT_NE(a, b);
+  const nvtxStringHandle_t one = nvtxDomainRegisterStringA(nullptr, (common + "1").c_str());
+  const nvtxStringHandle_t two = nvtxDomainRegisterStringA(nullptr, (common + "2").c_str());
+  EXPECT_NE(one, two);
+  nvtxNameCategoryA(7, (common + "c").c_str());
+  const std::vector<Nvtx> records = drain();
+  ASSERT_EQ(records.size(), 5u);
+  for (const Nvtx& r : records) {
+    EXPECT_EQ(r.text, common.substr(0, abi::kMaxNvtxTextBytes));
+    EXPECT_TRUE(r.text_cut);
+  }
+  // At the limit exactly, nothing is cut.
+  nvtxDomainCreateA(common.substr(0, abi::kMaxNvtxTextBytes).c_str());
+  const std::vector<Nvtx> exact = drain();
+  ASSERT_EQ(exact.size(), 1u);
+  EXPECT_FALSE(exact[0].text_cut);
+}
+
 TEST_F(NvtxTool, NamesAreRecordedWhileCaptureIsOffAndRangesAreNot) {
   session_.session()->capture_domains.store(0);
   const nvtxDomainHandle_t d = nvtxDomainCreateA("named while off");

@@ -519,6 +519,20 @@ TEST(LauncherOptions, CaptureRangesDelayDurationAndKill) {
   expect_refused({"--kill", "sigwhat", "app"},
                  "cutrace profile: option '--kill' takes none, sigterm, sigkill or a signal number, not 'sigwhat'.");
   expect_refused({"-c", "hotkey", "app"}, "cutrace profile: option '-c hotkey' is not supported; use cudaProfilerApi or nvtx.");
+  // The words are taken in any case, the count too.
+  p = parse({"-c", "cudaProfilerApi", "--capture-range-end", "REPEAT:3", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.capture_end, "repeat");
+  EXPECT_EQ(p.options.capture_count, 3u);
+  // The shim matches a range and a domain of up to 255 bytes; a longer one could never match.
+  p = parse({"-c", "nvtx", "-p", std::string(255, 'r') + "@" + std::string(255, 'd'), "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  const std::string long_range = std::string(256, 'r');
+  expect_refused({"-c", "nvtx", "-p", long_range, "app"},
+                 "cutrace profile: option '-p' takes a range name and a domain of at most 255 bytes each.");
+  const std::string long_domain = "step@" + std::string(256, 'd');
+  expect_refused({"-c", "nvtx", "-p", long_domain, "app"},
+                 "cutrace profile: option '-p' takes a range name and a domain of at most 255 bytes each.");
 }
 
 }  // namespace
