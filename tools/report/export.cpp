@@ -143,10 +143,12 @@ int run_python_export(const ExporterInfo* exporter, int argc, char** argv) {
   std::string python = "python3";
   if (const char* given = std::getenv("CUTRACE_PYTHON"); given && *given) python = given;
   else if (!here.empty() && is_file(here + "/python3")) python = here + "/python3";
-  if (!std::getenv("CUTRACE_TABLES_LIBRARY") && !here.empty() && is_file(here + "/../lib/libcutrace-tables.so"))
+  // A build tree: the library in the build's lib/, the package in the checkout.
+  const bool build_tree = !here.empty() && is_file(here + "/../lib/libcutrace-tables.so");
+  if (build_tree && !std::getenv("CUTRACE_TABLES_LIBRARY"))
     ::setenv("CUTRACE_TABLES_LIBRARY", (here + "/../lib/libcutrace-tables.so").c_str(), 1);
 #ifdef CUTRACE_SOURCE_PYTHON_DIR
-  if (is_file(std::string(CUTRACE_SOURCE_PYTHON_DIR) + "/cutrace/__init__.py")) {
+  if (build_tree && is_file(std::string(CUTRACE_SOURCE_PYTHON_DIR) + "/cutrace/__init__.py")) {
     const char* path = std::getenv("PYTHONPATH");
     const std::string joined = std::string(CUTRACE_SOURCE_PYTHON_DIR) + (path && *path ? std::string(":") + path : "");
     ::setenv("PYTHONPATH", joined.c_str(), 1);
