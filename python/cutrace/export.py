@@ -76,6 +76,11 @@ def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=
     output = Path(output)
     if output.exists() and not force:
         raise UsageError(f"{output} already exists; pass -f true to overwrite it or choose another name with -o")
+    # -f replaces an earlier export, never a directory that holds anything else.
+    if output.is_dir() and any(not f.is_file() or f.suffix not in EXTENSIONS.values() for f in output.iterdir()):
+        raise UsageError(f"{output} is a directory with files other than an export's; choose another name with -o")
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"{output} is not a directory; choose another name with -o")
     pattern = re.compile(tables) if tables else None
     trace = open_trace(trace_path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns)
     parent = output.resolve().parent

@@ -126,6 +126,15 @@ def test_refusals(traced, tmp_path):
     assert proc.stderr == (f"cutrace export: {out} already exists; pass -f true to overwrite it or choose another name "
                            "with -o.\n")
     assert (out / "keep").read_text() == "mine"
+    # -f replaces an earlier export, but not a directory that holds anything else.
+    proc = run_tool("export", "--type", "parquetdir", "-f", "true", "-o", out, trace, expect=2)
+    assert proc.stderr == (f"cutrace export: {out} is a directory with files other than an export's; choose another "
+                           "name with -o.\n")
+    assert (out / "keep").read_text() == "mine"
+    again = tmp_path / "again_pqtdir"
+    run_tool("export", "--type", "parquetdir", "-o", again, trace)
+    run_tool("export", "--type", "parquetdir", "-f", "true", "--tables", "StringIds", "-o", again, trace)
+    assert [f.name for f in again.iterdir()] == ["StringIds.parquet"]
     proc = run_tool("export", "--type", "parquetdir", "--tables", "(", trace, expect=2)
     assert proc.stderr.startswith("cutrace export: --tables takes a regular expression; '(' is not one ("), proc.stderr
     missing = tmp_path / "missing.cutrace"
