@@ -83,6 +83,8 @@ def _library():
     lib.cutrace_tables_complete.argtypes = [ctypes.c_void_p]
     lib.cutrace_tables_status.restype = ctypes.c_char_p
     lib.cutrace_tables_status.argtypes = [ctypes.c_void_p]
+    lib.cutrace_tables_progress.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+                                            ctypes.POINTER(ctypes.c_uint64)]
     lib.cutrace_tables_close.argtypes = [ctypes.c_void_p]
     _lib = lib
     return lib
@@ -136,11 +138,13 @@ class Trace:
         """The names of the tables (all of them: a table the trace has no rows for is empty)."""
         return table_names()
 
-    def batches(self):
-        """Yields (table name, pyarrow.RecordBatch) for every row of every table, in one pass."""
+    def batches(self, progress=None):
+        """Yields (table name, pyarrow.RecordBatch) for every row of every table, in one pass.
+        `progress(done_bytes, total_bytes)`, when given, is called after each batch."""
         lib = _library()
         names, schemas = table_names(), _schemas()
         handle = self._open()
+        done, total = ctypes.c_uint64(), ctypes.c_uint64()
         try:
             while True:
                 c = _ArrowArray()
@@ -148,6 +152,9 @@ class Trace:
                 if table < 0:
                     break
                 batch = pa.RecordBatch._import_from_c(ctypes.addressof(c), schemas[table])
+                if progress:
+                    lib.cutrace_tables_progress(handle, ctypes.byref(done), ctypes.byref(total))
+                    progress(done.value, total.value)
                 yield names[table], batch
         finally:
             self._close(handle)

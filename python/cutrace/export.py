@@ -7,6 +7,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -70,7 +71,40 @@ class TableFiles:
             writer.close()
 
 
-def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=0, end_ns=None, force=False):
+class ProgressBar:
+    """As the C++ commands draw it: on a terminal only, at most ten times a second, erased at the end."""
+
+    def __init__(self, enabled):
+        self.on = enabled and sys.stderr.isatty()
+        self.start = self.last = time.monotonic()
+        self.drawn = False
+
+    def __call__(self, done, total):
+        now = time.monotonic()
+        if not self.on or total <= 0 or (self.drawn and now - self.last < 0.1):
+            return
+        self.last = now
+        done = min(done, total)
+        rate = done / (now - self.start) if now > self.start else 0
+        filled = int(done / total * 20)
+        left = f"  {int((total - done) / rate + 0.5)} s left" if rate > 0 and done < total else ""
+        sys.stderr.write(f"\r{PROG}: [{'#' * filled}{'.' * (20 - filled)}] {int(done / total * 100):3d}%  "
+                         f"{size_text(done)} of {size_text(total)}  {size_text(rate)}/s{left}\033[K")
+        sys.stderr.flush()
+        self.drawn = True
+
+    def finish(self):
+        if self.on and self.drawn:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def size_text(n):
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
+
+
+def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=0, end_ns=None, force=False,
+           progress=None):
     """Writes the tables of `trace_path` (those whose name matches the regular expression `tables`, all
     by default) into the directory `output`. Returns (rows per table, the trace object)."""
     output = Path(output)
@@ -90,7 +124,7 @@ def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=
     try:
         files = TableFiles(kind, temp)
         try:
-            for name, batch in trace.batches():
+            for name, batch in trace.batches(progress):
                 if pattern is None or pattern.fullmatch(name):
                     files.write(name, batch)
         finally:
@@ -113,6 +147,7 @@ def main(argv):
     ap.add_argument("--from", dest="start")
     ap.add_argument("--to", dest="end")
     ap.add_argument("--show-internal", default="false")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar on a terminal")
     ap.add_argument("trace")
     args = ap.parse_args(argv)
     try:
@@ -128,7 +163,11 @@ def main(argv):
             except re.error as e:
                 raise UsageError(f"--tables takes a regular expression; '{args.tables}' is not one ({e})") from None
         output = Path(args.output) if args.output else default_output(args.trace, args.type)
-        rows, trace = export(args.trace, args.type, output, args.tables, show_internal, start, end, force)
+        bar = ProgressBar(not args.quiet)
+        try:
+            rows, trace = export(args.trace, args.type, output, args.tables, show_internal, start, end, force, bar)
+        finally:
+            bar.finish()
     except UsageError as e:
         print(f"{PROG}: {e}.", file=sys.stderr)
         return 2

@@ -1236,7 +1236,9 @@ bool TraceReader::next(Event& ev) {
       status_.state = TraceState::kComplete;
       return false;
     }
-    if (read_chunk() == ReadResult::kStop) return false;
+    const ReadResult result = read_chunk();
+    if (on_chunk_) on_chunk_(offset_);
+    if (result == ReadResult::kStop) return false;
   }
 }
 

@@ -26,6 +26,7 @@
 #include <zstd.h>
 
 #include <cstdint>
+#include <functional>
 #include <deque>
 #include <map>
 #include <optional>
@@ -382,6 +383,10 @@ class TraceReader {
   const Status& status() const { return status_; }
   const std::string& path() const { return path_; }
   uint64_t file_bytes() const { return file_bytes_; }
+  // How far into the file reading has come (the start of the next chunk): for progress bars.
+  uint64_t bytes_read() const { return offset_; }
+  // Called with bytes_read() after each chunk is read (a progress bar); empty: none.
+  void on_chunk(std::function<void(uint64_t bytes_read)> callback) { on_chunk_ = std::move(callback); }
   const format::FileHeader& file_header() const { return header_; }
 
   // Key/value pairs of every kMetadata chunk read so far, in file order.
@@ -454,6 +459,7 @@ class TraceReader {
   // the same CorrID.
   uint32_t call_sequence_ = 0;
   uint64_t offset_ = 0;  // where the next chunk starts
+  std::function<void(uint64_t)> on_chunk_;
   uint64_t next_sequence_ = 0;
   format::FileHeader header_{};
   Status status_;

@@ -16,6 +16,7 @@
 #include "report/commands.h"
 #include "report/gzip_stream.h"
 #include "report/nvtx_ranges.h"
+#include "report/progress.h"
 #include "report/exporter.h"
 #include "report/symbolizer.h"
 
@@ -60,6 +61,7 @@ void print_help() {
       "                                  arrowdir; e.g. 'CUPTI_ACTIVITY_KIND_.*|StringIds')\n"
       "      --show-internal true        also export the CUDA runtime's internal calls (kernel registration,\n"
       "                                  __cudaPushCallConfiguration, ...), which are left out by default\n"
+      "  -q, --quiet                     no progress bar on a terminal\n"
       "  -h, --help                      show this help\n"
       "\n"
       "The Perfetto UI keeps a trace in the browser's memory (about 2 GB): a warning says when the JSON\n"
@@ -168,7 +170,7 @@ int run_python_export(const ExporterInfo* exporter, int argc, char** argv) {
 
 int export_main(int argc, char** argv) {
   std::string type, output_arg, trace_path, from_arg, to_arg, filter_arg;
-  bool overwrite = false, gzip = false;
+  bool overwrite = false, gzip = false, quiet = false;
   ExportOptions options;
   ArgCursor args(argc, argv);
   while (!args.done()) {
@@ -177,6 +179,11 @@ int export_main(int argc, char** argv) {
     if (!args.options_done() && (a == "-h" || a == "--help")) {
       print_help();
       return kExitOk;
+    }
+    if (!args.options_done() && (a == "-q" || a == "--quiet")) {
+      quiet = true;
+      args.advance();
+      continue;
     }
     if (!args.options_done() &&
         (args.value_option("-t", "--type", type, missing) || args.value_option("-o", "--output", output_arg, missing) ||
@@ -312,9 +319,12 @@ int export_main(int argc, char** argv) {
     return kExitFailure;
   }
   uint64_t json_bytes = 0;
+  ProgressBar progress("cutrace export", trace.file_bytes(), !quiet);
+  progress.follow(trace);
   if (exporter->write_file) {
     // The database is written into the temporary file, which takes the output's name once complete.
     const ExportResult result = exporter->write_file(trace, out.temp_path(), options, error);
+    progress.finish();
     if (!error.empty()) {
       std::fprintf(stderr, "cutrace export: %s; nothing was written.\n", error.c_str());
       return kExitFailure;
@@ -327,6 +337,7 @@ int export_main(int argc, char** argv) {
     return kExitFailure;
   }
   const ExportResult result = exporter->write(trace, json, options);
+  progress.finish();
   if (gzip && std::fclose(json) != 0) {
     std::fprintf(stderr, "cutrace export: cannot write %s (%s).\n", output_path.c_str(), std::strerror(errno));
     return kExitFailure;

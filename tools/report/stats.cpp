@@ -13,6 +13,7 @@
 
 #include "reader/decode.h"
 #include "report/cli.h"
+#include "report/progress.h"
 #include "report/commands.h"
 #include "report/nvtx_ranges.h"
 #include "report/symbolizer.h"
@@ -45,7 +46,7 @@ void print_help() {
       "                                the frames of callsite_sum and cpu_sample_sum\n"
       "      --show-internal true      also count the CUDA runtime's internal calls (kernel registration,\n"
       "                                __cudaPushCallConfiguration, ...), which are left out by default\n"
-      "  -q, --quiet                   do not name the files written\n"
+      "  -q, --quiet                   do not name the files written, nor show progress on a terminal\n"
       "  -h, --help                    show this help\n"
       "\n"
       "A report with nothing to show prints \"SKIPPED: FILE does not contain ... data.\" on stderr instead of\n"
@@ -171,6 +172,8 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
 
   reader::TraceReader trace;
   if (!open_trace(trace, trace_path, "stats")) return kExitFailure;
+  ProgressBar progress("cutrace stats", trace.file_bytes(), !req.quiet);
+  progress.follow(trace);
   reader::Event ev;
   while (trace.next(ev)) {
     if (req.filter.on && ev.thread && ev.kind == reader::EventKind::kApiCall &&
@@ -181,6 +184,7 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
       continue;
     for (auto& r : reports) r->add(trace, ev);
   }
+  progress.finish();
   int exit_code = warn_status(trace, "stats");
   print_trace_warnings(trace, "stats");
 

@@ -82,4 +82,10 @@ CUTRACE_TABLES_API const char* cutrace_tables_status(cutrace_tables* t) {
   return t->status.c_str();
 }
 
+// How far reading has come, and the file's size, in bytes (a progress bar).
+CUTRACE_TABLES_API void cutrace_tables_progress(cutrace_tables* t, uint64_t* done, uint64_t* total) {
+  *done = t->reader.bytes_read();
+  *total = t->reader.file_bytes();
+}
+
 CUTRACE_TABLES_API void cutrace_tables_close(cutrace_tables* t) { delete t; }

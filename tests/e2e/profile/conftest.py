@@ -191,3 +191,22 @@ def info_totals(text):
         if len(parts) == 2 and parts[1].replace(",", "").isdigit():
             totals.setdefault(parts[0], int(parts[1].replace(",", "")))
     return totals
+
+
+def on_a_terminal(args):
+    """Runs a cutrace command with its stderr on a pseudo-terminal; returns (exit code, what it wrote there)."""
+    import pty
+    main, terminal = pty.openpty()
+    proc = subprocess.Popen([str(CUTRACE), *map(str, args)], stdout=subprocess.DEVNULL, stderr=terminal)
+    os.close(terminal)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # EIO once the command closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main)
+    return proc.wait(timeout=120), out.decode(errors="replace")

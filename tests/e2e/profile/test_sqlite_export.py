@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import api_sum, app, profile, run_tool
+from conftest import api_sum, app, on_a_terminal, profile, run_tool
 
 SQL = Path(__file__).resolve().parent / "sql"
 
@@ -208,3 +208,16 @@ def test_tables_chosen_by_a_regular_expression(vector_add, tmp_path):
     proc = run_tool("export", "--type", "perfetto", "--tables", "StringIds", trace, expect=2)
     assert proc.stderr == ("cutrace export: --tables is for the exports made of tables (sqlite, parquetdir and arrowdir), "
                            "not perfetto.\n")
+
+
+def test_a_progress_bar_on_a_terminal_only_and_not_with_quiet(vector_add, tmp_path):
+    trace, _, _ = vector_add
+    code, shown = on_a_terminal(["export", "--type", "sqlite", "-o", tmp_path / "bar.sqlite", trace])
+    assert code == 0
+    # Drawn, then erased before the command's own last line.
+    assert "\rcutrace export: [" in shown and "%" in shown and "/s" in shown, repr(shown)
+    assert "\r\x1b[K" + "cutrace export: wrote " in shown, repr(shown)
+    code, shown = on_a_terminal(["export", "--type", "sqlite", "-q", "-o", tmp_path / "quiet.sqlite", trace])
+    assert code == 0 and "[" not in shown and shown.startswith("cutrace export: wrote "), repr(shown)
+    code, shown = on_a_terminal(["stats", trace])
+    assert code == 0 and "\rcutrace stats: [" in shown, repr(shown)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, CUTRACE, app, profile, run_tool
+from conftest import BUILD, CUTRACE, app, on_a_terminal, profile, run_tool
 
 pa = pytest.importorskip("pyarrow")
 import pyarrow.ipc  # noqa: E402
@@ -173,3 +173,11 @@ def test_a_cut_off_trace_gives_its_intact_part_and_says_so(tmp_path):
     assert 0 < calls.num_rows <= whole.num_rows
     proc = run_tool("export", "--type", "parquetdir", "-o", tmp_path / "cut_pqtdir", cut, expect=3)
     assert f"cutrace export: warning: {cut}: truncated" in proc.stderr, proc.stderr
+
+
+def test_a_progress_bar_on_a_terminal(traced, tmp_path):
+    trace, _, _ = traced
+    code, shown = on_a_terminal(["export", "--type", "parquetdir", "-o", tmp_path / "bar_pqtdir", trace])
+    assert code == 0 and "\rcutrace export: [" in shown and "\r\x1b[Kcutrace export: wrote " in shown, repr(shown)
+    code, shown = on_a_terminal(["export", "--type", "parquetdir", "-q", "-o", tmp_path / "quiet_pqtdir", trace])
+    assert code == 0 and shown.startswith("cutrace export: wrote "), repr(shown)
