@@ -31,3 +31,21 @@ measure "cuda_api_trace (csv)" "$events" "$build/bin/cutrace" stats -r cuda_api_
 measure "cuda_api_trace (column)" "$events" "$build/bin/cutrace" stats -r cuda_api_trace "$trace"
 measure "info" "$events" "$build/bin/cutrace" info "$trace"
 measure "export perfetto" "$events" "$build/bin/cutrace" export --type perfetto -o "$work/big.json" "$trace"
+rm -f "$work/big.json"
+
+# The table exports (docs/sql.md), counted in rows of all tables; the Parquet and Arrow ones and the
+# Python batches need pyarrow.
+source_dir=$(cd "$(dirname "$0")/.." && pwd)
+export CUTRACE_TABLES_LIBRARY="$build/lib/libcutrace-tables.so" PYTHONPATH="$source_dir/python${PYTHONPATH:+:$PYTHONPATH}"
+if python3 -c "import pyarrow" 2> /dev/null; then
+  rows=$(python3 -c "import cutrace, sys; print(sum(b.num_rows for _, b in cutrace.open(sys.argv[1]).batches()))" "$trace")
+  echo "tables: $rows rows"
+  measure "export sqlite" "$rows" "$build/bin/cutrace" export --type sqlite -o "$work/big.sqlite" "$trace"
+  rm -f "$work/big.sqlite"
+  measure "export parquetdir" "$rows" "$build/bin/cutrace" export --type parquetdir -o "$work/big_pqtdir" "$trace"
+  measure "export arrowdir" "$rows" "$build/bin/cutrace" export --type arrowdir -o "$work/big_arwdir" "$trace"
+  measure "python: every batch" "$rows" python3 -c \
+    "import cutrace, sys; sum(b.num_rows for _, b in cutrace.open(sys.argv[1]).batches())" "$trace"
+else
+  measure "export sqlite" "$events" "$build/bin/cutrace" export --type sqlite -o "$work/big.sqlite" "$trace"
+fi
