@@ -24,6 +24,7 @@
 #include <string_view>
 #include <thread>
 
+#include "common/command_line.h"
 #include "cutrace/api_table.h"
 #include "reader/trace_claim.h"
 #include "recorder/clock.h"
@@ -107,106 +108,113 @@ int fail(const std::string& sentence) {
 
 // Returns -1 to go on, or the exit status.
 int parse_args(int argc, char** argv, Args* args) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    std::string_view value;
-    bool inline_value = false;
-    if (arg.starts_with("--") && arg.find('=') != std::string_view::npos && !arg.starts_with("--meta=")) {
-      value = arg.substr(arg.find('=') + 1);
-      arg = arg.substr(0, arg.find('='));
-      inline_value = true;
-    } else if (arg.starts_with("--meta=")) {
-      value = arg.substr(7);
-      arg = "--meta";
-      inline_value = true;
+  enum Option : int { kHelp, kForce, kSession, kOutput, kPart, kReadyFd, kClaimFd, kCommandPid, kPerfFds,
+                      kCompressionLevel, kCompressionThreads, kMeta };
+  constexpr cutrace::cli::OptionSpec kOptions[] = {
+      {'h', "help", cutrace::cli::Arity::kNone, kHelp},
+      {0, "force", cutrace::cli::Arity::kNone, kForce},
+      {0, "session", cutrace::cli::Arity::kValue, kSession},
+      {0, "output", cutrace::cli::Arity::kValue, kOutput},
+      {0, "part", cutrace::cli::Arity::kValue, kPart},
+      {0, "ready-fd", cutrace::cli::Arity::kValue, kReadyFd},
+      {0, "claim-fd", cutrace::cli::Arity::kValue, kClaimFd},
+      {0, "command-pid", cutrace::cli::Arity::kValue, kCommandPid},
+      {0, "perf-fds", cutrace::cli::Arity::kValue, kPerfFds},
+      {0, "compression-level", cutrace::cli::Arity::kValue, kCompressionLevel},
+      {0, "compression-threads", cutrace::cli::Arity::kValue, kCompressionThreads},
+      {0, "meta", cutrace::cli::Arity::kValue, kMeta},
+  };
+  cutrace::cli::Scanner words(argc, argv, kOptions);
+  for (cutrace::cli::Arg arg; words.next(arg);) {
+    if (arg.kind != cutrace::cli::Arg::Kind::kOption || (arg.spec->arity == cutrace::cli::Arity::kNone && arg.has_attached)) {
+      std::fprintf(stderr, "cutrace-recorder: unknown option '%s'; see --help.\n", arg.word.c_str());
+      return 2;
     }
-    auto take = [&](std::string_view name) -> bool {
-      if (inline_value) return true;
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "cutrace-recorder: %.*s needs a value; see --help.\n", int(name.size()), name.data());
-        return false;
-      }
-      value = argv[++i];
-      return true;
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--force") {
-      args->force = true;
-    } else if (arg == "--session") {
-      if (!take(arg)) return 2;
-      args->session = value;
-    } else if (arg == "--output") {
-      if (!take(arg)) return 2;
-      args->output = value;
-    } else if (arg == "--part") {
-      if (!take(arg)) return 2;
-      args->part = value;
-    } else if (arg == "--ready-fd" || arg == "--claim-fd") {
-      if (!take(arg)) return 2;
-      char* end = nullptr;
-      const std::string text(value);
-      long fd = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end || fd < 0 || fd > 1 << 20 || fcntl(int(fd), F_GETFD) < 0) {
-        std::fprintf(stderr, "cutrace-recorder: %.*s %s is not an open file descriptor.\n", int(arg.size()),
-                     arg.data(), text.c_str());
-        return 2;
-      }
-      (arg == "--ready-fd" ? args->ready_fd : args->claim_fd) = int(fd);
-    } else if (arg == "--command-pid") {
-      if (!take(arg)) return 2;
-      const std::string text(value);
-      char* end = nullptr;
-      const long pid = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end || !cutrace::recorder::pid_plausible(uint32_t(pid < 0 ? 0 : pid))) {
-        std::fprintf(stderr, "cutrace-recorder: --command-pid must be a process id, got '%s'.\n", text.c_str());
-        return 2;
-      }
-      args->command_pid = uint32_t(pid);
-    } else if (arg == "--perf-fds") {
-      if (!take(arg)) return 2;
-      const std::string text(value);
-      char* end = nullptr;
-      const long n = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end || n < 1 || n > 4096) {
-        std::fprintf(stderr, "cutrace-recorder: --perf-fds must be a count from 1 to 4096, got '%s'.\n", text.c_str());
-        return 2;
-      }
-      for (int fd = kPerfFdBase; fd < kPerfFdBase + n; ++fd) {
-        if (fcntl(fd, F_GETFD) < 0) {
-          std::fprintf(stderr, "cutrace-recorder: --perf-fds %ld: descriptor %d is not open.\n", n, fd);
+    std::string text;
+    if (arg.spec->arity == cutrace::cli::Arity::kValue && !words.value(arg, text)) {
+      std::fprintf(stderr, "cutrace-recorder: %s needs a value; see --help.\n", arg.spelled.c_str());
+      return 2;
+    }
+    const std::string_view value = text;
+    const std::string& name = arg.spelled;
+    switch (Option(arg.spec->id)) {
+      case kHelp:
+        std::fputs(kUsage, stdout);
+        return 0;
+      case kForce:
+        args->force = true;
+        break;
+      case kSession:
+        args->session = text;
+        break;
+      case kOutput:
+        args->output = text;
+        break;
+      case kPart:
+        args->part = text;
+        break;
+      case kReadyFd:
+      case kClaimFd: {
+        char* end = nullptr;
+        long fd = std::strtol(text.c_str(), &end, 10);
+        if (text.empty() || *end || fd < 0 || fd > 1 << 20 || fcntl(int(fd), F_GETFD) < 0) {
+          std::fprintf(stderr, "cutrace-recorder: %s %s is not an open file descriptor.\n", name.c_str(), text.c_str());
           return 2;
         }
-        args->perf_fds.push_back(fd);
+        (arg.spec->id == kReadyFd ? args->ready_fd : args->claim_fd) = int(fd);
+        break;
       }
-    } else if (arg == "--compression-level" || arg == "--compression-threads") {
-      if (!take(arg)) return 2;
-      const std::string text(value);
-      char* end = nullptr;
-      const long n = std::strtol(text.c_str(), &end, 10);
-      const bool level = arg == "--compression-level";
-      if (text.empty() || *end || (level ? n < 1 || n > 19 : n < 0 || n > 64)) {
-        std::fprintf(stderr, "cutrace-recorder: %.*s must be a number from %d to %d, got '%s'.\n", int(arg.size()),
-                     arg.data(), level ? 1 : 0, level ? 19 : 64, text.c_str());
-        return 2;
+      case kCommandPid: {
+        char* end = nullptr;
+        const long pid = std::strtol(text.c_str(), &end, 10);
+        if (text.empty() || *end || !cutrace::recorder::pid_plausible(uint32_t(pid < 0 ? 0 : pid))) {
+          std::fprintf(stderr, "cutrace-recorder: --command-pid must be a process id, got '%s'.\n", text.c_str());
+          return 2;
+        }
+        args->command_pid = uint32_t(pid);
+        break;
       }
-      if (level)
-        args->compression_level = int(n);
-      else
-        args->compression_threads = unsigned(n);
-    } else if (arg == "--meta") {
-      if (!take(arg)) return 2;
-      const size_t eq = value.find('=');
-      if (eq == std::string_view::npos || eq == 0) {
-        std::fprintf(stderr, "cutrace-recorder: --meta expects KEY=VALUE, got '%.*s'.\n", int(value.size()),
-                     value.data());
-        return 2;
+      case kPerfFds: {
+        char* end = nullptr;
+        const long n = std::strtol(text.c_str(), &end, 10);
+        if (text.empty() || *end || n < 1 || n > 4096) {
+          std::fprintf(stderr, "cutrace-recorder: --perf-fds must be a count from 1 to 4096, got '%s'.\n", text.c_str());
+          return 2;
+        }
+        for (int fd = kPerfFdBase; fd < kPerfFdBase + n; ++fd) {
+          if (fcntl(fd, F_GETFD) < 0) {
+            std::fprintf(stderr, "cutrace-recorder: --perf-fds %ld: descriptor %d is not open.\n", n, fd);
+            return 2;
+          }
+          args->perf_fds.push_back(fd);
+        }
+        break;
       }
-      args->meta.emplace_back(std::string(value.substr(0, eq)), std::string(value.substr(eq + 1)));
-    } else {
-      std::fprintf(stderr, "cutrace-recorder: unknown option '%s'; see --help.\n", argv[i]);
-      return 2;
+      case kCompressionLevel:
+      case kCompressionThreads: {
+        char* end = nullptr;
+        const long n = std::strtol(text.c_str(), &end, 10);
+        const bool level = arg.spec->id == kCompressionLevel;
+        if (text.empty() || *end || (level ? n < 1 || n > 19 : n < 0 || n > 64)) {
+          std::fprintf(stderr, "cutrace-recorder: %s must be a number from %d to %d, got '%s'.\n", name.c_str(),
+                       level ? 1 : 0, level ? 19 : 64, text.c_str());
+          return 2;
+        }
+        if (level)
+          args->compression_level = int(n);
+        else
+          args->compression_threads = unsigned(n);
+        break;
+      }
+      case kMeta: {
+        const size_t eq = value.find('=');
+        if (eq == std::string_view::npos || eq == 0) {
+          std::fprintf(stderr, "cutrace-recorder: --meta expects KEY=VALUE, got '%s'.\n", text.c_str());
+          return 2;
+        }
+        args->meta.emplace_back(std::string(value.substr(0, eq)), std::string(value.substr(eq + 1)));
+        break;
+      }
     }
   }
   if (args->session.empty() || args->output.empty()) {

@@ -1,5 +1,7 @@
 #include "launcher/options.h"
 
+#include "common/command_line.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -11,8 +13,8 @@
 namespace cutrace::launcher {
 namespace {
 
-enum class Arity { kValue, kBool, kNone };
-enum class Id {
+using cli::Arity;
+enum Id : int {
   kOutput, kForce, kShowOutput, kStopOnExit, kTrace, kWait, kStats, kRingSize, kRingSlots, kQuiet, kHelp,
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
@@ -20,45 +22,38 @@ enum class Id {
   kCudaMemoryUsage,
 };
 
-struct Supported {
-  char short_name;  // 0: long spelling only
-  const char* long_name;
-  Arity arity;
-  Id id;
-};
-
-constexpr Supported kSupported[] = {
-    {'o', "output", Arity::kValue, Id::kOutput},
-    {'f', "force-overwrite", Arity::kBool, Id::kForce},
-    {'w', "show-output", Arity::kBool, Id::kShowOutput},
-    {'x', "stop-on-exit", Arity::kBool, Id::kStopOnExit},
-    {'t', "trace", Arity::kValue, Id::kTrace},
-    {0, "wait", Arity::kValue, Id::kWait},
-    {0, "stats", Arity::kBool, Id::kStats},
-    {0, "ring-size", Arity::kValue, Id::kRingSize},
-    {0, "ring-slots", Arity::kValue, Id::kRingSlots},
-    {'q', "quiet", Arity::kNone, Id::kQuiet},
-    {'c', "capture-range", Arity::kValue, Id::kCaptureRange},
-    {0, "capture-range-end", Arity::kValue, Id::kCaptureRangeEnd},
-    {'p', "nvtx-capture", Arity::kValue, Id::kNvtxCapture},
-    {0, "stop-on-range-end", Arity::kBool, Id::kStopOnRangeEnd},
-    {'y', "delay", Arity::kValue, Id::kDelay},
-    {'d', "duration", Arity::kValue, Id::kDuration},
-    {0, "kill", Arity::kValue, Id::kKill},
-    {0, "osrt-threshold", Arity::kValue, Id::kOsrtThreshold},
-    {0, "cudabacktrace", Arity::kValue, Id::kCudaBacktrace},
-    {0, "cudabacktrace-threshold", Arity::kValue, Id::kCudaBacktraceThreshold},
-    {0, "osrt-backtrace-threshold", Arity::kValue, Id::kOsrtBacktraceThreshold},
-    {0, "osrt-backtrace-depth", Arity::kValue, Id::kOsrtBacktraceDepth},
-    {0, "python-backtrace", Arity::kValue, Id::kPythonBacktrace},
-    {'s', "sample", Arity::kValue, Id::kSample},
-    {0, "sampling-frequency", Arity::kValue, Id::kSamplingFrequency},
-    {0, "cpuctxsw", Arity::kValue, Id::kCpuctxsw},
-    {0, "python-sampling", Arity::kBool, Id::kPythonSampling},
-    {0, "gpu-activity", Arity::kBool, Id::kGpuActivity},
-    {0, "cuda-memory-usage", Arity::kBool, Id::kCudaMemoryUsage},
-    {0, "python-sampling-frequency", Arity::kValue, Id::kPythonSamplingFrequency},
-    {'h', "help", Arity::kNone, Id::kHelp},
+constexpr cli::OptionSpec kSupported[] = {
+    {'o', "output", Arity::kValue, kOutput},
+    {'f', "force-overwrite", Arity::kSwitch, kForce},
+    {'w', "show-output", Arity::kSwitch, kShowOutput},
+    {'x', "stop-on-exit", Arity::kSwitch, kStopOnExit},
+    {'t', "trace", Arity::kValue, kTrace},
+    {0, "wait", Arity::kValue, kWait},
+    {0, "stats", Arity::kSwitch, kStats},
+    {0, "ring-size", Arity::kValue, kRingSize},
+    {0, "ring-slots", Arity::kValue, kRingSlots},
+    {'q', "quiet", Arity::kNone, kQuiet},
+    {'c', "capture-range", Arity::kValue, kCaptureRange},
+    {0, "capture-range-end", Arity::kValue, kCaptureRangeEnd},
+    {'p', "nvtx-capture", Arity::kValue, kNvtxCapture},
+    {0, "stop-on-range-end", Arity::kSwitch, kStopOnRangeEnd},
+    {'y', "delay", Arity::kValue, kDelay},
+    {'d', "duration", Arity::kValue, kDuration},
+    {0, "kill", Arity::kValue, kKill},
+    {0, "osrt-threshold", Arity::kValue, kOsrtThreshold},
+    {0, "cudabacktrace", Arity::kValue, kCudaBacktrace},
+    {0, "cudabacktrace-threshold", Arity::kValue, kCudaBacktraceThreshold},
+    {0, "osrt-backtrace-threshold", Arity::kValue, kOsrtBacktraceThreshold},
+    {0, "osrt-backtrace-depth", Arity::kValue, kOsrtBacktraceDepth},
+    {0, "python-backtrace", Arity::kValue, kPythonBacktrace},
+    {'s', "sample", Arity::kValue, kSample},
+    {0, "sampling-frequency", Arity::kValue, kSamplingFrequency},
+    {0, "cpuctxsw", Arity::kValue, kCpuctxsw},
+    {0, "python-sampling", Arity::kSwitch, kPythonSampling},
+    {0, "gpu-activity", Arity::kSwitch, kGpuActivity},
+    {0, "cuda-memory-usage", Arity::kSwitch, kCudaMemoryUsage},
+    {0, "python-sampling-frequency", Arity::kValue, kPythonSamplingFrequency},
+    {'h', "help", Arity::kNone, kHelp},
 };
 
 // nsys options cutrace does not implement. Where `off` is set, that value asks nsys for nothing, which
@@ -163,64 +158,10 @@ constexpr const char* kKnownTraceValues[] = {
 
 constexpr std::string_view kPrefix = "cutrace profile: ";
 
-bool equals_ignoring_case(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-  return true;
-}
-
-bool is_bool_word(std::string_view word) {
-  return equals_ignoring_case(word, "true") || equals_ignoring_case(word, "false");
-}
+using cli::equals_ignoring_case;
 
 // Every message is one sentence: the prefix, the cause and what to do, and a full stop.
 UsageError usage(const std::string& message) { return UsageError{kExitUsage, std::string(kPrefix) + message + "."}; }
-
-// One option word split into its parts: `--name=value`, `--name`, `-X`, `-Xvalue`.
-struct Word {
-  std::string spelled;  // "-o" or "--output": how the user named the option, for messages
-  char short_name = 0;
-  std::string long_name;
-  bool has_attached = false;
-  std::string attached;
-};
-
-Word split_word(std::string_view arg) {
-  Word w;
-  if (arg.substr(0, 2) == "--") {
-    std::string_view body = arg.substr(2);
-    size_t eq = body.find('=');
-    w.long_name = std::string(body.substr(0, eq));
-    if (eq != std::string_view::npos) {
-      w.has_attached = true;
-      w.attached = std::string(body.substr(eq + 1));
-    }
-    w.spelled = "--" + w.long_name;
-  } else {
-    w.short_name = arg[1];
-    w.spelled = std::string(arg.substr(0, 2));
-    if (arg.size() > 2) {
-      w.has_attached = true;
-      w.attached = std::string(arg.substr(2));
-    }
-  }
-  return w;
-}
-
-const Supported* find_supported(const Word& w) {
-  for (const auto& s : kSupported) {
-    if (w.short_name ? s.short_name == w.short_name : w.long_name == s.long_name) return &s;
-  }
-  return nullptr;
-}
-
-const Unsupported* find_unsupported(const Word& w) {
-  for (const auto& u : kUnsupported) {
-    if (w.short_name ? u.short_name == w.short_name : w.long_name == u.long_name) return &u;
-  }
-  return nullptr;
-}
 
 // `not_yet` is set when the only problem is values cutrace does not record yet, so the caller can
 // name it beside the command line's other refusals.
@@ -339,15 +280,6 @@ bool parse_u32(const std::string& text, uint64_t min, uint64_t max, uint32_t* ou
   return true;
 }
 
-// `-w maybe`, `-f yes`: words people use for a switch's value. Taking one as the command would end
-// in "command 'maybe' not found" after setting everything up; naming the option says what is wrong.
-bool looks_like_a_mistyped_value(std::string_view word) {
-  for (const char* w : {"yes", "no", "y", "n", "on", "off", "1", "0", "maybe", "enable", "disable", "enabled",
-                        "disabled", "none", "all", "t", "f"})
-    if (equals_ignoring_case(word, w)) return true;
-  return false;
-}
-
 // "cutrace profile: " and the final period off a refusal, to list it with others.
 std::string refusal_body(const UsageError& e) {
   std::string body = e.message.substr(kPrefix.size());
@@ -427,90 +359,58 @@ bool parse_capture_end(const std::string& text, ProfileOptions* options) {
   return false;
 }
 
+static const Unsupported* find_unsupported(const cli::Arg& w) {
+  for (const auto& u : kUnsupported)
+    if (w.short_name ? u.short_name == w.short_name : w.long_name == u.long_name) return &u;
+  return nullptr;
+}
+
 bool parse_options(int argc, const char* const* argv, ProfileOptions* options, UsageError* error) {
   *options = ProfileOptions{};
   // Options cutrace knows of but cannot honour yet, and unknown ones, are all named in one message,
   // so porting a command line takes one run, not one per option.
   std::vector<std::string> refusals;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    // A lone "-" is an operand (like a file named "-"), not an option.
-    if (arg.size() < 2 || arg[0] != '-') break;
-
-    Word w = split_word(arg);
-    options->given.emplace_back(arg);
-
-    // Takes the option's value: attached (`--x=v`, `-ov`) or the next word.
-    auto take_value = [&](std::string* value) {
-      if (w.has_attached) {
-        *value = w.attached;
-        return !value->empty();
-      }
-      if (i + 1 >= argc || argv[i + 1][0] == '\0') return false;
-      *value = argv[++i];
-      options->given.emplace_back(*value);
-      return true;
-    };
-    // A boolean takes an attached true/false, or a following true/false word; alone it means true.
-    // Only those two words are consumed, so `-f ./app` runs ./app with overwriting on.
+  cli::Scanner words(argc, argv, kSupported,
+                     {.short_values_attach = true, .operand_ends_options = true,
+                      .catch_mistyped_switch_values = true, .empty_value_is_missing = true});
+  cli::Arg w;
+  while (words.next(w)) {
+    auto take_value = [&](std::string* value) { return words.value(w, *value); };
+    // Only true and false are taken as a switch's value, so `-f ./app` runs ./app with overwriting on.
     auto take_bool = [&](bool* value) {
-      std::string word;
-      if (w.has_attached) {
-        word = w.attached;
-      } else if (i + 1 < argc && is_bool_word(argv[i + 1])) {
-        word = argv[++i];
-        options->given.emplace_back(word);
-      } else if (i + 1 < argc && looks_like_a_mistyped_value(argv[i + 1])) {
-        word = argv[i + 1];
-      } else {
-        *value = true;
-        return true;
-      }
-      if (!is_bool_word(word)) {
-        *error = usage("option '" + w.spelled + "' takes true or false, not '" + word + "'");
-        return false;
-      }
-      *value = equals_ignoring_case(word, "true");
-      return true;
+      std::string bad;
+      if (words.switch_value(w, *value, bad)) return true;
+      *error = usage("option '" + w.spelled + "' takes true or false, not '" + bad + "'");
+      return false;
     };
 
-    if (const Supported* s = find_supported(w)) {
-      // `-fw` or `-hx` style bundles are not nsys syntax; only value options take attached text.
-      if (w.short_name && w.has_attached && s->arity == Arity::kNone) {
-        *error = usage("unknown option '" + std::string(arg) + "'; run `cutrace profile --help`");
-        return false;
-      }
+    if (const cli::OptionSpec* s = w.spec) {
       std::string value;
-      switch (s->id) {
-        case Id::kQuiet:
+      switch (Id(s->id)) {
+        case kQuiet:
           if (w.has_attached) {
             *error = usage("option '" + w.spelled + "' takes no value");
             return false;
           }
           options->quiet = true;
           break;
-        case Id::kHelp:
+        case kHelp:
           if (w.has_attached) {
             *error = usage("option '" + w.spelled + "' takes no value");
             return false;
           }
           options->help = true;
           return true;
-        case Id::kForce:
+        case kForce:
           if (!take_bool(&options->force_overwrite)) return false;
           break;
-        case Id::kShowOutput:
+        case kShowOutput:
           if (!take_bool(&options->show_output)) return false;
           break;
-        case Id::kStats:
+        case kStats:
           if (!take_bool(&options->stats)) return false;
           break;
-        case Id::kStopOnExit: {
+        case kStopOnExit: {
           bool stop = true;
           if (!take_bool(&stop)) return false;
           if (!stop) {
@@ -520,14 +420,14 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           break;
         }
-        case Id::kOutput:
+        case kOutput:
           if (!take_value(&value)) {
             *error = usage("option '" + w.spelled + "' needs a file name");
             return false;
           }
           options->output_pattern = value;
           break;
-        case Id::kTrace:
+        case kTrace:
           if (!take_value(&value)) {
             *error = usage("option '" + w.spelled + "' needs a value such as cuda");
             return false;
@@ -537,7 +437,7 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             refusals.push_back(refusal_body(*error));
           }
           break;
-        case Id::kWait:
+        case kWait:
           if (!take_value(&value) || !(equals_ignoring_case(value, "all") || equals_ignoring_case(value, "primary"))) {
             *error = usage("option '" + w.spelled + "' takes primary or all" +
                            (value.empty() ? std::string() : ", not '" + value + "'"));
@@ -545,7 +445,7 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           options->wait_all = equals_ignoring_case(value, "all");
           break;
-        case Id::kRingSize:
+        case kRingSize:
           if (!take_value(&value) || !parse_u32(value, abi::kMinRingBytes, uint64_t(1) << 31, &options->ring_bytes) ||
               !abi::is_power_of_two(options->ring_bytes)) {
             *error = usage("--ring-size needs a power of two between " + std::to_string(abi::kMinRingBytes) +
@@ -554,7 +454,7 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           options->ring_bytes_given = true;
           break;
-        case Id::kCaptureRange:
+        case kCaptureRange:
           if (!take_value(&value)) value.clear();
           if (equals_ignoring_case(value, "none")) {
             options->capture_range = ProfileOptions::CaptureRange::kNone;
@@ -570,14 +470,14 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             return false;
           }
           break;
-        case Id::kCaptureRangeEnd:
+        case kCaptureRangeEnd:
           if (!take_value(&value) || !parse_capture_end(value, options)) {
             *error = usage("option '" + w.spelled + "' takes none, stop, stop-shutdown, repeat[:N] or repeat-shutdown:N" +
                            (value.empty() ? std::string() : ", not '" + value + "'"));
             return false;
           }
           break;
-        case Id::kStopOnRangeEnd: {
+        case kStopOnRangeEnd: {
           // The older spelling: true is stop, false lets capture go on after the range (none).
           bool stop = true;
           if (!take_bool(&stop)) return false;
@@ -585,7 +485,7 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           options->capture_count = 0;
           break;
         }
-        case Id::kNvtxCapture:
+        case kNvtxCapture:
           if (!take_value(&value) || value.front() == '@') {
             *error = usage("option '" + w.spelled + "' needs a range name: RANGE, RANGE@DOMAIN or RANGE@*");
             return false;
@@ -598,25 +498,25 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           options->nvtx_capture = value;
           break;
-        case Id::kDelay:
-        case Id::kDuration: {
+        case kDelay:
+        case kDuration: {
           uint64_t ns = 0;
-          if (!take_value(&value) || !parse_seconds(value, &ns) || (s->id == Id::kDuration && ns == 0 && value != "0")) {
+          if (!take_value(&value) || !parse_seconds(value, &ns) || (s->id == kDuration && ns == 0 && value != "0")) {
             *error = usage("option '" + w.spelled + "' takes a number of seconds" +
                            (value.empty() ? std::string() : ", not '" + value + "'"));
             return false;
           }
-          (s->id == Id::kDelay ? options->delay_ns : options->duration_ns) = ns;
+          (s->id == kDelay ? options->delay_ns : options->duration_ns) = ns;
           break;
         }
-        case Id::kKill:
+        case kKill:
           if (!take_value(&value) || !parse_kill(value, &options->kill_signal)) {
             *error = usage("option '" + w.spelled + "' takes none, sigterm, sigkill or a signal number" +
                            (value.empty() ? std::string() : ", not '" + value + "'"));
             return false;
           }
           break;
-        case Id::kCudaBacktrace:
+        case kCudaBacktrace:
           if (!take_value(&value)) {
             *error = usage("option '" + w.spelled + "' takes all, none, kernel, memory, sync or other, each with an "
                            "optional :THRESHOLD_NS, comma-separated (e.g. kernel:500,sync:10000)");
@@ -624,9 +524,9 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           options->cudabacktrace = value;
           break;
-        case Id::kCudaBacktraceThreshold:
-        case Id::kOsrtBacktraceThreshold: {
-          uint64_t& target = s->id == Id::kCudaBacktraceThreshold ? options->cudabacktrace_threshold_ns
+        case kCudaBacktraceThreshold:
+        case kOsrtBacktraceThreshold: {
+          uint64_t& target = s->id == kCudaBacktraceThreshold ? options->cudabacktrace_threshold_ns
                                                                   : options->osrt_backtrace_threshold_ns;
           if (!take_value(&value) || !parse_whole_number(value, &target)) {
             *error = usage("option '" + w.spelled + "' takes a whole number of nanoseconds" +
@@ -635,7 +535,7 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           break;
         }
-        case Id::kOsrtBacktraceDepth:
+        case kOsrtBacktraceDepth:
           if (!take_value(&value) || !parse_u32(value, 1, abi::kMaxBacktraceFrames, &options->osrt_backtrace_depth)) {
             *error = usage("option '" + w.spelled + "' takes a number of frames from 1 to " +
                            std::to_string(abi::kMaxBacktraceFrames) +
@@ -643,7 +543,7 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             return false;
           }
           break;
-        case Id::kSample:
+        case kSample:
           if (!take_value(&value) || (value != "process-tree" && value != "cpu" && value != "none")) {
             *error = usage("option '" + w.spelled + "' takes process-tree (or cpu) or none" +
                            (value == "system-wide" ? ", not system-wide: cutrace samples the command's processes alone"
@@ -653,7 +553,7 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           options->cpu_sampling = value != "none";
           break;
-        case Id::kCpuctxsw:
+        case kCpuctxsw:
           if (!take_value(&value) || (value != "process-tree" && value != "none")) {
             *error = usage("option '" + w.spelled + "' takes process-tree or none" +
                            (value == "system-wide" ? ", not system-wide: cutrace follows the command's processes alone"
@@ -663,30 +563,30 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           options->context_switches = value == "process-tree";
           break;
-        case Id::kSamplingFrequency:
+        case kSamplingFrequency:
           if (!take_value(&value) || !parse_u32(value, 100, 8000, &options->sampling_frequency)) {
             *error = usage("option '" + w.spelled + "' takes a number of samples per second from 100 to 8000" +
                            (value.empty() ? std::string() : ", not '" + value + "'"));
             return false;
           }
           break;
-        case Id::kPythonSampling:
+        case kPythonSampling:
           if (!take_bool(&options->python_sampling)) return false;
           break;
-        case Id::kGpuActivity:
+        case kGpuActivity:
           if (!take_bool(&options->gpu_activity)) return false;
           break;
-        case Id::kCudaMemoryUsage:
+        case kCudaMemoryUsage:
           if (!take_bool(&options->cuda_memory_usage)) return false;
           break;
-        case Id::kPythonSamplingFrequency:
+        case kPythonSamplingFrequency:
           if (!take_value(&value) || !parse_u32(value, 1, 2000, &options->python_sampling_frequency)) {
             *error = usage("option '" + w.spelled + "' takes a number of samples per second from 1 to 2000" +
                            (value.empty() ? std::string() : ", not '" + value + "'"));
             return false;
           }
           break;
-        case Id::kPythonBacktrace:
+        case kPythonBacktrace:
           if (!take_value(&value) || (value != "cuda" && value != "none" && value != "false")) {
             *error = usage("option '" + w.spelled + "' takes cuda or none" +
                            (value.empty() ? std::string() : ", not '" + value + "'"));
@@ -694,14 +594,14 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           options->python_backtrace = value == "cuda";
           break;
-        case Id::kOsrtThreshold:
+        case kOsrtThreshold:
           if (!take_value(&value) || !parse_whole_number(value, &options->osrt_threshold_ns)) {
             *error = usage("option '" + w.spelled + "' takes a whole number of nanoseconds" +
                            (value.empty() ? std::string() : ", not '" + value + "'"));
             return false;
           }
           break;
-        case Id::kRingSlots:
+        case kRingSlots:
           if (!take_value(&value) || !parse_u32(value, 1, std::numeric_limits<uint32_t>::max(), &options->ring_slots)) {
             *error = usage("--ring-slots needs a whole number of at least 1");
             return false;
@@ -712,15 +612,10 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
     }
 
     if (const Unsupported* u = find_unsupported(w)) {
-      std::string value;
       bool accepted = false;
       if (u->off) {
-        if (w.has_attached) {
-          accepted = equals_ignoring_case(w.attached, u->off);
-        } else if (i + 1 < argc && equals_ignoring_case(argv[i + 1], u->off)) {
-          options->given.emplace_back(argv[++i]);
-          accepted = true;
-        }
+        if (w.has_attached) accepted = equals_ignoring_case(w.attached, u->off);
+        else accepted = words.take_next_if([&](std::string_view next) { return equals_ignoring_case(next, u->off); });
       }
       if (!accepted) {
         // The remedy: profile without it, or spell out the value that asks for nothing.
@@ -728,13 +623,12 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
         if (u->off) remedy += ", or pass " + w.spelled + (w.short_name ? " " : "=") + u->off;
         refusals.push_back("option '" + w.spelled + "' is not supported yet; " + remedy);
         // nsys's options take a value; passing over it keeps it from being read as the command.
-        if (!w.has_attached && i + 1 < argc && argv[i + 1][0] != '-') options->given.emplace_back(argv[++i]);
+        if (!w.has_attached) words.take_next_if([](std::string_view next) { return next.empty() || next[0] != '-'; });
       }
       continue;
     }
 
-    refusals.push_back("unknown option '" + (w.short_name ? std::string(arg) : w.spelled) +
-                       "'; run `cutrace profile --help`");
+    refusals.push_back("unknown option '" + (w.short_name ? w.word : w.spelled) + "'; run `cutrace profile --help`");
   }
 
   if (refusals.size() == 1) {
@@ -749,7 +643,8 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
     return false;
   }
 
-  for (; i < argc; ++i) options->command.emplace_back(argv[i]);
+  options->given = words.taken();
+  options->command = words.rest();
   if (options->command.empty()) {
     *error = usage("no command given; usage: cutrace profile [options] [--] <command> [args...]");
     return false;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cutrace/abi.h"
+#include "cutrace/session.h"
 
 namespace cutrace::launcher {
 
@@ -26,7 +27,8 @@ struct ProfileOptions {
   // session with capture off).
   // The default is nsys's, less what cutrace does not trace yet (opengl, osrt).
   abi::DomainSet trace_domains = abi::kCudaDomains | abi::domain_bit(abi::ApiDomain::kNvtx);
-  uint64_t osrt_threshold_ns = 1000;  // --osrt-threshold: shorter osrt calls are not recorded (nsys's default)
+  // The session's settings start from session::Options' defaults, the one place they are written.
+  uint64_t osrt_threshold_ns = session::Options{}.osrt_threshold_ns;  // --osrt-threshold
   // --cudabacktrace as given ("" or "none": no CUDA backtraces) and --cudabacktrace-threshold (the
   // threshold of the classes given without their own); resolved into backtrace_threshold_ns.
   std::string cudabacktrace;
@@ -38,7 +40,7 @@ struct ProfileOptions {
                                                              abi::kBacktraceOff, abi::kBacktraceOff,
                                                              abi::kBacktraceOff};
   uint64_t osrt_backtrace_threshold_ns = 80000;
-  uint32_t osrt_backtrace_depth = 24;  // --osrt-backtrace-depth (nsys's default)
+  uint32_t osrt_backtrace_depth = session::Options{}.backtrace_depth_osrt;  // --osrt-backtrace-depth
   // --python-backtrace: Python frames with the stacks of CPython threads (cuda, the default) or not
   // (none, false).
   bool python_backtrace = true;
@@ -58,9 +60,9 @@ struct ProfileOptions {
   // --cpuctxsw process-tree: when each thread of the command's processes left its CPU and got it back
   // (nsys's default is process-tree; here, as sampling, off unless asked for).
   bool context_switches = false;
-  uint32_t ring_bytes = abi::kDefaultRingBytes;
+  uint32_t ring_bytes = session::Options{}.ring_bytes;
   bool ring_bytes_given = false;  // --ring-size was given: the session must not shrink the rings
-  uint32_t ring_slots = abi::kDefaultSlotCount;
+  uint32_t ring_slots = session::Options{}.slot_count;
   // Capture ranges (-c): each process records only inside its own ranges.
   enum class CaptureRange { kNone, kProfilerApi, kNvtx } capture_range = CaptureRange::kNone;
   // --capture-range-end, nsys's default stop-shutdown; capture_count: N of repeat[:N] and

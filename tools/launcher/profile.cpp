@@ -147,14 +147,6 @@ bool report_trace(const RecorderFinish& finish, const OutputTarget& output, mill
   return true;
 }
 
-int print_stats(const std::string& trace) {
-  std::fflush(stderr);
-  std::string args[] = {"stats", "--report", "cuda_api_sum", trace};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  return report::stats_main(int(argv.size() - 1), argv.data());
-}
 
 // What the shim of every process needs to gate itself (abi::kCaptureEnvVar).
 std::vector<std::string> capture_environment(const ProfileOptions& options) {
@@ -264,7 +256,7 @@ int run(const ProfileOptions& options) {
   std::copy(std::begin(options.backtrace_threshold_ns), std::end(options.backtrace_threshold_ns),
             session_options.backtrace_threshold_ns);
   session_options.backtrace_depth_osrt = options.osrt_backtrace_depth;
-  session_options.backtrace_depth_python = options.python_backtrace ? 32 : 0;
+  if (!options.python_backtrace) session_options.backtrace_depth_python = 0;
   session::Session session;  // its destructor removes the shared memory on every way out
   std::string why;
   if (!session.create(session_options, &why))
@@ -422,7 +414,10 @@ int run(const ProfileOptions& options) {
 
   // The trace is in place (or reported missing): the name is free for the next run.
   output.claim.release();
-  if (options.stats && have_trace) print_stats(output.path);
+  if (options.stats && have_trace) {
+    std::fflush(stderr);
+    report::print_api_summary(output.path);
+  }
   return exit_code_of(program_status);
 }
 

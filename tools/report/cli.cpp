@@ -14,86 +14,30 @@
 
 namespace cutrace::report {
 
-bool ArgCursor::value_option(const char* short_name, const char* long_name, std::string& value, bool& missing) {
-  std::string_view a = current();
-  const std::string_view long_view = long_name;
-  if ((short_name && a == short_name) || a == long_view) {
-    if (i_ + 1 >= argc_) {
-      missing = true;
-      ++i_;
-      return true;
-    }
-    value = argv_[i_ + 1];
-    i_ += 2;
-    return true;
-  }
-  if (a.size() > long_view.size() && a.substr(0, long_view.size()) == long_view && a[long_view.size()] == '=') {
-    value = std::string(a.substr(long_view.size() + 1));
-    ++i_;
-    return true;
-  }
-  return false;
+bool is_own_option(const cli::Arg& arg) {
+  return arg.kind == cli::Arg::Kind::kOption && !(arg.spec->arity == cli::Arity::kNone && arg.has_attached);
 }
 
-int ArgCursor::take_common(const char* command, const std::string& hint, std::string& trace_path) {
+int take_trace(const cli::Arg& arg, const char* command, const std::string& hint, std::vector<std::string>& traces) {
+  if (arg.kind != cli::Arg::Kind::kOperand) {
+    std::fprintf(stderr, "cutrace %s: unknown option '%s'; %s.\n", command, arg.word.c_str(), hint.c_str());
+    return kExitUsage;
+  }
+  traces.push_back(arg.word);
+  return kNextArgument;
+}
+
+int take_trace(const cli::Arg& arg, const char* command, const std::string& hint, std::string& trace) {
   std::vector<std::string> taken;
-  const int status = take_common(command, hint, taken);
-  if (status != kNextArgument || taken.empty()) return status;
-  if (!trace_path.empty()) {
+  const int status = take_trace(arg, command, hint, taken);
+  if (status != kNextArgument) return status;
+  if (!trace.empty()) {
     std::fprintf(stderr, "cutrace %s: more than one trace given ('%s' and '%s'); give one trace file.\n", command,
-                 trace_path.c_str(), taken[0].c_str());
+                 trace.c_str(), taken[0].c_str());
     return kExitUsage;
   }
-  trace_path = std::move(taken[0]);
+  trace = std::move(taken[0]);
   return kNextArgument;
-}
-
-int ArgCursor::take_common(const char* command, const std::string& hint, std::vector<std::string>& trace_paths) {
-  const std::string_view a = current();
-  if (!options_done_ && a == "--") {
-    options_done_ = true;
-    advance();
-    return kNextArgument;
-  }
-  if (!options_done_ && a.size() > 1 && a[0] == '-') {
-    std::fprintf(stderr, "cutrace %s: unknown option '%s'; %s.\n", command, std::string(a).c_str(), hint.c_str());
-    return kExitUsage;
-  }
-  trace_paths.emplace_back(a);
-  advance();
-  return kNextArgument;
-}
-
-bool ArgCursor::bool_option(const char* short_name, const char* long_name, bool& value, bool& bad) {
-  std::string_view a = current();
-  const std::string_view long_view = long_name;
-  auto is_word = [](std::string_view v, std::string_view word) {
-    return v.size() == word.size() &&
-           std::equal(v.begin(), v.end(), word.begin(), [](char a, char b) { return std::tolower(a) == b; });
-  };
-  auto is_bool = [&](std::string_view v) { return is_word(v, "true") || is_word(v, "false"); };
-  auto parse = [&](std::string_view v) {
-    if (is_bool(v)) value = is_word(v, "true");
-    else bad = true;
-  };
-  if ((short_name && a == short_name) || a == long_view) {
-    ++i_;
-    // The value is optional, so only the two words it can be are taken as one: `-f trace.cutrace`
-    // keeps the file name.
-    if (i_ < argc_ && is_bool(argv_[i_])) {
-      parse(argv_[i_]);
-      ++i_;
-    } else {
-      value = true;
-    }
-    return true;
-  }
-  if (a.size() > long_view.size() && a.substr(0, long_view.size()) == long_view && a[long_view.size()] == '=') {
-    parse(a.substr(long_view.size() + 1));
-    ++i_;
-    return true;
-  }
-  return false;
 }
 
 Output::~Output() {

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/command_line.h"
 #include "reader/trace_reader.h"
 
 namespace cutrace::report {
@@ -20,37 +21,15 @@ inline constexpr int kExitPartialTrace = 3;
 // to tell from a table.
 inline constexpr int kExitNoData = 4;
 
-// Walks argv of a subcommand. Options come as `-s VALUE`, `--long VALUE` or `--long=VALUE`; `--` ends them.
-class ArgCursor {
- public:
-  ArgCursor(int argc, char** argv) : argc_(argc), argv_(argv) {}
-  bool done() const { return i_ >= argc_; }
-  std::string_view current() const { return argv_[i_]; }
-  void advance() { ++i_; }
-
-  // True when the current argument is this option; its value is then in `value` and the cursor has moved
-  // past it. A missing value sets `missing` (and returns true) so the caller can name the option.
-  bool value_option(const char* short_name, const char* long_name, std::string& value, bool& missing);
-  // Boolean options spelled like nsys and `cutrace profile`: `--force-overwrite true|false` (any case),
-  // `--force-overwrite=true`, or the bare flag meaning true. `bad` is set for any other value.
-  bool bool_option(const char* short_name, const char* long_name, bool& value, bool& bad);
-
-  // What every subcommand's loop does with an argument its own options did not take: `--` ends the
-  // options, anything else starting with '-' is refused, and the one positional argument is the
-  // trace. Returns kNextArgument to go on, or an exit code after one sentence on stderr naming
-  // `command` and ending with `hint` (how to get help).
-  static constexpr int kNextArgument = -1;
-  int take_common(const char* command, const std::string& hint, std::string& trace_path);
-  // The same for a command that takes several traces: each positional argument is appended.
-  int take_common(const char* command, const std::string& hint, std::vector<std::string>& trace_paths);
-  bool options_done() const { return options_done_; }
-
- private:
-  int argc_;
-  char** argv_;
-  int i_ = 1;
-  bool options_done_ = false;
-};
+// What a trace-reading command does with a word its own options did not take: an operand is a trace,
+// anything else (an unknown option, or `--quiet=x`) is refused in one sentence on stderr naming
+// `command` and ending with `hint` (how to get help). Returns kNextArgument to go on, or the exit code.
+inline constexpr int kNextArgument = -1;
+int take_trace(const cli::Arg& arg, const char* command, const std::string& hint, std::vector<std::string>& traces);
+// The same for a command that reads one trace: a second one is refused.
+int take_trace(const cli::Arg& arg, const char* command, const std::string& hint, std::string& trace);
+// True when `arg` is one of the command's options as it may be spelled: a flag takes no `=value`.
+bool is_own_option(const cli::Arg& arg);
 
 // Where a report goes: stdout for "" or "-", else a new file. Writes go to a temporary file beside the
 // target that is renamed over it by commit(), so a failed or interrupted run never leaves half a file

@@ -2,12 +2,17 @@
 // return value is the exit status (0 success, 1 the trace or the output could not be used, 2 usage).
 #pragma once
 
+#include <string>
+
 namespace cutrace::report {
 
 // `cutrace info FILE`: processes, threads, counts, drops, metadata and the trace's status.
 int info_main(int argc, char** argv);
 // `cutrace stats [--report NAME[,NAME...]] [--format column|csv|json] [-o FILE] FILE`: nsys-style tables.
 int stats_main(int argc, char** argv);
+// `cutrace profile --stats true`: the cuda_api_sum table of the trace just written, on standard output,
+// as `cutrace stats` prints it. Returns stats' exit status.
+int print_api_summary(const std::string& trace_path);
 // `cutrace export --type perfetto [-o OUT.json] [--force-overwrite true] FILE`.
 int export_main(int argc, char** argv);
 

@@ -172,61 +172,64 @@ int export_main(int argc, char** argv) {
   std::string type, output_arg, trace_path, from_arg, to_arg, filter_arg;
   bool overwrite = false, gzip = false, quiet = false;
   ExportOptions options;
-  ArgCursor args(argc, argv);
-  while (!args.done()) {
-    std::string_view a = args.current();
-    bool missing = false, bad = false;
-    if (!args.options_done() && (a == "-h" || a == "--help")) {
-      print_help();
-      return kExitOk;
-    }
-    if (!args.options_done() && (a == "-q" || a == "--quiet")) {
-      quiet = true;
-      args.advance();
+  enum Option : int { kHelp, kQuiet, kType, kOutput, kFrom, kTo, kFilterNvtx, kTables, kGzip, kForce, kShowInternal,
+                      kSymbolPath };
+  constexpr cli::OptionSpec kOptions[] = {
+      {'h', "help", cli::Arity::kNone, kHelp},
+      {'q', "quiet", cli::Arity::kNone, kQuiet},
+      {'t', "type", cli::Arity::kValue, kType},
+      {'o', "output", cli::Arity::kValue, kOutput},
+      {0, "from", cli::Arity::kValue, kFrom},
+      {0, "to", cli::Arity::kValue, kTo},
+      {0, "filter-nvtx", cli::Arity::kValue, kFilterNvtx},
+      {0, "tables", cli::Arity::kValue, kTables},
+      {'z', "gzip", cli::Arity::kSwitch, kGzip},
+      {'f', "force-overwrite", cli::Arity::kSwitch, kForce},
+      {0, "show-internal", cli::Arity::kSwitch, kShowInternal},
+      {0, "symbol-path", cli::Arity::kValue, kSymbolPath},
+  };
+  cli::Scanner words(argc, argv, kOptions);
+  for (cli::Arg arg; words.next(arg);) {
+    if (!is_own_option(arg)) {
+      if (const int exit_code = take_trace(arg, "export", "see `cutrace export --help`", trace_path);
+          exit_code != kNextArgument)
+        return exit_code;
       continue;
     }
-    if (!args.options_done() &&
-        (args.value_option("-t", "--type", type, missing) || args.value_option("-o", "--output", output_arg, missing) ||
-         args.value_option(nullptr, "--from", from_arg, missing) || args.value_option(nullptr, "--to", to_arg, missing) ||
-         args.value_option(nullptr, "--filter-nvtx", filter_arg, missing) ||
-         args.value_option(nullptr, "--tables", options.tables, missing))) {
-      if (missing) {
-        std::fprintf(stderr, "cutrace export: %s needs a value; see `cutrace export --help`.\n", std::string(a).c_str());
-        return kExitUsage;
+    auto value_into = [&](std::string& into) {
+      if (words.value(arg, into)) return true;
+      std::fprintf(stderr, "cutrace export: %s needs a value; see `cutrace export --help`.\n", arg.word.c_str());
+      return false;
+    };
+    auto switch_into = [&](bool& into) {
+      if (std::string bad; words.switch_value(arg, into, bad)) return true;
+      std::fprintf(stderr, "cutrace export: --%s takes true or false.\n", std::string(arg.spec->long_name).c_str());
+      return false;
+    };
+    bool ok = true;
+    switch (Option(arg.spec->id)) {
+      case kHelp: print_help(); return kExitOk;
+      case kQuiet: quiet = true; break;
+      case kType: ok = value_into(type); break;
+      case kOutput: ok = value_into(output_arg); break;
+      case kFrom: ok = value_into(from_arg); break;
+      case kTo: ok = value_into(to_arg); break;
+      case kFilterNvtx: ok = value_into(filter_arg); break;
+      case kTables: ok = value_into(options.tables); break;
+      case kGzip: ok = switch_into(gzip); break;
+      case kForce: ok = switch_into(overwrite); break;
+      case kShowInternal: ok = switch_into(options.show_internal); break;
+      case kSymbolPath: {
+        std::string value;
+        if (!words.value(arg, value) || value.empty()) {
+          std::fprintf(stderr, "cutrace export: --symbol-path takes DIR or DIR:DIR....\n");
+          return kExitUsage;
+        }
+        set_symbol_path(split_symbol_path(value));
+        break;
       }
-      continue;
     }
-    if (!args.options_done() && args.bool_option("-z", "--gzip", gzip, bad)) {
-      if (bad) {
-        std::fprintf(stderr, "cutrace export: --gzip takes true or false.\n");
-        return kExitUsage;
-      }
-      continue;
-    }
-    if (!args.options_done() && args.bool_option("-f", "--force-overwrite", overwrite, bad)) {
-      if (bad) {
-        std::fprintf(stderr, "cutrace export: --force-overwrite takes true or false.\n");
-        return kExitUsage;
-      }
-      continue;
-    }
-    if (!args.options_done() && args.bool_option(nullptr, "--show-internal", options.show_internal, bad)) {
-      if (bad) {
-        std::fprintf(stderr, "cutrace export: --show-internal takes true or false.\n");
-        return kExitUsage;
-      }
-      continue;
-    }
-    if (std::string value; !args.options_done() && args.value_option(nullptr, "--symbol-path", value, missing)) {
-      if (missing || value.empty()) {
-        std::fprintf(stderr, "cutrace export: --symbol-path takes DIR or DIR:DIR....\n");
-        return kExitUsage;
-      }
-      set_symbol_path(split_symbol_path(value));
-      continue;
-    }
-    if (const int exit_code = args.take_common("export", "see `cutrace export --help`", trace_path); exit_code != ArgCursor::kNextArgument)
-      return exit_code;
+    if (!ok) return kExitUsage;
   }
   const char* const one_type = exporters().size() == 1 ? exporters()[0].type : "TYPE";
   if (type.empty()) {

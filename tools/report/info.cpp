@@ -73,15 +73,15 @@ void print_rows(const std::vector<std::string>& header, const std::vector<std::v
 
 int info_main(int argc, char** argv) {
   std::string trace_path;
-  ArgCursor args(argc, argv);
-  while (!args.done()) {
-    const std::string_view a = args.current();
-    if (!args.options_done() && (a == "-h" || a == "--help")) {
+  constexpr cli::OptionSpec kOptions[] = {{'h', "help", cli::Arity::kNone, 0}};
+  cli::Scanner words(argc, argv, kOptions);
+  for (cli::Arg arg; words.next(arg);) {
+    if (is_own_option(arg)) {
       print_help();
       return kExitOk;
     }
-    if (const int exit_code = args.take_common("info", "usage: cutrace info FILE.cutrace", trace_path);
-        exit_code != ArgCursor::kNextArgument)
+    if (const int exit_code = take_trace(arg, "info", "usage: cutrace info FILE.cutrace", trace_path);
+        exit_code != kNextArgument)
       return exit_code;
   }
   if (trace_path.empty()) {

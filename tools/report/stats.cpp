@@ -266,68 +266,92 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
   return exit_code;
 }
 
+int run_stats(Request req, const std::vector<std::string>& traces);
+
 }  // namespace
 
 int stats_main(int argc, char** argv) {
   Request req;
   std::vector<std::string> traces;
-  std::string value;
-  ArgCursor args(argc, argv);
-  while (!args.done()) {
-    std::string_view a = args.current();
-    bool missing = false, bad = false;
-    if (!args.options_done() && (a == "-h" || a == "--help")) {
-      print_help();
-      return kExitOk;
-    }
-    if (!args.options_done() && (a == "-q" || a == "--quiet")) {
-      req.quiet = true;
-      args.advance();
+  enum Option : int { kHelp, kQuiet, kReport, kFormat, kOutput, kTimeUnit, kForce, kFilterNvtx, kShowInternal,
+                      kSymbolPath };
+  constexpr cli::OptionSpec kOptions[] = {
+      {'h', "help", cli::Arity::kNone, kHelp},
+      {'q', "quiet", cli::Arity::kNone, kQuiet},
+      {'r', "report", cli::Arity::kValue, kReport},
+      {'f', "format", cli::Arity::kValue, kFormat},
+      {'o', "output", cli::Arity::kValue, kOutput},
+      {0, "timeunit", cli::Arity::kValue, kTimeUnit},
+      {0, "force-overwrite", cli::Arity::kSwitch, kForce},
+      {0, "filter-nvtx", cli::Arity::kValue, kFilterNvtx},
+      {0, "show-internal", cli::Arity::kSwitch, kShowInternal},
+      {0, "symbol-path", cli::Arity::kValue, kSymbolPath},
+  };
+  cli::Scanner words(argc, argv, kOptions);
+  for (cli::Arg arg; words.next(arg);) {
+    if (!is_own_option(arg)) {
+      if (const int exit_code = take_trace(arg, "stats", "see `cutrace stats --help`", traces);
+          exit_code != kNextArgument)
+        return exit_code;
       continue;
     }
-    if (!args.options_done()) {
-      std::vector<std::string>* list = nullptr;
-      if (args.value_option("-r", "--report", value, missing)) list = &req.reports;
-      else if (args.value_option("-f", "--format", value, missing)) list = &req.formats;
-      else if (args.value_option("-o", "--output", value, missing)) list = &req.outputs;
-      else if (args.value_option(nullptr, "--timeunit", value, missing)) {
-        if (missing) return usage_error("--timeunit needs a value: nsec, usec, msec or sec");
+    std::string value, bad;
+    const bool given = arg.spec->arity != cli::Arity::kValue || words.value(arg, value);
+    // -r, -f and -o take comma-separated lists, and may be repeated.
+    auto add_to = [&](std::vector<std::string>& list) {
+      if (!given) return usage_error(arg.word + " needs a value; see `cutrace stats --help`");
+      const size_t before = list.size();
+      split_into(value, list);
+      if (list.size() == before) return usage_error(arg.word + " names nothing; see `cutrace stats --help`");
+      return kNextArgument;
+    };
+    switch (Option(arg.spec->id)) {
+      case kHelp:
+        print_help();
+        return kExitOk;
+      case kQuiet:
+        req.quiet = true;
+        break;
+      case kReport:
+      case kFormat:
+      case kOutput: {
+        std::vector<std::string>& list = arg.spec->id == kReport   ? req.reports
+                                         : arg.spec->id == kFormat ? req.formats
+                                                                   : req.outputs;
+        if (const int exit_code = add_to(list); exit_code != kNextArgument) return exit_code;
+        break;
+      }
+      case kTimeUnit:
+        if (!given) return usage_error("--timeunit needs a value: nsec, usec, msec or sec");
         if (!parse_time_unit(value, req.unit))
           return usage_error("unknown --timeunit '" + value + "'; use nsec, usec, msec or sec");
-        continue;
-      }
-      if (list) {
-        if (missing) return usage_error(std::string(a) + " needs a value; see `cutrace stats --help`");
-        const size_t before = list->size();
-        split_into(value, *list);
-        if (list->size() == before) return usage_error(std::string(a) + " names nothing; see `cutrace stats --help`");
-        continue;
-      }
+        break;
+      case kForce:
+        if (!words.switch_value(arg, req.overwrite, bad)) return usage_error("--force-overwrite takes true or false");
+        break;
+      case kShowInternal:
+        if (!words.switch_value(arg, req.options.show_internal, bad))
+          return usage_error("--show-internal takes true or false");
+        break;
+      case kFilterNvtx:
+        if (!given || !parse_nvtx_filter(value, req.filter))
+          return usage_error("--filter-nvtx takes RANGE, RANGE@DOMAIN or RANGE@*, optionally followed by /INDEX" +
+                             (!given ? std::string() : std::string(", not '") + value + "'"));
+        break;
+      case kSymbolPath:
+        if (!given || value.empty()) return usage_error("--symbol-path takes DIR or DIR:DIR...");
+        set_symbol_path(split_symbol_path(value));
+        break;
     }
-    if (!args.options_done() && args.bool_option(nullptr, "--force-overwrite", req.overwrite, bad)) {
-      if (bad) return usage_error("--force-overwrite takes true or false");
-      continue;
-    }
-    if (!args.options_done() && args.value_option(nullptr, "--filter-nvtx", value, missing)) {
-      if (missing || !parse_nvtx_filter(value, req.filter))
-        return usage_error("--filter-nvtx takes RANGE, RANGE@DOMAIN or RANGE@*, optionally followed by /INDEX" +
-                           (missing ? std::string() : std::string(", not '") + value + "'"));
-      continue;
-    }
-    if (!args.options_done() && args.bool_option(nullptr, "--show-internal", req.options.show_internal, bad)) {
-      if (bad) return usage_error("--show-internal takes true or false");
-      continue;
-    }
-    if (!args.options_done() && args.value_option(nullptr, "--symbol-path", value, missing)) {
-      if (missing || value.empty()) return usage_error("--symbol-path takes DIR or DIR:DIR...");
-      set_symbol_path(split_symbol_path(value));
-      continue;
-    }
-    if (const int exit_code = args.take_common("stats", "see `cutrace stats --help`", traces);
-        exit_code != ArgCursor::kNextArgument)
-      return exit_code;
   }
   if (traces.empty()) return usage_error("no trace given; usage: cutrace stats [options] FILE.cutrace");
+  return run_stats(req, traces);
+}
+
+namespace {
+
+// Every report of `req` for each trace, as `cutrace stats` prints them.
+int run_stats(Request req, const std::vector<std::string>& traces) {
   if (req.reports.empty()) req.reports.push_back(kDefaultReport);
   if (req.outputs.empty()) req.outputs.push_back("-");
   for (const std::string& name : req.reports) {
@@ -357,6 +381,14 @@ int stats_main(int argc, char** argv) {
   }
   if (shown == 0 && exit_code == kExitOk) return kExitNoData;
   return exit_code;
+}
+
+}  // namespace
+
+int print_api_summary(const std::string& trace_path) {
+  Request req;
+  req.reports = {"cuda_api_sum"};
+  return run_stats(req, {trace_path});
 }
 
 }  // namespace cutrace::report
