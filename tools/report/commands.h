@@ -10,5 +10,7 @@ int info_main(int argc, char** argv);
 int stats_main(int argc, char** argv);
 // `cutrace export --type perfetto [-o OUT.json] [--force-overwrite true] FILE`.
 int export_main(int argc, char** argv);
+// `cutrace recipe NAME --input DIR|FILE... [options]`: carried out by the Python package.
+int recipe_main(int argc, char** argv);
 
 }  // namespace cutrace::report

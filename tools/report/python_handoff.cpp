@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "report/cli.h"
+#include "report/commands.h"
 
 namespace cutrace::report {
 namespace {
@@ -60,5 +61,7 @@ int run_python_module(const char* module, const char* command, const char* what,
                command, what, python.c_str(), std::strerror(errno));
   return kExitFailure;
 }
+
+int recipe_main(int argc, char** argv) { return run_python_module("cutrace", "recipe", "recipes are run", argc, argv); }
 
 }  // namespace cutrace::report
