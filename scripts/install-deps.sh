@@ -34,7 +34,9 @@ python_packages=(
   nvtx==0.2.17        # NVTX annotations from Python, captured with no change to the script
   pyarrow==26.0.1     # the cutrace Python package (python/cutrace): tables as Arrow, Parquet and Arrow exports
   pandas==2.3.3       # tests and docs/sql.md: the tables as DataFrames
-  duckdb==1.4.2       # tests and docs/sql.md: SQL over the tables and over a Parquet export
+  duckdb==1.4.2       # tests and docs/sql.md: SQL over the tables and over a Parquet export; cutrace recipe
+  dask==2026.8.0      # cutrace recipe --mode dask-futures (its test starts a scheduler and two workers)
+  distributed==2026.8.0  # the Dask scheduler, workers and client of that mode
 )
 
 if [[ "${1:-}" == "--list" ]]; then

@@ -1,4 +1,5 @@
-"""`python3 -m cutrace export ...`: the exports the package writes (cutrace export runs it for them)."""
+"""`python3 -m cutrace export ...`: the exports the package writes (cutrace export runs it for them);
+`python3 -m cutrace recipe ...`: the recipes over many traces (cutrace recipe runs it)."""
 import sys
 
 
@@ -12,6 +13,21 @@ def main(argv):
             return 1
         from .export import main as export_main
         return export_main(argv[1:])
+    if len(argv) >= 1 and argv[0] == "recipe":
+        import cutrace
+        if cutrace.pa is None:
+            print(f"cutrace recipe: recipes need the Python package pyarrow, which {sys.executable} cannot import "
+                  f"({cutrace._PYARROW_ERROR}); pip install 'cutrace[recipes]'.", file=sys.stderr)
+            return 1
+        try:
+            import duckdb  # noqa: F401
+        except ImportError as e:
+            print(f"cutrace recipe: recipes need the Python package duckdb, which {sys.executable} cannot import "
+                  f"({e}); pip install 'cutrace[recipes]'.", file=sys.stderr)
+            return 1
+        from .recipes.cli import main as recipe_main
+        return recipe_main(argv[1:])
+    print("usage: python3 -m cutrace recipe NAME --input DIR|FILE... [options]", file=sys.stderr)
     print("usage: python3 -m cutrace export --type parquetdir|arrowdir [options] FILE.cutrace", file=sys.stderr)
     return 2
 

@@ -74,8 +74,11 @@ class TableFiles:
 class ProgressBar:
     """As the C++ commands draw it: on a terminal only, at most ten times a second, erased at the end."""
 
-    def __init__(self, enabled):
+    def __init__(self, enabled, prog=PROG, amount=None):
         self.on = enabled and sys.stderr.isatty()
+        self.prog = prog
+        # How done, total and the rate are written: bytes by default; the recipes count traces.
+        self.amount = amount or size_text
         self.start = self.last = time.monotonic()
         self.drawn = False
 
@@ -88,8 +91,8 @@ class ProgressBar:
         rate = done / (now - self.start) if now > self.start else 0
         filled = int(done / total * 20)
         left = f"  {int((total - done) / rate + 0.5)} s left" if rate > 0 and done < total else ""
-        sys.stderr.write(f"\r{PROG}: [{'#' * filled}{'.' * (20 - filled)}] {int(done / total * 100):3d}%  "
-                         f"{size_text(done)} of {size_text(total)}  {size_text(rate)}/s{left}\033[K")
+        sys.stderr.write(f"\r{self.prog}: [{'#' * filled}{'.' * (20 - filled)}] {int(done / total * 100):3d}%  "
+                         f"{self.amount(done)} of {self.amount(total)}  {self.amount(rate)}/s{left}\033[K")
         sys.stderr.flush()
         self.drawn = True
 

@@ -16,6 +16,7 @@ constexpr const char* kUsage =
     "  info      processes, threads, counts, drops, options and versions of a trace\n"
     "  stats     summary tables (nsys report names, e.g. cuda_api_sum)\n"
     "  export    convert a trace (perfetto: Chrome trace-event JSON for ui.perfetto.dev)\n"
+    "  recipe    a recipe over many traces, one per rank (nsys recipe names, e.g. cuda_api_sum)\n"
     "\n"
     "`cutrace help <command>` or `cutrace <command> --help` describes each command;\n"
     "`cutrace -v` (--version) prints the version.\n";
@@ -27,6 +28,7 @@ Main command_main(std::string_view name) {
   if (name == "info") return cutrace::report::info_main;
   if (name == "stats") return cutrace::report::stats_main;
   if (name == "export") return cutrace::report::export_main;
+  if (name == "recipe") return cutrace::report::recipe_main;
   return nullptr;
 }
 

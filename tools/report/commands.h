@@ -15,5 +15,7 @@ int stats_main(int argc, char** argv);
 int print_api_summary(const std::string& trace_path);
 // `cutrace export --type perfetto [-o OUT.json] [--force-overwrite true] FILE`.
 int export_main(int argc, char** argv);
+// `cutrace recipe NAME --input DIR|FILE... [options]`: carried out by the Python package.
+int recipe_main(int argc, char** argv);
 
 }  // namespace cutrace::report

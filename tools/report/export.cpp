@@ -1,6 +1,4 @@
 // `cutrace export`: converts a trace for other tools.
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -17,6 +15,7 @@
 #include "report/gzip_stream.h"
 #include "report/nvtx_ranges.h"
 #include "report/progress.h"
+#include "report/python_handoff.h"
 #include "report/exporter.h"
 #include "report/symbolizer.h"
 
@@ -122,50 +121,6 @@ int finish_export(reader::TraceReader& trace, Output& out, const std::string& ou
   return exit_code;
 }
 
-// The directory of this executable ("" when /proc does not say).
-std::string executable_dir() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) return {};
-  std::string p(path, size_t(n));
-  return p.substr(0, p.rfind('/'));
-}
-
-bool is_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-// Runs `python3 -m cutrace export ARGS...` in place of this process, with what it needs to find the
-// package and its library: installed beside this executable (a virtual environment's bin/, after pip
-// install), or the checkout's python/ and the build's lib/ (a build tree). $CUTRACE_PYTHON chooses
-// the interpreter.
-int run_python_export(const ExporterInfo* exporter, int argc, char** argv) {
-  const std::string here = executable_dir();
-  std::string python = "python3";
-  if (const char* given = std::getenv("CUTRACE_PYTHON"); given && *given) python = given;
-  else if (!here.empty() && is_file(here + "/python3")) python = here + "/python3";
-  // A build tree: the library in the build's lib/, the package in the checkout.
-  const bool build_tree = !here.empty() && is_file(here + "/../lib/libcutrace-tables.so");
-  if (build_tree && !std::getenv("CUTRACE_TABLES_LIBRARY"))
-    ::setenv("CUTRACE_TABLES_LIBRARY", (here + "/../lib/libcutrace-tables.so").c_str(), 1);
-#ifdef CUTRACE_SOURCE_PYTHON_DIR
-  if (build_tree && is_file(std::string(CUTRACE_SOURCE_PYTHON_DIR) + "/cutrace/__init__.py")) {
-    const char* path = std::getenv("PYTHONPATH");
-    const std::string joined = std::string(CUTRACE_SOURCE_PYTHON_DIR) + (path && *path ? std::string(":") + path : "");
-    ::setenv("PYTHONPATH", joined.c_str(), 1);
-  }
-#endif
-  std::vector<char*> args = {python.data(), const_cast<char*>("-m"), const_cast<char*>(exporter->python_module)};
-  for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
-  args.push_back(nullptr);
-  std::fflush(nullptr);
-  ::execvp(python.c_str(), args.data());
-  std::fprintf(stderr, "cutrace export: --type %s is written by Python, and %s cannot be run (%s); install Python 3 "
-                       "or set CUTRACE_PYTHON.\n", exporter->type, python.c_str(), std::strerror(errno));
-  return kExitFailure;
-}
-
 }  // namespace
 
 int export_main(int argc, char** argv) {
@@ -247,7 +202,10 @@ int export_main(int argc, char** argv) {
     std::fprintf(stderr, "cutrace export: no trace given; usage: cutrace export --type %s FILE.cutrace.\n", type.c_str());
     return kExitUsage;
   }
-  if (exporter->python_module) return run_python_export(exporter, argc, argv);
+  if (exporter->python_module) {
+    const std::string what = "--type " + std::string(exporter->type) + " is written";
+    return run_python_module(exporter->python_module, "export", what.c_str(), argc, argv);
+  }
   if (!options.tables.empty()) {
     if (!exporter->write_file) {
       std::fprintf(stderr, "cutrace export: --tables is for the exports made of tables (sqlite, parquetdir and "

@@ -1,0 +1,13 @@
+// The commands the Python package carries out (python/cutrace): `cutrace export --type parquetdir`,
+// `cutrace recipe`.
+#pragma once
+
+namespace cutrace::report {
+
+// Runs `python3 -m MODULE ARGV...` in place of this process (argv[0] is the subcommand's name), with
+// what it needs to find the package and its library. Returns only when Python cannot be run, with
+// exit status 1 after one sentence on stderr: "cutrace COMMAND: WHAT by Python, and ..." (WHAT: "--type
+// parquetdir is written", "recipes are run").
+int run_python_module(const char* module, const char* command, const char* what, int argc, char** argv);
+
+}  // namespace cutrace::report
