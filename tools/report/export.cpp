@@ -124,7 +124,7 @@ int finish_export(reader::TraceReader& trace, Output& out, const std::string& ou
 }  // namespace
 
 int export_main(int argc, char** argv) {
-  std::string type, output_arg, trace_path, from_arg, to_arg, filter_arg;
+  std::string type, output_arg, trace_path, from_arg, to_arg, filter_arg, symbol_path_arg;
   bool overwrite = false, gzip = false, quiet = false;
   ExportOptions options;
   enum Option : int { kHelp, kQuiet, kType, kOutput, kFrom, kTo, kFilterNvtx, kTables, kGzip, kForce, kShowInternal,
@@ -181,6 +181,7 @@ int export_main(int argc, char** argv) {
           return kExitUsage;
         }
         set_symbol_path(split_symbol_path(value));
+        symbol_path_arg = value;
         break;
       }
     }
@@ -202,12 +203,9 @@ int export_main(int argc, char** argv) {
     std::fprintf(stderr, "cutrace export: no trace given; usage: cutrace export --type %s FILE.cutrace.\n", type.c_str());
     return kExitUsage;
   }
-  if (exporter->python_module) {
-    const std::string what = "--type " + std::string(exporter->type) + " is written";
-    return run_python_module(exporter->python_module, "export", what.c_str(), argc, argv);
-  }
+  const bool made_of_tables = exporter->write_file || exporter->python_module;
   if (!options.tables.empty()) {
-    if (!exporter->write_file) {
+    if (!made_of_tables) {
       std::fprintf(stderr, "cutrace export: --tables is for the exports made of tables (sqlite, parquetdir and "
                            "arrowdir), not %s.\n", exporter->type);
       return kExitUsage;
@@ -262,15 +260,33 @@ int export_main(int argc, char** argv) {
     options.window_end_ns = std::min(options.window_end_ns, to);
   }
   if (output_arg.ends_with(".gz")) gzip = true;
-  if (exporter->write_file && gzip) {
+  if (made_of_tables && gzip) {
     std::fprintf(stderr, "cutrace export: --gzip is for the JSON of --type perfetto; a %s export is not compressed.\n",
                  exporter->type);
     return kExitUsage;
   }
-  if (exporter->write_file && output_arg == "-") {
+  if (made_of_tables && output_arg == "-") {
     std::fprintf(stderr, "cutrace export: a %s export is a file and cannot go to stdout; give it a name with -o.\n",
                  exporter->type);
     return kExitUsage;
+  }
+  if (exporter->python_module) {
+    // The command line as checked here, every value spelled out: the NVTX filter is a time window
+    // by now, and the symbol path is where the symbolizer looks by default.
+    std::vector<std::string> args = {"export", "--type", exporter->type, "-f", overwrite ? "true" : "false",
+                                     "--show-internal", options.show_internal ? "true" : "false",
+                                     "--from", std::to_string(options.window_begin_ns) + "ns"};
+    if (options.window_end_ns != UINT64_MAX) args.insert(args.end(), {"--to", std::to_string(options.window_end_ns) + "ns"});
+    if (!output_arg.empty()) args.insert(args.end(), {"-o", output_arg});
+    if (!options.tables.empty()) args.insert(args.end(), {"--tables", options.tables});
+    if (quiet) args.push_back("-q");
+    args.insert(args.end(), {"--", trace_path});
+    if (!symbol_path_arg.empty()) ::setenv("CUTRACE_SYMBOL_PATH", symbol_path_arg.c_str(), 1);
+    std::vector<char*> python_argv;
+    for (std::string& a : args) python_argv.push_back(a.data());
+    python_argv.push_back(nullptr);
+    const std::string what = "--type " + std::string(exporter->type) + " is written";
+    return run_python_module(exporter->python_module, "export", what.c_str(), int(args.size()), python_argv.data());
   }
   const std::string output_path = output_arg.empty() ? default_output(trace_path, exporter->extension, gzip) : output_arg;
   Output out;

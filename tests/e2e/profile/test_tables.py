@@ -107,6 +107,26 @@ def test_duckdb_over_a_parquet_directory_sums_as_cutrace_stats(traced):
     assert rows == [("axpy", 10), ("square_kernel", 10)]
 
 
+def test_the_parquet_export_takes_the_sqlite_exports_time_and_nvtx_filters(tmp_path):
+    # cutrace export checks the command line once and hands Python the NVTX range as a time window:
+    # a Parquet export filtered by --filter-nvtx or --from/--to holds the SQLite export's rows.
+    _, trace = profile(tmp_path, [app("nvtx_app"), "2", "5"], options=["-t", "cuda,nvtx"])
+    for k, options in enumerate((["--filter-nvtx", "outer/2"], ["--from", "1ms", "--to", "0.5"])):
+        run_tool("export", "--type", "sqlite", "-o", tmp_path / f"f{k}.sqlite", *options, trace)
+        db = sqlite3.connect(tmp_path / f"f{k}.sqlite")
+        run_tool("export", "--type", "parquetdir", "-o", tmp_path / f"f{k}", *options, trace)
+        files = sorted((tmp_path / f"f{k}").iterdir())
+        assert "CUPTI_ACTIVITY_KIND_RUNTIME" in [f.stem for f in files]
+        for f in files:
+            assert arrow_rows(pyarrow.parquet.read_table(f)) == sqlite_rows(db, f.stem), (options, f.name)
+    # The window holds fewer calls than the whole trace: the filter reached the export.
+    run_tool("export", "--type", "sqlite", "-o", tmp_path / "all.sqlite", trace)
+    whole = sqlite3.connect(tmp_path / "all.sqlite")
+    count = 'SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME'
+    filtered = sqlite3.connect(tmp_path / "f0.sqlite").execute(count).fetchone()[0]
+    assert 0 < filtered < whole.execute(count).fetchone()[0]
+
+
 def test_tables_chosen_by_a_regular_expression_and_the_default_name(traced):
     trace, _, tmp = traced
     copy = tmp / "named.cutrace"
