@@ -637,7 +637,8 @@ TEST(Reader, EachProcessHasTheRankItsJobVariablesGive) {
   };
   std::vector<uint8_t> events;
   for (size_t k = 0; k < texts.size(); ++k) {
-    auto def = block(format::BlockType::kThreadDef, uint32_t(k), def_bytes(thread_def(uint32_t(k), uint32_t(100 + k), uint32_t(100 + k))), 0);
+    const uint32_t pid = uint32_t(100 + k);
+    auto def = block(format::BlockType::kThreadDef, uint32_t(k), def_bytes(thread_def(uint32_t(k), pid, pid)), 0);
     events.insert(events.end(), def.begin(), def.end());
   }
   for (size_t k = 0; k < texts.size(); ++k) {
