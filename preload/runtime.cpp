@@ -25,6 +25,7 @@
 #include "api_ids.h"
 #include "api_lookup.h"
 #include "cutrace/api_table.h"
+#include "cutrace/job.h"
 #include "cutrace/proc_stat.h"
 #include "interpose.h"
 #include "loaded_objects.h"
@@ -309,6 +310,34 @@ void report_cuda_runtime(ThreadState& ts) {
 
 namespace {
 
+// The process's own rank variables (`cutrace profile -- mpirun -n 8 app`: one trace, a rank per
+// process), raw: the reader picks the rank by cutrace/job.h's precedence. Read now, not when the shim
+// loads, so that a child forked without exec that set its RANK before its first traced call is named by
+// it. getenv neither allocates nor locks; the stack buffer is bounded by the variables' count.
+void announce_job(ThreadState& ts) {
+  char text[256 + sizeof job::kFamilies / sizeof job::kFamilies[0] * 3 * (job::kMaxValueBytes + 32)];
+  size_t n = 0;
+  auto add = [&](const char* name) {
+    if (!name) return;
+    const char* value = getenv(name);
+    if (!value || !*value) return;
+    const size_t name_bytes = strlen(name), value_bytes = strnlen(value, job::kMaxValueBytes);
+    if (n + name_bytes + value_bytes + 2 > sizeof text) return;
+    if (n) text[n++] = '\0';
+    std::memcpy(text + n, name, name_bytes);
+    n += name_bytes;
+    text[n++] = '=';
+    std::memcpy(text + n, value, value_bytes);
+    n += value_bytes;
+  };
+  for (const job::Family& f : job::kFamilies) {
+    add(f.rank);
+    add(f.local_rank);
+    add(f.world_size);
+  }
+  if (n) emit_string(ts, abi::StringKind::kProcessJob, 0, text, n);
+}
+
 void announce_process(ThreadState& ts) {
   char buf[abi::kMaxStringBytes];
   size_t n = read_small_file("/proc/self/cmdline", buf, sizeof buf);
@@ -319,6 +348,7 @@ void announce_process(ThreadState& ts) {
   emit_string(ts, abi::StringKind::kProcessCommand, 0, buf, n);
   ssize_t exe = readlink("/proc/self/exe", buf, sizeof buf);
   if (exe > 0) emit_string(ts, abi::StringKind::kProcessExe, 0, buf, size_t(exe));
+  announce_job(ts);
   report_all_objects(ts);
   report_cuda_runtime(ts);
 }

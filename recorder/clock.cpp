@@ -23,6 +23,20 @@ uint64_t realtime_ns() {
   return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
 }
 
+ClockAnchor take_clock_anchor() {
+  ClockAnchor best;
+  uint64_t best_width = UINT64_MAX;
+  for (int i = 0; i < kAnchorTries; ++i) {
+    const uint64_t m0 = monotonic_ns();
+    const uint64_t real = realtime_ns();
+    const uint64_t m1 = monotonic_ns();
+    if (m1 - m0 >= best_width) continue;
+    best_width = m1 - m0;
+    best = {real, m0 + best_width / 2, (best_width + 1) / 2 + 1};
+  }
+  return best;
+}
+
 TimestampConverter::Pair TimestampConverter::take_pair() {
   Pair best;
 #ifdef CUTRACE_HAVE_TSC

@@ -99,8 +99,10 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
   batch_times_ = std::make_unique<uint8_t[]>(options_.batch_bytes);
   batch_cursors_ = {batch_structure_.get(), batch_times_.get()};
   batch_records_ = 0;
-  start_realtime_ns_ = realtime_ns();
-  start_monotonic_ns_ = monotonic_ns();
+  const ClockAnchor start = take_clock_anchor();
+  start_realtime_ns_ = start.realtime_ns;
+  start_monotonic_ns_ = start.monotonic_ns;
+  start_anchor_error_ns_ = start.error_ns;
   last_flush_ns_ = start_monotonic_ns_;
   next_process_check_ns_ = 0;
   finished_ = false;
@@ -115,6 +117,7 @@ trace::KeyValues Recorder::metadata() const {
       {"session.on_full", "drop"},
       {"start.realtime_ns", std::to_string(start_realtime_ns_)},
       {"start.monotonic_ns", std::to_string(start_monotonic_ns_)},
+      {"start.anchor_error_ns", std::to_string(start_anchor_error_ns_)},
       {"recorder.process_check", monitor_.using_pidfd() ? "pidfd" : "proc"},
   };
   if (trace_domains_ & abi::domain_bit(abi::ApiDomain::kOsRuntime))
@@ -959,6 +962,7 @@ std::vector<format::ThreadStats> Recorder::thread_stats() const {
 
 trace::KeyValues Recorder::summary() const {
   const Totals t = totals();
+  const ClockAnchor end = take_clock_anchor();
   trace::KeyValues kv = {
       {"events", std::to_string(t.events)},
       {"processes", std::to_string(t.processes)},
@@ -967,8 +971,9 @@ trace::KeyValues Recorder::summary() const {
       {"dropped_no_memory", std::to_string(t.dropped_no_memory)},
       {"malformed", std::to_string(t.malformed)},
       {"lost_no_slot", std::to_string(t.lost_no_slot)},
-      {"end.realtime_ns", std::to_string(realtime_ns())},
-      {"end.monotonic_ns", std::to_string(monotonic_ns())},
+      {"end.realtime_ns", std::to_string(end.realtime_ns)},
+      {"end.monotonic_ns", std::to_string(end.monotonic_ns)},
+      {"end.anchor_error_ns", std::to_string(end.error_ns)},
   };
   if (launcher_died_ns_) kv.emplace_back("launcher.died_ns", std::to_string(launcher_died_ns_));
   if (!cut_off_.empty()) {

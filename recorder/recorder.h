@@ -279,7 +279,7 @@ class Recorder {
   uint32_t batch_thread_ = 0;
 
   uint64_t next_process_check_ns_ = 0, last_flush_ns_ = 0;
-  uint64_t start_realtime_ns_ = 0, start_monotonic_ns_ = 0;
+  uint64_t start_realtime_ns_ = 0, start_monotonic_ns_ = 0, start_anchor_error_ns_ = 0;
   bool finished_ = false;
   const std::atomic<uint32_t>* wake_word_ = nullptr;
   uint32_t slots_in_use_ = 0;  // claimed (or being claimed) in the last poll() pass

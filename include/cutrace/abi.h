@@ -168,6 +168,10 @@ enum class StringKind : uint32_t {
   // it has none (text: the interpreter and why, one sentence). Sent once per process, by the first slow
   // call of a CPython process; a refusal after an acceptance (a check that failed later) wins.
   kPythonFramesStatus = 10,
+  // key = 0, text = the job variables of the process's environment that are set (cutrace/job.h's
+  // kFamilies), each as NAME=VALUE, the value cut at job::kMaxValueBytes, NUL-separated. Sent once per
+  // process, when it is announced, and only when one of them is set. Readers that predate it skip it.
+  kProcessJob = 11,
 };
 
 struct StringRecord {

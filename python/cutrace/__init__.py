@@ -23,7 +23,7 @@ except ImportError as _e:  # `python3 -m cutrace export` says what is missing, i
 
 __all__ = ["open", "Trace", "TraceError", "table_names"]
 
-_ABI_VERSION = 1
+_ABI_VERSION = 2
 
 
 class TraceError(Exception):
@@ -86,6 +86,9 @@ def _library():
     lib.cutrace_tables_progress.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
                                             ctypes.POINTER(ctypes.c_uint64)]
     lib.cutrace_tables_close.argtypes = [ctypes.c_void_p]
+    lib.cutrace_tables_metadata.restype = ctypes.c_int64
+    lib.cutrace_tables_metadata.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                            ctypes.c_size_t]
     _lib = lib
     return lib
 
@@ -116,6 +119,7 @@ class Trace:
         self.end_ns = (1 << 64) - 1 if end_ns is None else end_ns
         self.complete = None  # after a read: whether the trace was whole
         self.status = None    # and the reader's sentence about it
+        self._metadata = None
         # Fails now, with the reader's sentence, rather than at the first read.
         self._close(self._open())
 
@@ -133,6 +137,48 @@ class Trace:
         self.complete = bool(lib.cutrace_tables_complete(handle))
         self.status = lib.cutrace_tables_status(handle).decode(errors="replace")
         lib.cutrace_tables_close(handle)
+
+    @property
+    def metadata(self):
+        """The metadata the trace starts with, as META_DATA_CAPTURE has it ({"host": ..., "job.rank": ...,
+        "start.realtime_ns": ...}), read without reading the events."""
+        if self._metadata is None:
+            lib = _library()
+            error = ctypes.create_string_buffer(1024)
+            size = 1 << 16
+            while True:
+                out = ctypes.create_string_buffer(size)
+                need = lib.cutrace_tables_metadata(os.fsencode(self.path), out, size, error, len(error))
+                if need < 0:
+                    raise TraceError(error.value.decode(errors="replace"))
+                if need <= size:
+                    break
+                size = need
+            fields = out.raw[:need].split(b"\0")[:-1]
+            pairs = {}
+            for key, value in zip(fields[0::2], fields[1::2]):
+                pairs.setdefault(key.decode(errors="replace"), value.decode(errors="replace"))  # the first wins
+            self._metadata = pairs
+        return self._metadata
+
+    def _job(self, key):
+        value = self.metadata.get(key)
+        return int(value) if value is not None else None
+
+    @property
+    def rank(self):
+        """The session's rank in its job (job.rank: from the launcher's environment), or None."""
+        return self._job("job.rank")
+
+    @property
+    def local_rank(self):
+        """job.local_rank, or None."""
+        return self._job("job.local_rank")
+
+    @property
+    def world_size(self):
+        """job.world_size, or None."""
+        return self._job("job.world_size")
 
     def tables(self):
         """The names of the tables (all of them: a table the trace has no rows for is empty)."""

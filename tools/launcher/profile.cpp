@@ -28,6 +28,7 @@
 #include "launcher/process.h"
 #include "launcher/recorder_process.h"
 #include "report/commands.h"
+#include "cutrace/job.h"
 #include "cutrace/session.h"
 
 namespace cutrace::launcher {
@@ -73,6 +74,18 @@ std::string host_name() {
   char host[HOST_NAME_MAX + 1] = {};
   if (gethostname(host, sizeof host - 1) != 0) return "";
   return host;
+}
+
+// The job this launch is one rank of (`mpirun -n 8 cutrace profile -o rank%q{RANK} -- app`), from the
+// launcher's own environment, as the trace's job.* metadata; nothing when no launcher variable is set.
+std::vector<std::string> job_metadata_args() {
+  const job::Identity id = job::identify([](const char* name) { return std::getenv(name); });
+  if (!id.known()) return {};
+  std::vector<std::string> args = {"--meta", "job.rank=" + std::to_string(id.rank), "--meta",
+                                   std::string("job.rank_variable=") + id.rank_variable};
+  if (id.local_rank >= 0) args.insert(args.end(), {"--meta", "job.local_rank=" + std::to_string(id.local_rank)});
+  if (id.world_size >= 0) args.insert(args.end(), {"--meta", "job.world_size=" + std::to_string(id.world_size)});
+  return args;
 }
 
 std::string seconds_text(milliseconds duration) {
@@ -330,6 +343,8 @@ int run(const ProfileOptions& options) {
   std::error_code cwd_error;
   const auto cwd = std::filesystem::current_path(cwd_error);
   if (!cwd_error) recorder_args.insert(recorder_args.end(), {"--meta", "cwd=" + cwd.string()});
+  const std::vector<std::string> job_args = job_metadata_args();
+  recorder_args.insert(recorder_args.end(), job_args.begin(), job_args.end());
   if (options.force_overwrite) recorder_args.push_back("--force");
   if (options.capture_range != ProfileOptions::CaptureRange::kNone)
     recorder_args.insert(recorder_args.end(), {"--meta", "capture.opened_by=" + capture_opened_by(options)});

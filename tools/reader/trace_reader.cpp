@@ -12,6 +12,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "cutrace/job.h"
 #include "reader/decode.h"
 #include "reader/trace_claim.h"
 
@@ -138,6 +139,28 @@ const char* check_record(const uint8_t* p, size_t left) {
   if (info->kind == abi::RecordKind::kModuleMap && p[offsetof(abi::ModuleRecord, build_id_bytes)] > abi::kMaxBuildIdBytes)
     return "a module record claims a build-id longer than its field";
   return nullptr;
+}
+
+// A kProcessJob string: the process's job variables, NAME=VALUE, NUL-separated; cutrace/job.h picks
+// the rank. Names not among kFamilies' (a later build's) are ignored by identify().
+void apply_job(Process& proc, std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> variables;
+  while (!text.empty()) {
+    const size_t end = std::min(text.find('\0'), text.size());
+    const std::string_view pair = text.substr(0, end);
+    if (const size_t eq = pair.find('='); eq != std::string_view::npos)
+      variables.emplace_back(std::string(pair.substr(0, eq)), std::string(pair.substr(eq + 1)));
+    text.remove_prefix(std::min(end + 1, text.size()));
+  }
+  const job::Identity id = job::identify([&](const char* name) -> const char* {
+    for (const auto& [key, value] : variables)
+      if (key == name) return value.c_str();
+    return nullptr;
+  });
+  proc.rank = id.rank;
+  proc.local_rank = id.local_rank;
+  proc.world_size = id.world_size;
+  proc.rank_variable = id.rank_variable ? id.rank_variable : "";
 }
 
 }  // namespace
@@ -904,6 +927,7 @@ void TraceReader::apply_events() {
           proc.cuda_runtime_version = uint32_t(load<uint64_t>(r + offsetof(abi::StringRecord, key)));
           proc.cuda_runtime_path.assign(text);
           break;
+        case abi::StringKind::kProcessJob: apply_job(proc, text); break;
         case abi::StringKind::kUnwrappedEntryPoint:
           break;  // the recorder's warning (metadata warning.N) names them
         case abi::StringKind::kGpuKernelName: {

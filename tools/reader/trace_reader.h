@@ -100,6 +100,9 @@ struct Process {
   std::string exe;      // kProcessExe
   uint32_t cuda_runtime_version = 0;  // kCudaRuntime: cudaRuntimeGetVersion(), e.g. 12080; 0 when unknown
   std::string cuda_runtime_path;      // the runtime library the process used
+  // kProcessJob: the process's rank in its job, from its own environment (cutrace/job.h); -1 unknown.
+  int64_t rank = -1, local_rank = -1, world_size = -1;
+  std::string rank_variable;  // the variable the rank came from; empty when unknown
   std::vector<uint32_t> threads;  // thread indexes, in definition order
   // Kernel identity is per process: host stubs and driver handles are addresses in one process.
   // kernel_names: stub or handle -> name; kernel_aliases: a handle -> the stub or handle it was

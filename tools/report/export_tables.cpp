@@ -4,6 +4,7 @@
 #include <cstring>
 #include <ctime>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -138,7 +139,8 @@ const std::vector<TableDef>& export_tables() {
       {TableId::kProcesses, "CUTRACE_PROCESSES",
        {{"globalPid", I, kNotNull}, {"pid", I, kNotNull}, {"ppid", I, kNotNull}, {"command", T, kNull},
         {"executable", T, kNull}, {"cudaRuntimeVersion", I, kNull}, {"cudaRuntimePath", T, kNull},
-        {"gpuActivity", T, kNull}, {"pythonFrames", T, kNull}},
+        {"gpuActivity", T, kNull}, {"pythonFrames", T, kNull}, {"rank", I, kNull}, {"localRank", I, kNull},
+        {"worldSize", I, kNull}},
        nullptr},
       {TableId::kThreads, "CUTRACE_THREADS",
        {{"globalTid", I, kNotNull}, {"pid", I, kNotNull}, {"tid", I, kNotNull}, {"name", T, kNull},
@@ -514,18 +516,34 @@ class TableProducer {
            {int_value(global_pid(p.pid)), int_value(p.pid), int_value(p.ppid), text_value(p.command), text_value(p.exe),
             opt(runtime, p.cuda_runtime_version), runtime ? text_value(p.cuda_runtime_path) : n,
             p.gpu_status_code >= 0 ? text_value(p.gpu_status) : n,
-            p.python_frames_code >= 0 ? text_value(p.python_frames_status) : n});
+            p.python_frames_code >= 0 ? text_value(p.python_frames_status) : n, opt(p.rank >= 0, p.rank),
+            opt(p.local_rank >= 0, p.local_rank), opt(p.world_size >= 0, p.world_size)});
     }
+  }
+
+  // The wall-clock time of a CLOCK_MONOTONIC time, by the recorder's start anchor (a paired reading,
+  // docs/jobs.md); none in a trace without one. The file header's own two readings are not paired.
+  std::optional<uint64_t> wall_clock_of(uint64_t monotonic_ns) const {
+    const std::string* real = reader_.metadata_value("start.realtime_ns");
+    const std::string* mono = reader_.metadata_value("start.monotonic_ns");
+    if (!real || !mono) return std::nullopt;
+    char* end = nullptr;
+    const uint64_t r = std::strtoull(real->c_str(), &end, 10);
+    if (end == real->c_str() || *end) return std::nullopt;
+    const uint64_t m = std::strtoull(mono->c_str(), &end, 10);
+    if (end == mono->c_str() || *end || r == 0 || m == 0) return std::nullopt;
+    return monotonic_ns + (r - m);  // unsigned wrap-around gives the right sum when r < m
   }
 
   void write_session() {
     const format::FileHeader& h = reader_.file_header();
+    const uint64_t epoch = wall_clock_of(h.created_monotonic_ns).value_or(h.created_realtime_ns);
     char utc[64] = "", local[64] = "";
-    const time_t seconds = time_t(h.created_realtime_ns / 1000000000);
+    const time_t seconds = time_t(epoch / 1000000000);
     struct tm tm_utc, tm_local;
     if (gmtime_r(&seconds, &tm_utc)) std::strftime(utc, sizeof utc, "%Y-%m-%dT%H:%M:%S", &tm_utc);
     if (localtime_r(&seconds, &tm_local)) std::strftime(local, sizeof local, "%Y-%m-%dT%H:%M:%S", &tm_local);
-    emit(TableId::kSessionStartTime, {int_value(int64_t(h.created_realtime_ns)), text_value(utc), text_value(local)});
+    emit(TableId::kSessionStartTime, {int_value(int64_t(epoch)), text_value(utc), text_value(local)});
 
     for (const auto& [name, value] : reader_.metadata()) emit(TableId::kMetaDataCapture, {text_value(name), text_value(value)});
     for (const auto& [name, value] : reader_.summary()) emit(TableId::kSummary, {text_value(name), text_value(value)});
@@ -533,9 +551,10 @@ class TableProducer {
     emit(TableId::kSummary, {text_value("trace.state"), text_value(state)});
 
     int64_t name_enum = 0;
-    for (const char* key : {"host", "rank", "command", "cwd"})
+    for (const auto& [name, key] : {std::pair<const char*, const char*>{"host", "host"}, {"rank", "job.rank"},
+                                    {"command", "command"}, {"cwd", "cwd"}})
       if (const std::string* value = reader_.metadata_value(key))
-        emit(TableId::kSystemEnv, {int_value(0), text_value(""), text_value(key), int_value(name_enum++), text_value(*value)});
+        emit(TableId::kSystemEnv, {int_value(0), text_value(""), text_value(name), int_value(name_enum++), text_value(*value)});
 
     // The session: from the file's creation to the last end the recorder saw.
     uint64_t stop = 0;

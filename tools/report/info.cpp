@@ -143,6 +143,9 @@ int info_main(int argc, char** argv) {
   {
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> runtimes;  // distinct libraries, in order of first use
+    // `cutrace profile -- mpirun -n 8 app`: each process's rank, from its own environment.
+    const bool ranks = std::any_of(trace.processes().begin(), trace.processes().end(),
+                                   [](const reader::Process& p) { return p.rank >= 0; });
     for (const auto& p : trace.processes()) {
       std::string command = p.command.empty() ? (p.exe.empty() ? "(not recorded)" : p.exe) : p.command;
       // cudaRuntimeGetVersion() encodes 1000 * major + 10 * minor.
@@ -153,8 +156,12 @@ int info_main(int argc, char** argv) {
           std::find(runtimes.begin(), runtimes.end(), p.cuda_runtime_path) == runtimes.end())
         runtimes.push_back(p.cuda_runtime_path);
       rows.push_back({std::to_string(p.pid), std::to_string(p.ppid), std::to_string(p.threads.size()), runtime, command});
+      if (ranks) rows.back().insert(rows.back().begin() + 2, p.rank >= 0 ? std::to_string(p.rank) : "-");
     }
-    print_rows({"PID", "PPID", "Threads", "CUDA", "Command"}, rows, {true, true, true, false, false});
+    if (ranks)
+      print_rows({"PID", "PPID", "Rank", "Threads", "CUDA", "Command"}, rows, {true, true, true, true, false, false});
+    else
+      print_rows({"PID", "PPID", "Threads", "CUDA", "Command"}, rows, {true, true, true, false, false});
     for (const std::string& path : runtimes) std::printf("  CUDA runtime library: %s\n", path.c_str());
   }
 

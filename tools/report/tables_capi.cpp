@@ -30,7 +30,7 @@ struct cutrace_tables {
 #define CUTRACE_TABLES_API extern "C" __attribute__((visibility("default")))
 
 // Bumped when a function below changes; the package refuses a library of another version.
-CUTRACE_TABLES_API int cutrace_tables_abi_version() { return 1; }
+CUTRACE_TABLES_API int cutrace_tables_abi_version() { return 2; }
 
 CUTRACE_TABLES_API int cutrace_tables_count() { return int(TableId::kCount); }
 
@@ -58,6 +58,29 @@ CUTRACE_TABLES_API cutrace_tables* cutrace_tables_open(const char* path, int sho
   options.window_end_ns = to_ns;
   t->stream = std::make_unique<TableStream>(t->reader, options, t->sink);
   return t.release();
+}
+
+// The metadata the trace starts with (the launcher's and the recorder's: host, job.*, start.*), read
+// without reading its events: "key\0value\0" for each pair, in file order. Returns the bytes that
+// takes, copied into `out` only when they fit (call again with more room); -1 with `error` set to one
+// sentence when the trace cannot be read.
+CUTRACE_TABLES_API int64_t cutrace_tables_metadata(const char* path, char* out, size_t out_bytes, char* error,
+                                                   size_t error_bytes) {
+  cutrace::reader::TraceReader reader;
+  if (!reader.open(path)) {
+    if (error && error_bytes) std::snprintf(error, error_bytes, "%s", reader.error().c_str());
+    return -1;
+  }
+  cutrace::reader::Event ev;
+  while (reader.next(ev))
+    if (ev.kind != cutrace::reader::EventKind::kMetadata && ev.kind != cutrace::reader::EventKind::kApiTable) break;
+  std::string pairs;
+  for (const auto& [key, value] : reader.metadata()) {
+    pairs.append(key).push_back('\0');
+    pairs.append(value).push_back('\0');
+  }
+  if (out && pairs.size() <= out_bytes) std::memcpy(out, pairs.data(), pairs.size());
+  return int64_t(pairs.size());
 }
 
 // The next batch: fills `out` (the caller releases it) and returns its table, or returns -1 once every

@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "reader/decode.h"
 #include "reader/trace_reader.h"
@@ -620,6 +621,49 @@ TEST(Reader, DamagedRecordsAreNamedByTheirKind) {
   EXPECT_EQ(damage_of(Records().raw(abi::RecordKind::kInvalid, 0, 8)), "the events chunk is malformed: a record has kind 0");
   EXPECT_EQ(damage_of(Records().raw(abi::RecordKind::kCpuSample, 2, sizeof(abi::CpuSampleRecord) - 8 + 24)), "");
   EXPECT_EQ(damage_of(Records().raw(abi::RecordKind::kKindCount, 7, 16)), "");
+}
+
+// A process's job variables (kProcessJob) name its rank by cutrace/job.h's precedence; the text comes
+// from the traced program's environment, so anything in it is read without harm.
+TEST(Reader, EachProcessHasTheRankItsJobVariablesGive) {
+  using namespace std::string_literals;
+  const std::vector<std::string> texts = {
+      "RANK=3\0LOCAL_RANK=1\0WORLD_SIZE=8"s,
+      "SLURM_PROCID=9\0SLURM_NTASKS=16\0OMPI_COMM_WORLD_RANK=2\0OMPI_COMM_WORLD_SIZE=4"s,  // in any order
+      "RANK=x\0LOCAL_RANK=1\0PMI_RANK=5\0PMI_SIZE=0"s,  // no count: the next family; no world of 0
+      "RANK\0=3\0\0RANK=\0WORLD_SIZE=8\0LATER_BUILD_RANK=1\0"s,  // nothing that names a rank
+      "RANK=1234567890\0SLURM_PROCID=7=7"s,
+      "RANK=4\0RANK=5"s,  // the first of a name wins
+  };
+  std::vector<uint8_t> events;
+  for (size_t k = 0; k < texts.size(); ++k) {
+    const uint32_t pid = uint32_t(100 + k);
+    auto def = block(format::BlockType::kThreadDef, uint32_t(k), def_bytes(thread_def(uint32_t(k), pid, pid)), 0);
+    events.insert(events.end(), def.begin(), def.end());
+  }
+  for (size_t k = 0; k < texts.size(); ++k) {
+    Records one;
+    one.thread_start(10, uint32_t(100 + k), uint32_t(100 + k), 1, abi::kThreadFlagFirstInProcess)
+        .string(abi::StringKind::kProcessJob, 0, texts[k]);
+    if (k == 0) one.string(abi::StringKind(99), 0, "RANK=6");  // a string of a later build: skipped
+    auto recs = block(format::BlockType::kRecords, uint32_t(k), one.encoded(), one.count());
+    events.insert(events.end(), recs.begin(), recs.end());
+  }
+  const std::string path = temp_path("ranks.cutrace");
+  write_file(path, frame_chunks({{format::ChunkType::kEvents, events}}));
+  TraceReader t;
+  ASSERT_TRUE(t.open(path)) << t.error();
+  Event ev;
+  while (t.next(ev)) {
+  }
+  EXPECT_EQ(t.status().damaged_chunks, 0u) << t.status().describe();
+  std::vector<std::tuple<uint32_t, int64_t, int64_t, int64_t, std::string>> got;
+  for (const reader::Process& p : t.processes())
+    got.emplace_back(p.pid, p.rank, p.local_rank, p.world_size, p.rank_variable);
+  using Row = std::tuple<uint32_t, int64_t, int64_t, int64_t, std::string>;
+  EXPECT_EQ(got, (std::vector<Row>{Row{100, 3, 1, 8, "RANK"}, Row{101, 2, -1, 4, "OMPI_COMM_WORLD_RANK"},
+                                   Row{102, 5, -1, -1, "PMI_RANK"}, Row{103, -1, -1, -1, ""},
+                                   Row{104, -1, -1, -1, ""}, Row{105, 4, -1, -1, "RANK"}}));
 }
 
 TEST(Reader, ThreadDefinedTwiceIsCorruptAndAThreadDefinedInTheSameChunkIsFine) {
