@@ -85,3 +85,15 @@ def soname(binary: Path) -> str | None:
                     if tag.entry.d_tag == "DT_SONAME":
                         return tag.soname
         return None
+
+
+if __name__ == "__main__":
+    # `elf_symbols.py LIBRARY`: its soname, then its exported functions, one a line (for the test that
+    # compares this reader with the recorder's, tests/unit/recorder/library_exports_test.cpp).
+    if len(sys.argv) != 2:
+        sys.exit("usage: elf_symbols.py LIBRARY")
+    try:
+        print(f"soname {soname(Path(sys.argv[1])) or ''}")
+        print("\n".join(sorted(exported_functions(Path(sys.argv[1])))))
+    except (ElfReadError, OSError) as e:
+        sys.exit(f"elf_symbols: error: {e}")
