@@ -342,17 +342,16 @@ class MacroExpander:
 
     def __init__(self, tu):
         ci = cindex()
-        self.expansions = {}  # (file, offset) of a macro name the preprocessor expanded -> (definition, order)
+        self.expansions = {}  # (file, offset) of a macro name the preprocessor expanded -> (expansion, order)
         self.definitions: dict[str, list[tuple[int, object]]] = {}  # name -> [(order, definition)]
         macro_definition, macro_expansion = ci.CursorKind.MACRO_DEFINITION, ci.CursorKind.MACRO_INSTANTIATION
         for k, c in enumerate(tu.cursor.get_children()):
             if c.kind == macro_definition:
                 self.definitions.setdefault(c.spelling, []).append((k, c))
             elif c.kind == macro_expansion:
-                start = c.extent.start
-                definition = c.referenced
-                if start.file is not None and definition is not None:
-                    self.expansions[(start.file.name, start.offset)] = (definition, k)
+                start = c.location
+                if start.file is not None:
+                    self.expansions[(start.file.name, start.offset)] = (c, k)  # c.referenced when needed
         self.parsed: dict[int, tuple[list[str] | None, list[str]]] = {}
 
     def definition_at(self, name: str, order: int):
@@ -381,13 +380,16 @@ class MacroExpander:
     def source(self, clang_tokens, file: str) -> list[Token]:
         """libclang's tokens of a range of `file` as spelled, each macro name with its definition."""
         out = []
-        comment = cindex().TokenKind.COMMENT
         for t in clang_tokens:
-            if t.kind == comment:
-                continue
+            text = t.spelling
+            if text.startswith(("//", "/*")):
+                continue  # a comment (cheaper to tell by its spelling than to ask libclang its kind)
             loc = t.location
-            macro, order = self.expansions.get((file, loc.offset), (None, None))
-            out.append(Token(t.spelling, file, loc.line, loc.offset, frozenset(), macro, order))
+            expansion, order = self.expansions.get((file, loc.offset), (None, None))
+            macro = expansion.referenced if expansion is not None else None
+            if macro is None:
+                order = None
+            out.append(Token(text, file, loc.line, loc.offset, frozenset(), macro, order))
         return out
 
     def expand(self, tokens: list[Token]) -> list[Token]:
@@ -601,7 +603,7 @@ def prototype_of(cursor, expander: MacroExpander, origin: str | None = None) -> 
     file = start.file.name
     # A little past the end too: the parse skips function bodies, so only the `{` after the declarator
     # tells a definition (an inline helper of the header's, never an export) from a declaration.
-    past = end.offset if file == PROBE_FILE else min(end.offset + 256, _file_size(file))
+    past = end.offset if file == PROBE_FILE else min(end.offset + 64, _file_size(file))
     source = expander.source(tu.get_tokens(extent=ci.SourceRange.from_locations(
         tu.get_location(file, start.offset), tu.get_location(file, past))), file)
     loc = cursor.location
