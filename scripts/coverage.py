@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Compares every function the installed CUDA libraries export with what the built shim wraps.
 
-The exports are read from the installed libraries themselves (nm -D), independently of the
-generator; the shim's exports from the built libcutrace-preload.so. coverage.json (written by the
+The exports are read from the installed libraries themselves (pyelftools, through the generator's ELF
+reader preload/gen/elf_symbols.py), independently of the generator's output; the shim's exports from
+the built libcutrace-preload.so. coverage.json (written by the
 generator next to the wrappers) says which wrapped functions are forwarded untimed for want of a
 prototype. cuDNN's parts (libcudnn_ops.so.9, ...) are compared too: libcudnn.so.9 must export every
 public function they have.
@@ -10,73 +11,74 @@ public function they have.
   scripts/coverage.py --build build --check      exit 1 when an installed export is not wrapped
   scripts/coverage.py --build build --write docs/coverage.md
 
-Only the Python standard library is used.
+Needs pyelftools (python3-pyelftools), as the generator does.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import struct
-import subprocess
+import re
 import sys
 from pathlib import Path
 
 PROG = "coverage"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "preload" / "gen"))
+try:
+    import elf_symbols  # noqa: E402  (the one Python ELF reader: exports and sonames)
+except ImportError as e:
+    sys.exit(f"{PROG}: error: {e}")
 
 # Exports of cuDNN's parts that no header declares and libcudnn.so.9 does not re-export: the parts'
 # own plumbing (engine registration, logging helpers, 9.28's NVRTC handle), never called by programs.
 CUDNN_PART_INTERNALS_PREFIXES = ("dummy", "register", "__nvrtc")
 
 
-def exported_functions(nm: str, binary: Path, version: str | None = None) -> set[str]:
+def exported_functions(binary: Path, version: str | None = None) -> set[str]:
     """The functions `binary` exports; with `version`, only those defined under that symbol version."""
-    out = subprocess.run([nm, "-D", "--defined-only", str(binary)], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{PROG}: error: cannot read the exports of {binary}: {out.stderr.strip()}")
-    names = set()
-    for line in out.stdout.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[1] in ("T", "W", "i"):
-            name, _, defined_under = parts[2].partition("@")
-            if version is None or defined_under.lstrip("@") == version:
-                names.add(name)
-    return names
+    try:
+        exports = elf_symbols.exported_functions(binary)
+    except (elf_symbols.ElfReadError, OSError) as e:
+        raise SystemExit(f"{PROG}: error: cannot read the exports of {binary}: {e}") from None
+    return {name for name, versions in exports.items() if version is None or version in versions}
 
 
-def wrapped_names(nm: str, lib: dict, shim_exports: set[str], versioned_lib: Path) -> set[str]:
+def wrapped_names(lib: dict, shim_exports: set[str], versioned_lib: Path) -> set[str]:
     if lib.get("wrappers") == "versioned":
-        return exported_functions(nm, versioned_lib, lib["symbol_version"])
+        return exported_functions(versioned_lib, lib["symbol_version"])
     return shim_exports
+
+
+def soname_stem(soname: str) -> str:
+    """libcudart.so.13 -> libcudart.so: the library whatever its major version."""
+    return re.sub(r"(\.so)(\.\d+)*$", r"\1", soname)
 
 
 def compare_libraries(args, libraries: list[dict], shim_exports: set[str], versioned_lib: Path) -> int:
     """Every CUDA library under args.libraries (the wheels a framework installed, say) whose soname this
     build wraps: its exported functions that have no wrapper, whose calls cutrace would not record.
     A newer minor version than the one cutrace was built from exports functions the build never saw."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "preload" / "gen"))
-    import gen_wrappers  # noqa: E402  (its ELF reader: the soname of each file)
-
     wrapped = {lib["library"]: lib for lib in libraries}
-    families = {gen_wrappers.soname_stem(s) for s in wrapped}
+    families = {soname_stem(s) for s in wrapped}
     unwrapped_total = 0
     for path in sorted(args.libraries.rglob("lib*.so*")):
         if path.is_symlink() or not path.is_file():
             continue
         try:
-            soname = gen_wrappers.elf_soname(path)
-        except (gen_wrappers.GenError, OSError, struct.error):
+            soname = elf_symbols.soname(path)
+        except (elf_symbols.ElfReadError, OSError):
             continue
         if soname is None:
             continue
         if soname not in wrapped:
-            if gen_wrappers.soname_stem(soname) in families:
+            if soname_stem(soname) in families:
                 print(f"{path}: {soname}: this build wraps no library of that major version; none of its calls "
                       f"would be recorded")
                 unwrapped_total += 1
             continue
-        installed = exported_functions(args.nm, path)
-        missing = sorted(installed - wrapped_names(args.nm, wrapped[soname], shim_exports, versioned_lib))
+        installed = exported_functions(path)
+        missing = sorted(installed - wrapped_names(wrapped[soname], shim_exports, versioned_lib))
         unwrapped_total += len(missing)
         print(f"{path}: {soname}: {len(installed)} exported functions, {len(installed) - len(missing)} wrapped"
               + (f", NOT wrapped ({len(missing)}): {' '.join(missing)}" if missing else ""))
@@ -86,7 +88,6 @@ def compare_libraries(args, libraries: list[dict], shim_exports: set[str], versi
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", type=Path, required=True, help="the build directory")
-    ap.add_argument("--nm", default="nm")
     ap.add_argument("--check", action="store_true", help="fail when an installed export is not wrapped")
     ap.add_argument("--write", type=Path, help="write the coverage report (Markdown) here")
     ap.add_argument("--libraries", type=Path, metavar="DIR",
@@ -101,7 +102,7 @@ def main(argv: list[str]) -> int:
             print(f"{PROG}: error: {path} does not exist; build cutrace first", file=sys.stderr)
             return 2
     libraries = json.loads(coverage_json.read_text())
-    shim_exports = exported_functions(args.nm, shim)
+    shim_exports = exported_functions(shim)
     # The OS runtime wraps a chosen list of libc functions, in a library of its own (-t osrt): each
     # listed function must be exported there; libc's other exports are none of cutrace's business.
     osrt_libraries = [lib for lib in libraries if lib["domain"] == "os_runtime"]
@@ -112,7 +113,7 @@ def main(argv: list[str]) -> int:
         if not osrt_lib.exists():
             print(f"{PROG}: error: {osrt_lib} does not exist; build cutrace first", file=sys.stderr)
             return 2
-        osrt_exports = exported_functions(args.nm, osrt_lib)
+        osrt_exports = exported_functions(osrt_lib)
         for lib in osrt_libraries:
             osrt_missing += [f"{lib['library']}: {n} (listed for -t osrt)" for n in lib["exports"]
                              if n not in osrt_exports]
@@ -131,9 +132,9 @@ def main(argv: list[str]) -> int:
     missing_total = []
     for lib in libraries:
         binary = Path(lib["binary"])
-        installed = exported_functions(args.nm, binary)
+        installed = exported_functions(binary)
         if lib.get("wrappers") == "versioned":
-            wrapped = installed & exported_functions(args.nm, versioned_lib, lib["symbol_version"])
+            wrapped = installed & exported_functions(versioned_lib, lib["symbol_version"])
         else:
             wrapped = installed & shim_exports
         missing = sorted(installed - wrapped)
@@ -145,9 +146,9 @@ def main(argv: list[str]) -> int:
     parts = []
     cudnn = next((r for r in rows if r[0]["library"] == "libcudnn.so.9"), None)
     if cudnn is not None:
-        main_exports = exported_functions(args.nm, cudnn[1])
+        main_exports = exported_functions(cudnn[1])
         for part in sorted(cudnn[1].parent.glob("libcudnn_*.so.9")):
-            own = {n for n in exported_functions(args.nm, part) if not n.startswith("_Z")}
+            own = {n for n in exported_functions(part) if not n.startswith("_Z")}
             not_reexported = sorted(own - main_exports)
             public = [n for n in not_reexported if n.startswith("cudnn")]
             plumbing = [n for n in not_reexported if not n.startswith("cudnn")]
@@ -171,8 +172,8 @@ def main(argv: list[str]) -> int:
     if args.write:
         out = ["# Coverage: the exports of the installed CUDA libraries and what cutrace does with them\n\n",
                "Written by `scripts/coverage.py --build build --write docs/coverage.md` from the libraries "
-               "installed on the machine that built it (the exports are read with `nm -D`, independently of "
-               "the generator). The test `coverage.every_export_wrapped` fails when an installed export has no "
+               "installed on the machine that built it (the exports are read with pyelftools, independently "
+               "of the generator's output). The test `coverage.every_export_wrapped` fails when an installed export has no "
                "wrapper.\n\n",
                "- **wrapped**: the shim exports a function of that name, so every route "
                "(PLT, `dlsym`, `cuGetProcAddress`, redirected imports) reaches it.\n",

@@ -13,7 +13,9 @@ packages=(
   clang               # libFuzzer targets of the reader and the recorder (scripts/fuzz.sh, run by CI)
   make                # CMake's default generator when ninja is not used
   pkg-config          # finds libzstd
-  binutils            # nm: the wrapper generator reads the exports of the CUDA libraries; addr2line: tests
+  binutils            # nm and addr2line: tests
+  python3-clang-14    # libclang's Python bindings (and libclang-14): the wrapper generator parses the CUDA headers
+  python3-pyelftools  # the wrapper generator and scripts/coverage.py read the libraries' exports and sonames
   libunwind8          # backtraces of slow calls (--cudabacktrace): the shim loads it with dlopen when asked
   libdw-dev           # elfutils' libdw/libdwfl: the tools name backtrace frames (function, file:line, inlining)
   libzstd-dev         # trace file compression
@@ -68,6 +70,12 @@ if python3 -m pip install --help 2>/dev/null | grep -q -- --break-system-package
   pip_flags+=(--break-system-packages)
 fi
 python3 -m pip install "${pip_flags[@]}" "${python_packages[@]}"
+
+# A python3 that is not Debian's (pyenv, a virtual environment) does not see Debian's python3-clang-14
+# and python3-pyelftools: the same versions from PyPI, the libclang wheel with a libclang of its own.
+if ! python3 -c "import clang.cindex, elftools" 2>/dev/null; then
+  python3 -m pip install "${pip_flags[@]}" libclang==14.0.6 pyelftools==0.29
+fi
 
 if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "install-deps.sh: warning: no CUDA toolkit at /usr/local/cuda; install CUDA 13 there before building." >&2

@@ -2,11 +2,13 @@
 """Generates the interposing wrappers of libcutrace-preload.so at build time.
 
 For every library given with --library it reads:
-  * the functions the installed library exports (`nm -D --defined-only`): each one gets a wrapper;
-  * their prototypes, from the library's headers as the C++ compiler preprocesses them (so macros,
-    default arguments and per-version #ifdefs are resolved exactly as in the compile of the wrappers),
-    plus the prototypes nvcc's host pass sees (crt/host_runtime.h and the __CUDACC__-only parts of
-    crt/device_functions.h, where __cudaGetKernel and __cudaLaunchKernel are declared);
+  * the functions the installed library exports (elf_symbols.py, with pyelftools): each one gets a
+    wrapper;
+  * their prototypes, from the library's headers as libclang parses them with the include path, the
+    defines and the system directories of the compile of the wrappers (so macros, default arguments
+    and per-version #ifdefs are resolved exactly as there), plus the prototypes nvcc's host pass sees
+    (crt/host_runtime.h and the __CUDACC__-only parts of crt/device_functions.h, where __cudaGetKernel
+    and __cudaLaunchKernel are declared);
   * the reviewed annotations file (docs/annotations.md): what to record of each call.
 
 and writes into --out-dir:
@@ -22,7 +24,9 @@ and writes into --out-dir:
 Any inconsistency between the annotations and what the headers and the library really contain stops
 the build with a message naming the file, the function and what to change.
 
-Only the Python standard library is used (3.11+, for tomllib).
+Needs Python 3.11+ (tomllib), libclang's Python bindings (python3-clang-14, or the pinned `libclang`
+wheel) and pyelftools (python3-pyelftools); the compiler given with --cxx only lists its include
+directories.
 """
 
 from __future__ import annotations
@@ -31,15 +35,19 @@ import argparse
 import hashlib
 import dataclasses
 import difflib
+import functools
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
-import tempfile
 import tomllib
 from pathlib import Path
+
+try:
+    import elf_symbols
+except ImportError as e:
+    sys.exit(f"gen_wrappers: error: {e}")
 
 PROG = "gen_wrappers"
 
@@ -105,24 +113,9 @@ RESULT_KINDS = {
 MAX_ARGS = 12  # abi::kMaxApiArgs
 
 # ---------------------------------------------------------------------------------------------
-# Tokenizer for preprocessed C/C++
+# Tokens of the declarations
 # ---------------------------------------------------------------------------------------------
 
-_TOKEN_RE = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<string>(?:u8|u|U|L)?"(?:[^"\\\n]|\\.)*")
-  | (?P<char>(?:u8|u|U|L)?'(?:[^'\\\n]|\\.)*')
-  | (?P<ident>[A-Za-z_$][A-Za-z0-9_$]*)
-  | (?P<number>\.?[0-9](?:[eEpP][+-]|[A-Za-z0-9_.'])*)
-  | (?P<punct>\.\.\.|::|->\*?|<<=|>>=|<=>|[-+*/%&|^!=<>]=|&&|\|\||\+\+|--|<<|>>|\.\*|[{}\[\]()<>;:,.?~!=+\-*/%&|^#])
-    """,
-    re.VERBOSE,
-)
-
-_LINEMARKER_RE = re.compile(r'^#\s*(?:line\s+)?(\d+)\s+"((?:[^"\\]|\\.)*)"')
-_DEFINE_RE = re.compile(r"^#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)")
-_UNDEF_RE = re.compile(r"^#\s*undef\s+([A-Za-z_][A-Za-z0-9_]*)")
 _IDENT_TOKEN_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 
@@ -131,66 +124,18 @@ class Token:
     text: str
     file: str
     line: int
+    offset: int = -1  # in `file`, for a token spelled there; -1 for one a macro expansion produced
+    # The macros whose expansion produced the token, which a rescan must not expand again.
+    hidden: frozenset = frozenset()
+    # A macro name the preprocessor expanded here: its definition (a libclang cursor), and the place of
+    # the expansion among the definitions, inherited by the tokens the expansion produces.
+    macro: object = dataclasses.field(default=None, compare=False)
+    order: int | None = dataclasses.field(default=None, compare=False)
 
     @property
     def is_ident(self) -> bool:
         return _IDENT_TOKEN_RE.fullmatch(self.text) is not None
 
-
-def tokenize_preprocessed(text: str) -> tuple[list[Token], set[str]]:
-    """Tokens of preprocessor output, with their original locations, and the macros still defined at
-    the end (the output must come from -dD so that #define/#undef lines are kept)."""
-    tokens: list[Token] = []
-    macros: set[str] = set()
-    file, line = "<input>", 1
-    for raw in text.splitlines():
-        stripped = raw.lstrip()
-        if stripped.startswith("#"):
-            m = _LINEMARKER_RE.match(stripped)
-            if m:
-                line = int(m.group(1))
-                file = m.group(2)
-                continue
-            m = _DEFINE_RE.match(stripped)
-            if m:
-                macros.add(m.group(1))
-            else:
-                m = _UNDEF_RE.match(stripped)
-                if m:
-                    macros.discard(m.group(1))
-            line += 1
-            continue
-        tokens.extend(tokenize_line(raw, file, line))
-        line += 1
-    return tokens, macros
-
-
-def tokenize_line(raw: str, file: str, line: int) -> list[Token]:
-    out = []
-    pos = 0
-    while pos < len(raw):
-        m = _TOKEN_RE.match(raw, pos)
-        if not m:
-            # Stray characters (a backslash, a non-ASCII byte) cannot be part of a declaration we use.
-            out.append(Token(raw[pos], file, line))
-            pos += 1
-            continue
-        pos = m.end()
-        if m.lastgroup != "ws":
-            out.append(Token(m.group(), file, line))
-    return out
-
-
-def tokenize_text(text: str, origin: str) -> list[Token]:
-    tokens = []
-    for i, raw in enumerate(text.splitlines(), 1):
-        tokens.extend(tokenize_line(raw, origin, i))
-    return tokens
-
-
-# ---------------------------------------------------------------------------------------------
-# Declarations
-# ---------------------------------------------------------------------------------------------
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 
@@ -200,10 +145,6 @@ _QUALIFIERS = {"const", "volatile", "struct", "union", "enum", "class", "typenam
 _DECL_SPECIFIERS_TO_DROP = {"extern", "static", "inline", "__inline", "__inline__", "__extension__",
                             "constexpr", "thread_local"}
 _ATTRIBUTE_WORDS = {"__attribute__", "__attribute", "__declspec", "alignas", "_Alignas", "__asm__", "__asm", "asm"}
-_NOT_FUNCTION_NAMES = {"sizeof", "alignof", "decltype", "typeof", "__typeof__", "noexcept", "throw", "operator",
-                       "static_assert", "_Static_assert", "__attribute__", "return", "if", "while", "for",
-                       "switch"}
-_STATEMENTS_TO_SKIP = {"typedef", "template", "using", "static_assert", "_Static_assert", "friend"}
 _BUILTIN_TYPE_WORDS = {"void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "bool",
                        "_Bool", "wchar_t", "char8_t", "char16_t", "char32_t", "__int128", "auto"}
 
@@ -218,7 +159,7 @@ def matching(tokens: list[Token], i: int) -> int:
             stack.append(_OPEN[t])
         elif t in (")", "]", "}"):
             if t != stack[-1]:
-                raise GenError(f"{tokens[j].file}:{tokens[j].line}: unbalanced '{t}' in preprocessed headers")
+                raise GenError(f"{tokens[j].file}:{tokens[j].line}: unbalanced '{t}' in a declaration")
             stack.pop()
             if not stack:
                 return j
@@ -226,16 +167,13 @@ def matching(tokens: list[Token], i: int) -> int:
     raise GenError(f"{tokens[i].file}:{tokens[i].line}: '{tokens[i].text}' is never closed")
 
 
-def strip_attributes(tokens: list[Token]) -> tuple[list[Token], bool]:
-    """Removes GNU/C++11 attributes and alignas; reports whether an asm label renames the symbol."""
+def strip_attributes(tokens: list[Token]) -> list[Token]:
+    """Removes GNU/C++11 attributes, alignas and asm labels."""
     out: list[Token] = []
-    asm_label = False
     i = 0
     while i < len(tokens):
         t = tokens[i].text
         if t in _ATTRIBUTE_WORDS and i + 1 < len(tokens) and tokens[i + 1].text == "(":
-            if t in ("__asm__", "__asm", "asm"):
-                asm_label = True
             i = matching(tokens, i + 1) + 1
             continue
         if t == "[" and i + 1 < len(tokens) and tokens[i + 1].text == "[":
@@ -243,7 +181,7 @@ def strip_attributes(tokens: list[Token]) -> tuple[list[Token], bool]:
             continue
         out.append(tokens[i])
         i += 1
-    return out, asm_label
+    return out
 
 
 def split_top_level(tokens: list[Token], sep: str) -> list[list[Token]]:
@@ -339,240 +277,196 @@ class Prototype:
         return (self.ret_spelling, tuple(p.type_text() for p in self.params), self.variadic)
 
 
-def parse_param(tokens: list[Token]) -> Param:
-    # Drop a default argument (`size_t sharedMem = 0`): a redeclaration may not repeat it.
-    depth = 0
-    for i, t in enumerate(tokens):
-        if t.text in _OPEN:
-            depth += 1
-        elif t.text in (")", "]", "}"):
-            depth -= 1
-        elif t.text == "=" and depth == 0:
-            tokens = tokens[:i]
-            break
-    tokens, _ = strip_attributes(tokens)
-    texts = [t.text for t in tokens]
+# ---------------------------------------------------------------------------------------------
+# Reading the headers with libclang
+# ---------------------------------------------------------------------------------------------
 
-    # Function pointer / reference to array: `void (*fn)(void*)`, `int (&a)[3]`.
+# libclang's own Python bindings (python3-clang-14; `pip install libclang==14.0.6` elsewhere), imported
+# on first use so that the ELF reader's users (scripts/coverage.py) need no libclang.
+_cindex = None
+
+
+def cindex():
+    """clang.cindex with its library loaded: $CUTRACE_LIBCLANG, else where the bindings look themselves
+    (the PyPI wheel's own copy, or Debian's libclang-14.so with libclang-14-dev), else Debian's runtime
+    library alone."""
+    global _cindex
+    if _cindex is not None:
+        return _cindex
+    try:
+        import clang.cindex as ci
+    except ImportError:
+        raise GenError(f"the Python bindings of libclang (clang.cindex) are missing for {sys.executable}: install "
+                       f"python3-clang-14 (Debian 12) or `pip install libclang==14.0.6`") from None
+    override = os.environ.get("CUTRACE_LIBCLANG")
+    candidates = [override] if override else [None, "/usr/lib/llvm-14/lib/libclang.so.1",
+                                              "/usr/lib/x86_64-linux-gnu/libclang-14.so.1"]
+    errors = []
+    for candidate in candidates:
+        if candidate is not None:
+            ci.Config.library_file = candidate  # set directly: set_library_file refuses once a load failed
+        try:
+            ci.conf.lib  # noqa: B018  (loads the library)
+            break
+        except ci.LibclangError as e:
+            errors.append(str(e).splitlines()[0])
+            ci.conf.__dict__.pop("lib", None)
+    else:
+        where = "$CUTRACE_LIBCLANG" if override else "the usual places"
+        raise GenError(f"cannot load libclang from {where} ({'; '.join(errors)}); install libclang1-14 or set "
+                       f"CUTRACE_LIBCLANG to the path of libclang.so")
+    _cindex = ci
+    return ci
+
+
+def lex(text: str) -> list[str]:
+    """The C++ tokens of a snippet of an annotations file (a type name), as libclang's lexer splits them."""
+    ci = cindex()
+    tu = ci.Index.create().parse("cutrace-lex.cpp", args=["-x", "c++"], unsaved_files=[("cutrace-lex.cpp", text)],
+                                 options=0)
+    end = tu.get_location("cutrace-lex.cpp", len(text.encode()))
+    start = tu.get_location("cutrace-lex.cpp", 0)
+    return [t.spelling for t in tu.get_tokens(extent=ci.SourceRange.from_locations(start, end))]
+
+
+class MacroExpander:
+    """The tokens of a declaration as the compiler sees them after preprocessing.
+
+    libclang gives a declaration's tokens as spelled in the header, and its preprocessing record says
+    which of them are macro names the preprocessor expanded and by which definition, but it gives no
+    expanded token stream. The generator prints the types exactly as the compile of the wrappers sees
+    them (`__SOCKADDR_ARG` is `struct sockaddr* __restrict` there, `__dv(0)` a default argument), so the
+    expansions the record names are replayed here from their definitions' tokens; a name an expansion
+    produces is expanded by the definition in effect at that place. Stringizing (#) and pasting (##)
+    are in no declaration the generator reads: they stop it with a message naming the macro."""
+
+    def __init__(self, tu):
+        ci = cindex()
+        self.expansions = {}  # (file, offset) of a macro name the preprocessor expanded -> (expansion, order)
+        self.definitions: dict[str, list[tuple[int, object]]] = {}  # name -> [(order, definition)]
+        macro_definition, macro_expansion = ci.CursorKind.MACRO_DEFINITION, ci.CursorKind.MACRO_INSTANTIATION
+        for k, c in enumerate(tu.cursor.get_children()):
+            if c.kind == macro_definition:
+                self.definitions.setdefault(c.spelling, []).append((k, c))
+            elif c.kind == macro_expansion:
+                start = c.location
+                if start.file is not None:
+                    self.expansions[(start.file.name, start.offset)] = (c, k)  # c.referenced when needed
+        self.parsed: dict[int, tuple[list[str] | None, list[str]]] = {}
+
+    def definition_at(self, name: str, order: int):
+        """The last definition of `name` before the expansion with that order, or None."""
+        best = None
+        for k, d in self.definitions.get(name, ()):
+            if k > order:
+                break
+            best = d
+        return best
+
+    def parse_definition(self, d) -> tuple[list[str] | None, list[str]]:
+        """(parameters, or None for an object-like macro; replacement tokens) of a definition."""
+        if d.hash not in self.parsed:
+            tokens = list(d.get_tokens())
+            params, body = None, tokens[1:]
+            # Function-like only when the parenthesis touches the name.
+            if len(tokens) > 1 and tokens[1].spelling == "(" and \
+                    tokens[1].extent.start.offset == tokens[0].extent.end.offset:
+                close = next(k for k, t in enumerate(tokens) if t.spelling == ")")
+                params = [t.spelling for t in tokens[2:close] if t.spelling != ","]
+                body = tokens[close + 1:]
+            self.parsed[d.hash] = (params, [t.spelling for t in body])
+        return self.parsed[d.hash]
+
+    def source(self, clang_tokens, file: str) -> list[Token]:
+        """libclang's tokens of a range of `file` as spelled, each macro name with its definition."""
+        out = []
+        for t in clang_tokens:
+            text = t.spelling
+            if text.startswith(("//", "/*")):
+                continue  # a comment (cheaper to tell by its spelling than to ask libclang its kind)
+            loc = t.location
+            expansion, order = self.expansions.get((file, loc.offset), (None, None))
+            macro = expansion.referenced if expansion is not None else None
+            if macro is None:
+                order = None
+            out.append(Token(text, file, loc.line, loc.offset, frozenset(), macro, order))
+        return out
+
+    def expand(self, tokens: list[Token]) -> list[Token]:
+        """The tokens the preprocessor makes of `tokens` (from source())."""
+        return self._expand(tokens)
+
+    def _expand(self, tokens: list[Token]) -> list[Token]:
+        out: list[Token] = []
+        pending = list(tokens)
+        i = 0
+        while i < len(pending):
+            t = pending[i]
+            d = t.macro
+            if d is None and t.order is not None and t.offset < 0 and t.is_ident:
+                d = self.definition_at(t.text, t.order)
+            if d is None or t.text in t.hidden:
+                out.append(t)
+                i += 1
+                continue
+            params, body = self.parse_definition(d)
+            if "#" in body or "##" in body:
+                raise GenError(f"{t.file}:{t.line}: the generator cannot expand macro {t.text}, which stringizes or "
+                               f"pastes tokens, in a declaration it reads")
+            hidden = t.hidden | {t.text}
+
+            def produced(text: str) -> Token:
+                return Token(text, t.file, t.line, -1, hidden, None, t.order)
+
+            end = i + 1
+            if params is None:
+                replacement = [produced(x) for x in body]
+            else:
+                if end >= len(pending) or pending[end].text != "(":
+                    out.append(t)  # a function-like macro's name without arguments is not expanded
+                    i += 1
+                    continue
+                close = matching(pending, end)
+                args = split_top_level(pending[end + 1: close], ",") if close > end + 1 else []
+                named = [p for p in params if p != "..."]
+                values = {p: self._expand(args[n]) if n < len(args) else [] for n, p in enumerate(named)}
+                if "..." in params:
+                    rest = [self._expand(a) for a in args[len(named):]]
+                    values["__VA_ARGS__"] = [x for n, a in enumerate(rest) for x in ([produced(",")] if n else []) + a]
+                replacement = []
+                for x in body:
+                    if x in values:
+                        replacement += [dataclasses.replace(v, hidden=v.hidden | hidden) for v in values[x]]
+                    else:
+                        replacement.append(produced(x))
+                end = close + 1
+            pending[i:end] = replacement
+        return out
+
+
+def _unnamed_position(tokens: list[Token]) -> int:
+    """Where the name of an unnamed parameter goes: `void (*NAME)(int)`, `int NAME[4]`, `T* NAME`."""
+    texts = [t.text for t in tokens]
     for i, t in enumerate(texts):
         if t == "(" and i + 1 < len(texts) and texts[i + 1] in ("*", "&", "^"):
             end = matching(tokens, i)
-            inner = [j for j in range(i + 1, end) if tokens[j].is_ident and texts[j] not in _QUALIFIERS]
-            if inner:
-                return Param(tokens, texts[inner[-1]], inner[-1], True)
             insert = i + 1
             while insert < end and texts[insert] in ("*", "&", "^", "const", "volatile"):
                 insert += 1
-            return Param(tokens, None, insert, True)
-
-    # Arrays: the name comes before the first `[`.
-    end = len(texts)
-    if "[" in texts:
-        end = texts.index("[")
-    is_pointer = "*" in texts or "[" in texts
-    if end > 0 and tokens[end - 1].is_ident and texts[end - 1] not in _BUILTIN_TYPE_WORDS \
-            and texts[end - 1] not in _QUALIFIERS:
-        before = [t for t in texts[: end - 1] if t not in _QUALIFIERS]
-        if before:
-            return Param(tokens, texts[end - 1], end - 1, is_pointer)
-    return Param(tokens, None, end, is_pointer)
+            return insert
+    return texts.index("[") if "[" in texts else len(texts)
 
 
-def parse_function(stmt: list[Token]) -> Prototype | None:
-    """The function declared by one namespace-scope statement (without its `;`), or None."""
-    stmt, asm_label = strip_attributes(stmt)
-    if asm_label or not stmt or stmt[0].text in _STATEMENTS_TO_SKIP:
-        return None
-    for i in range(len(stmt) - 1):
-        t = stmt[i]
-        if stmt[i + 1].text != "(" or not t.is_ident or t.text in _NOT_FUNCTION_NAMES:
-            if t.text in _OPEN:
-                return None  # a parenthesised declarator or an initializer: not a plain prototype
-            continue
-        ret = [x for x in stmt[:i] if x.text not in _DECL_SPECIFIERS_TO_DROP]
-        if not ret or any(x.text in ("=", ",", ";", ")", "}") or x.text[0] in "\"'0123456789" for x in ret):
-            return None
-        close = matching(stmt, i + 1)
-        trailing = [x.text for x in stmt[close + 1:]]
-        # Accept only what may follow a plain function declarator.
-        rest = " ".join(trailing)
-        if trailing and not re.fullmatch(r"(noexcept(\s*\(.*\))?|throw\s*\(\s*\)|\s)*", rest):
-            return None
-        inner = stmt[i + 2: close]
-        params: list[Param] = []
-        variadic = False
-        if inner and not (len(inner) == 1 and inner[0].text == "void"):
-            for part in split_top_level(inner, ","):
-                if len(part) == 1 and part[0].text == "...":
-                    variadic = True
-                    continue
-                if not part:
-                    return None
-                params.append(parse_param(part))
-        return Prototype(t.text, ret, params, variadic, t.file, t.line)
-    return None
+# The in-memory source each parse starts from: the #includes, the annotations' own declarations, probes.
+PROBE_FILE = "cutrace-gen-probe.cpp"
 
 
-def skip_template_head(words: list[str]) -> list[str]:
-    """The words after `template <...>` (all of them when there is no template head)."""
-    while words[:2] == ["template", "<"]:
-        depth = 0
-        for k, w in enumerate(words[1:], 1):
-            depth += {"<": 1, ">": -1, ">>": -2}.get(w, 0)
-            if depth <= 0:
-                words = words[k + 1:]
-                break
-        else:
-            return []
-    return words
+class HeaderParser:
+    """Reads the C-linkage function declarations of headers with libclang, as C++ with the include path,
+    the defines and the language standard of the compile of the wrappers, and the compiler's own system
+    directories (so that `#include <stddef.h>` finds the header the compile finds, whatever libclang's
+    own installation lacks)."""
 
-
-def collect_c_prototypes(tokens: list[Token], wanted: set[str]) -> dict[str, list[Prototype]]:
-    """Walks namespace scope and returns the C-linkage, global-namespace declarations of `wanted`."""
-    found: dict[str, list[Prototype]] = {}
-    # Scope stack of transparent blocks: (is_c_linkage, is_namespace).
-    scopes: list[tuple[bool, bool]] = [(False, False)]
-    stmt: list[Token] = []
-    i = 0
-    n = len(tokens)
-
-    def finish_statement(stmt: list[Token]) -> None:
-        if not stmt:
-            return
-        # Only global-namespace C declarations name the exported symbols the wrappers define.
-        if any(in_namespace for _, in_namespace in scopes):
-            return
-        c_linkage = scopes[-1][0]
-        body = stmt
-        if len(body) >= 2 and body[0].text == "extern" and body[1].text == '"C"':
-            c_linkage = True
-            body = body[2:]
-        if not c_linkage:
-            return
-        # Most statements declare nothing of interest; skip them before parsing.
-        if not any(t.text in wanted for t in body):
-            return
-        proto = parse_function(body)
-        if proto and proto.name in wanted:
-            found.setdefault(proto.name, []).append(proto)
-
-    while i < n:
-        t = tokens[i].text
-        if t == ";":
-            finish_statement(stmt)
-            stmt = []
-            i += 1
-            continue
-        if t in ("(", "["):
-            j = matching(tokens, i)
-            stmt.extend(tokens[i: j + 1])
-            i = j + 1
-            continue
-        if t == "{":
-            head = [x.text for x in stmt]
-            if head[:2] == ["extern", '"C"'] and len(head) == 2:
-                scopes.append((True, scopes[-1][1]))
-                stmt = []
-                i += 1
-                continue
-            if head[:2] == ["extern", '"C++"'] and len(head) == 2:
-                scopes.append((False, scopes[-1][1]))
-                stmt = []
-                i += 1
-                continue
-            if head and (head[0] == "namespace" or head[:2] == ["inline", "namespace"]) and "=" not in head:
-                scopes.append((scopes[-1][0], True))
-                stmt = []
-                i += 1
-                continue
-            j = matching(tokens, i)
-            stripped, _ = strip_attributes(stmt)
-            words = skip_template_head([x.text for x in stripped])
-            aggregate = bool(words) and (words[0] in ("struct", "class", "union", "enum", "typedef")
-                                         or any(part for part in split_top_level(stripped, "=")[1:]))
-            if aggregate:
-                # `struct X {...} x;` or an initializer: the statement goes on to its `;`.
-                stmt.extend(tokens[i: j + 1])
-            else:
-                # A function body (or a block we do not care about) ends the statement.
-                stmt = []
-            i = j + 1
-            continue
-        if t == "}":
-            finish_statement(stmt)
-            stmt = []
-            if len(scopes) > 1:
-                scopes.pop()
-            i += 1
-            continue
-        stmt.append(tokens[i])
-        i += 1
-    finish_statement(stmt)
-    return found
-
-
-# ---------------------------------------------------------------------------------------------
-# Looking at the installed libraries and headers
-# ---------------------------------------------------------------------------------------------
-
-def run_tool(cmd: list[str], what: str) -> str:
-    try:
-        proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
-    except OSError as e:
-        raise GenError(f"cannot run {cmd[0]} to {what} ({e.strerror}); install it or pass its path") from None
-    if proc.returncode != 0:
-        detail = proc.stderr.strip().splitlines()
-        detail = "; ".join(detail[:6]) if detail else f"exit status {proc.returncode}"
-        raise GenError(f"{cmd[0]} failed to {what}: {detail}")
-    return proc.stdout
-
-
-def exported_functions(nm: str, binary: Path) -> tuple[list[str], str | None]:
-    """The exported functions, and the symbol version they are all defined under (None: unversioned,
-    as the driver and libc's mix of versions are for this purpose)."""
-    out = run_tool([nm, "-D", "--defined-only", str(binary)], f"list the exports of {binary}")
-    names = set()
-    versions = set()
-    for line in out.splitlines():
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        kind, name = fields[-2], fields[-1]
-        # T/W: global and weak text symbols; i: GNU indirect functions.
-        if kind in ("T", "W", "i"):
-            name, _, version = name.partition("@")
-            names.add(name)
-            versions.add(version.lstrip("@"))
-    if not names:
-        raise GenError(f"{binary} exports no functions; is it the right library?")
-    version = versions.pop() if len(versions) == 1 else None
-    return sorted(names), version or None
-
-
-def elf_soname(binary: Path) -> str | None:
-    """DT_SONAME of a 64-bit little-endian ELF file, or None if it has none."""
-    data = binary.read_bytes()
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        raise GenError(f"{binary} is not a 64-bit little-endian ELF shared library")
-    (shoff,) = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + k * shentsize) for k in range(shnum)]
-    for sh in sections:
-        if sh[1] != 6:  # SHT_DYNAMIC
-            continue
-        strtab = sections[sh[6]]
-        offset, size = sh[4], sh[5]
-        for k in range(0, size, 16):
-            tag, val = struct.unpack_from("<qQ", data, offset + k)
-            if tag == 0:
-                break
-            if tag == 14:  # DT_SONAME
-                start = strtab[4] + val
-                return data[start: data.index(b"\0", start)].decode()
-    return None
-
-
-class Preprocessor:
     def __init__(self, cxx: list[str], include_dirs: list[str], flags: list[str], foreign_dirs: list[str] = ()):
         self.cxx = cxx
         self.include_dirs = include_dirs
@@ -582,45 +476,100 @@ class Preprocessor:
         # from include_dirs would otherwise be found on the compiler's own path (/usr/local/include may hold
         # the toolkit's) and mix two versions' declarations without a word.
         self.foreign_dirs = [os.path.realpath(d) + os.sep for d in foreign_dirs]
+        self._compiler_args: list[str] | None = None
 
-    def run(self, source: str, extra_flags: list[str], what: str) -> str:
-        with tempfile.TemporaryDirectory(prefix="cutrace-gen-") as tmp:
-            src = Path(tmp) / "probe.cpp"
-            dep = Path(tmp) / "probe.d"
-            src.write_text(source)
-            cmd = [*self.cxx, "-E", "-dD", "-x", "c++", *self.flags, *extra_flags]
-            for d in self.include_dirs:
-                cmd += ["-I", d]
-            cmd += ["-MD", "-MF", str(dep), str(src), "-o", "-"]
-            out = run_tool(cmd, f"preprocess {what}")
-            if dep.exists():
-                text = dep.read_text().replace("\\\n", " ").replace("\\ ", "\0")
-                for path in text.split(":", 1)[-1].split():
-                    path = path.replace("\0", " ")
-                    if path == str(src):
-                        continue
-                    self.dependencies.add(os.path.abspath(path))
-                    real = os.path.realpath(path)
-                    foreign = next((d for d in self.foreign_dirs if real.startswith(d)), None)
-                    if foreign:
-                        raise GenError(f"preprocessing {what} with the headers in {', '.join(self.include_dirs)} read "
-                                       f"{path} ({real}), which belongs to {foreign.rstrip(os.sep)}: the headers "
-                                       f"are incomplete; fetch them again (scripts/fetch-cuda-wheels.sh)")
-            return out
+    def compiler_args(self) -> list[str]:
+        """The compiler's system include directories and GNU version, as libclang arguments."""
+        if self._compiler_args is None:
+            cmd = [*self.cxx, "-x", "c++", *self.flags, "-E", "-dM", "-v", os.devnull]
+            try:
+                proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+            except OSError as e:
+                raise GenError(f"cannot run {self.cxx[0]} to find its include directories ({e.strerror}); "
+                               f"pass the C++ compiler with --cxx") from None
+            if proc.returncode != 0:
+                raise GenError(f"{self.cxx[0]} failed to list its include directories: "
+                               f"{'; '.join(proc.stderr.strip().splitlines()[-3:])}")
+            lines = proc.stderr.splitlines()
+            try:
+                first = lines.index("#include <...> search starts here:") + 1
+                last = lines.index("End of search list.", first)
+            except ValueError:
+                raise GenError(f"{self.cxx[0]} -v printed no include search list; pass a GCC or Clang "
+                               f"compatible C++ compiler with --cxx") from None
+            args = ["-nostdinc", "-nostdinc++"]
+            for d in lines[first:last]:
+                args += ["-isystem", d.strip().removesuffix(" (framework directory)")]
+            macros = dict(re.findall(r"^#define (__GNUC(?:_MINOR|_PATCHLEVEL)?__) (\d+)$", proc.stdout, re.M))
+            if "__GNUC__" in macros:
+                # The headers test the GNU version (glibc's __GNUC_PREREQ): answer as the compiler does.
+                args.append("-fgnuc-version=" + ".".join(macros.get(m, "0") for m in
+                                                        ("__GNUC__", "__GNUC_MINOR__", "__GNUC_PATCHLEVEL__")))
+            self._compiler_args = args
+        return self._compiler_args
 
-    def macro_value(self, header: str, macro: str) -> str | None:
-        out = self.run(f"#include <{header}>\n#ifdef {macro}\ncutrace_value_of_macro = {macro}\n#endif\n", [],
-                       f"{header} for {macro}")
-        m = re.search(r"cutrace_value_of_macro = (.*)", out)
-        return m.group(1).strip() if m else None
+    def parse(self, source: str, extra_flags: list[str], what: str, own_lines: dict[int, str] | None = None):
+        """The translation unit of `source`. A fatal error (a header not found) stops the generator, and so
+        does an error on a line of `source` itself; `own_lines` says what to blame for one (an annotation).
+        Other errors are the headers' business: nvcc's host pass, for one, declares things that only a
+        GCC-compatible compiler lets pass, with no effect on the declarations read here."""
+        ci = cindex()
+        name = PROBE_FILE
+        user, system = [], []
+        k = 0
+        while k < len(extra_flags):  # -isystem directories come before the compiler's own, as in a compile
+            if extra_flags[k] == "-isystem":
+                system += extra_flags[k: k + 2]
+                k += 2
+            else:
+                user.append(extra_flags[k])
+                k += 1
+        args = ["-x", "c++", *self.flags, *user, "-ferror-limit=0", "-w"]
+        for d in self.include_dirs:
+            args += ["-I", d]
+        compiler = self.compiler_args()
+        args += compiler[:2] + system + compiler[2:]
+        options = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES
+        try:
+            tu = ci.Index.create().parse(name, args=args, unsaved_files=[(name, source)], options=options)
+        except ci.TranslationUnitLoadError:
+            raise GenError(f"libclang could not parse {what} (arguments: {' '.join(args)})") from None
+        for d in tu.diagnostics:
+            loc = d.location
+            own = loc.file is not None and loc.file.name == name
+            if own and d.severity >= ci.Diagnostic.Error and (own_lines or {}).get(loc.line):
+                raise GenError(f"{own_lines[loc.line]} ({d.spelling})")
+            if d.severity >= ci.Diagnostic.Fatal or (own and d.severity >= ci.Diagnostic.Error):
+                place = f"{loc.file.name}:{loc.line}: " if loc.file is not None and not own else ""
+                raise GenError(f"parsing {what} with the headers in {', '.join(self.include_dirs)}: {place}{d.spelling}")
+        for inclusion in tu.get_includes():
+            path = inclusion.include.name
+            self.dependencies.add(os.path.abspath(path))
+            real = os.path.realpath(path)
+            foreign = next((d for d in self.foreign_dirs if real.startswith(d)), None)
+            if foreign:
+                raise GenError(f"parsing {what} with the headers in {', '.join(self.include_dirs)} read "
+                               f"{path} ({real}), which belongs to {foreign.rstrip(os.sep)}: the headers "
+                               f"are incomplete; fetch them again (scripts/fetch-cuda-wheels.sh)")
+        return tu
+
+    def macro_value(self, header: str, macro: str) -> int | None:
+        src = f"#include <{header}>\n#ifdef {macro}\nenum : long long {{ cutrace_value_of_macro = {macro} }};\n#endif\n"
+        tu = self.parse(src, [], f"{header} for {macro}")
+        for c in tu.cursor.get_children():
+            if c.kind == cindex().CursorKind.ENUM_DECL and c.location.file and c.location.file.name == PROBE_FILE:
+                for e in c.get_children():
+                    if e.spelling == "cutrace_value_of_macro":
+                        return e.enum_value
+        return None
 
     def nvcc_host_flags(self) -> list[str]:
         """The macros nvcc's host pass defines (see `nvcc --dryrun`), for the toolkit of these headers."""
         version = self.macro_value("cuda_runtime_api.h", "CUDART_VERSION")
-        if not version or not version.isdigit():
+        if version is None:
             raise GenError("cannot read CUDART_VERSION from cuda_runtime_api.h; pass the CUDA include directory "
                            "with --include-dir")
-        major, minor = int(version) // 1000, int(version) % 1000 // 10
+        major, minor = version // 1000, version % 1000 // 10
         flags = ["-D__CUDACC__", "-D__NVCC__", f"-D__CUDACC_VER_MAJOR__={major}",
                  f"-D__CUDACC_VER_MINOR__={minor}", "-D__CUDACC_VER_BUILD__=0",
                  f"-D__CUDA_API_VER_MAJOR__={major}", f"-D__CUDA_API_VER_MINOR__={minor}",
@@ -631,6 +580,151 @@ class Preprocessor:
             if os.path.isdir(os.path.join(d, "cccl")):
                 flags += ["-isystem", os.path.join(d, "cccl")]
         return flags
+
+
+@functools.cache
+def _file_size(path: str) -> int:
+    return os.path.getsize(path)
+
+
+def prototype_of(cursor, expander: MacroExpander, origin: str | None = None) -> Prototype | None:
+    """The prototype of a function declaration cursor, its types spelled as the compile sees them; None
+    for a declaration the wrappers cannot repeat (an asm label renames the symbol, the declarator is
+    parenthesised: a function returning a function pointer)."""
+    ci = cindex()
+    if any(c.kind == ci.CursorKind.ASM_LABEL_ATTR for c in cursor.get_children()):
+        return None
+    # The tokens from the declaration's start to past its parameter list. Not cursor.get_tokens(): a range
+    # that starts or ends in a macro expansion (`__host__ unsigned f(...)`) tokenizes to nothing.
+    start, end = cursor.extent.start, cursor.extent.end
+    if start.file is None or end.file is None or start.file.name != end.file.name:
+        return None
+    tu = cursor.translation_unit
+    file = start.file.name
+    # A little past the end too: the parse skips function bodies, so only the `{` after the declarator
+    # tells a definition (an inline helper of the header's, never an export) from a declaration.
+    past = end.offset if file == PROBE_FILE else min(end.offset + 64, _file_size(file))
+    source = expander.source(tu.get_tokens(extent=ci.SourceRange.from_locations(
+        tu.get_location(file, start.offset), tu.get_location(file, past))), file)
+    loc = cursor.location
+    position = {t.offset: k for k, t in enumerate(source)}
+
+    def index_of(location) -> int | None:
+        return position.get(location.offset) if location.file is not None and location.file.name == file else None
+
+    at = index_of(loc)
+    if at is None or at + 1 >= len(source) or source[at + 1].text != "(":
+        return None  # no plain declarator: a parenthesised one, or one a macro writes
+    ret = [t for t in strip_attributes(expander.expand(source[:at]))
+           if t.text not in _DECL_SPECIFIERS_TO_DROP and t.text not in ('"C"', '"C++"')]
+    if not ret or any(t.text in _OPEN or t.text in (")", "]", "}", "=", ",") for t in ret):
+        return None
+    try:
+        close = matching(source, at + 1)
+    except GenError:
+        return None  # the parameter list ends in a macro expansion: no plain declarator
+    if next((t.text for t in source[close + 1:] if t.text in (";", ",", "{")), None) == "{":
+        return None
+    arguments = list(cursor.get_arguments())
+    starts = [index_of(p.extent.start) for p in arguments]
+    if any(k is None or not at + 1 < k < close for k in starts):
+        return None  # a parameter list a macro writes: not what the header spells
+    params: list[Param] = []
+    pointer_kinds = {ci.TypeKind.POINTER, ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY,
+                     ci.TypeKind.VARIABLEARRAY, ci.TypeKind.DEPENDENTSIZEDARRAY, ci.TypeKind.BLOCKPOINTER}
+    # A parameter's tokens run to the next one's start: libclang's extent of one whose default argument
+    # is a macro (`__dv(0)`) ends inside the macro's arguments.
+    for p, start, end in zip(arguments, starts, starts[1:] + [close]):
+        piece = split_top_level(source[start:end], ",")[0]  # without `, ...` after the last one
+        ptoks = expander.expand(piece)
+        # Without its default argument (`size_t sharedMem = 0`): a redeclaration may not repeat it.
+        depth = 0
+        for k, t in enumerate(ptoks):
+            if t.text in _OPEN:
+                depth += 1
+            elif t.text in (")", "]", "}"):
+                depth -= 1
+            elif t.text == "=" and depth == 0:
+                ptoks = ptoks[:k]
+                break
+        ptoks = strip_attributes(ptoks)
+        pointer = p.type.kind in pointer_kinds
+        ploc = p.location
+        named = bool(p.spelling) and ploc.file is not None
+        index = next((k for k, t in enumerate(ptoks) if named and t.offset == ploc.offset
+                      and t.file == ploc.file.name), None)
+        if index is None:
+            params.append(Param(ptoks, None, _unnamed_position(ptoks), pointer))
+        else:
+            params.append(Param(ptoks, p.spelling, index, pointer))
+    variadic = cursor.type.kind == ci.TypeKind.FUNCTIONPROTO and cursor.type.is_function_variadic()
+    if origin is not None:
+        return Prototype(cursor.spelling, ret, params, variadic, origin, loc.line)
+    return Prototype(cursor.spelling, ret, params, variadic, file, loc.line)
+
+
+def collect_c_prototypes(tu, wanted: set[str]) -> dict[str, list[Prototype]]:
+    """The declarations (not definitions) of `wanted` with C linkage in the global namespace."""
+    ci = cindex()
+    expander = None
+    found: dict[str, list[Prototype]] = {}
+    transparent = {ci.CursorKind.LINKAGE_SPEC, ci.CursorKind.UNEXPOSED_DECL}
+
+    def walk(parent) -> None:
+        nonlocal expander
+        for c in parent.get_children():
+            if c.kind in transparent:
+                walk(c)
+            elif c.kind == ci.CursorKind.FUNCTION_DECL and c.spelling in wanted \
+                    and c.mangled_name == c.spelling:
+                if expander is None:
+                    expander = MacroExpander(tu)
+                proto = prototype_of(c, expander)
+                if proto is not None:
+                    found.setdefault(proto.name, []).append(proto)
+
+    walk(tu.cursor)
+    return found
+
+
+def defined_macros(tu, names: set[str]) -> set[str]:
+    """Which of `names` are macros at the end of the translation unit, from the probes that
+    `macro_probes(names)` appended to it."""
+    found = set()
+    for c in tu.cursor.get_children():
+        if c.kind == cindex().CursorKind.VAR_DECL and c.spelling.startswith("cutrace_macro_probe_"):
+            found.add(c.spelling[len("cutrace_macro_probe_"):])
+    return found & names
+
+
+def macro_probes(names: set[str]) -> str:
+    return "".join(f"#ifdef {n}\nextern int cutrace_macro_probe_{n};\n#endif\n" for n in sorted(names))
+
+
+# ---------------------------------------------------------------------------------------------
+# The installed libraries
+# ---------------------------------------------------------------------------------------------
+
+def exported_functions(binary: Path) -> tuple[list[str], str | None]:
+    """The exported functions, and the symbol version they are all defined under (None: unversioned,
+    as the driver and libc's mix of versions are for this purpose)."""
+    try:
+        exports = elf_symbols.exported_functions(binary)
+    except (elf_symbols.ElfReadError, OSError) as e:
+        raise GenError(f"cannot read the exports of {binary}: {e}") from None
+    if not exports:
+        raise GenError(f"{binary} exports no functions; is it the right library?")
+    versions = set().union(*exports.values())
+    version = versions.pop() if len(versions) == 1 else None
+    return sorted(exports), version or None
+
+
+def elf_soname(binary: Path) -> str | None:
+    """DT_SONAME of an ELF shared library, or None if it has none."""
+    try:
+        return elf_symbols.soname(binary)
+    except elf_symbols.ElfReadError as e:
+        raise GenError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -841,7 +935,7 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         missing = c.string(r["missing"], where + " missing") if "missing" in r else None
         if missing is not None and spec.domain != "os_runtime":
             raise c.fail(where + " missing", NO_MISSING_VALUE)
-        spec.results[type_spelling(tokenize_text(type_name, str(annotations)))] = ResultSpec(kind, missing)
+        spec.results[type_spelling(lex(type_name))] = ResultSpec(kind, missing)
     if any(r.kind == "error" for r in spec.results.values()) and spec.success is None:
         raise c.fail("[library]", "results of kind \"error\" need 'success', the value of a successful call")
 
@@ -1006,14 +1100,14 @@ class LibraryModel:
                 f"{annotated} annotated")
 
 
-def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
+def build_library(lib: LibrarySpec, pre: HeaderParser) -> LibraryModel:
     if not lib.binary.exists():
         raise GenError(f"{lib.binary} does not exist; install the library or point --library at it")
     real_soname = elf_soname(lib.binary.resolve())
     if real_soname is not None and real_soname != lib.soname:
         raise GenError(f"{lib.annotations}: [library] soname is '{lib.soname}' but {lib.binary} is '{real_soname}'; "
                        f"use annotations written for this version of the library")
-    exports, lib.symbol_version = exported_functions(nm, lib.binary)
+    exports, lib.symbol_version = exported_functions(lib.binary)
     export_set = set(exports)
     if lib.wrappers == "versioned" and lib.symbol_version is None:
         raise GenError(f"{lib.annotations}: [library] wrappers = \"versioned\", but {lib.binary} does not define all its "
@@ -1038,20 +1132,47 @@ def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
 
     compile_src = "".join(f"#define {d.replace('=', ' ', 1)}\n" for d in lib.defines)
     compile_src += "".join(f"#include <{h}>\n" for h in lib.headers)
-    tokens, macros = tokenize_preprocessed(pre.run(compile_src, [], ", ".join(lib.headers)))
-    public = collect_c_prototypes(tokens, export_set)
+    # The annotations' own declarations are read with the headers, whose types they use, each in a
+    # namespace of its own so that it never clashes with a header's declaration of the same function.
+    snippets: dict[str, tuple[str, str, str]] = {}  # namespace -> (function, origin, text)
+    for fname, f in lib.functions.items():
+        if f.prototype:
+            snippets[f"cutrace_prototype_{fname}"] = (fname, f"{lib.annotations} [functions.{fname}] prototype",
+                                                       f.prototype.strip().rstrip(";"))
+        if f.variadic:
+            snippets[f"cutrace_variadic_{fname}"] = ("cutrace_variadic", f"{lib.annotations} [functions.{fname}] variadic",
+                                                      f"void cutrace_variadic({f.variadic})")
+    own_lines: dict[int, str] = {}
+    for namespace, (fname, origin, text) in snippets.items():
+        text = " ".join(text.splitlines())
+        own_lines[compile_src.count("\n") + 2] = (
+            f"{origin.replace(' [', ': [', 1)}: '{text}' is not a C declaration of {fname}" if fname != "cutrace_variadic" else
+            f"{origin}: '{text[len('void cutrace_variadic('):-1]}' needs a type and a name, such as \"mode_t mode\"")
+        compile_src += f"namespace {namespace} {{\n{text};\n}}\n"
+    compile_src += macro_probes(export_set)
+    tu = pre.parse(compile_src, [], ", ".join(lib.headers), own_lines)
+    public = collect_c_prototypes(tu, export_set)
+    annotated: dict[str, Prototype | None] = {ns: None for ns in snippets}
+    expander = MacroExpander(tu) if snippets else None
+    for c in tu.cursor.get_children():
+        if c.kind == cindex().CursorKind.NAMESPACE and c.spelling in snippets:
+            fname, origin, _ = snippets[c.spelling]
+            for d in c.get_children():
+                if d.kind == cindex().CursorKind.FUNCTION_DECL and d.spelling == fname:
+                    annotated[c.spelling] = prototype_of(d, expander, origin)
+    shadowed = defined_macros(tu, export_set)
     internal: dict[str, list[Prototype]] = {}
     if lib.internal_headers:
         # nvcc force-includes cuda_runtime.h ahead of every translation unit.
         src = "#include <cuda_runtime.h>\n" + "".join(f"#include <{h}>\n" for h in lib.internal_headers)
-        itokens, _ = tokenize_preprocessed(pre.run(src, pre.nvcc_host_flags(), ", ".join(lib.internal_headers)))
-        internal = collect_c_prototypes(itokens, export_set - set(public))
+        itu = pre.parse(src, pre.nvcc_host_flags(), ", ".join(lib.internal_headers))
+        internal = collect_c_prototypes(itu, export_set - set(public))
     for header in lib.separate_headers:
         # A header that cannot be included beside `headers` (cublas.h's legacy API beside cublas_v2.h):
         # read on its own, for the prototypes of exports the others do not declare.
         src = "".join(f"#define {d.replace('=', ' ', 1)}\n" for d in lib.defines) + f"#include <{header}>\n"
-        stokens, _ = tokenize_preprocessed(pre.run(src, [], header))
-        for name, protos in collect_c_prototypes(stokens, export_set - set(public) - set(internal)).items():
+        stu = pre.parse(src, [], header)
+        for name, protos in collect_c_prototypes(stu, export_set - set(public) - set(internal)).items():
             internal[name] = protos
 
     def pick(name: str, candidates: list[Prototype]) -> Prototype:
@@ -1066,9 +1187,8 @@ def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
     for name in exports:
         own = lib.functions.get(name)
         if own and own.prototype:
-            origin = f"{lib.annotations} [functions.{name}] prototype"
-            proto = parse_function(tokenize_text(own.prototype.strip().rstrip(";"), origin))
-            if proto is None or proto.name != name:
+            proto = annotated[f"cutrace_prototype_{name}"]
+            if proto is None:
                 raise GenError(f"{lib.annotations}: [functions.{name}] prototype: '{own.prototype}' is not a C "
                                f"declaration of {name}")
             proto.from_header = False
@@ -1107,8 +1227,9 @@ def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
                 raise GenError(f"{lib.annotations}: [functions.{api.name}] variadic: {api.name} is not variadic "
                                f"({api.proto.where}); remove the key")
             origin = f"{lib.annotations} [functions.{api.name}] variadic"
-            api.variadic_param = parse_param(tokenize_text(api.spec.variadic, origin))
-            if api.variadic_param.name is None:
+            variadic = annotated[f"cutrace_variadic_{api.spec.name}"]
+            api.variadic_param = variadic.params[0] if variadic and len(variadic.params) == 1 else None
+            if api.variadic_param is None or api.variadic_param.name is None:
                 raise GenError(f"{origin}: '{api.spec.variadic}' needs a type and a name, such as \"mode_t mode\"")
             validate_function(api)
             continue
@@ -1128,7 +1249,7 @@ def build_library(lib: LibrarySpec, pre: Preprocessor, nm: str) -> LibraryModel:
             continue
         validate_function(api)
 
-    return LibraryModel(lib, [apis[n] for n in exports], {n for n in exports if n in macros})
+    return LibraryModel(lib, [apis[n] for n in exports], shadowed)
 
 
 def validate_function(api: Api) -> None:
@@ -1680,7 +1801,7 @@ def emit_osrt_wrappers(model: LibraryModel) -> str:
 _PFN_RE = re.compile(r"\bPFN_([A-Za-z][A-Za-z0-9]*)_v([0-9]+)(_ptds|_ptsz)?\b")
 
 
-def driver_versions(pre: Preprocessor, include_dirs: list[str]) -> list[tuple[str, int, bool, str]]:
+def driver_versions(pre: HeaderParser, include_dirs: list[str]) -> list[tuple[str, int, bool, str]]:
     """(symbol, version, per-thread, export) for every entry point version cudaTypedefs.h lists.
 
     cuGetProcAddress takes a symbol without version suffix and a CUDA version, and returns the newest
@@ -1861,9 +1982,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--library-include", nargs=2, action="append", default=[], metavar=("NAME", "DIR"),
                     help="an include directory for library NAME alone, in place of --include-dir (the headers of "
                          "another major version); repeat for more directories")
-    ap.add_argument("--cxx", default=os.environ.get("CXX", "c++"), help="C++ compiler used as the preprocessor")
-    ap.add_argument("--cxx-flag", action="append", default=[], help="flag for the preprocessor, e.g. -std=c++20")
-    ap.add_argument("--nm", default="nm", help="binutils nm")
+    ap.add_argument("--cxx", default=os.environ.get("CXX", "c++"),
+                    help="the C++ compiler of the wrappers: its system include directories are the parser's")
+    ap.add_argument("--cxx-flag", action="append", default=[], help="flag for the parser, e.g. -std=c++20")
     ap.add_argument("--out-dir", required=True, type=Path)
     ap.add_argument("--depfile", type=Path, help="write the files read, as a make rule for api_ids.h")
     args = ap.parse_args(argv)
@@ -1880,7 +2001,7 @@ def main(argv: list[str]) -> int:
         if name not in names:
             raise GenError(f"--library-include names '{name}', which no --library has")
         own_includes.setdefault(name, []).append(directory)
-    pre = Preprocessor([args.cxx], args.include_dir, args.cxx_flag)
+    pre = HeaderParser([args.cxx], args.include_dir, args.cxx_flag)
     preprocessors = {tuple(args.include_dir): pre}
     models: list[LibraryModel] = []
     # Plain and versioned wrappers are different symbols (cudaMalloc, cudaMalloc@libcudart.so.12): the same
@@ -1892,9 +2013,9 @@ def main(argv: list[str]) -> int:
         dirs = own_includes.get(name, args.include_dir)
         spec.include_dirs = dirs
         if tuple(dirs) not in preprocessors:
-            preprocessors[tuple(dirs)] = Preprocessor([args.cxx], dirs, args.cxx_flag, foreign_dirs=args.include_dir)
+            preprocessors[tuple(dirs)] = HeaderParser([args.cxx], dirs, args.cxx_flag, foreign_dirs=args.include_dir)
         lib_pre = preprocessors[tuple(dirs)]
-        model = build_library(spec, lib_pre, args.nm)
+        model = build_library(spec, lib_pre)
         for a in model.apis:
             key = (a.name, spec.wrappers)
             if key in owner:

@@ -1,7 +1,7 @@
 """The driver (libcuda.so.1) is one library for CUDA 12 and 13 programs, wrapped once from CUDA 13's
 headers: this holds only while every export CUDA 12's cuda.h declares has the same prototype in CUDA
-13's. Compares them with the generator's own parser.
-Usage: driver_prototypes_test.py LIBCUDA_STUB CUDA13_INCLUDE CUDA12_INCLUDE CXX NM"""
+13's. Compares them with the generator's own reader (libclang).
+Usage: driver_prototypes_test.py LIBCUDA_STUB CUDA13_INCLUDE CUDA12_INCLUDE CXX"""
 import sys
 from pathlib import Path
 
@@ -10,15 +10,14 @@ import gen_wrappers as gen  # noqa: E402
 
 
 def prototypes(cxx, include_dir, names):
-    pre = gen.Preprocessor([cxx], [include_dir], ["-std=c++20"])
+    parser = gen.HeaderParser([cxx], [include_dir], ["-std=c++20"])
     # As driver.toml reads the headers: every entry point's own name, the legacy ones included.
-    tokens, _ = gen.tokenize_preprocessed(pre.run("#define __CUDA_API_VERSION_INTERNAL 1\n#include <cuda.h>\n", [],
-                                                  "cuda.h"))
-    return {name: protos[0] for name, protos in gen.collect_c_prototypes(tokens, names).items()}
+    tu = parser.parse("#define __CUDA_API_VERSION_INTERNAL 1\n#include <cuda.h>\n", [], "cuda.h")
+    return {name: protos[0] for name, protos in gen.collect_c_prototypes(tu, names).items()}
 
 
-def main(stub, include13, include12, cxx, nm):
-    exports, _ = gen.exported_functions(nm, Path(stub))
+def main(stub, include13, include12, cxx):
+    exports, _ = gen.exported_functions(Path(stub))
     cuda13 = prototypes(cxx, include13, set(exports))
     cuda12 = prototypes(cxx, include12, set(exports))
     assert len(cuda12) > 500, f"CUDA 12's cuda.h declares only {len(cuda12)} of the driver's exports"

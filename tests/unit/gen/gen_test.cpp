@@ -320,7 +320,7 @@ class Generator : public ::testing::Test {
   RunResult run_generator(const std::vector<std::string>& libraries) {
     std::vector<std::string> argv{gen_test::kPython, gen_test::kGenerator};
     argv.insert(argv.end(), libraries.begin(), libraries.end());
-    for (const char* a : {"--cxx", gen_test::kCxx, "--cxx-flag=-std=c++20", "--nm", gen_test::kNm}) argv.push_back(a);
+    for (const char* a : {"--cxx", gen_test::kCxx, "--cxx-flag=-std=c++20"}) argv.push_back(a);
     argv.push_back("--out-dir");
     argv.push_back((dir_ / "out").string());
     for (const char* d : gen_test::kIncludeDirs) {
@@ -497,7 +497,7 @@ TEST_F(VersionedGenerator, AnOmittedEntryMustExistInTheExtendedFile) {
 TEST_F(VersionedGenerator, AHeaderFromOutsideTheVersionsOwnDirectoriesStopsTheBuild) {
   // CUDA 12's headers without crt/. Where the compiler's own path has the toolkit's headers (this
   // machine links them into /usr/local/include), crt/host_defines.h would come from CUDA 13, which the
-  // generator refuses; elsewhere the preprocessor finds none. Either way the build stops naming it.
+  // generator refuses; elsewhere the parser finds none. Either way the build stops naming it.
   const fs::path partial = dir_ / "partial12";
   fs::create_directories(partial);
   for (const auto& entry : fs::directory_iterator(gen_test::kCuda12Include)) {
@@ -509,7 +509,7 @@ TEST_F(VersionedGenerator, AHeaderFromOutsideTheVersionsOwnDirectoriesStopsTheBu
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("crt/host_defines.h"), std::string::npos) << r.output;
   const bool toolkit_on_the_compilers_path = fs::exists("/usr/local/include/crt/host_defines.h");
-  EXPECT_NE(r.output.find(toolkit_on_the_compilers_path ? "the headers are incomplete" : "No such file"),
+  EXPECT_NE(r.output.find(toolkit_on_the_compilers_path ? "the headers are incomplete" : "file not found"),
             std::string::npos)
       << r.output;
   EXPECT_FALSE(generated_anything());

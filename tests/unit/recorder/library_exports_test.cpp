@@ -55,6 +55,32 @@ TEST_F(LibraryExportsTest, TheRealRuntimeExportsWhatNmLists) {
   EXPECT_EQ(std::set<std::string>(e.functions.begin(), e.functions.end()), expected);
 }
 
+// The generator and scripts/coverage.py read exports with the Python reader (preload/gen/elf_symbols.py,
+// pyelftools): the two readers must agree, or the recorder would warn of functions the build wrapped.
+TEST_F(LibraryExportsTest, ThePythonReaderListsTheSameSonameAndFunctions) {
+  LibraryExports e;
+  std::string error;
+  ASSERT_TRUE(read_library_exports(CUTRACE_TEST_CUDART, &e, &error)) << error;
+  FILE* p = popen((std::string("'") + CUTRACE_TEST_PYTHON + "' '" + CUTRACE_TEST_ELF_READER + "' '" +
+                   CUTRACE_TEST_CUDART + "'")
+                      .c_str(),
+                  "r");
+  ASSERT_NE(p, nullptr);
+  std::string soname;
+  std::set<std::string> functions;
+  char line[1024];
+  while (std::fgets(line, sizeof line, p)) {
+    std::string text(line);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    if (text.rfind("soname ", 0) == 0) soname = text.substr(7);
+    else functions.insert(text);
+  }
+  ASSERT_EQ(pclose(p), 0);
+  EXPECT_EQ(soname, e.soname);
+  ASSERT_GT(functions.size(), 100u);
+  EXPECT_EQ(functions, std::set<std::string>(e.functions.begin(), e.functions.end()));
+}
+
 TEST_F(LibraryExportsTest, WhatIsNoLibraryIsRefusedWithAReason) {
   LibraryExports e;
   std::string error;
