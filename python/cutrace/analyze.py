@@ -9,6 +9,7 @@ results are then ordered, most costly first, and printed per rule with an explan
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +27,7 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 NOT_THE_PROGRAM = (r"(^|/)(libcudart|libcuda|libcupti|libcublas|libcublasLt|libcudnn[^/]*|libnvrtc|libnvJitLink|"
                    r"libcutrace[^/]*|libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|libffi|libpython[^/]*|"
                    r"ld-linux[^/]*|_ctypes[^/]*|python[0-9.]*)(\.so[^/]*)?$")
+CONCURRENT_BYTES = 32 << 20  # traces of more than this in all are read by a process per core
 SITE_FRAMES = 3         # native frames of the program shown per call site
 PYTHON_SITE_FRAMES = 2  # Python frames shown per call site
 # The C runtime's entry frames, in the executable itself: no part of what the program does.
@@ -151,7 +153,8 @@ class Analysis:
             SELECT (SELECT count(*) FROM ({analysis.GPU_WORK})) AS operations,
                    (SELECT count(callchainId) FROM CUPTI_ACTIVITY_KIND_RUNTIME) AS stacks,
                    (SELECT string_agg(DISTINCT gpuActivity, '; ') FROM CUTRACE_PROCESSES
-                    WHERE cudaRuntimeVersion IS NOT NULL OR gpuActivity IS NOT NULL) AS why"""}
+                    WHERE gpuActivity IS NOT NULL) AS why,
+                   (SELECT any_value(value) FROM trace_metadata WHERE name = 'options') AS options"""}
         for name in self.rule_names:
             rule = RULES[name]
             if not rule.is_call:
@@ -255,7 +258,9 @@ def run(args, out):
     job = len(traces) > 1 or from_directory
     options = {"gap": args.gap, "threshold": args.threshold, "chunks": args.chunks}
     work = Analysis(rules, stragglers=job)
-    mode = "concurrent" if len(traces) > 1 and (os.cpu_count() or 1) > 1 else "none"
+    # A process per core pays for its start (Python, pyarrow, DuckDB: about a second) only on big traces.
+    size = sum(t.stat().st_size for t in traces)
+    mode = "concurrent" if len(traces) > 1 and size >= CONCURRENT_BYTES and (os.cpu_count() or 1) > 1 else "none"
     failed, partial, used = [], [], []
     with tempfile.TemporaryDirectory(prefix="cutrace-analyze-") as temp:
         parts = {}
@@ -286,10 +291,11 @@ def run(args, out):
         con.executemany("INSERT INTO ranks VALUES (?, ?, ?)", [(r["index"], ranks[r["index"]], r["file"]) for r in used])
 
         def partials(part):
-            return f"""(SELECT p.* EXCLUDE ({INDEX}), r."Rank" FROM read_parquet({sql_list(sorted(parts[part]))}) AS p
+            return f"""(SELECT p.*, r."Rank" FROM read_parquet({sql_list(sorted(parts[part]))}) AS p
                         JOIN ranks AS r USING ({INDEX}))"""
 
-        gpu = con.execute(f"SELECT \"Rank\", operations, stacks, why FROM {partials('gpu')} ORDER BY \"Rank\"").fetchall()
+        gpu = con.execute(f"SELECT \"Rank\", operations, stacks, why, options FROM {partials('gpu')} "
+                          "ORDER BY \"Rank\"").fetchall()
         report = {"traces": [{"file": r["file"], "rank": ranks[r["index"]]} for r in sorted(used, key=lambda r: r["index"])],
                   "rules": [], "options": options}
         with_gpu = [g for g in gpu if g[1] > 0]
@@ -298,11 +304,9 @@ def run(args, out):
             entry = {"rule": name, "title": rule.title, "explanation": rule.explanation, "advice": rule.advice}
             report["rules"].append(entry)
             if rule.needs_gpu and not with_gpu:
-                why = "; ".join(sorted({g[3] for g in gpu if g[3]}))
-                entry["skipped"] = ("needs GPU activity (kernels, copies, memsets), which " +
-                                    ("this trace has" if len(gpu) == 1 else "none of these traces has") +
-                                    " (" + (why or "none was recorded") + "); record without --gpu-activity false, "
-                                    "on a GPU with CUPTI")
+                entry["skipped"] = ("needs GPU activity (kernels, copies, memsets), and " +
+                                    ("this trace has none" if len(gpu) == 1 else "none of these traces has any") +
+                                    ": " + why_no_gpu(gpu))
                 continue
             if rule.needs_gpu and len(with_gpu) < len(gpu):
                 entry["note"] = ("ranks " + ", ".join(str(g[0]) for g in gpu if g[1] == 0) +
@@ -355,6 +359,15 @@ def short_site(site):
     return None if site is None else " <- ".join(short_function(f) for f in site.split(" <- "))
 
 
+def why_no_gpu(gpu):
+    """Why traces have no GPU activity, from their processes' GPU activity status and their options."""
+    reasons = sorted({g[3] for g in gpu if g[3]})
+    if any(re.search(r"--gpu-activity[ =](false|0|no|off)\b", g[4] or "") for g in gpu):
+        reasons.insert(0, "recorded with --gpu-activity false; record without it")
+    return "; ".join(reasons) if reasons else ("no kernel, copy or memset was recorded (a GPU and CUPTI are needed "
+                                               "for them)")
+
+
 def _ident(name):
     return '"' + name.replace('"', '""') + '"'
 
@@ -367,12 +380,17 @@ def stragglers_view(con, partials):
     view = {}
     for key, file in (("totals", "rank_totals.parquet"), ("ranges", "nvtx_ranges.parquet")):
         cur = con.execute(queries[file])
-        view[key] = {"columns": [d[0] for d in cur.description], "rows": [list(r) for r in cur.fetchall()]}
+        columns = [d[0] for d in cur.description]
+        # Sums of ns and bytes come back from Parquet as doubles: whole numbers are shown as such.
+        whole = [c not in ("Mean Time", "Spread") for c in columns]
+        rows = [[int(v) if w and isinstance(v, float) and v.is_integer() else v for v, w in zip(row, whole)]
+                for row in cur.fetchall()]
+        view[key] = {"columns": columns, "rows": rows}
     totals = [dict(zip(view["totals"]["columns"], row)) for row in view["totals"]["rows"]]
     slowest = []
     for column in ("Kernel Time", "Memcpy Time", "API Time"):
         values = [(t[column], t["Rank"]) for t in totals]
-        if len(values) < 2 or max(values)[0] == 0:
+        if len(values) < 2 or max(values)[0] == min(values)[0]:  # no rank stands out
             continue
         top = max(values, key=lambda v: (v[0], -v[1]))
         low = min(values, key=lambda v: (v[0], v[1]))
