@@ -1,5 +1,6 @@
 """`python3 -m cutrace export ...`: the exports the package writes (cutrace export runs it for them);
-`python3 -m cutrace recipe ...`: the recipes over many traces (cutrace recipe runs it)."""
+`python3 -m cutrace recipe ...`: the recipes over many traces (cutrace recipe runs it);
+`python3 -m cutrace analyze ...`: the expert-system rules (cutrace analyze runs it)."""
 import sys
 
 
@@ -27,6 +28,23 @@ def main(argv):
             return 1
         from .recipes.cli import main as recipe_main
         return recipe_main(argv[1:])
+    if len(argv) >= 1 and argv[0] == "analyze":
+        import cutrace
+        missing = None
+        if cutrace.pa is None:
+            missing = ("pyarrow", cutrace._PYARROW_ERROR)
+        else:
+            try:
+                import duckdb  # noqa: F401
+            except ImportError as e:
+                missing = ("duckdb", e)
+        if missing:
+            print(f"cutrace analyze: the rules need the Python package {missing[0]}, which {sys.executable} cannot "
+                  f"import ({missing[1]}); pip install 'cutrace[recipes]'.", file=sys.stderr)
+            return 1
+        from .analyze import main as analyze_main
+        return analyze_main(argv[1:])
+    print("usage: python3 -m cutrace analyze [-r RULE[,RULE...]] [options] TRACE|DIR...", file=sys.stderr)
     print("usage: python3 -m cutrace recipe NAME --input DIR|FILE... [options]", file=sys.stderr)
     print("usage: python3 -m cutrace export --type parquetdir|arrowdir [options] FILE.cutrace", file=sys.stderr)
     return 2

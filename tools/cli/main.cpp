@@ -17,6 +17,7 @@ constexpr const char* kUsage =
     "  stats     summary tables (nsys report names, e.g. cuda_api_sum)\n"
     "  export    convert a trace (perfetto: Chrome trace-event JSON for ui.perfetto.dev)\n"
     "  recipe    a recipe over many traces, one per rank (nsys recipe names, e.g. cuda_api_sum)\n"
+    "  analyze   nsys's expert-system rules over a trace or a job's traces (e.g. cuda_memcpy_async)\n"
     "\n"
     "`cutrace help <command>` or `cutrace <command> --help` describes each command;\n"
     "`cutrace -v` (--version) prints the version.\n";
@@ -29,6 +30,7 @@ Main command_main(std::string_view name) {
   if (name == "stats") return cutrace::report::stats_main;
   if (name == "export") return cutrace::report::export_main;
   if (name == "recipe") return cutrace::report::recipe_main;
+  if (name == "analyze") return cutrace::report::analyze_main;
   return nullptr;
 }
 

@@ -17,5 +17,8 @@ int print_api_summary(const std::string& trace_path);
 int export_main(int argc, char** argv);
 // `cutrace recipe NAME --input DIR|FILE... [options]`: carried out by the Python package.
 int recipe_main(int argc, char** argv);
+// `cutrace analyze [-r RULE[,RULE...]] TRACE|DIR...`: nsys's expert-system rules, carried out by the
+// Python package.
+int analyze_main(int argc, char** argv);
 
 }  // namespace cutrace::report

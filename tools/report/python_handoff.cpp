@@ -64,4 +64,8 @@ int run_python_module(const char* module, const char* command, const char* what,
 
 int recipe_main(int argc, char** argv) { return run_python_module("cutrace", "recipe", "recipes are run", argc, argv); }
 
+int analyze_main(int argc, char** argv) {
+  return run_python_module("cutrace", "analyze", "the rules are run", argc, argv);
+}
+
 }  // namespace cutrace::report

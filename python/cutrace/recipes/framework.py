@@ -64,7 +64,8 @@ def map_trace(recipe_name, index, path, options, duckdb_threads=None, tables_lib
     import cutrace
     from . import RECIPES
 
-    recipe = RECIPES[recipe_name]
+    # `cutrace analyze` hands over its rules as a recipe object of its own, not a name.
+    recipe = RECIPES[recipe_name] if isinstance(recipe_name, str) else recipe_name
     result = {"index": index, "file": str(path), "rank": None, "worker": worker_identity(), "parts": {},
               "complete": True, "status": "", "error": None}
     scratch = Path(tempfile.mkdtemp(prefix="cutrace-recipe-"))
