@@ -46,23 +46,27 @@ struct Annotation {
   bool text_cut = false;  // the program's text was longer than `text` holds
 };
 
-// A wide message converted to UTF-8 (the W variants); cut at kMaxNvtxTextBytes like any text.
+// A wide message converted to UTF-8 (the W variants); cut at kMaxNvtxTextBytes like any text, but
+// only between characters, so that the text kept is valid UTF-8.
 class Utf8 {
  public:
-  explicit Utf8(const wchar_t* w) {
+  explicit Utf8(const wchar_t* w) : present_(w != nullptr) {
     if (!w) return;
-    for (; *w && size_ + 4 <= sizeof buf_; ++w) {
+    for (; *w; ++w) {
       const uint32_t c = uint32_t(*w);
-      if (c < 0x80) {
+      if (c >= 0x110000) continue;  // not a code point: left out
+      const size_t length = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+      if (size_ + length > sizeof buf_) break;
+      if (length == 1) {
         buf_[size_++] = char(c);
-      } else if (c < 0x800) {
+      } else if (length == 2) {
         buf_[size_++] = char(0xc0 | c >> 6);
         buf_[size_++] = char(0x80 | (c & 0x3f));
-      } else if (c < 0x10000) {
+      } else if (length == 3) {
         buf_[size_++] = char(0xe0 | c >> 12);
         buf_[size_++] = char(0x80 | (c >> 6 & 0x3f));
         buf_[size_++] = char(0x80 | (c & 0x3f));
-      } else if (c < 0x110000) {
+      } else {
         buf_[size_++] = char(0xf0 | c >> 18);
         buf_[size_++] = char(0x80 | (c >> 12 & 0x3f));
         buf_[size_++] = char(0x80 | (c >> 6 & 0x3f));
@@ -71,13 +75,16 @@ class Utf8 {
     }
     cut_ = *w != 0;
   }
+  // False for a null message, which the A variants record as no message at all.
+  bool present() const { return present_; }
   const char* data() const { return buf_; }
   size_t size() const { return size_; }
   bool cut() const { return cut_; }
 
  private:
-  char buf_[abi::kMaxNvtxTextBytes + 4];
+  char buf_[abi::kMaxNvtxTextBytes];
   size_t size_ = 0;
+  bool present_ = false;
   bool cut_ = false;
 };
 
@@ -202,6 +209,7 @@ Annotation from_attributes(abi::NvtxEvent event, uint32_t domain, const nvtxEven
 
 // The message of a W variant, converted; `text` must outlive the annotation's use.
 void set_text(Annotation& a, const Utf8& text) {
+  if (!text.present()) return;
   a.message_type = abi::NvtxMessage::kText;
   a.text = text.data();
   a.text_bytes = text.size();

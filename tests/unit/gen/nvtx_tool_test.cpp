@@ -467,6 +467,33 @@ TEST_F(NvtxTool, MarksInEveryFormAndTextTooLongIsCutAndFlagged) {
   EXPECT_TRUE(r[5].text_cut);
 }
 
+// A wide message is cut between characters, so the text kept is valid UTF-8, and a null one is no
+// message, as with the A variants.
+TEST_F(NvtxTool, WideTextIsCutBetweenCharactersAndANullWideMessageIsNone) {
+  // 1,023 ASCII bytes, then a two-byte character that does not fit whole.
+  const std::wstring straddling = std::wstring(abi::kMaxNvtxTextBytes - 1, L'a') + L"\u00e9tail";
+  // Euro signs (three bytes each): 341 fit in 1,024 bytes, the 342nd does not.
+  const std::wstring euros(400, L'\u20ac');
+  nvtxMarkW(straddling.c_str());
+  nvtxMarkW(euros.c_str());
+  nvtxRangePushW(nullptr);
+  nvtxRangePop();
+  nvtxMarkW(nullptr);
+  std::vector<Nvtx> r = drain();
+  ASSERT_EQ(r.size(), 5u);
+  EXPECT_EQ(r[0].text, std::string(abi::kMaxNvtxTextBytes - 1, 'a'));
+  EXPECT_TRUE(r[0].text_cut);
+  std::string kept;
+  for (int i = 0; i < 341; ++i) kept += "\xe2\x82\xac";
+  EXPECT_EQ(r[1].text, kept);
+  EXPECT_TRUE(r[1].text_cut);
+  EXPECT_EQ(r[2].event, abi::NvtxEvent::kPush);
+  EXPECT_EQ(r[2].message_type, abi::NvtxMessage::kNone);
+  EXPECT_EQ(r[2].text, "");
+  EXPECT_EQ(r[4].event, abi::NvtxEvent::kMark);
+  EXPECT_EQ(r[4].message_type, abi::NvtxMessage::kNone);
+}
+
 TEST_F(NvtxTool, DomainsAndRegisteredStringsAreInternedProcessWide) {
   const nvtxDomainHandle_t alpha = nvtxDomainCreateA("alpha");
   const nvtxDomainHandle_t beta = nvtxDomainCreateW(L"beta");
