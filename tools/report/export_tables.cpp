@@ -123,6 +123,23 @@ const std::vector<TableDef>& export_tables() {
         {"int64Value", I, kNull}, {"doubleValue", R, kNull}, {"uint32Value", I, kNull}, {"int32Value", I, kNull},
         {"floatValue", R, kNull}, {"jsonTextId", I, kNull}, {"jsonText", T, kNull}},
        nullptr},
+      // CPU samples (-s cpu): COMPOSITE_EVENTS.id is the id of the sample's stack in SAMPLING_CALLCHAINS.
+      // The thread's state and its cycle count are not sampled: 0, as nsys exports a missing value.
+      {TableId::kCompositeEvents, "COMPOSITE_EVENTS",
+       {{"id", I, kNotNull}, {"start", I, kNotNull}, {"cpu", I, kNotNull}, {"threadState", I, kNotNull},
+        {"globalTid", I, kNotNull}, {"cpuCycles", I, kNotNull}},
+       "id"},
+      {TableId::kSamplingCallchains, "SAMPLING_CALLCHAINS",
+       {{"id", I, kNotNull}, {"symbol", I, kNotNull}, {"module", I, kNotNull}, {"kernelMode", I, kNull},
+        {"thumbCode", I, kNull}, {"unresolved", I, kNull}, {"specialEntry", I, kNull}, {"originalIP", I, kNull},
+        {"unwindMethod", I, kNull}, {"stackDepth", I, kNotNull}},
+       "id, stackDepth"},
+      // Context switches (--cpuctxsw): a thread leaving its CPU (isSchedIn 0) or getting it back (1);
+      // `preempted` (cutrace's) tells a thread that was still runnable from one that blocked.
+      {TableId::kSchedEvents, "SCHED_EVENTS",
+       {{"id", I, kNotNull}, {"start", I, kNotNull}, {"cpu", I, kNotNull}, {"isSchedIn", I, kNotNull},
+        {"globalTid", I, kNotNull}, {"preempted", I, kNull}},
+       "id"},
       {TableId::kApiCalls, "CUTRACE_API_CALLS",
        {{"callId", I, kNotNull}, {"start", I, kNotNull}, {"end", I, kNotNull}, {"globalTid", I, kNotNull},
         {"nameId", I, kNotNull}, {"domain", T, kNotNull}, {"depth", I, kNotNull}, {"returnValue", I, kNotNull},
@@ -136,6 +153,10 @@ const std::vector<TableDef>& export_tables() {
        {{"id", I, kNotNull}, {"stackDepth", I, kNotNull}, {"function", T, kNotNull}, {"file", T, kNotNull},
         {"line", I, kNotNull}},
        "id, stackDepth"},
+      // Python samples (--python-sampling): the stack of each is in CUTRACE_PYTHON_CALLCHAINS, by id.
+      {TableId::kPythonSamples, "CUTRACE_PYTHON_SAMPLES",
+       {{"id", I, kNotNull}, {"start", I, kNotNull}, {"globalTid", I, kNotNull}},
+       "id"},
       {TableId::kProcesses, "CUTRACE_PROCESSES",
        {{"globalPid", I, kNotNull}, {"pid", I, kNotNull}, {"ppid", I, kNotNull}, {"command", T, kNull},
         {"executable", T, kNull}, {"cudaRuntimeVersion", I, kNull}, {"cudaRuntimePath", T, kNull},
@@ -240,6 +261,9 @@ class TableProducer {
     switch (ev.kind) {
       case EventKind::kApiCall: add_call(ev); break;
       case EventKind::kGpuActivity: add_gpu(ev); break;
+      case EventKind::kCpuSample: add_cpu_sample(ev); break;
+      case EventKind::kPythonSample: add_python_sample(ev); break;
+      case EventKind::kContextSwitch: add_context_switch(ev); break;
       case EventKind::kNvtx:
         if (ev.nvtx.type == abi::NvtxEvent::kMark) add_mark(ev);
         else ranges_.add(reader_, ev);
@@ -370,8 +394,14 @@ class TableProducer {
       else
         emit(TableId::kCudaCallchains, {int_value(id), symbol, module, int_value(!named), address, int_value(depth)});
     }
-    for (uint32_t depth = 0; depth < c.python_frame_count; ++depth) {
-      const abi::PythonFrame& f = c.python_frames[depth];
+    add_python_frames(process, id, c.python_frames, c.python_frame_count);
+    return id;
+  }
+
+  // Python frames, innermost first, as rows of CUTRACE_PYTHON_CALLCHAINS under `id`.
+  void add_python_frames(const reader::Process& process, int64_t id, const abi::PythonFrame* frames, uint32_t count) {
+    for (uint32_t depth = 0; depth < count; ++depth) {
+      const abi::PythonFrame& f = frames[depth];
       auto it = process.python_functions.find(f.function);
       const bool known = it != process.python_functions.end();
       const std::string function = known ? it->second.name : "python function " + reader::hex(f.function);
@@ -379,7 +409,44 @@ class TableProducer {
                                         text_value(known ? std::string_view(it->second.file) : std::string_view()),
                                         int_value(int64_t(abi::python_frame_line(f)))});
     }
-    return id;
+  }
+
+  // A CPU sample: frame 0 is the instruction it interrupted (named exactly), then return addresses.
+  void add_cpu_sample(const Event& ev) {
+    const reader::CpuSampleEvent& sample = ev.sample;
+    if (!overlaps(sample.time_ns, sample.time_ns)) return;
+    const reader::Process& process = reader_.processes()[ev.thread->process];
+    const int64_t id = ++callchains_;
+    ++counts_.samples;
+    emit(TableId::kCompositeEvents, {int_value(id), int_value(time(sample.time_ns)), int_value(sample.cpu), int_value(0),
+                                     int_value(global_tid(ev.thread->pid, ev.thread->tid)), int_value(0)});
+    for (uint32_t depth = 0; depth < sample.frame_count; ++depth) {
+      const ResolvedAddress& where = symbolizer_.resolve(process, sample.frames[depth], sample.time_ns, depth == 0);
+      const bool named = !where.frames.empty() && !where.frames.back().function.empty();
+      emit(TableId::kSamplingCallchains,
+           {int_value(id), int_value(string_id(named ? where.frames.back().function : raw_frame(where))),
+            int_value(string_id(where.module)), int_value(0), null_value(), int_value(!named), null_value(),
+            int_value(int64_t(sample.frames[depth])), null_value(), int_value(depth)});
+    }
+  }
+
+  void add_python_sample(const Event& ev) {
+    const reader::PythonSampleEvent& sample = ev.python_sample;
+    if (!overlaps(sample.time_ns, sample.time_ns)) return;
+    const int64_t id = ++callchains_;
+    ++counts_.samples;
+    emit(TableId::kPythonSamples,
+         {int_value(id), int_value(time(sample.time_ns)), int_value(global_tid(ev.thread->pid, ev.thread->tid))});
+    add_python_frames(reader_.processes()[ev.thread->process], id, sample.frames, sample.frame_count);
+  }
+
+  void add_context_switch(const Event& ev) {
+    const reader::ContextSwitchEvent& c = ev.context_switch;
+    if (!overlaps(c.time_ns, c.time_ns)) return;
+    const bool in = c.change == abi::ContextSwitch::kIn;
+    emit(TableId::kSchedEvents, {int_value(++sched_events_), int_value(time(c.time_ns)), int_value(c.cpu), int_value(in),
+                                 int_value(global_tid(ev.thread->pid, ev.thread->tid)),
+                                 in ? null_value() : int_value(c.change == abi::ContextSwitch::kPreempted)});
   }
 
   void add_gpu(const Event& ev) {
@@ -582,7 +649,7 @@ class TableProducer {
   CallLinks<Pending, LinkDecided> links_;
   NvtxRangeTracker ranges_;
   Symbolizer symbolizer_;
-  int64_t callchains_ = 0, call_ids_ = 0;
+  int64_t callchains_ = 0, call_ids_ = 0, sched_events_ = 0;
   uint64_t order_ = 0;
   TableCounts counts_;
 };

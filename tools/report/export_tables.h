@@ -56,9 +56,13 @@ enum class TableId : uint16_t {
   kSynchronization,
   kGpuMemoryUsage,
   kNvtxEvents,
+  kCompositeEvents,
+  kSamplingCallchains,
+  kSchedEvents,
   kApiCalls,
   kApiArguments,
   kPythonCallchains,
+  kPythonSamples,
   kProcesses,
   kThreads,
   kSummary,
@@ -95,7 +99,7 @@ class RowSink {
 };
 
 struct TableCounts {
-  uint64_t calls = 0, gpu = 0, nvtx = 0;
+  uint64_t calls = 0, gpu = 0, nvtx = 0, samples = 0;
   std::vector<std::string> notes;  // what could not be named (symbolizer notes), one line each
 };
 

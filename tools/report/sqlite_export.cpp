@@ -122,6 +122,8 @@ ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, 
   result.written = reader::thousands(counts.calls) + (counts.calls == 1 ? " call, " : " calls, ") +
                    reader::thousands(counts.gpu) + (counts.gpu == 1 ? " GPU operation, " : " GPU operations, ") +
                    reader::thousands(counts.nvtx) + (counts.nvtx == 1 ? " NVTX event" : " NVTX events");
+  if (counts.samples)
+    result.written += ", " + reader::thousands(counts.samples) + (counts.samples == 1 ? " sample" : " samples");
   result.notes = counts.notes;
   return result;
 }

@@ -4,8 +4,10 @@ Python code, filed under that thread. A script with known work on two threads in
 CPU in spin_main on the main thread, 1 in spin_worker on a worker, each waiting in time.sleep while the
 other spins), and a forked child, must be sampled in those functions, at those lines, on those
 threads, in about those proportions; a run without the option has no Python samples."""
+import collections
 import csv
 import io
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +87,23 @@ def test_samples_name_each_threads_python_stack_at_its_lines(tmp_path):
     summary = info(trace)
     assert f"python_samples                 {len(samples)}" in summary, summary
     assert "python_samples.unplaced        0" in summary, summary
+
+    # In the SQLite export: a row of CUTRACE_PYTHON_SAMPLES per sample, its stack in
+    # CUTRACE_PYTHON_CALLCHAINS, each thread's stacks as the timeline shows them.
+    subprocess.run([str(CUTRACE), "export", "--type", "sqlite", "-o", str(tmp_path / "py.sqlite"), str(trace)],
+                   check=True, capture_output=True, timeout=120)
+    db = sqlite3.connect(tmp_path / "py.sqlite")
+    stacks = collections.defaultdict(list)
+    tids = {}
+    for sample, tid, function, file, line_number in db.execute("""
+            SELECT s.id, s.globalTid % 16777216, c.function, c.file, c.line
+            FROM CUTRACE_PYTHON_SAMPLES AS s JOIN CUTRACE_PYTHON_CALLCHAINS AS c ON c.id = s.id
+            ORDER BY s.id, c.stackDepth"""):
+        stacks[sample].append(f"{function} ({Path(file).name}:{line_number})")
+        tids[sample] = tid
+    exported = collections.Counter((tids[k], "|".join(v)) for k, v in stacks.items())
+    shown = collections.Counter((s["tid"], "|".join(s["args"]["python_stack"])) for s in samples)
+    assert exported == shown
 
 
 def test_the_frequency_bounds_the_rate_and_no_option_means_no_samples(tmp_path):

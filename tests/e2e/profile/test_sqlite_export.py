@@ -148,6 +148,37 @@ def test_nvtx_ranges_and_marks_are_counted_as_nvtx_sum(tmp_path):
     assert len(rows) >= 5
 
 
+def test_cpu_samples_and_context_switches_are_in_nsys_sampling_tables(tmp_path):
+    # 2 units of CPU in burn_a, 1 in burn_b and 1 in burn_in_thread, and a join that takes the main
+    # thread off its CPU: COMPOSITE_EVENTS and SAMPLING_CALLCHAINS hold the samples cpu_sample_sum
+    # counts, SCHED_EVENTS the switches cpu_ctxsw_sum counts.
+    _, trace = profile(tmp_path, [app("cpu_burn"), "60"], options=["-s", "cpu", "--cpuctxsw", "process-tree"])
+    proc, db = export(trace, tmp_path / "samples.sqlite")
+    by_function = {}
+    for r in report_rows(trace, "cpu_sample_sum"):
+        by_function[r["Function"]] = by_function.get(r["Function"], 0) + int(r["Samples"])
+    total = db.execute("SELECT count(*) FROM COMPOSITE_EVENTS").fetchone()[0]
+    assert total == sum(by_function.values()) and proc.stderr.endswith(f", {total:,} samples).\n"), proc.stderr
+    innermost = dict(db.execute("""
+        SELECT s.value, count(*) FROM COMPOSITE_EVENTS AS c
+        JOIN SAMPLING_CALLCHAINS AS k ON k.id = c.id AND k.stackDepth = 0 JOIN StringIds AS s ON s.id = k.symbol
+        GROUP BY 1""").fetchall())
+    for function in ("burn_a", "burn_b", "burn_in_thread"):
+        assert innermost[function] == by_function[function] > 0, (function, innermost, by_function)
+    # Each sample's stack reaches main on the main thread, as the report's frames do.
+    assert db.execute("""SELECT count(DISTINCT c.id) FROM COMPOSITE_EVENTS AS c JOIN SAMPLING_CALLCHAINS AS k
+                         ON k.id = c.id JOIN StringIds AS s ON s.id = k.symbol WHERE s.value = 'main'""").fetchone()[0] \
+        >= innermost["burn_a"] + innermost["burn_b"]
+    switches = {(int(r["Tid"])): r for r in report_rows(trace, "cpu_ctxsw_sum")}
+    rows = db.execute("""SELECT globalTid % 16777216, sum(isSchedIn = 0 AND preempted = 0), sum(preempted = 1),
+                                sum(isSchedIn) FROM SCHED_EVENTS GROUP BY 1""").fetchall()
+    assert {tid for tid, *_ in rows} >= set(switches) and switches
+    for tid, blocked, preempted, back_in in rows:
+        if tid in switches:
+            assert (blocked, preempted) == (int(switches[tid]["Blocked"]), int(switches[tid]["Preempted"])), tid
+        assert back_in >= blocked + preempted - 1
+
+
 def test_refusals_and_an_existing_output(vector_add, tmp_path):
     trace, _, _ = vector_add
     out = tmp_path / "again.sqlite"
