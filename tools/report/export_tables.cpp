@@ -539,13 +539,17 @@ class TableProducer {
 
   void add_range(const NvtxRange& r) {
     if (!overlaps(r.start_ns, r.end_ns)) return;
+    Value cells[6];
+    payload(r.payload_type, r.payload, cells);
     const Value n = null_value();
     ++counts_.nvtx;
     emit(TableId::kNvtxEvents,
          {int_value(time(r.start_ns)), int_value(time(r.end_ns)), int_value(r.push_pop ? kNvtxPushPop : kNvtxStartEnd),
-          opt(!r.push_pop, int64_t(r.id)), n, n, text_value(r.message), int_value(global_tid(r.thread->pid, r.thread->tid)),
-          r.end_thread ? int_value(global_tid(r.end_thread->pid, r.end_thread->tid)) : n, n, int_value(r.domain), n, n, n,
-          n, n, n, n, n});
+          opt(!r.push_pop, int64_t(r.id)), opt(r.category != 0, r.category),
+          opt(r.color.has_value(), int64_t(r.color.value_or(0))), text_value(r.message),
+          int_value(global_tid(r.thread->pid, r.thread->tid)),
+          r.end_thread ? int_value(global_tid(r.end_thread->pid, r.end_thread->tid)) : n, n, int_value(r.domain),
+          cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], n, n});
   }
 
   template <size_t N>

@@ -30,6 +30,10 @@ NvtxRange opened(const reader::TraceReader& reader, const reader::Event& ev, boo
   r.message.assign(n.text);
   r.name = nvtx_range_name(reader, *ev.thread, n.domain, n.text);
   r.id = id;
+  r.category = n.category;
+  r.color = n.color;
+  r.payload_type = n.payload_type;
+  r.payload = n.payload;
   return r;
 }
 

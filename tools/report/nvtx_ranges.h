@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +24,11 @@ struct NvtxRange {
   std::string name;       // as nsys shows a range: "<domain>:<message>", ":<message>" in the default domain
   std::string message;    // the message alone
   uint64_t id = 0;        // numbered in the order ranges open, from 1, across the trace
+  // The attributes it opened with (nvtxRangePushEx, nvtxDomainRangeStartEx).
+  uint32_t category = 0;
+  std::optional<uint32_t> color;  // ARGB
+  abi::NvtxPayload payload_type = abi::NvtxPayload::kNone;
+  uint64_t payload = 0;
   // Push/pop only.
   uint32_t level = 0;     // 0 = outermost on its thread and domain
   uint64_t parent_id = 0;  // 0: none

@@ -146,6 +146,12 @@ def test_nvtx_ranges_and_marks_are_counted_as_nvtx_sum(tmp_path):
     shown = report_rows(trace, "nvtx_sum")
     assert {(style, name): n for style, name, n in rows} == {(r["Style"], r["Range"]): int(r["Instances"]) for r in shown}
     assert len(rows) >= 5
+    # lib_b's "b.step" is pushed with category 7, an ARGB colour and its iteration as an int64 payload,
+    # by 3 threads 20 times each; the other ranges have none of them.
+    given = db.execute("""SELECT text, category, color, int64Value, count(*) FROM NVTX_EVENTS
+                          WHERE eventType IN (59, 60) AND (category IS NOT NULL OR color IS NOT NULL
+                                                           OR int64Value IS NOT NULL) GROUP BY 1, 2, 3, 4""").fetchall()
+    assert sorted(given) == [("b.step", 7, 0xff00ff00, i, 3) for i in range(20)], given
 
 
 def test_cpu_samples_and_context_switches_are_in_nsys_sampling_tables(tmp_path):
