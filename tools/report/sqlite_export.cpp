@@ -31,40 +31,84 @@ std::string schema_sql(const std::vector<bool>& kept) {
   return sql;
 }
 
+// Rows go in kBatchRows at a time, through one prepared INSERT of that many rows: a statement's
+// execution costs about as much as the values it binds, so one per row doubled the export's time.
+constexpr size_t kBatchRows = 64;
+
 class SqliteSink : public RowSink {
  public:
-  SqliteSink(sqlite3* db, const std::vector<bool>& kept) : db_(db), kept_(kept) {
+  SqliteSink(sqlite3* db, const std::vector<bool>& kept) {
     for (const TableDef& t : export_tables()) {
-      if (!kept[size_t(t.id)]) {
-        inserts_.push_back(nullptr);
-        continue;
-      }
-      std::string sql = "INSERT INTO " + std::string(t.name) + " VALUES (";
-      for (size_t i = 0; i < t.columns.size(); ++i) sql += i ? ",?" : "?";
-      sql += ")";
-      sqlite3_stmt* stmt = nullptr;
-      if (sqlite3_prepare_v3(db, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) ok_ = false;
-      inserts_.push_back(stmt);
+      Table& table = tables_.emplace_back();
+      if (!kept[size_t(t.id)]) continue;  // no statements: the table is left out
+      table.columns = t.columns.size();
+      std::string row = "(";
+      for (size_t i = 0; i < t.columns.size(); ++i) row += i ? ",?" : "?";
+      row += ")";
+      std::string one = "INSERT INTO " + std::string(t.name) + " VALUES " + row, many = one;
+      for (size_t r = 1; r < kBatchRows; ++r) many += "," + row;
+      for (auto [sql, stmt] : {std::pair{&one, &table.one}, std::pair{&many, &table.many}})
+        if (sqlite3_prepare_v3(db, sql->c_str(), -1, SQLITE_PREPARE_PERSISTENT, stmt, nullptr) != SQLITE_OK) ok_ = false;
+      table.values.reserve(kBatchRows * table.columns);
     }
   }
   ~SqliteSink() override {
-    for (sqlite3_stmt* s : inserts_) sqlite3_finalize(s);
+    for (Table& t : tables_) {
+      sqlite3_finalize(t.one);
+      sqlite3_finalize(t.many);
+    }
   }
   bool prepared() const { return ok_; }
 
-  bool row(TableId table, const Value* values) override {
-    sqlite3_stmt* stmt = inserts_[size_t(table)];
-    if (!stmt) return true;  // a table --tables leaves out
-    const size_t columns = table_def(table).columns.size();
-    for (size_t i = 0; i < columns; ++i) {
+  bool row(TableId id, const Value* values) override {
+    Table& table = tables_[size_t(id)];
+    if (!table.one) return true;  // a table --tables leaves out
+    // The row's text is borrowed until this returns: it is kept in the table's arena, the value
+    // holding its offset there until the batch is bound.
+    for (size_t i = 0; i < table.columns; ++i) {
+      Value v = values[i];
+      if (v.kind == Value::Kind::kText) {
+        v.i = int64_t(table.text.size());
+        table.text.append(v.t);
+      }
+      table.values.push_back(v);
+    }
+    if (++table.rows < kBatchRows) return true;
+    return insert(table, table.many, 0, kBatchRows) && clear(table);
+  }
+
+  // The rows of partial batches, one statement each; before the transaction is committed.
+  bool finish() {
+    for (Table& table : tables_)
+      for (size_t r = 0; r < table.rows; ++r)
+        if (!insert(table, table.one, r, 1)) return false;
+    for (Table& table : tables_) clear(table);
+    return true;
+  }
+
+ private:
+  struct Table {
+    sqlite3_stmt* one = nullptr;   // INSERT of one row
+    sqlite3_stmt* many = nullptr;  // INSERT of kBatchRows rows
+    size_t columns = 0, rows = 0;
+    std::vector<Value> values;  // rows * columns, text as offsets into `text`
+    std::string text;
+  };
+
+  // Binds `rows` rows from row `first` of the table's batch to `stmt` and runs it.
+  static bool insert(Table& table, sqlite3_stmt* stmt, size_t first, size_t rows) {
+    const Value* values = table.values.data() + first * table.columns;
+    for (size_t i = 0; i < rows * table.columns; ++i) {
       const Value& v = values[i];
       const int column = int(i) + 1;
       switch (v.kind) {
         case Value::Kind::kNull: sqlite3_bind_null(stmt, column); break;
         case Value::Kind::kInt: sqlite3_bind_int64(stmt, column, v.i); break;
         case Value::Kind::kReal: sqlite3_bind_double(stmt, column, v.d); break;
-        // SQLITE_STATIC: the row is stepped before the text it borrows goes away.
-        case Value::Kind::kText: sqlite3_bind_text64(stmt, column, v.t.data(), v.t.size(), SQLITE_STATIC, SQLITE_UTF8); break;
+        // SQLITE_STATIC: the arena is cleared only after the statement has run.
+        case Value::Kind::kText:
+          sqlite3_bind_text64(stmt, column, table.text.data() + v.i, v.t.size(), SQLITE_STATIC, SQLITE_UTF8);
+          break;
       }
     }
     const int rc = sqlite3_step(stmt);
@@ -72,10 +116,14 @@ class SqliteSink : public RowSink {
     return rc == SQLITE_DONE;
   }
 
- private:
-  sqlite3* db_;
-  std::vector<bool> kept_;
-  std::vector<sqlite3_stmt*> inserts_;
+  static bool clear(Table& table) {
+    table.values.clear();
+    table.text.clear();
+    table.rows = 0;
+    return true;
+  }
+
+  std::vector<Table> tables_;
   bool ok_ = true;
 };
 
@@ -112,7 +160,7 @@ ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, 
   bool ok;
   {
     SqliteSink sink(db.get(), kept);
-    ok = sink.prepared() && produce_tables(reader, options, sink, &counts);
+    ok = sink.prepared() && produce_tables(reader, options, sink, &counts) && sink.finish();
   }
   if (!ok || sqlite3_exec(db.get(), "COMMIT;", nullptr, nullptr, &message) != SQLITE_OK) {
     error = "cannot write " + path + " (" + (message ? message : sqlite3_errmsg(db.get())) + ")";
