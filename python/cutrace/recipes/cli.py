@@ -240,6 +240,9 @@ def run(args):
         ranks = {}
         for side in dict.fromkeys(side_of.values()):  # each side's ranks on their own: pairs by rank
             assigned, note = Ranks.assign([r for r in used if side_of[r["index"]] == side])
+            if note:  # positions within the side, whose inputs are consecutive
+                first = min(index for index, _ in indexed if side_of[index] == side)
+                assigned = {index: rank - first for index, rank in assigned.items()}
             ranks.update(assigned)
             if note:
                 print(f"{PROG}: note: {'side ' + side + ': ' if side else ''}{note}.", file=sys.stderr)
