@@ -236,7 +236,7 @@ def run(args):
         if not used:
             raise RecipeError(f"none of the {len(inputs)} traces could be read; see the warnings above")
         meter.reduce_begins()
-        side_of = {index: sides[index] for index, _ in indexed} if sides else {r["index"]: None for r in used}
+        side_of = {index: sides[index] if sides else None for index, _ in indexed}
         ranks = {}
         for side in dict.fromkeys(side_of.values()):  # each side's ranks on their own: pairs by rank
             assigned, note = Ranks.assign([r for r in used if side_of[r["index"]] == side])

@@ -106,14 +106,15 @@ class NvtxGpuProjSum:
                "Med": "Proj Med", "Q3": "Proj Q3", "Min": "Proj Min", "Max": "Proj Max", "StdDev": "Proj StdDev"}
 
     def map_queries(self, options):
-        projected = f'SELECT "Name" AS "Range", "Style", "Projected Duration" AS v FROM ({PROJECTION})'
-        return {
+        projected = 'SELECT "Name" AS "Range", "Style", "Projected Duration" AS v FROM projection'
+        return {  # the projection once, for the statistics and the sums beside them
             "stats": f"""
-                WITH s AS ({describe(projected, self.labels, count="Instances", share=None)}),
+                WITH projection AS MATERIALIZED ({PROJECTION}),
+                s AS ({describe(projected, self.labels, count="Instances", share=None)}),
                 extra AS (SELECT "Name" AS "Range", "Style", CAST(sum("Orig Duration") AS BIGINT) AS "Total Range Time",
                                  CAST(sum("NumGPUOps") AS BIGINT) AS "Total GPU Ops", sum("Lvl") AS lvl_sum,
                                  sum("NumChild") AS child_sum
-                          FROM ({PROJECTION}) GROUP BY ALL)
+                          FROM projection GROUP BY ALL)
                 SELECT * FROM s JOIN extra USING ("Range", "Style")"""}
 
     def columns(self, extra):
