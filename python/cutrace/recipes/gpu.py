@@ -39,29 +39,29 @@ GPU_OPERATIONS = """
 # it; ParentId: the innermost of them; NumChild: the ranges it directly encloses; RangeStack: the ids
 # from the outermost to itself) and its GPU operations.
 PROJECTION = f"""
-    WITH ranges AS (
-        SELECT row_number() OVER (ORDER BY start, globalTid, "end" DESC) AS id, "Style", "Range", start, "end",
+    WITH ranges AS NOT MATERIALIZED (  -- inlined where used: a join of a materialised CTE is no range join
+        SELECT row_number() OVER (ORDER BY start, globalTid, "end" DESC, "Range", "Style") AS id, "Style", "Range", start, "end",
                globalTid, {THREAD_TIME.format(tid='globalTid', t='start')} AS ts,
                {THREAD_TIME.format(tid='globalTid', t='"end"')} AS te
         FROM ({RANGES})),
-    enclosing AS (  -- (range, a range of its thread that encloses it); identical ranges: the first encloses
+    enclosing AS NOT MATERIALIZED (  -- (range, a range of its thread that encloses it); identical ranges: the first encloses
         SELECT inner_r.id, outer_r.id AS outer_id, outer_r.start AS outer_start, outer_r."end" AS outer_end
         FROM ranges AS inner_r JOIN ranges AS outer_r
           ON outer_r.ts <= inner_r.ts AND outer_r.te >= inner_r.te
         WHERE outer_r.id <> inner_r.id
           AND (outer_r.start < inner_r.start OR outer_r."end" > inner_r."end" OR outer_r.id < inner_r.id)),
-    nesting AS (
+    nesting AS NOT MATERIALIZED (
         SELECT id, count(*) AS lvl, arg_max(outer_id, [outer_start, -outer_end, outer_id]) AS parent,
                string_agg(CAST(outer_id AS VARCHAR), ':' ORDER BY outer_start, outer_end DESC, outer_id) AS stack
         FROM enclosing GROUP BY id),
-    children AS (SELECT parent AS id, count(*) AS n FROM nesting GROUP BY parent),
-    launches AS (  -- the calls that gave the device work, with that work
+    children AS NOT MATERIALIZED (SELECT parent AS id, count(*) AS n FROM nesting GROUP BY parent),
+    launches AS NOT MATERIALIZED (  -- the calls that gave the device work, with that work
         SELECT {THREAD_TIME.format(tid='r.globalTid', t='r.start')} AS ts,
                {THREAD_TIME.format(tid='r.globalTid', t='r."end"')} AS te, g.start, g."end"
         FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
         JOIN ({GPU_OPERATIONS}) AS g
           ON g.correlationId = r.correlationId AND r.correlationId <> 0 AND g.globalPid {PID} = r.globalTid {PID}),
-    projected AS (
+    projected AS NOT MATERIALIZED (
         SELECT ranges.id, min(l.start) AS pstart, max(l."end") AS pend, count(*) AS ops
         FROM ranges JOIN launches AS l ON l.ts >= ranges.ts AND l.te <= ranges.te
         GROUP BY ranges.id)
