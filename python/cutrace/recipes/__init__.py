@@ -8,6 +8,6 @@ reduce_queries({part: the partials as a FROM item with Rank}, options) -> {file:
 optionally arguments: its own command-line options, ((flag, argparse keywords), ...).
 framework.py runs them in the modes none, concurrent and dask-futures; cli.py is the command.
 """
-from . import analysis, summaries
+from . import analysis, diff, gpu, summaries
 
-RECIPES = {r.name: r for r in summaries.recipes() + analysis.recipes()}
+RECIPES = {r.name: r for r in summaries.recipes() + analysis.recipes() + gpu.recipes() + diff.recipes()}

@@ -75,6 +75,23 @@ def collect_inputs(given):
     return sorted(unique.values(), key=lambda f: (f.name, str(f)))
 
 
+def collect_sides(recipe, given):
+    """The traces, and for a recipe that compares sides (recipe.sides, e.g. ("A", "B")) the side of each:
+    one --input per side, a trace or a directory of traces. Without sides, the side of each is None."""
+    names = getattr(recipe, "sides", None)
+    if not names:
+        return collect_inputs(given), None
+    if len(given) != len(names):
+        raise UsageError(f"{recipe.name} compares {len(names)} sides: give --input {' '.join(names)}, each a trace or "
+                         f"a directory of traces (got {len(given)})")
+    inputs, sides = [], []
+    for name, item in zip(names, given):
+        found = collect_inputs([item])
+        inputs += found
+        sides += [name] * len(found)
+    return inputs, sides
+
+
 def choose_output(name, given, force):
     if given is None:
         n = 1
@@ -182,7 +199,7 @@ def run(args):
     if args.rows < 0:
         raise UsageError("--rows takes a number of rows, 0 or more")
     options = recipe_options(recipe, args)
-    inputs = collect_inputs(args.input)
+    inputs, sides = collect_sides(recipe, args.input)
     output = choose_output(recipe.name, args.output, args.force_overwrite)
     parent = output.resolve().parent
     if not parent.is_dir():
@@ -219,20 +236,29 @@ def run(args):
         if not used:
             raise RecipeError(f"none of the {len(inputs)} traces could be read; see the warnings above")
         meter.reduce_begins()
-        ranks, note = Ranks.assign(used)
-        if note:
-            print(f"{PROG}: note: {note}.", file=sys.stderr)
+        side_of = {index: sides[index] if sides else None for index, _ in indexed}
+        ranks = {}
+        for side in dict.fromkeys(side_of.values()):  # each side's ranks on their own: pairs by rank
+            assigned, note = Ranks.assign([r for r in used if side_of[r["index"]] == side])
+            if note:  # positions within the side, whose inputs are consecutive
+                first = min(index for index, _ in indexed if side_of[index] == side)
+                assigned = {index: rank - first for index, rank in assigned.items()}
+            ranks.update(assigned)
+            if note:
+                print(f"{PROG}: note: {'side ' + side + ': ' if side else ''}{note}.", file=sys.stderr)
         con = duckdb.connect()
         con.execute(f"SET temp_directory = {quote_text(str(temp / 'duckdb.tmp'))}")
-        con.execute(f'CREATE TABLE ranks ({INDEX} BIGINT, "Rank" BIGINT, "File" VARCHAR, "Worker" VARCHAR)')
-        con.executemany("INSERT INTO ranks VALUES (?, ?, ?, ?)",
-                        [(r["index"], ranks[r["index"]], r["file"], r["worker"]) for r in used])
-        partials = {part: f"""(SELECT p.*, r."Rank" FROM read_parquet({sql_list(sorted(files))}) AS p
+        con.execute(f'CREATE TABLE ranks ({INDEX} BIGINT, "Rank" BIGINT, "File" VARCHAR, "Worker" VARCHAR, "Side" VARCHAR)')
+        con.executemany("INSERT INTO ranks VALUES (?, ?, ?, ?, ?)",
+                        [(r["index"], ranks[r["index"]], r["file"], r["worker"], side_of[r["index"]]) for r in used])
+        side_column = ', r."Side"' if sides else ""
+        partials = {part: f"""(SELECT p.*, r."Rank"{side_column} FROM read_parquet({sql_list(sorted(files))}) AS p
                                 JOIN ranks AS r USING ({INDEX}))"""
                     for part, files in parts.items()}
         for file, sql in recipe.reduce_queries(partials, options).items():
             con.execute(f"COPY ({sql}) TO {quote_text(str(temp / file))} (FORMAT parquet, COMPRESSION zstd)")
-        con.execute(f"""COPY (SELECT "Rank", "File", "Worker" FROM ranks ORDER BY "Rank")
+        con.execute(f"""COPY (SELECT {'"Side", ' if sides else ''}"Rank", "File", "Worker" FROM ranks
+                            ORDER BY {'"Side", ' if sides else ''}"Rank")
                         TO {quote_text(str(temp / 'files.parquet'))} (FORMAT parquet)""")
         summary = con.execute(f"SELECT * FROM read_parquet({quote_text(str(temp / recipe.summary_output))}) "
                               f"LIMIT {int(args.rows)}")
