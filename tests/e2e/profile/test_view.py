@@ -36,9 +36,9 @@ def exported(trace, tmp_path, *options):
 class View:
     """`cutrace view ARGS` running, with the link it printed (None when it printed none)."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.proc = subprocess.Popen([str(CUTRACE), "view", *map(str, args)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, env=env)
         # Nothing here may hang the suite: the command is killed if it outlives the test.
         self.watchdog = threading.Timer(30, self.proc.kill)
         self.watchdog.start()
@@ -94,6 +94,16 @@ def listening_addresses(pid):
     return found
 
 
+def browser(tmp_path):
+    """An environment whose web browser ($BROWSER, which Python's webbrowser runs) writes the link it is
+    given into a file; returns (the environment, the file)."""
+    opened = tmp_path / "opened.txt"
+    script = tmp_path / "browser.sh"
+    script.write_text(f'#!/bin/sh\nprintf "%s" "$1" > "{opened}"\n')
+    script.chmod(0o755)
+    return dict(os.environ, BROWSER=str(script)), opened
+
+
 def export_directory(stderr):
     """The temporary directory the export was written into, from the export's line."""
     written = re.search(r"cutrace export: wrote (/\S+)/[^/ ]+ \(", stderr)
@@ -103,7 +113,8 @@ def export_directory(stderr):
 
 def test_the_ui_is_served_the_export_from_127_0_0_1_alone_and_the_command_ends_after_the_fetch(trace, tmp_path):
     reference = exported(trace, tmp_path)
-    view = View("--port", "0", trace)
+    env, opened = browser(tmp_path)
+    view = View("--port", "0", trace, env=env)
     assert view.match, view.link
     # Any port but the UI's own 9001 needs the UI to relax its Content Security Policy for it.
     assert view.match.group(5) == str(view.port)
@@ -140,11 +151,13 @@ def test_the_ui_is_served_the_export_from_127_0_0_1_alone_and_the_command_ends_a
     assert "Traceback" not in err
     assert "the UI fetched trace.json; done." in err
     assert not export_directory(err).exists()
+    assert not opened.exists()  # no browser unless asked
 
 
 def test_gzip_is_served_compressed_and_an_export_as_it_is(trace, tmp_path):
     reference = exported(trace, tmp_path)
-    view = View("--port", "0", "--gzip", "true", "-q", trace)
+    env, opened = browser(tmp_path)
+    view = View("--port", "0", "--gzip", "true", "-q", "--open", trace, env=env)
     assert view.match and view.url.endswith("/trace.json.gz"), view.link
     status, headers, body = request(view.url)
     assert (status, headers["Content-Type"]) == (200, "application/gzip")
@@ -152,6 +165,7 @@ def test_gzip_is_served_compressed_and_an_export_as_it_is(trace, tmp_path):
     code, _, err = view.end()
     assert code == 0, err
     assert "cutrace view:" not in err  # -q: the link alone
+    assert opened.read_text() == view.link
 
     given = tmp_path / "given run.json.gz"
     run_tool("export", "--type", "perfetto", "-z", "true", "-o", given, trace)
