@@ -230,3 +230,17 @@ def test_what_cannot_be_served_is_refused(trace, tmp_path):
     assert code == 4, err  # as cutrace export's
     assert "has no NVTX range no such range" in err, err
     assert "Traceback" not in err
+
+
+def test_a_cut_off_trace_is_served_and_its_status_is_3(trace, tmp_path):
+    cut = tmp_path / "cut.cutrace"
+    cut.write_bytes(trace.read_bytes()[:trace.stat().st_size * 2 // 3])
+    out = tmp_path / "reference.json"
+    run_tool("export", "--type", "perfetto", "-o", out, cut, expect=3)
+    view = View("--port", "0", cut)
+    assert view.match, view.link
+    status, _, body = request(view.url)
+    assert (status, body) == (200, out.read_bytes())
+    code, _, err = view.end()
+    assert code == 3, err
+    assert "cutrace export: warning: " in err
