@@ -1,6 +1,7 @@
 """`python3 -m cutrace export ...`: the exports the package writes (cutrace export runs it for them);
 `python3 -m cutrace recipe ...`: the recipes over many traces (cutrace recipe runs it);
-`python3 -m cutrace analyze ...`: the expert-system rules (cutrace analyze runs it)."""
+`python3 -m cutrace analyze ...`: the expert-system rules (cutrace analyze runs it);
+`python3 -m cutrace view ...`: a trace opened in the Perfetto UI (cutrace view runs it)."""
 import sys
 
 
@@ -44,6 +45,10 @@ def main(argv):
             return 1
         from .analyze import main as analyze_main
         return analyze_main(argv[1:])
+    if len(argv) >= 1 and argv[0] == "view":
+        from .view import main as view_main
+        return view_main(argv[1:])
+    print("usage: python3 -m cutrace view [options] TRACE|DIR|EXPORT", file=sys.stderr)
     print("usage: python3 -m cutrace analyze [-r RULE[,RULE...]] [options] TRACE|DIR...", file=sys.stderr)
     print("usage: python3 -m cutrace recipe NAME --input DIR|FILE... [options]", file=sys.stderr)
     print("usage: python3 -m cutrace export --type parquetdir|arrowdir [options] FILE.cutrace", file=sys.stderr)

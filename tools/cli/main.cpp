@@ -18,6 +18,7 @@ constexpr const char* kUsage =
     "  export    convert a trace (perfetto: Chrome trace-event JSON for ui.perfetto.dev)\n"
     "  recipe    a recipe over many traces, one per rank (nsys recipe names, e.g. cuda_api_sum)\n"
     "  analyze   nsys's expert-system rules over a trace or a job's traces (e.g. cuda_memcpy_async)\n"
+    "  view      open a trace in the Perfetto UI: serves its export from 127.0.0.1 and prints the link\n"
     "\n"
     "`cutrace help <command>` or `cutrace <command> --help` describes each command;\n"
     "`cutrace -v` (--version) prints the version.\n";
@@ -31,6 +32,7 @@ Main command_main(std::string_view name) {
   if (name == "export") return cutrace::report::export_main;
   if (name == "recipe") return cutrace::report::recipe_main;
   if (name == "analyze") return cutrace::report::analyze_main;
+  if (name == "view") return cutrace::report::view_main;
   return nullptr;
 }
 

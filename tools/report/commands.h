@@ -20,5 +20,7 @@ int recipe_main(int argc, char** argv);
 // `cutrace analyze [-r RULE[,RULE...]] TRACE|DIR...`: nsys's expert-system rules, carried out by the
 // Python package.
 int analyze_main(int argc, char** argv);
+// `cutrace view [options] TRACE|DIR|EXPORT`: the trace opened in the Perfetto UI, by the Python package.
+int view_main(int argc, char** argv);
 
 }  // namespace cutrace::report

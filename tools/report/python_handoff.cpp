@@ -17,12 +17,17 @@
 namespace cutrace::report {
 namespace {
 
-// The directory of this executable ("" when /proc does not say).
-std::string executable_dir() {
+// This executable ("" when /proc does not say).
+std::string executable_path() {
   char path[4096];
   const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
   if (n <= 0) return {};
-  std::string p(path, size_t(n));
+  return std::string(path, size_t(n));
+}
+
+// The directory of this executable ("" when /proc does not say).
+std::string executable_dir() {
+  const std::string p = executable_path();
   return p.substr(0, p.rfind('/'));
 }
 
@@ -52,6 +57,8 @@ int run_python_module(const char* module, const char* command, const char* what,
     ::setenv("PYTHONPATH", joined.c_str(), 1);
   }
 #endif
+  // The package runs this same executable for what the C++ side does (cutrace view's export).
+  if (const std::string self = executable_path(); !self.empty()) ::setenv("CUTRACE_EXE", self.c_str(), 1);
   std::vector<char*> args = {python.data(), const_cast<char*>("-m"), const_cast<char*>(module)};
   for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
@@ -67,5 +74,7 @@ int recipe_main(int argc, char** argv) { return run_python_module("cutrace", "re
 int analyze_main(int argc, char** argv) {
   return run_python_module("cutrace", "analyze", "the rules are run", argc, argv);
 }
+
+int view_main(int argc, char** argv) { return run_python_module("cutrace", "view", "traces are served", argc, argv); }
 
 }  // namespace cutrace::report

@@ -1,5 +1,5 @@
 // The commands the Python package carries out (python/cutrace): `cutrace export --type parquetdir`,
-// `cutrace recipe`, `cutrace analyze`.
+// `cutrace recipe`, `cutrace analyze`, `cutrace view`.
 #pragma once
 
 namespace cutrace::report {
