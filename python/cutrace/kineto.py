@@ -191,6 +191,10 @@ class RankFile:
     def finish(self):
         self.out.write(f'\n  ],\n  "traceName": {json.dumps(self.path.name)}\n}}\n')
         self.out.close()
+        # mkstemp's file is private (0600); the export gets the mode any new file of the user gets.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.temp, 0o666 & ~umask)
 
     def discard(self):
         if not self.out.closed:

@@ -237,6 +237,9 @@ def test_refusals(job, tmp_path):
     assert (out / "rank-0.json").read_bytes() == before
     run_tool("export", "--type", "kineto", "-f", "true", "-o", out, trace)
     assert load(out / "rank-0.json")["distributedInfo"]["rank"] == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (out / "rank-0.json").stat().st_mode & 0o777 == 0o666 & ~umask
     a_file = tmp_path / "plain"
     a_file.write_text("x")
     assert "is not a directory" in run_tool("export", "--type", "kineto", "-o", a_file, trace, expect=2).stderr
