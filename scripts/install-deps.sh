@@ -41,8 +41,19 @@ python_packages=(
   distributed==2026.8.0  # the Dask scheduler, workers and client of that mode
 )
 
+# Holistic Trace Analysis reads `cutrace export --type kineto` in its tests. Its wheel declares
+# jupyterlab (for its notebooks) and pytest (for its own tests), which its analyses never import and
+# which would bring some 80 packages into this Python; it is installed without them, beside the
+# modules it does import (pandas, numpy, networkx, PyYAML and psutil come with the packages above).
+# `pip install 'cutrace[hta]'` installs it with everything it declares.
+hta_packages=(
+  holistictraceanalysis==0.5.0  # tests/e2e/profile/test_kineto.py: HTA's TraceAnalysis over a Kineto export
+  plotly==7.1.0                 # imported by HTA's analyzers
+  narwhals==2.29.0              # plotly's one dependency
+)
+
 if [[ "${1:-}" == "--list" ]]; then
-  printf '%s\n' "${packages[@]}" "${python_packages[@]}"
+  printf '%s\n' "${packages[@]}" "${python_packages[@]}" "${hta_packages[@]}"
   exit 0
 fi
 if [[ $# -gt 0 ]]; then
@@ -70,6 +81,8 @@ if python3 -m pip install --help 2>/dev/null | grep -q -- --break-system-package
   pip_flags+=(--break-system-packages)
 fi
 python3 -m pip install "${pip_flags[@]}" "${python_packages[@]}"
+
+python3 -m pip install "${pip_flags[@]}" --no-deps "${hta_packages[@]}"
 
 # A python3 that is not Debian's (pyenv, a virtual environment) does not see Debian's python3-clang-14
 # and python3-pyelftools: the same versions from PyPI, the libclang wheel with a libclang of its own.

@@ -1,6 +1,7 @@
 """`cutrace export --type parquetdir|arrowdir`: the tables of a trace as one file per table, as nsys lays
-out its Parquet export (NAME_pqtdir/TABLE.parquet), with the columns and rows of the SQLite export.
-`cutrace export` runs this module for those types; `python3 -m cutrace export ...` runs it directly."""
+out its Parquet export (NAME_pqtdir/TABLE.parquet), with the columns and rows of the SQLite export;
+`--type kineto`: the Kineto-style JSON of each rank (kineto.py). `cutrace export` runs this module for
+those types; `python3 -m cutrace export ...` runs it directly."""
 import argparse
 import os
 import re
@@ -18,7 +19,7 @@ from . import TraceError, open as open_trace, table_names
 
 PROG = "cutrace export"
 # The suffix nsys gives each type's output directory, after the trace's name.
-SUFFIXES = {"parquetdir": "_pqtdir", "arrowdir": "_arwdir"}
+SUFFIXES = {"parquetdir": "_pqtdir", "arrowdir": "_arwdir", "kineto": "_kineto"}
 EXTENSIONS = {"parquetdir": ".parquet", "arrowdir": ".arrow"}
 
 
@@ -145,7 +146,8 @@ def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(prog=PROG, add_help=True, description="Writes a trace's tables, one file per table.")
+    ap = argparse.ArgumentParser(prog=PROG, add_help=True,
+                                 description="Writes a trace's tables, one file per table, or its Kineto-style JSON.")
     ap.add_argument("-t", "--type", required=True, choices=sorted(SUFFIXES))
     ap.add_argument("-o", "--output")
     ap.add_argument("-f", "--force-overwrite", default="false")
@@ -169,9 +171,18 @@ def main(argv):
             except re.error as e:
                 raise UsageError(f"--tables takes a regular expression; '{args.tables}' is not one ({e})") from None
         output = Path(args.output) if args.output else default_output(args.trace, args.type)
+        if args.type == "kineto" and args.tables:
+            raise UsageError("--tables is for the exports made of tables (sqlite, parquetdir and arrowdir), not kineto")
         bar = ProgressBar(not args.quiet)
         try:
-            rows, trace = export(args.trace, args.type, output, args.tables, show_internal, start, end, force, bar)
+            if args.type == "kineto":
+                from . import kineto
+                try:
+                    written, notes, trace = kineto.export(args.trace, output, show_internal, start, end, force, bar)
+                except kineto.UsageError as e:
+                    raise UsageError(str(e)) from None
+            else:
+                rows, trace = export(args.trace, args.type, output, args.tables, show_internal, start, end, force, bar)
         finally:
             bar.finish()
     except UsageError as e:
@@ -185,6 +196,13 @@ def main(argv):
         return 1
     if not trace.complete:
         print(f"{PROG}: warning: {trace.path}: {trace.status}", file=sys.stderr)
+    if args.type == "kineto":
+        for note in notes:
+            print(f"{PROG}: note: {note}.", file=sys.stderr)
+        for path, counts in written:
+            what = ", ".join(f"{n:,} {kind}" for kind, n in counts.items()) or "no events"
+            print(f"{PROG}: wrote {path} ({what}).", file=sys.stderr)
+        return 0 if trace.complete else 3
     total = sum(rows.values())
     print(f"{PROG}: wrote {output} ({total:,} rows in {len(rows)} {'table' if len(rows) == 1 else 'tables'}).",
           file=sys.stderr)
