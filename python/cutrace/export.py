@@ -138,6 +138,10 @@ def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=
             files.close()
         if output.exists():
             shutil.rmtree(output) if output.is_dir() else output.unlink()
+        # mkdtemp makes the directory 0700; an export is an ordinary directory, made as mkdir would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temp, 0o777 & ~umask)
         os.rename(temp, output)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)

@@ -83,6 +83,10 @@ def test_a_file_per_table_with_the_rows_of_the_sqlite_export(traced, kind):
     proc = run_tool("export", "--type", kind, "-o", out, trace)
     assert proc.stderr.startswith(f"cutrace export: wrote {out} (") and proc.stderr.endswith(" tables).\n"), proc.stderr
     files = sorted(out.iterdir())
+    # An ordinary directory, as mkdir makes it under the umask (the temporary one it was is 0700).
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~umask
     suffix = ".parquet" if kind == "parquetdir" else ".arrow"
     assert files and all(f.suffix == suffix for f in files)
     for f in files:
