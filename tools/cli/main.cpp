@@ -15,7 +15,7 @@ constexpr const char* kUsage =
     "  profile   run a program and record its CUDA calls:  cutrace profile [options] [--] <command> [args...]\n"
     "  info      processes, threads, counts, drops, options and versions of a trace\n"
     "  stats     summary tables (nsys report names, e.g. cuda_api_sum)\n"
-    "  export    convert a trace (perfetto: Chrome trace-event JSON for ui.perfetto.dev)\n"
+    "  export    convert a trace for other tools (Perfetto, SQLite, Parquet, HTA; `cutrace export --help` lists them)\n"
     "  recipe    a recipe over many traces, one per rank (nsys recipe names, e.g. cuda_api_sum)\n"
     "  analyze   nsys's expert-system rules over a trace or a job's traces (e.g. cuda_memcpy_async)\n"
     "  view      open a trace in the Perfetto UI: serves its export from 127.0.0.1 and prints the link\n"
