@@ -1,7 +1,8 @@
 """`cutrace view [options] TRACE|DIR|EXPORT`: opens a trace in the Perfetto UI (ui.perfetto.dev) with one
 command.
 
-A .cutrace is exported first (`cutrace export --type perfetto`, into a temporary directory); an export
+A .cutrace is exported first (`cutrace export --type perfetto`, into a temporary directory); a directory's
+traces (a job's ranks) are exported as one timeline, each process named by its rank and host; an export
 already made is served as it is. The file is served from 127.0.0.1 alone, under a path with a random
 component, so that only whoever holds the printed link can fetch it; the link opens the UI, which
 fetches the file once (its `#!/?url=` route, which for a 127.0.0.1 URL makes one plain GET and keeps
@@ -71,7 +72,7 @@ def parser():
                "exit status: 0 once the file was fetched; 1 when it cannot be exported or served; 2 on a "
                "usage error; 3 when the trace is cut off or damaged (its intact part is served); 130 on Ctrl-C.")
     ap.add_argument("trace", metavar="TRACE|DIR|EXPORT",
-                    help="a .cutrace, a directory holding one, or an export to serve as it is (.json, .json.gz, "
+                    help="a .cutrace, a directory of them (one timeline), or an export to serve as it is (.json, .json.gz, "
                          ".pftrace)")
     ap.add_argument("--port", type=int, default=UI_PORT, metavar="N",
                     help=f"the port of 127.0.0.1 to serve from (default {UI_PORT}, the only one ui.perfetto.dev "
@@ -100,22 +101,19 @@ def is_cutrace(path):
         return path.name.endswith(TRACE_SUFFIX)
 
 
-def chosen_trace(given):
+def chosen_traces(given):
+    """The trace or export to open; a directory's traces (a job's ranks), opened as one timeline."""
     path = Path(given)
     if path.is_dir():
         traces = sorted(f for f in path.iterdir() if f.name.endswith(TRACE_SUFFIX) and f.is_file())
         if not traces:
             raise ViewError(f"{given} holds no {TRACE_SUFFIX} trace; give a trace, or an export of one", EXIT_USAGE)
-        if len(traces) > 1:
-            names = ", ".join(f.name for f in traces[:4]) + (", ..." if len(traces) > 4 else "")
-            raise ViewError(f"{given} holds {len(traces)} traces ({names}) and one is opened at a time; give one, "
-                            f"e.g. `{PROG} {traces[0]}`", EXIT_USAGE)
-        return traces[0]
+        return traces
     if not path.exists():
         raise ViewError(f"no trace, export or directory {given}; check the path", EXIT_USAGE)
     if not path.is_file():
         raise ViewError(f"{given} is not a file or a directory; give a trace or an export", EXIT_USAGE)
-    return path
+    return [path]
 
 
 def cutrace_executable():
@@ -145,10 +143,14 @@ def served_name(name):
     return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "trace.json"
 
 
-def export(trace, args, directory):
-    """Runs `cutrace export --type perfetto` into `directory`; returns (the file, its exit status)."""
-    gzip = args.gzip == "true" if args.gzip else trace.stat().st_size >= GZIP_FROM_TRACE_BYTES
-    stem = trace.name[:-len(TRACE_SUFFIX)] if trace.name.endswith(TRACE_SUFFIX) else trace.name
+def export(traces, args, directory):
+    """Runs `cutrace export --type perfetto` into `directory`, several traces merged into one timeline;
+    returns (the file, its exit status)."""
+    size = sum(t.stat().st_size for t in traces)
+    gzip = args.gzip == "true" if args.gzip else size >= GZIP_FROM_TRACE_BYTES
+    trace = traces[0]
+    stem = (trace.name[:-len(TRACE_SUFFIX)] if trace.name.endswith(TRACE_SUFFIX) else trace.name) if len(traces) == 1 \
+        else trace.resolve().parent.name or "job"
     output = Path(directory) / served_name(stem + (".json.gz" if gzip else ".json"))
     command = [cutrace_executable(), "export", "--type", "perfetto", "-o", str(output)]
     for option, value in (("--from", args.from_), ("--to", args.to), ("--filter-nvtx", args.filter_nvtx)):
@@ -156,7 +158,7 @@ def export(trace, args, directory):
             command += [option, value]
     if args.quiet:
         command.append("-q")
-    command += ["--", str(trace)]
+    command += ["--"] + [str(t) for t in traces]
     try:
         # Its messages and progress bar go to stderr as they are; its stdout too, so that standard
         # output carries the link alone.
@@ -341,7 +343,8 @@ def run(args):
     if args.port < 0 or args.port > 65535:
         raise ViewError(f"--port {args.port} is no port; give a number from 1 to 65535, or 0 for any free one",
                         EXIT_USAGE)
-    path = chosen_trace(args.trace)
+    paths = chosen_traces(args.trace)
+    path = paths[0]
     needs_export = is_cutrace(path)
     if not needs_export:
         options = [o for o, v in (("--from", args.from_), ("--to", args.to), ("--filter-nvtx", args.filter_nvtx),
@@ -356,7 +359,7 @@ def run(args):
         with tempfile.TemporaryDirectory(prefix="cutrace-view-") as directory:
             status = EXIT_OK
             if needs_export:
-                path, status = export(path, args, directory)
+                path, status = export(paths, args, directory)
             serve(server, path, args)
             return status
     finally:

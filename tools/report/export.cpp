@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <regex>
 #include <tuple>
@@ -14,6 +15,7 @@
 #include "report/commands.h"
 #include "report/gzip_stream.h"
 #include "report/nvtx_ranges.h"
+#include "report/perfetto.h"
 #include "report/progress.h"
 #include "report/python_handoff.h"
 #include "report/exporter.h"
@@ -32,8 +34,11 @@ std::string types_text() {
 
 void print_help() {
   std::printf("usage: cutrace export --type %s [options] FILE.cutrace\n"
+              "       cutrace export --type perfetto -o JOB.json [options] RANK0.cutrace RANK1.cutrace...\n"
               "\n"
-              "Converts a trace for other tools.\n"
+              "Converts a trace for other tools. Several traces (the ranks of a job) make one Perfetto\n"
+              "timeline, put on one clock by their wall-clock anchors, each process named \"rank N (host,\n"
+              "pid P)\" (docs/jobs.md).\n"
               "\n"
               "options:\n",
               exporters().size() == 1 ? exporters()[0].type : "TYPE");
@@ -121,10 +126,75 @@ int finish_export(reader::TraceReader& trace, Output& out, const std::string& ou
   return exit_code;
 }
 
+// Several traces as one Perfetto timeline (write_perfetto_job).
+int export_job(const std::vector<std::string>& paths, const std::string& output_path, bool overwrite, bool gzip,
+               bool quiet, const ExportOptions& options) {
+  std::vector<std::unique_ptr<reader::TraceReader>> readers;
+  std::vector<reader::TraceReader*> traces;
+  uint64_t total_bytes = 0;
+  for (const std::string& path : paths) {
+    readers.push_back(std::make_unique<reader::TraceReader>());
+    if (!open_trace(*readers.back(), path, "export")) return kExitFailure;
+    traces.push_back(readers.back().get());
+    total_bytes += readers.back()->file_bytes();
+  }
+  Output out;
+  std::string error;
+  if (!out.open(output_path, overwrite, "-f true", error)) {
+    std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
+    return kExitFailure;
+  }
+  ProgressBar progress("cutrace export", total_bytes, !quiet);
+  uint64_t before = 0;
+  for (reader::TraceReader* t : traces) {
+    t->on_chunk([&progress, before](uint64_t done) { progress.update(before + done); });
+    before += t->file_bytes();
+  }
+  uint64_t json_bytes = 0;
+  FILE* json = gzip ? open_gzip_stream(out.file(), &json_bytes) : out.file();
+  if (!json) {
+    std::fprintf(stderr, "cutrace export: cannot start the gzip compression (out of memory).\n");
+    return kExitFailure;
+  }
+  std::vector<std::string> notes;
+  const PerfettoCounts counts = write_perfetto_job(traces, json, options, notes);
+  progress.finish();
+  if (gzip && std::fclose(json) != 0) {
+    std::fprintf(stderr, "cutrace export: cannot write %s (%s).\n", output_path.c_str(), std::strerror(errno));
+    return kExitFailure;
+  }
+  if (!gzip) {
+    std::fflush(json);
+    const long at = std::ftell(json);
+    json_bytes = at > 0 ? uint64_t(at) : 0;
+  }
+  int exit_code = kExitOk;
+  for (reader::TraceReader* t : traces) {
+    if (warn_status(*t, "export") != kExitOk) exit_code = kExitPartialTrace;
+    print_trace_warnings(*t, "export");
+    const std::string loss = loss_sentence(loss_counts(*t));
+    if (!loss.empty()) std::fprintf(stderr, "cutrace export: warning: %s: %s; the timeline has gaps.\n", t->path().c_str(), loss.c_str());
+  }
+  for (const std::string& note : notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
+  for (const std::string& note : counts.symbol_notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
+  if (!out.commit(error)) {
+    std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
+    return kExitFailure;
+  }
+  for (const std::string& warning : find_exporter("perfetto")->size_warnings(output_path, json_bytes))
+    std::fprintf(stderr, "cutrace export: warning: %s.\n", warning.c_str());
+  if (!out.is_stdout())
+    std::fprintf(stderr, "cutrace export: wrote %s (%zu traces: %s calls, %s processes, %s threads).\n",
+                 output_path.c_str(), traces.size(), reader::thousands(counts.calls).c_str(),
+                 reader::thousands(counts.processes).c_str(), reader::thousands(counts.threads).c_str());
+  return exit_code;
+}
+
 }  // namespace
 
 int export_main(int argc, char** argv) {
   std::string type, output_arg, trace_path, from_arg, to_arg, filter_arg, symbol_path_arg;
+  std::vector<std::string> traces;
   bool overwrite = false, gzip = false, quiet = false;
   ExportOptions options;
   enum Option : int { kHelp, kQuiet, kType, kOutput, kFrom, kTo, kFilterNvtx, kTables, kGzip, kForce, kShowInternal,
@@ -146,7 +216,7 @@ int export_main(int argc, char** argv) {
   cli::Scanner words(argc, argv, kOptions);
   for (cli::Arg arg; words.next(arg);) {
     if (!is_own_option(arg)) {
-      if (const int exit_code = take_trace(arg, "export", "see `cutrace export --help`", trace_path);
+      if (const int exit_code = take_trace(arg, "export", "see `cutrace export --help`", traces);
           exit_code != kNextArgument)
         return exit_code;
       continue;
@@ -199,10 +269,26 @@ int export_main(int argc, char** argv) {
                  exporters().size() == 1 ? "type is" : "types are", types_text().c_str());
     return kExitUsage;
   }
-  if (trace_path.empty()) {
+  if (traces.empty()) {
     std::fprintf(stderr, "cutrace export: no trace given; usage: cutrace export --type %s FILE.cutrace.\n", type.c_str());
     return kExitUsage;
   }
+  if (traces.size() > 1 && std::string_view(exporter->type) != "perfetto") {
+    std::fprintf(stderr, "cutrace export: several traces are merged into one timeline by --type perfetto only; "
+                         "export each trace on its own with --type %s.\n", exporter->type);
+    return kExitUsage;
+  }
+  if (traces.size() > 1 && output_arg.empty()) {
+    std::fprintf(stderr, "cutrace export: %zu traces make one timeline; name it with -o (e.g. -o job.json).\n",
+                 traces.size());
+    return kExitUsage;
+  }
+  if (traces.size() > 1 && !filter_arg.empty()) {
+    std::fprintf(stderr, "cutrace export: --filter-nvtx picks a range of one trace; with several, use --from and --to "
+                         "(counted from the earliest trace's start).\n");
+    return kExitUsage;
+  }
+  trace_path = traces[0];
   const bool made_of_tables = exporter->write_file || exporter->python_module;
   if (!options.tables.empty()) {
     if (!made_of_tables) {
@@ -238,6 +324,7 @@ int export_main(int argc, char** argv) {
                          "/INDEX, not '%s'.\n", filter_arg.c_str());
     return kExitUsage;
   }
+  if (traces.size() > 1) return export_job(traces, output_arg, overwrite, gzip || output_arg.ends_with(".gz"), quiet, options);
   reader::TraceReader trace;
   if (!open_trace(trace, trace_path, "export")) return kExitFailure;
   if (filter.on) {

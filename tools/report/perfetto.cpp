@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -37,14 +38,40 @@ void append_us(std::string& out, int64_t ns) {
   out.append(digits, 4);
 }
 
+// Where a trace's events go on the timeline: by itself, as the file has them; merged with other
+// traces, its processes' ids offset so that processes of different traces (hosts) never share a
+// track, its async ids offset likewise, and its times shifted onto the common clock.
+struct Placement {
+  bool merged = false;
+  uint32_t pid_base = 0;
+  uint64_t id_base = 0;
+  uint64_t origin_ns = 0;  // the trace's CLOCK_MONOTONIC time at the timeline's 0
+  size_t index = 0;        // its place among the traces merged
+  std::string rank;        // the trace's job.rank, "" when it has none
+  std::string host;
+};
+
 class Writer {
  public:
-  Writer(reader::TraceReader& reader, FILE* out, const PerfettoOptions& options)
-      : reader_(reader), out_(out), options_(options) {}
+  Writer(reader::TraceReader& reader, FILE* out, const PerfettoOptions& options, bool& first, Placement placement)
+      : reader_(reader), out_(out), options_(options), first_(first), placement_(std::move(placement)) {}
 
+  // One trace's whole document.
   PerfettoCounts run() {
-    origin_ = reader_.file_header().created_monotonic_ns;
     std::fputs("{\"traceEvents\":[", out_);
+    events();
+    buf_ += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"cutrace\",\"trace\":";
+    append_json_string(buf_, reader_.path());
+    buf_ += ",\"status\":";
+    append_json_string(buf_, reader_.status().describe());
+    buf_ += ",\"clock\":\"CLOCK_MONOTONIC\",\"time_origin_ns\":\"" + std::to_string(origin_) + "\"}}\n";
+    flush();
+    return counts_;
+  }
+
+  // The trace's events, into the traceEvents array another writes the rest of.
+  PerfettoCounts events() {
+    origin_ = placement_.merged ? placement_.origin_ns : reader_.file_header().created_monotonic_ns;
     reader::Event ev;
     while (reader_.next(ev)) {
       switch (ev.kind) {
@@ -68,17 +95,14 @@ class Writer {
     }
     for (auto& [thread, pending] : nested_) emit(pending);
     off_cpu_slices();
-    buf_ += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"cutrace\",\"trace\":";
-    append_json_string(buf_, reader_.path());
-    buf_ += ",\"status\":";
-    append_json_string(buf_, reader_.status().describe());
-    buf_ += ",\"clock\":\"CLOCK_MONOTONIC\",\"time_origin_ns\":\"" + std::to_string(origin_) + "\"}}\n";
     flush();
     counts_.symbol_notes = symbols_.notes();
     return counts_;
   }
 
  private:
+  uint32_t pid_of(uint32_t pid) const { return placement_.pid_base + pid; }
+
   void begin_event() {
     buf_ += first_ ? "\n" : ",\n";
     first_ = false;
@@ -100,18 +124,24 @@ class Writer {
   }
 
   void process_name(const reader::Process& p) {
-    const std::string& name = p.command.empty() ? p.exe : p.command;
+    std::string name = p.command.empty() ? p.exe : p.command;
+    if (placement_.merged) {
+      // Its own rank where its environment gave one, else the trace's: "rank 3 (node01, pid 4242): app".
+      const std::string rank = p.rank >= 0 ? std::to_string(p.rank) : placement_.rank;
+      name = (rank.empty() ? "trace " + std::to_string(placement_.index) : "rank " + rank) + " (" + placement_.host +
+             ", pid " + std::to_string(p.pid) + ")" + (name.empty() ? "" : ": " + name);
+    }
     if (p.index >= process_names_.size()) process_names_.resize(p.index + 1);
     if (name.empty() || process_names_[p.index] == name) return;
     process_names_[p.index] = name;
-    name_event("process_name", p.pid, p.pid, name);
+    name_event("process_name", pid_of(p.pid), pid_of(p.pid), name);
   }
 
   void thread_name(const reader::Thread& t) {
     std::string& named = thread_names_[t.index];
     if (t.name.empty() || named == t.name) return;
     named = t.name;
-    name_event("thread_name", t.pid, t.tid, t.name);
+    name_event("thread_name", pid_of(t.pid), t.tid, t.name);
   }
 
   void thread_def(const reader::Thread& t) {
@@ -144,7 +174,7 @@ class Writer {
     std::memcpy(&r, ev.record.bytes, sizeof r);
     const reader::Process& p = reader_.process_of(*ev.thread);
     auto it = p.nvtx_thread_names.find(uint32_t(r.range_id));
-    if (it != p.nvtx_thread_names.end()) name_event("thread_name", p.pid, uint32_t(r.range_id), it->second);
+    if (it != p.nvtx_thread_names.end()) name_event("thread_name", pid_of(p.pid), uint32_t(r.range_id), it->second);
   }
 
   bool nvtx_in_window(uint64_t begin_ns, uint64_t end_ns) const {
@@ -175,7 +205,7 @@ class Writer {
       begin_event();
       buf_ += "{\"ph\":\"X\",\"name\":";
       append_json_string(buf_, name);
-      buf_ += ",\"cat\":\"nvtx\",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":";
+      buf_ += ",\"cat\":\"nvtx\",\"pid\":" + std::to_string(pid_of(t.pid)) + ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":";
       append_us(buf_, int64_t(r.start_ns - origin_));
       buf_ += ",\"dur\":";
       append_us(buf_, int64_t(r.end_ns - r.start_ns));
@@ -185,7 +215,7 @@ class Writer {
       std::string args;
       nvtx_args(args, 0, t, r.domain);
       args += "}";
-      async_slice(name, "nvtx", r.id, t.pid, t.tid, r.start_ns, r.end_thread->tid, r.end_ns, args);
+      async_slice(name, "nvtx", placement_.id_base + r.id, pid_of(t.pid), t.tid, r.start_ns, r.end_thread->tid, r.end_ns, args);
     }
     ++counts_.nvtx;
     if (buf_.size() >= 1 << 16) flush();
@@ -207,7 +237,7 @@ class Writer {
     const std::string name = "capture range " + std::to_string(c.range);
     const std::string args = std::string(",\"args\":{\"opened_by\":\"") +
                              (c.reason == abi::CaptureReason::kNvtx ? "nvtx" : "cudaProfilerApi") + "\"}";
-    async_slice(name, "capture", uint64_t(t.process) << 32 | c.range, t.pid, t.tid, from, t.tid, c.time_ns, args);
+    async_slice(name, "capture", placement_.id_base + (uint64_t(t.process) << 32 | c.range), pid_of(t.pid), t.tid, from, t.tid, c.time_ns, args);
   }
 
   // An async slice of process `pid` ("b" then "e", one id): a span that may end on another thread.
@@ -235,7 +265,7 @@ class Writer {
     begin_event();
     buf_ += "{\"ph\":\"i\",\"s\":\"t\",\"name\":";
     append_json_string(buf_, n.text);
-    buf_ += ",\"cat\":\"nvtx\",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":";
+    buf_ += ",\"cat\":\"nvtx\",\"pid\":" + std::to_string(pid_of(t.pid)) + ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":";
     append_us(buf_, int64_t(n.time_ns - origin_));
     nvtx_args(buf_, n.category, t, n.domain);
     buf_ += "}}";
@@ -260,8 +290,8 @@ class Writer {
         if (!off) continue;
         off = false;
         if (!nvtx_in_window(left, time)) continue;
-        const std::string ids = ",\"cat\":\"off_cpu\",\"id\":\"off-cpu-" + std::to_string(thread->tid) +
-                                "\",\"pid\":" + std::to_string(thread->pid) + ",\"tid\":" + std::to_string(thread->tid);
+        const std::string ids = ",\"cat\":\"off_cpu\",\"id\":\"off-cpu-" + std::to_string(pid_of(thread->pid)) + "-" + std::to_string(thread->tid) +
+                                "\",\"pid\":" + std::to_string(pid_of(thread->pid)) + ",\"tid\":" + std::to_string(thread->tid);
         const char* name = why == abi::ContextSwitch::kPreempted ? "preempted" : "off CPU";
         for (bool begin : {true, false}) {
           begin_event();
@@ -284,7 +314,7 @@ class Writer {
     buf_ += "{\"ph\":\"i\",\"s\":\"t\",\"name\":";
     const ResolvedAddress& top = symbols_.resolve(p, s.frames[0], s.time_ns, true);
     append_json_string(buf_, top.frames.empty() ? raw_frame(top) : top.frames.front().function);
-    buf_ += ",\"cat\":\"cpu_sample\",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) +
+    buf_ += ",\"cat\":\"cpu_sample\",\"pid\":" + std::to_string(pid_of(t.pid)) + ",\"tid\":" + std::to_string(t.tid) +
             ",\"ts\":";
     append_us(buf_, int64_t(s.time_ns - origin_));
     buf_ += ",\"args\":{\"cpu\":" + std::to_string(s.cpu) + ",\"stack\":";
@@ -303,7 +333,7 @@ class Writer {
     buf_ += "{\"ph\":\"i\",\"s\":\"t\",\"name\":";
     const std::string& top = stack.front();
     append_json_string(buf_, top.substr(0, top.rfind(" (")));
-    buf_ += ",\"cat\":\"python_sample\",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(t.tid) +
+    buf_ += ",\"cat\":\"python_sample\",\"pid\":" + std::to_string(pid_of(t.pid)) + ",\"tid\":" + std::to_string(t.tid) +
             ",\"ts\":";
     append_us(buf_, int64_t(s.time_ns - origin_));
     buf_ += ",\"args\":{\"python_stack\":";
@@ -324,7 +354,7 @@ class Writer {
     }
     if (!memory_usage_) return;
     const reader::Thread& t = *ev.thread;
-    const uint64_t device_key = uint64_t(t.pid) << 32 | g.device;
+    const uint64_t device_key = uint64_t(pid_of(t.pid)) << 32 | g.device;
     int64_t& in_use = device_memory_[device_key];
     const uint64_t address_key = device_key ^ (g.address * 0x9E3779B97F4A7C15ull);
     if (g.operation == 1) {
@@ -342,7 +372,7 @@ class Writer {
     if (!nvtx_in_window(g.start_ns, g.start_ns)) return;
     begin_event();
     buf_ += "{\"ph\":\"C\",\"name\":\"CUDA device memory (device " + std::to_string(g.device) +
-            ")\",\"pid\":" + std::to_string(t.pid) + ",\"ts\":";
+            ")\",\"pid\":" + std::to_string(pid_of(t.pid)) + ",\"ts\":";
     append_us(buf_, int64_t(g.start_ns - origin_));
     buf_ += ",\"args\":{\"bytes\":" + std::to_string(in_use) + "}}";
   }
@@ -358,12 +388,12 @@ class Writer {
     const reader::Thread& t = *ev.thread;
     // A flow from the call that issued GPU work to that work: its start binds to the call's slice on
     // the calling thread, its end to the work's slice on the GPU track.
-    const uint64_t flow = uint64_t(t.pid) << 32 | g.correlation;
+    const uint64_t flow = uint64_t(pid_of(t.pid)) << 32 | g.correlation;
     if (g.kind == abi::GpuActivity::kApiLink) {
       if (!nvtx_in_window(g.start_ns, g.end_ns)) return;
       begin_event();
       buf_ += "{\"ph\":\"s\",\"cat\":\"cuda_flow\",\"name\":\"cuda launch\",\"id\":" + std::to_string(flow) +
-              ",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(g.tid) + ",\"ts\":";
+              ",\"pid\":" + std::to_string(pid_of(t.pid)) + ",\"tid\":" + std::to_string(g.tid) + ",\"ts\":";
       append_us(buf_, int64_t(g.start_ns - origin_));
       buf_ += "}";
       return;
@@ -377,9 +407,9 @@ class Writer {
       return;
     if (!nvtx_in_window(g.start_ns, g.end_ns)) return;
     const uint32_t track = gpu_track(g.device, g.stream);
-    const uint64_t key = uint64_t(t.pid) << 32 | track;
+    const uint64_t key = uint64_t(pid_of(t.pid)) << 32 | track;
     if (gpu_tracks_.insert(key).second)
-      name_event("thread_name", t.pid, track,
+      name_event("thread_name", pid_of(t.pid), track,
                  "CUDA HW (device " + (g.device == UINT32_MAX ? std::string("?") : std::to_string(g.device)) +
                      ", stream " + std::to_string(g.stream) + ")");
     begin_event();
@@ -389,7 +419,7 @@ class Writer {
     } else {
       append_json_string(buf_, reader::gpu_memory_operation(g.kind, g.copy_kind));
     }
-    buf_ += ",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(track) + ",\"ts\":";
+    buf_ += ",\"pid\":" + std::to_string(pid_of(t.pid)) + ",\"tid\":" + std::to_string(track) + ",\"ts\":";
     append_us(buf_, int64_t(g.start_ns - origin_));
     buf_ += ",\"dur\":";
     append_us(buf_, int64_t(g.duration_ns()));
@@ -415,7 +445,7 @@ class Writer {
     if (g.correlation) {
       begin_event();
       buf_ += "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"cuda_flow\",\"name\":\"cuda launch\",\"id\":" +
-              std::to_string(flow) + ",\"pid\":" + std::to_string(t.pid) + ",\"tid\":" + std::to_string(track) +
+              std::to_string(flow) + ",\"pid\":" + std::to_string(pid_of(t.pid)) + ",\"tid\":" + std::to_string(track) +
               ",\"ts\":";
       append_us(buf_, int64_t(g.start_ns - origin_));
       buf_ += "}";
@@ -477,7 +507,7 @@ class Writer {
     j += ",\"cat\":\"";
     j += reader::domain_name(api.domain);
     j += "\",\"pid\":";
-    append_number(j, t.pid);
+    append_number(j, pid_of(t.pid));
     j += ",\"tid\":";
     append_number(j, t.tid);
     j += ",\"ts\":";
@@ -588,7 +618,8 @@ class Writer {
   std::unordered_map<uint32_t, std::vector<Slice>> nested_;  // per thread: slices awaiting their parent
   uint64_t origin_ = 0;
   std::string buf_;
-  bool first_ = true;
+  bool& first_;  // no event written yet in the whole document: shared by the writers of a merge
+  Placement placement_;
   std::vector<bool> process_seen_;
   std::vector<std::string> process_names_;  // last name written per process
   std::unordered_map<uint32_t, std::string> thread_names_;
@@ -602,7 +633,101 @@ class Writer {
 }  // namespace
 
 PerfettoCounts write_perfetto(reader::TraceReader& reader, FILE* out, const PerfettoOptions& options) {
-  return Writer(reader, out, options).run();
+  bool first = true;
+  return Writer(reader, out, options, first, Placement{}).run();
+}
+
+namespace {
+
+// A trace's metadata, read before its events: a probe reads the file's first chunks, which hold it.
+std::vector<std::pair<std::string, std::string>> metadata_of(const std::string& path) {
+  reader::TraceReader probe;
+  if (!probe.open(path)) return {};
+  reader::Event ev;
+  while (probe.next(ev))
+    if (ev.kind != EventKind::kMetadata && ev.kind != EventKind::kApiTable) break;
+  return probe.metadata();
+}
+
+const std::string* value_of(const std::vector<std::pair<std::string, std::string>>& metadata, std::string_view key) {
+  for (const auto& [k, v] : metadata)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+// CLOCK_REALTIME - CLOCK_MONOTONIC at the trace's start: by its paired anchor (`paired` set), else by
+// the file header's two readings; none when it has neither.
+std::optional<uint64_t> wall_clock_offset(const reader::TraceReader& reader,
+                                          const std::vector<std::pair<std::string, std::string>>& metadata,
+                                          bool* paired) {
+  auto number = [&](const char* key) -> std::optional<uint64_t> {
+    const std::string* v = value_of(metadata, key);
+    if (!v || v->empty() || v->find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    return std::strtoull(v->c_str(), nullptr, 10);
+  };
+  const auto real = number("start.realtime_ns"), mono = number("start.monotonic_ns");
+  *paired = real && mono;
+  if (*paired) return *real - *mono;
+  const format::FileHeader& h = reader.file_header();
+  if (h.created_realtime_ns == 0 || h.created_monotonic_ns == 0) return std::nullopt;
+  return h.created_realtime_ns - h.created_monotonic_ns;
+}
+
+}  // namespace
+
+PerfettoCounts write_perfetto_job(const std::vector<reader::TraceReader*>& traces, FILE* out,
+                                  const PerfettoOptions& options, std::vector<std::string>& notes) {
+  // Each trace's wall-clock time of its creation; the earliest is the timeline's 0.
+  std::vector<uint64_t> offsets, starts;
+  std::vector<std::vector<std::pair<std::string, std::string>>> metadata;
+  for (reader::TraceReader* t : traces) {
+    bool paired = false;
+    metadata.push_back(metadata_of(t->path()));
+    const uint64_t offset = wall_clock_offset(*t, metadata.back(), &paired).value_or(0);
+    if (!paired)
+      notes.push_back(t->path() + " has no paired wall-clock anchor (start.realtime_ns): it is placed by the file's "
+                      "own two clock readings, which may be off by the time between them");
+    offsets.push_back(offset);
+    starts.push_back(t->file_header().created_monotonic_ns + offset);
+  }
+  const uint64_t zero = *std::min_element(starts.begin(), starts.end());
+  PerfettoCounts total;
+  bool first = true;
+  std::fputs("{\"traceEvents\":[", out);
+  for (size_t k = 0; k < traces.size(); ++k) {
+    reader::TraceReader& t = *traces[k];
+    Placement placement;
+    placement.merged = true;
+    // Linux pids stay below 2^22: a trace's processes keep their pid, offset by its place in the list.
+    placement.pid_base = uint32_t(k) << 22;
+    placement.id_base = uint64_t(k) << 56;
+    placement.origin_ns = zero - offsets[k];  // the trace's monotonic time at the timeline's 0
+    placement.index = k;
+    if (const std::string* rank = value_of(metadata[k], "job.rank")) placement.rank = *rank;
+    const std::string* host = value_of(metadata[k], "host");
+    placement.host = host ? *host : "unknown host";
+    const PerfettoCounts c = Writer(t, out, options, first, placement).events();
+    total.calls += c.calls;
+    total.processes += c.processes;
+    total.threads += c.threads;
+    total.nvtx += c.nvtx;
+    total.samples += c.samples;
+    total.python_samples += c.python_samples;
+    total.gpu += c.gpu;
+    total.off_cpu += c.off_cpu;
+    total.symbol_notes.insert(total.symbol_notes.end(), c.symbol_notes.begin(), c.symbol_notes.end());
+  }
+  std::string tail = "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"cutrace\",\"traces\":[";
+  for (size_t k = 0; k < traces.size(); ++k) {
+    tail += k ? ",{\"trace\":" : "{\"trace\":";
+    append_json_string(tail, traces[k]->path());
+    tail += ",\"status\":";
+    append_json_string(tail, traces[k]->status().describe());
+    tail += ",\"shift_ns\":\"" + std::to_string(starts[k] - zero) + "\"}";
+  }
+  tail += "],\"clock\":\"CLOCK_REALTIME\",\"time_origin_realtime_ns\":\"" + std::to_string(zero) + "\"}}\n";
+  std::fwrite(tail.data(), 1, tail.size(), out);
+  return total;
 }
 
 }  // namespace cutrace::report

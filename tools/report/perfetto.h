@@ -53,4 +53,13 @@ using PerfettoOptions = ExportOptions;
 // Reads `reader` to its end and writes the JSON document to `out`.
 PerfettoCounts write_perfetto(reader::TraceReader& reader, FILE* out, const PerfettoOptions& options = {});
 
+// Several traces (the ranks of a job, on one host or many) as one timeline: each trace's times are put
+// on the wall clock by its start anchor (docs/jobs.md) and counted from the earliest trace's start;
+// each process is named "rank N (host, pid P): command" (its own rank, else its trace's job.rank, else
+// "trace K"); processes of different traces never share a track. `notes` gets one line per trace
+// placed without a paired anchor. otherData lists the traces with the shift each was given.
+PerfettoCounts write_perfetto_job(const std::vector<reader::TraceReader*>& traces, FILE* out,
+                                  const PerfettoOptions& options, std::vector<std::string>& notes);
+
+
 }  // namespace cutrace::report

@@ -2,6 +2,7 @@
 (the CORS header for its origin, the preflight), and the command's end: after one complete fetch, on
 Ctrl-C, or refused before serving."""
 import gzip
+import json
 import os
 import re
 import signal
@@ -199,21 +200,28 @@ def test_a_busy_port_is_refused(trace):
     assert err.startswith(f"cutrace view: port {port} of 127.0.0.1 is in use ") and err.count("\n") == 1, err
 
 
+def test_a_directory_of_traces_is_served_as_one_timeline(trace, tmp_path):
+    # A job's ranks (here one trace twice): the export of both, merged, with a process per trace.
+    job = tmp_path / "job"
+    job.mkdir()
+    for rank in (0, 1):
+        (job / f"rank{rank}.cutrace").write_bytes(trace.read_bytes())
+    view = View("--port", "0", job)
+    assert view.link is not None
+    status, headers, body = request(view.url)
+    assert status == 200
+    merged = json.loads(body)
+    names = sorted(e["args"]["name"] for e in merged["traceEvents"] if e.get("name") == "process_name")
+    assert len(names) == 2 and names[0].startswith("trace 0 (") and names[1].startswith("trace 1 ("), names
+    assert [t["trace"] for t in merged["otherData"]["traces"]] == [str(job / "rank0.cutrace"), str(job / "rank1.cutrace")]
+    assert view.end()[0] == 0
+
+
 def test_what_cannot_be_served_is_refused(trace, tmp_path):
     missing = tmp_path / "nothing.cutrace"
     view = View(missing)
     assert (view.link, view.end()[::2]) == (None, (2, f"cutrace view: no trace, export or directory {missing}; "
                                                       "check the path.\n"))
-
-    job = tmp_path / "job"
-    job.mkdir()
-    for rank in (0, 1):
-        (job / f"rank{rank}.cutrace").write_bytes(trace.read_bytes())
-    view = View(job)
-    code, _, err = view.end()
-    assert (view.link, code) == (None, 2)
-    assert err == (f"cutrace view: {job} holds 2 traces (rank0.cutrace, rank1.cutrace) and one is opened at a "
-                   f"time; give one, e.g. `cutrace view {job}/rank0.cutrace`.\n")
 
     json_export = tmp_path / "given.json"
     json_export.write_bytes(exported(trace, tmp_path))

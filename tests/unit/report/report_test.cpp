@@ -219,6 +219,53 @@ TEST_F(ReportTest, NsysStatsConventions) {
   EXPECT_TRUE(contains(r.out, "----------+-----------------+")) << r.out;
 }
 
+// Two ranks recorded on hosts whose monotonic clocks differ: one timeline on the wall clock, by each
+// trace's start anchor, counted from the earlier start; the same pid on both hosts gives two processes,
+// each named by its rank and host.
+TEST(PerfettoExport, SeveralTracesAreOneTimelineOnTheWallClock) {
+  constexpr uint64_t kWall = 1'790'000'000'000'000'000ull;  // rank 0's start, ns since 1970
+  auto write_rank = [](const std::string& path, int rank, const char* host, uint64_t monotonic_start,
+                       uint64_t wall_start) {
+    trace::TraceWriter w;
+    w.set_creation_monotonic_ns(monotonic_start);
+    ASSERT_TRUE(w.open(path)) << w.error();
+    ASSERT_TRUE(w.write_metadata({{"host", host},
+                                  {"job.rank", std::to_string(rank)},
+                                  {"start.realtime_ns", std::to_string(wall_start)},
+                                  {"start.monotonic_ns", std::to_string(monotonic_start)}}));
+    ASSERT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
+    w.add_thread_def(thread_def(0, 4242, 4242, 1, 1000, monotonic_start));
+    Records r;
+    r.thread_start(monotonic_start, 4242, 4242, 1, abi::kThreadFlagFirstInProcess)
+        .string(abi::StringKind::kProcessCommand, 0, "./train")
+        .call(kCudaMalloc, monotonic_start + 1000, monotonic_start + 4000, 0, {4096, 0x7f0000000000});
+    r.add_to(w, 0);
+    ASSERT_TRUE(w.flush_events());
+    w.close();
+  };
+  const std::string a = temp_path("rank0.cutrace"), b = temp_path("rank1.cutrace"), json = temp_path("job.json");
+  // Rank 1's host booted later (a smaller monotonic clock) and its recording started 2.5 ms later.
+  write_rank(a, 0, "node01", kT0, kWall);
+  write_rank(b, 1, "node02", kT0 / 2, kWall + 2'500'000);
+  Result r = cli({"export", "--type", "perfetto", "-o", json, b, a});
+  ASSERT_EQ(r.exit, 3) << r.err;  // the synthetic traces have no end summary: cut off, and said so
+  EXPECT_TRUE(contains(r.err, "wrote " + json + " (2 traces: 2 calls, 2 processes, 2 threads)")) << r.err;
+  const std::string check =
+      "import json,sys; d=json.load(open(sys.argv[1])); ev=d['traceEvents']; "
+      "names={e['pid']:e['args']['name'] for e in ev if e.get('name')=='process_name'}; "
+      "calls={names[e['pid']]:e['ts'] for e in ev if e.get('name')=='cudaMalloc'}; "
+      "assert sorted(names.values())==['rank 0 (node01, pid 4242): ./train','rank 1 (node02, pid 4242): ./train'], names; "
+      "assert calls=={'rank 0 (node01, pid 4242): ./train':1.0,'rank 1 (node02, pid 4242): ./train':2501.0}, calls; "
+      "assert [t['shift_ns'] for t in d['otherData']['traces']]==['2500000','0'], d['otherData']; print('ok')";
+  Result py = run({PYTHON3, "-c", check, json});
+  EXPECT_EQ(py.out, "ok\n") << py.out << py.err;
+
+  // Only the Perfetto timeline merges, and it needs a name; the NVTX filter is one trace's.
+  EXPECT_EQ(cli({"export", "--type", "sqlite", "-o", temp_path("job.sqlite"), a, b}).exit, 2);
+  EXPECT_EQ(cli({"export", "--type", "perfetto", a, b}).exit, 2);
+  EXPECT_EQ(cli({"export", "--type", "perfetto", "-o", temp_path("j2.json"), "--filter-nvtx", "step", a, b}).exit, 2);
+}
+
 // The Perfetto export compressed (what the UI opens as it is), limited to a time window, and with a
 // warning when the JSON is larger than the UI can load.
 TEST_F(ReportTest, PerfettoExportGzipWindowAndSizeWarning) {
