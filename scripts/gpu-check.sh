@@ -8,7 +8,8 @@
 # and the CUPTI probe (its kinds, clocks and costs).
 # Everything goes to RESULTS (default /tmp/gpu-check): log.txt, and the tests' measurements as JSON.
 # GPU_CHECK_STEPS picks steps, so that a short device lease can be spent in parts: a comma-separated
-# list of example, cuda13.2, activity-tests, other-tests, train, bench, torch-bench, probe (default: all
+# list of example, cuda13.2, activity-tests, other-tests, train, outputs (the train step's trace through
+# SQLite, analyze, recipes, a merged timeline and Kineto/HTA), bench, torch-bench, probe (default: all
 # of them).
 #
 # usage: [GPU_CHECK_STEPS=example,activity-tests] scripts/gpu-check.sh [BUNDLE_DIR=.gpu] [RESULTS=/tmp/gpu-check]
@@ -20,7 +21,7 @@ mkdir -p "$results"
 exec > >(tee "$results/log.txt") 2>&1
 step() { echo; echo "=== $* ($(date +%T))"; }
 python=${PYTHON:-python3}
-steps=,${GPU_CHECK_STEPS:-example,cuda13.2,activity-tests,other-tests,train,bench,torch-bench,probe},
+steps=,${GPU_CHECK_STEPS:-example,cuda13.2,activity-tests,other-tests,train,outputs,bench,torch-bench,probe},
 wanted() { [[ $steps == *,$1,* ]]; }
 
 # Runs a command for at most LIMIT seconds. One still running then has the stacks of every thread of
@@ -127,6 +128,51 @@ for report in callsite_sum cpu_sample_sum cpu_ctxsw_sum python_sample_sum cuda_g
   timeout 60 "$cutrace" stats -r $report -f csv "$results/train.cutrace" | head -12 | cut -c1-600
 done
 timeout 60 "$cutrace" info "$results/train.cutrace" | grep -E "cpu_samples|python_samples|context_switches|gpu_activity|dropped|events"
+fi
+
+if wanted outputs; then
+# What the analysis layer makes of real GPU activity (issues 29-31): the SQLite tables against the
+# reports, the rules and recipes, a two-rank timeline, and HTA where this Python has it. Needs the
+# train step's trace; the Python parts need pyarrow and duckdb here, and say so when missing.
+step outputs of the training trace: SQL, rules, recipes, merged timeline, Kineto for HTA
+train=$results/train.cutrace
+if [[ -f $train ]]; then
+  timeout 300 "$cutrace" export --type sqlite -f true -o "$results/train.sqlite" "$train"; echo "exit $?"
+  command -v sqlite3 >/dev/null && sqlite3 "$results/train.sqlite" \
+    "SELECT 'kernels', count(*), sum(\"end\" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL;
+     SELECT 'copies', count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY;
+     SELECT 'calls', count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME;
+     SELECT 'samples', count(*) FROM COMPOSITE_EVENTS;"
+  timeout 60 "$cutrace" stats -r cuda_gpu_kern_sum -f csv "$train" | awk -F, 'NR > 1 {n += $3; t += $2} END {print "cuda_gpu_kern_sum: kernels", n, "ns", t}'
+  # The same trace twice stands for a two-rank job.
+  mkdir -p "$results/job"
+  cp "$train" "$results/job/rank0.cutrace"
+  cp "$train" "$results/job/rank1.cutrace"
+  timeout 300 "$cutrace" export --type perfetto -f true -o "$results/job.json.gz" "$results/job"/rank*.cutrace
+  echo "exit $?"
+  export CUTRACE_TABLES_LIBRARY=$bundle/build/lib/libcutrace-tables.so PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+  if $python -c "import pyarrow, duckdb" 2>/dev/null; then
+    timeout 300 "$cutrace" analyze "$train" | head -80; echo "exit $?"
+    for recipe in cuda_gpu_kern_sum nvtx_gpu_proj_sum gpu_time_util; do
+      timeout 300 "$cutrace" recipe $recipe --input "$results/job" --output "$results/recipe-$recipe" -f --mode none \
+        | head -20; echo "exit $?"
+    done
+    timeout 300 "$cutrace" export --type kineto -f true -o "$results/kineto" "$train"; echo "exit $?"
+    if $python -c "import hta" 2>/dev/null; then
+      HTA_DISABLE_NS_ROUNDING=1 timeout 300 $python -c "
+from hta.trace_analysis import TraceAnalysis
+a = TraceAnalysis(trace_dir='$results/kineto')
+print(a.get_temporal_breakdown(visualize=False))
+print(a.get_gpu_kernel_breakdown(visualize=False)[0].head(10))"; echo "exit $?"
+    else
+      echo "holistictraceanalysis is not installed for $python: the HTA check is skipped"
+    fi
+  else
+    echo "pyarrow or duckdb is missing for $python: analyze, recipes and kineto are skipped"
+  fi
+else
+  echo "no $train: run the train step first"
+fi
 fi
 
 if wanted bench; then
