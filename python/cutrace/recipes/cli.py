@@ -104,6 +104,11 @@ def choose_output(name, given, force):
             raise UsageError(f"{out} already exists; pass --force-overwrite to replace it or choose another --output")
         if not out.is_dir() or not (out / "files.parquet").exists():
             raise UsageError(f"{out} is not the output of a recipe (it has no files.parquet); choose another --output")
+        # It is replaced whole: never a directory that holds anything but a recipe's Parquet files.
+        others = [f.name for f in out.iterdir() if not f.is_file() or f.suffix != ".parquet"]
+        if others:
+            raise UsageError(f"{out} holds files that are not a recipe's ({', '.join(sorted(others)[:3])}"
+                             f"{', ...' if len(others) > 3 else ''}); choose another --output")
     return out
 
 

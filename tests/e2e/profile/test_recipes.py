@@ -270,6 +270,13 @@ def test_refusals(job, tmp_path):
                            "another --output.\n")
     proc = recipe("cuda_api_sum", "--input", job, "--output", out, "-f", expect=2)
     assert "is not the output of a recipe" in proc.stderr and out.exists()
+    # -f replaces an earlier output, never a directory that also holds the user's own files.
+    (out / "files.parquet").write_bytes(b"")
+    (out / "notes.txt").write_text("mine")
+    proc = recipe("cuda_api_sum", "--input", job, "--output", out, "-f", expect=2)
+    assert proc.stderr == (f"cutrace recipe: {out} holds files that are not a recipe's (notes.txt); choose another "
+                           "--output.\n")
+    assert (out / "notes.txt").read_text() == "mine"
     proc = recipe("cuda_api_sum", "--input", job, "--scheduler-file", tmp_path / "s.json", expect=2)
     assert proc.stderr == "cutrace recipe: --scheduler-file is for --mode dask-futures.\n"
     help_text = recipe("--help").stdout
