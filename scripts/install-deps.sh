@@ -44,12 +44,13 @@ python_packages=(
 # Holistic Trace Analysis reads `cutrace export --type kineto` in its tests. Its wheel declares
 # jupyterlab (for its notebooks) and pytest (for its own tests), which its analyses never import and
 # which would bring some 80 packages into this Python; it is installed without them, beside the
-# modules it does import (pandas, numpy, networkx, PyYAML and psutil come with the packages above).
+# modules it does import (pandas, numpy, PyYAML and psutil come with the packages above).
 # `pip install 'cutrace[hta]'` installs it with everything it declares.
 hta_packages=(
   holistictraceanalysis==0.5.0  # tests/e2e/profile/test_kineto.py: HTA's TraceAnalysis over a Kineto export
   plotly==7.1.0                 # imported by HTA's analyzers
   narwhals==2.29.0              # plotly's one dependency
+  networkx==3.6.1               # imported by HTA's trace parser (its call graph)
 )
 
 if [[ "${1:-}" == "--list" ]]; then
