@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from .recipes import analysis, summaries
+from .text_table import table_lines
 from .recipes.framework import INDEX, quote_text, run_maps, sql_list
 
 PROG = "cutrace analyze"
@@ -403,27 +404,6 @@ def stragglers_view(con, partials):
 
 # --- output ---
 
-def _cell(v):
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:,.1f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
-
-
-def _table(columns, rows):
-    text = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
-    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)
-               for i in range(len(columns))]
-
-    def line(values):
-        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()
-    return [line(columns), line(["-" * w for w in widths])] + [line(r) for r in text]
-
-
 def _wrap(text, width=100):
     import textwrap
     return textwrap.wrap(text, width) or [""]
@@ -456,7 +436,7 @@ def _column_text(report):
                 columns.pop(i)
                 rows = [r[:i] + r[i + 1:] for r in rows]
         lines.append(f"{e['total']:,} {'finding' if e['total'] == 1 else 'findings'}:")
-        lines += _table(columns, rows)
+        lines += table_lines(columns, rows)
         if e["total"] > len(rows):
             lines.append(f"... and {e['total'] - len(rows):,} more (--rows N shows more, --rows 0 all)")
         lines.append("")
@@ -469,11 +449,11 @@ def _column_text(report):
                          f"{item['median']:,} ns, fastest rank {item['fastest_rank']} {item['fastest_time']:,} ns)")
         if s["slowest"]:
             lines.append("")
-        lines += _table(s["totals"]["columns"], s["totals"]["rows"])
+        lines += table_lines(s["totals"]["columns"], s["totals"]["rows"])
         lines.append("")
         if s["ranges"]["rows"]:
             lines.append("NVTX ranges, the slowest and fastest rank of each (total time per rank), widest spread first:")
-            lines += _table(s["ranges"]["columns"], s["ranges"]["rows"])
+            lines += table_lines(s["ranges"]["columns"], s["ranges"]["rows"])
             lines.append("")
     if report.get("stack_hint"):
         lines += _wrap("Note: " + report["stack_hint"])

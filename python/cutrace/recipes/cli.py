@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import RECIPES
 from .framework import INDEX, MODES, RecipeError, quote_text, run_maps, sql_list
+from ..text_table import table_lines
 
 PROG = "cutrace recipe"
 TRACE_SUFFIX = ".cutrace"
@@ -172,23 +173,6 @@ class Ranks:
         return {r["index"]: r["index"] for r in results}, f"ranks are the traces' positions in name order ({why})"
 
 
-def format_table(columns, rows):
-    def cell(v):
-        if v is None:
-            return ""
-        if isinstance(v, float):
-            return f"{v:,.1f}"
-        if isinstance(v, int):
-            return f"{v:,}"
-        return str(v)
-    text = [[cell(v) for v in row] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in rows) for i in range(len(columns))]
-    def line(values):
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
-    return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in text])
-
-
 def run(args):
     import duckdb
 
@@ -283,7 +267,7 @@ def run(args):
         raise
     print(f"{recipe.name} over {len(used)} {'trace' if len(used) == 1 else 'traces'}: {recipe.summary_output}"
           + (f" (first {len(rows)} of {total:,} rows)" if total > len(rows) else ""))
-    print(format_table(columns, rows))
+    print("\n".join(table_lines(columns, rows)))
     files = ", ".join(sorted(p.name for p in output.iterdir()))
     print(f"{PROG}: wrote {output} ({files}).", file=sys.stderr)
     return 3 if warnings else 0
