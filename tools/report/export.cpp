@@ -126,6 +126,31 @@ int finish_export(reader::TraceReader& trace, Output& out, const std::string& ou
   return exit_code;
 }
 
+// Writes JSON into `out` through `write` (a gzip stream around it when asked), then finishes the
+// stream. False after one sentence on stderr; `bytes` is the JSON's size, for the size warnings.
+template <typename Write>
+bool write_json(Output& out, const std::string& output_path, bool gzip, ProgressBar& progress, uint64_t& bytes,
+                Write&& write) {
+  bytes = 0;
+  FILE* json = gzip ? open_gzip_stream(out.file(), &bytes) : out.file();
+  if (!json) {
+    std::fprintf(stderr, "cutrace export: cannot start the gzip compression (out of memory).\n");
+    return false;
+  }
+  write(json);
+  progress.finish();
+  if (gzip && std::fclose(json) != 0) {
+    std::fprintf(stderr, "cutrace export: cannot write %s (%s).\n", output_path.c_str(), std::strerror(errno));
+    return false;
+  }
+  if (!gzip) {
+    std::fflush(json);
+    const long at = std::ftell(json);
+    bytes = at > 0 ? uint64_t(at) : 0;
+  }
+  return true;
+}
+
 // Several traces as one Perfetto timeline (write_perfetto_job).
 int export_job(const std::vector<std::string>& paths, const std::string& output_path, bool overwrite, bool gzip,
                bool quiet, const ExportOptions& options) {
@@ -151,23 +176,11 @@ int export_job(const std::vector<std::string>& paths, const std::string& output_
     before += t->file_bytes();
   }
   uint64_t json_bytes = 0;
-  FILE* json = gzip ? open_gzip_stream(out.file(), &json_bytes) : out.file();
-  if (!json) {
-    std::fprintf(stderr, "cutrace export: cannot start the gzip compression (out of memory).\n");
-    return kExitFailure;
-  }
   std::vector<std::string> notes;
-  const PerfettoCounts counts = write_perfetto_job(traces, json, options, notes);
-  progress.finish();
-  if (gzip && std::fclose(json) != 0) {
-    std::fprintf(stderr, "cutrace export: cannot write %s (%s).\n", output_path.c_str(), std::strerror(errno));
+  PerfettoCounts counts;
+  if (!write_json(out, output_path, gzip, progress, json_bytes,
+                  [&](FILE* json) { counts = write_perfetto_job(traces, json, options, notes); }))
     return kExitFailure;
-  }
-  if (!gzip) {
-    std::fflush(json);
-    const long at = std::ftell(json);
-    json_bytes = at > 0 ? uint64_t(at) : 0;
-  }
   int exit_code = kExitOk;
   for (reader::TraceReader* t : traces) {
     if (warn_status(*t, "export") != kExitOk) exit_code = kExitPartialTrace;
@@ -395,22 +408,10 @@ int export_main(int argc, char** argv) {
     }
     return finish_export(trace, out, output_path, result, nullptr, 0);
   }
-  FILE* json = gzip ? open_gzip_stream(out.file(), &json_bytes) : out.file();
-  if (!json) {
-    std::fprintf(stderr, "cutrace export: cannot start the gzip compression (out of memory).\n");
+  ExportResult result;
+  if (!write_json(out, output_path, gzip, progress, json_bytes,
+                  [&](FILE* json) { result = exporter->write(trace, json, options); }))
     return kExitFailure;
-  }
-  const ExportResult result = exporter->write(trace, json, options);
-  progress.finish();
-  if (gzip && std::fclose(json) != 0) {
-    std::fprintf(stderr, "cutrace export: cannot write %s (%s).\n", output_path.c_str(), std::strerror(errno));
-    return kExitFailure;
-  }
-  if (!gzip) {
-    std::fflush(json);
-    const long at = std::ftell(json);
-    json_bytes = at > 0 ? uint64_t(at) : 0;
-  }
   return finish_export(trace, out, output_path, result, exporter->size_warnings, json_bytes);
 }
 
