@@ -2,6 +2,7 @@
 exact per-rank and all-rank values in every mode (none, concurrent, and dask-futures on a real
 scheduler with two workers, which must be the ones that ran the map steps); a recipe over one trace
 gives the numbers of `cutrace stats`; the refusals."""
+import contextlib
 import json
 import os
 import shutil
@@ -209,9 +210,12 @@ def wait_for(predicate, what, timeout=60):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_dask_futures_runs_the_maps_on_the_clusters_workers(job, tmp_path):
+@contextlib.contextmanager
+def dask_cluster(directory, workers):
+    """A Dask scheduler and `workers` named workers (w1, w2, ...) on 127.0.0.1, as processes of their own,
+    that find the package and its library; yields the scheduler file once every worker has joined."""
     distributed = pytest.importorskip("distributed")
-    scheduler_file = tmp_path / "scheduler.json"
+    scheduler_file = directory / "scheduler.json"
     env = dict(os.environ, CUTRACE_TABLES_LIBRARY=str(LIBRARY),
                PYTHONPATH=str(SOURCE_PYTHON) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     common = ["--scheduler-file", str(scheduler_file), "--no-dashboard"]
@@ -219,13 +223,29 @@ def test_dask_futures_runs_the_maps_on_the_clusters_workers(job, tmp_path):
                                  "--port", "0", *common], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
         wait_for(scheduler_file.exists, "the scheduler file")
-        for name in ("w1", "w2"):
+        for n in range(1, workers + 1):
             started.append(subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", "--host", "127.0.0.1", "--name", name,
+                [sys.executable, "-m", "distributed.cli.dask_worker", "--host", "127.0.0.1", "--name", f"w{n}",
                  "--nworkers", "1", "--nthreads", "1", *common], env=env,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         with distributed.Client(scheduler_file=str(scheduler_file), timeout="30s") as client:
-            client.wait_for_workers(2, timeout=60)
+            client.wait_for_workers(workers, timeout=60)
+        yield scheduler_file
+    finally:
+        for p in reversed(started):
+            p.terminate()
+        for p in reversed(started):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def test_dask_futures_runs_the_maps_on_the_clusters_workers(job, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with dask_cluster(tmp_path, 2) as scheduler_file:
+        with distributed.Client(scheduler_file=str(scheduler_file), timeout="30s") as client:
             names = {address: info["name"] for address, info in client.scheduler_info()["workers"].items()}
             pids = {names[address]: pid for address, pid in client.run(os.getpid).items()}
         address = json.loads(scheduler_file.read_text())["address"]
@@ -243,15 +263,6 @@ def test_dask_futures_runs_the_maps_on_the_clusters_workers(job, tmp_path):
                scheduler_file)
         check_job_results(out, "stragglers")
         assert {f["Worker"].split("@")[0] for f in rows(out / "files.parquet")} <= {"dask:w1", "dask:w2"}
-    finally:
-        for p in reversed(started):
-            p.terminate()
-        for p in reversed(started):
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def test_refusals(job, tmp_path):

@@ -3,16 +3,13 @@ durations (scripts/gpu_work.py): NVTX ranges projected onto the GPU, time utiliz
 per bin, and two runs compared rank by rank; the same results from a Dask cluster's workers."""
 import csv
 import io
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import profile, run_tool, sim_env
-from test_recipes import LIBRARY, SOURCE_PYTHON, recipe, rows, wait_for
+from test_recipes import dask_cluster, recipe, rows
 
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("duckdb")
@@ -205,21 +202,7 @@ def test_diff_of_a_run_with_itself_is_zero_and_a_missing_rank_has_no_calls(runs,
 
 
 def test_the_gpu_recipes_give_the_same_results_on_a_dask_cluster(runs, tmp_path):
-    distributed = pytest.importorskip("distributed")
-    scheduler_file = tmp_path / "scheduler.json"
-    env = dict(os.environ, CUTRACE_TABLES_LIBRARY=str(LIBRARY),
-               PYTHONPATH=str(SOURCE_PYTHON) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    common = ["--scheduler-file", str(scheduler_file), "--no-dashboard"]
-    started = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                 "--port", "0", *common], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    try:
-        wait_for(scheduler_file.exists, "the scheduler file")
-        started.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", "--host", "127.0.0.1", "--name", "w1",
-             "--nworkers", "1", "--nthreads", "1", *common], env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        with distributed.Client(scheduler_file=str(scheduler_file), timeout="30s") as client:
-            client.wait_for_workers(1, timeout=60)
+    with dask_cluster(tmp_path, 1) as scheduler_file:
         dask = ["--mode", "dask-futures", "--scheduler-file", scheduler_file]
         out = tmp_path / "proj"
         recipe("nvtx_gpu_proj_trace", "--input", runs["proj"], "--output", out, *dask)
@@ -235,12 +218,3 @@ def test_the_gpu_recipes_give_the_same_results_on_a_dask_cluster(runs, tmp_path)
             recipe(name, "--input", *inputs, "--output", there, *dask, *options)
             for file in files:
                 assert rows(there / file) == rows(here / file) != [], (name, file)
-    finally:
-        for p in reversed(started):
-            p.terminate()
-        for p in reversed(started):
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
