@@ -613,8 +613,13 @@ void Recorder::remember_string(const uint8_t* record) {
     // CUPTI that started late, after the shim said it had not started in time: the start wins, in
     // whichever order the two threads' rings are drained.
     if (p.gpu_status_code == 0 && s.key != 0) return;
+    const std::string_view text(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 600));
+    // The end of capture restates the start's status with how it ended ("..., until capture ended for
+    // good"): the start, drained later from its own thread's ring, does not take that back.
+    if (p.gpu_status_code == 0 && s.key == 0 && p.gpu_status.size() > text.size() && p.gpu_status.starts_with(text))
+      return;
     p.gpu_status_code = uint32_t(s.key);
-    p.gpu_status.assign(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 600));
+    p.gpu_status.assign(text);
     return;
   }
   if (s.header.aux == uint32_t(abi::StringKind::kPythonFramesStatus)) {
