@@ -30,7 +30,11 @@ measure "cuda_api_sum (column)" "$events" "$build/bin/cutrace" stats -q "$trace"
 measure "cuda_api_trace (csv)" "$events" "$build/bin/cutrace" stats -r cuda_api_trace -f csv "$trace"
 measure "cuda_api_trace (column)" "$events" "$build/bin/cutrace" stats -r cuda_api_trace "$trace"
 measure "info" "$events" "$build/bin/cutrace" info "$trace"
-measure "export perfetto" "$events" "$build/bin/cutrace" export --type perfetto -o "$work/big.json" "$trace"
+measure "export perfetto" "$events" "$build/bin/cutrace" export --type perfetto -o "$work/big.pftrace" "$trace"
+echo "  $(stat -c %s "$work/big.pftrace") bytes, $(awk -v b="$(stat -c %s "$work/big.pftrace")" -v n="$events" 'BEGIN { printf "%.1f", b / n }') per event"
+rm -f "$work/big.pftrace"
+measure "export perfetto-json" "$events" "$build/bin/cutrace" export --type perfetto-json -o "$work/big.json" "$trace"
+echo "  $(stat -c %s "$work/big.json") bytes, $(awk -v b="$(stat -c %s "$work/big.json")" -v n="$events" 'BEGIN { printf "%.1f", b / n }') per event"
 rm -f "$work/big.json"
 
 # The table exports (docs/sql.md), counted in rows of all tables; the Parquet and Arrow ones and the

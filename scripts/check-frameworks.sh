@@ -118,7 +118,7 @@ PY
       echo "=== $set torch: the Python lines of PyTorch's runtime calls"
       "$cutrace" profile -q -f true --cudabacktrace all:0 -o "$out/$set-torch-lines" -- "$venv/bin/python" \
         "$here/frameworks/torch_lines.py" > "$out/$set-torch-lines.stdout" 2>&1 || true
-      "$cutrace" export --type perfetto -f -o "$out/$set-torch-lines.json" "$out/$set-torch-lines.cutrace" 2>/dev/null
+      "$cutrace" export --type perfetto-json -f -o "$out/$set-torch-lines.json" "$out/$set-torch-lines.cutrace" 2>/dev/null
       python3 - "$out/$set-torch-lines.json" "$here/frameworks/torch_lines.py" <<'PY' || status=1
 import json, os, sys
 events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "cuda_runtime"]

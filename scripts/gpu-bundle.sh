@@ -28,7 +28,7 @@ for app in sim_vector_add sim_vector_add_static sim_streams sim_threads sim_cubl
   cp "$build/tests/bin/$app" "$bundle/build/tests/bin/"
 done
 
-for lib in libunwind.so.8 libzstd.so.1 libdw.so.1 libelf.so.1 libbz2.so.1.0 liblzma.so.5; do
+for lib in libunwind.so.8 libzstd.so.1 libdw.so.1 libelf.so.1 libbz2.so.1.0 liblzma.so.5 libprotobuf-lite.so.32; do
   cp -L "$(ldconfig -p | awk -v n="$lib" '$1 == n && /x86-64/ {print $NF; exit}')" "$bundle/libs/$lib"
 done
 cuda12_root=$(awk -F= '/^CUTRACE_CUDA12_ROOT:/ {print $2}' "$build/CMakeCache.txt")

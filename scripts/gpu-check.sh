@@ -52,7 +52,7 @@ uname -r
 $python -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
 
 # The libraries the bundle brings that the machine may lack, where the dynamic linker looks.
-for lib in "$bundle"/libs/lib{unwind.so.8,zstd.so.1,dw.so.1,elf.so.1,bz2.so.1.0,lzma.so.5}; do
+for lib in "$bundle"/libs/lib{unwind.so.8,zstd.so.1,dw.so.1,elf.so.1,bz2.so.1.0,lzma.so.5,protobuf-lite.so.32}; do
   ldconfig -p | grep -q "$(basename "$lib") " || cp "$lib" /usr/local/lib/
 done
 ldconfig
@@ -148,8 +148,11 @@ if [[ -f $train ]]; then
   mkdir -p "$results/job"
   cp "$train" "$results/job/rank0.cutrace"
   cp "$train" "$results/job/rank1.cutrace"
-  timeout 300 "$cutrace" export --type perfetto -f true -o "$results/job.json.gz" "$results/job"/rank*.cutrace
+  timeout 300 "$cutrace" export --type perfetto -f true -o "$results/job.pftrace" "$results/job"/rank*.cutrace
   echo "exit $?"
+  timeout 300 "$cutrace" export --type perfetto-json -f true -o "$results/job.json.gz" "$results/job"/rank*.cutrace
+  echo "exit $?"
+  ls -l "$results/job.pftrace" "$results/job.json.gz"
   export CUTRACE_TABLES_LIBRARY=$bundle/build/lib/libcutrace-tables.so PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
   if $python -c "import pyarrow, duckdb" 2>/dev/null; then
     timeout 300 "$cutrace" analyze "$train" | head -80; echo "exit $?"

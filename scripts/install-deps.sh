@@ -20,7 +20,9 @@ packages=(
   libdw-dev           # elfutils' libdw/libdwfl: the tools name backtrace frames (function, file:line, inlining)
   libzstd-dev         # trace file compression
   libsqlite3-dev      # cutrace export --type sqlite: the database nsys users query with SQL
-  zlib1g-dev          # gzip-compressed Perfetto JSON (cutrace export --gzip), which the Perfetto UI opens
+  zlib1g-dev          # gzip-compressed Perfetto exports (cutrace export --gzip), which the Perfetto UI opens
+  libprotobuf-dev     # cutrace export --type perfetto: Perfetto's protobuf format, written with libprotobuf-lite
+  protobuf-compiler   # protoc compiles the part of Perfetto's schema the writer uses, at build time
   libgtest-dev        # unit tests (GoogleTest)
   libbenchmark-dev    # benchmarks (Google Benchmark)
   python3             # the wrapper generator and build-time code generators (3.11: tomllib)
@@ -39,6 +41,8 @@ python_packages=(
   duckdb==1.4.2       # tests and docs/sql.md: SQL over the tables and over a Parquet export; cutrace recipe
   dask==2026.8.0      # cutrace recipe --mode dask-futures (its test starts a scheduler and two workers)
   distributed==2026.8.0  # the Dask scheduler, workers and client of that mode
+  perfetto==0.59.1    # tests: Perfetto's own proto definitions (perfetto_trace_pb2) parse `cutrace export --type perfetto`
+  protobuf==6.33.6    # the runtime those generated definitions need (6.31 or newer of major version 6)
 )
 
 # Holistic Trace Analysis reads `cutrace export --type kineto` in its tests. Its wheel declares

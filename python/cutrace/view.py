@@ -1,7 +1,8 @@
 """`cutrace view [options] TRACE|DIR|EXPORT`: opens a trace in the Perfetto UI (ui.perfetto.dev) with one
 command.
 
-A .cutrace is exported first (`cutrace export --type perfetto`, into a temporary directory); a directory's
+A .cutrace is exported first (`cutrace export --type perfetto`: Perfetto's protobuf format, which the UI
+loads faster and in larger sizes than JSON; into a temporary directory); a directory's
 traces (a job's ranks) are exported as one timeline, each process named by its rank and host; an export
 already made is served as it is. The file is served from 127.0.0.1 alone, under a path with a random
 component, so that only whoever holds the printed link can fetch it; the link opens the UI, which
@@ -34,9 +35,9 @@ TRACE_SUFFIX = ".cutrace"
 UI_ORIGIN = "https://ui.perfetto.dev"
 # The only port of 127.0.0.1 that ui.perfetto.dev's Content Security Policy lets it fetch from.
 UI_PORT = 9001
-# A trace file of this size or more is exported gzip-compressed: its JSON is then tens of megabytes or
-# more (20 to 120 times the trace), which compression makes 20 times smaller in the temporary
-# directory (often in memory) and in the browser, for about twice the export's time.
+# A trace file of this size or more is exported gzip-compressed: its export is then megabytes or more
+# (several times the trace), which compression makes several times smaller in the temporary directory
+# (often in memory) and on the way to the browser.
 GZIP_FROM_TRACE_BYTES = 1 << 20
 # A connection that sends nothing for this long is closed, so that a stalled client holds no thread.
 IDLE_CONNECTION_SECONDS = 60
@@ -72,8 +73,8 @@ def parser():
                "exit status: 0 once the file was fetched; 1 when it cannot be exported or served; 2 on a "
                "usage error; 3 when the trace is cut off or damaged (its intact part is served); 130 on Ctrl-C.")
     ap.add_argument("trace", metavar="TRACE|DIR|EXPORT",
-                    help="a .cutrace, a directory of them (one timeline), or an export to serve as it is (.json, .json.gz, "
-                         ".pftrace)")
+                    help="a .cutrace, a directory of them (one timeline), or an export to serve as it is (.pftrace, "
+                         ".json, either with .gz)")
     ap.add_argument("--port", type=int, default=UI_PORT, metavar="N",
                     help=f"the port of 127.0.0.1 to serve from (default {UI_PORT}, the only one ui.perfetto.dev "
                          "fetches from unless told otherwise; 0: any free port)")
@@ -140,7 +141,7 @@ def cutrace_executable():
 def served_name(name):
     """The file's name in the link: the UI names the trace by it, and characters outside these would need
     escaping twice (in the link's fragment, then in the URL the UI fetches)."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "trace.json"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "trace.pftrace"
 
 
 def export(traces, args, directory):
@@ -151,7 +152,7 @@ def export(traces, args, directory):
     trace = traces[0]
     stem = (trace.name[:-len(TRACE_SUFFIX)] if trace.name.endswith(TRACE_SUFFIX) else trace.name) if len(traces) == 1 \
         else trace.resolve().parent.name or "job"
-    output = Path(directory) / served_name(stem + (".json.gz" if gzip else ".json"))
+    output = Path(directory) / served_name(stem + (".pftrace.gz" if gzip else ".pftrace"))
     command = [cutrace_executable(), "export", "--type", "perfetto", "-o", str(output)]
     for option, value in (("--from", args.from_), ("--to", args.to), ("--filter-nvtx", args.filter_nvtx)):
         if value is not None:

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <regex>
 #include <tuple>
@@ -34,7 +35,7 @@ std::string types_text() {
 
 void print_help() {
   std::printf("usage: cutrace export --type %s [options] FILE.cutrace\n"
-              "       cutrace export --type perfetto -o JOB.json [options] RANK0.cutrace RANK1.cutrace...\n"
+              "       cutrace export --type perfetto -o JOB.pftrace [options] RANK0.cutrace RANK1.cutrace...\n"
               "\n"
               "Converts a trace for other tools. Several traces (the ranks of a job) make one Perfetto\n"
               "timeline, put on one clock by their wall-clock anchors, each process named \"rank N (host,\n"
@@ -49,9 +50,9 @@ void print_help() {
   }
   std::printf(
       "  -o, --output FILE               output file (default: the trace's name with the type's suffix:\n"
-      "                                  .json, .json.gz, .sqlite)\n"
+      "                                  .pftrace, .json, .sqlite, ...; .gz added when compressed)\n"
       "  -f, --force-overwrite true      replace an existing output file\n"
-      "  -z, --gzip true                 gzip-compress the Perfetto JSON (the UI opens it as it is); also\n"
+      "  -z, --gzip true                 gzip-compress the Perfetto export (the UI opens it as it is); also\n"
       "                                  chosen by an output name ending in .gz\n"
       "      --filter-nvtx RANGE[@DOMAIN|@*][/N]\n"
       "                                  only the time of the NVTX range RANGE (its Nth instance with /N;\n"
@@ -68,15 +69,15 @@ void print_help() {
       "  -q, --quiet                     no progress bar on a terminal\n"
       "  -h, --help                      show this help\n"
       "\n"
-      "The Perfetto UI keeps a trace in the browser's memory (about 2 GB): a warning says when the JSON\n"
-      "is larger than it can load (CUTRACE_PERFETTO_UI_LIMIT_BYTES, default 1 GiB of JSON); export a\n"
-      "window, or open the file with trace_processor --httpd.\n"
+      "The Perfetto UI keeps a trace in the browser's memory (about 2 GB): a warning says when the export\n"
+      "is larger than it can load (CUTRACE_PERFETTO_UI_LIMIT_BYTES, default 2 GiB of protobuf or 1 GiB of\n"
+      "JSON); export a window, or open the file with trace_processor --httpd.\n"
       "\n"
       "exit status: 0; 3 when the trace is cut off or damaged (everything intact in it is still\n"
       "exported, and a warning says what is missing); 1 or 2 when nothing could be exported.\n");
 }
 
-// trace.cutrace -> trace.json (or .json.gz); any other name gets it appended.
+// trace.cutrace -> trace.pftrace (or .pftrace.gz, .json, ...); any other name gets it appended.
 std::string default_output(const std::string& trace_path, const char* extension, bool gzip) {
   const std::string ext = format::kFileExtension;
   const std::string json = std::string(extension) + (gzip ? ".gz" : "");
@@ -126,34 +127,43 @@ int finish_export(reader::TraceReader& trace, Output& out, const std::string& ou
   return exit_code;
 }
 
-// Writes JSON into `out` through `write` (a gzip stream around it when asked), then finishes the
-// stream. False after one sentence on stderr; `bytes` is the JSON's size, for the size warnings.
+// Writes a stream format into `out` through `write` (a gzip stream around it when asked), then
+// finishes the stream. False after one sentence on stderr; `bytes` is the size before compression, for
+// the size warnings.
 template <typename Write>
-bool write_json(Output& out, const std::string& output_path, bool gzip, ProgressBar& progress, uint64_t& bytes,
-                Write&& write) {
+bool write_stream(Output& out, const std::string& output_path, bool gzip, ProgressBar& progress, uint64_t& bytes,
+                  Write&& write) {
   bytes = 0;
-  FILE* json = gzip ? open_gzip_stream(out.file(), &bytes) : out.file();
-  if (!json) {
+  FILE* stream = gzip ? open_gzip_stream(out.file(), &bytes) : out.file();
+  if (!stream) {
     std::fprintf(stderr, "cutrace export: cannot start the gzip compression (out of memory).\n");
     return false;
   }
-  write(json);
+  write(stream);
   progress.finish();
-  if (gzip && std::fclose(json) != 0) {
+  if (gzip && std::fclose(stream) != 0) {
     std::fprintf(stderr, "cutrace export: cannot write %s (%s).\n", output_path.c_str(), std::strerror(errno));
     return false;
   }
   if (!gzip) {
-    std::fflush(json);
-    const long at = std::ftell(json);
+    std::fflush(stream);
+    const long at = std::ftell(stream);
     bytes = at > 0 ? uint64_t(at) : 0;
   }
   return true;
 }
 
+// The timeline format of a Perfetto export type; none for the others.
+std::optional<PerfettoFormat> timeline_format(const ExporterInfo& exporter) {
+  const std::string_view type = exporter.type;
+  if (type == "perfetto") return PerfettoFormat::kProtobuf;
+  if (type == "perfetto-json") return PerfettoFormat::kJson;
+  return std::nullopt;
+}
+
 // Several traces as one Perfetto timeline (write_perfetto_job).
-int export_job(const std::vector<std::string>& paths, const std::string& output_path, bool overwrite, bool gzip,
-               bool quiet, const ExportOptions& options) {
+int export_job(const ExporterInfo& exporter, const std::vector<std::string>& paths, const std::string& output_path,
+               bool overwrite, bool gzip, bool quiet, const ExportOptions& options) {
   std::vector<std::unique_ptr<reader::TraceReader>> readers;
   std::vector<reader::TraceReader*> traces;
   uint64_t total_bytes = 0;
@@ -175,11 +185,13 @@ int export_job(const std::vector<std::string>& paths, const std::string& output_
     t->on_chunk([&progress, before](uint64_t done) { progress.update(before + done); });
     before += t->file_bytes();
   }
-  uint64_t json_bytes = 0;
+  uint64_t stream_bytes = 0;
   std::vector<std::string> notes;
   PerfettoCounts counts;
-  if (!write_json(out, output_path, gzip, progress, json_bytes,
-                  [&](FILE* json) { counts = write_perfetto_job(traces, json, options, notes); }))
+  if (!write_stream(out, output_path, gzip, progress, stream_bytes,
+                  [&](FILE* stream) {
+                    counts = write_perfetto_job(traces, stream, options, *timeline_format(exporter), notes);
+                  }))
     return kExitFailure;
   int exit_code = kExitOk;
   for (reader::TraceReader* t : traces) {
@@ -194,7 +206,7 @@ int export_job(const std::vector<std::string>& paths, const std::string& output_
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;
   }
-  for (const std::string& warning : find_exporter("perfetto")->size_warnings(output_path, json_bytes))
+  for (const std::string& warning : exporter.size_warnings(output_path, stream_bytes))
     std::fprintf(stderr, "cutrace export: warning: %s.\n", warning.c_str());
   if (!out.is_stdout())
     std::fprintf(stderr, "cutrace export: wrote %s (%zu traces: %s calls, %s processes, %s threads).\n",
@@ -286,14 +298,14 @@ int export_main(int argc, char** argv) {
     std::fprintf(stderr, "cutrace export: no trace given; usage: cutrace export --type %s FILE.cutrace.\n", type.c_str());
     return kExitUsage;
   }
-  if (traces.size() > 1 && std::string_view(exporter->type) != "perfetto") {
-    std::fprintf(stderr, "cutrace export: several traces are merged into one timeline by --type perfetto only; "
-                         "export each trace on its own with --type %s.\n", exporter->type);
+  if (traces.size() > 1 && !timeline_format(*exporter)) {
+    std::fprintf(stderr, "cutrace export: several traces are merged into one timeline by --type perfetto and "
+                         "perfetto-json only; export each trace on its own with --type %s.\n", exporter->type);
     return kExitUsage;
   }
   if (traces.size() > 1 && output_arg.empty()) {
-    std::fprintf(stderr, "cutrace export: %zu traces make one timeline; name it with -o (e.g. -o job.json).\n",
-                 traces.size());
+    std::fprintf(stderr, "cutrace export: %zu traces make one timeline; name it with -o (e.g. -o job%s).\n",
+                 traces.size(), exporter->extension);
     return kExitUsage;
   }
   if (traces.size() > 1 && !filter_arg.empty()) {
@@ -337,7 +349,7 @@ int export_main(int argc, char** argv) {
                          "/INDEX, not '%s'.\n", filter_arg.c_str());
     return kExitUsage;
   }
-  if (traces.size() > 1) return export_job(traces, output_arg, overwrite, gzip || output_arg.ends_with(".gz"), quiet, options);
+  if (traces.size() > 1) return export_job(*exporter, traces, output_arg, overwrite, gzip || output_arg.ends_with(".gz"), quiet, options);
   reader::TraceReader trace;
   if (!open_trace(trace, trace_path, "export")) return kExitFailure;
   if (filter.on) {
@@ -361,7 +373,7 @@ int export_main(int argc, char** argv) {
   }
   if (output_arg.ends_with(".gz")) gzip = true;
   if (made_of_tables && gzip) {
-    std::fprintf(stderr, "cutrace export: --gzip is for the JSON of --type perfetto; a %s export is not compressed.\n",
+    std::fprintf(stderr, "cutrace export: --gzip is for the Perfetto exports; a %s export is not compressed.\n",
                  exporter->type);
     return kExitUsage;
   }
@@ -395,7 +407,7 @@ int export_main(int argc, char** argv) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;
   }
-  uint64_t json_bytes = 0;
+  uint64_t stream_bytes = 0;
   ProgressBar progress("cutrace export", trace.file_bytes(), !quiet);
   progress.follow(trace);
   if (exporter->write_file) {
@@ -409,10 +421,10 @@ int export_main(int argc, char** argv) {
     return finish_export(trace, out, output_path, result, nullptr, 0);
   }
   ExportResult result;
-  if (!write_json(out, output_path, gzip, progress, json_bytes,
-                  [&](FILE* json) { result = exporter->write(trace, json, options); }))
+  if (!write_stream(out, output_path, gzip, progress, stream_bytes,
+                  [&](FILE* stream) { result = exporter->write(trace, stream, options); }))
     return kExitFailure;
-  return finish_export(trace, out, output_path, result, exporter->size_warnings, json_bytes);
+  return finish_export(trace, out, output_path, result, exporter->size_warnings, stream_bytes);
 }
 
 }  // namespace cutrace::report

@@ -13,8 +13,7 @@ namespace {
 
 std::string count(uint64_t n, const char* one, const char* many) { return reader::thousands(n) + " " + (n == 1 ? one : many); }
 
-ExportResult write_perfetto_json(reader::TraceReader& reader, FILE* out, const ExportOptions& options) {
-  const PerfettoCounts counts = write_perfetto(reader, out, options);
+ExportResult timeline_result(const PerfettoCounts& counts) {
   ExportResult result;
   std::string more = counts.nvtx ? ", " + count(counts.nvtx, "NVTX range or mark", "NVTX ranges and marks") : "";
   if (counts.samples) more += ", " + count(counts.samples, "CPU sample", "CPU samples");
@@ -26,26 +25,44 @@ ExportResult write_perfetto_json(reader::TraceReader& reader, FILE* out, const E
   return result;
 }
 
+ExportResult write_perfetto_protobuf(reader::TraceReader& reader, FILE* out, const ExportOptions& options) {
+  return timeline_result(write_perfetto(reader, out, options, PerfettoFormat::kProtobuf));
+}
+
+ExportResult write_perfetto_json(reader::TraceReader& reader, FILE* out, const ExportOptions& options) {
+  return timeline_result(write_perfetto(reader, out, options, PerfettoFormat::kJson));
+}
+
 // The Perfetto UI keeps a trace in the browser's memory (about 2 GB); CUTRACE_PERFETTO_UI_LIMIT_BYTES
-// moves the line (default 1 GiB of JSON).
-std::vector<std::string> perfetto_size_warnings(const std::string& path, uint64_t bytes) {
-  uint64_t limit = uint64_t(1) << 30;
+// moves the line (default 1 GiB of JSON, which the UI parses into several times its size, or 2 GiB of
+// protobuf).
+std::vector<std::string> size_warnings(const std::string& path, uint64_t bytes, uint64_t limit, const char* what) {
   if (const char* text = std::getenv("CUTRACE_PERFETTO_UI_LIMIT_BYTES"); text && *text) {
     char* end = nullptr;
     const unsigned long long v = std::strtoull(text, &end, 10);
     if (*end == '\0') limit = v;
   }
   if (bytes <= limit) return {};
-  return {path + " holds " + reader::thousands(bytes) + " bytes of JSON, more than the Perfetto UI can load in a "
-          "browser; export a part with --from and --to, or open it with trace_processor --httpd"};
+  return {path + " holds " + reader::thousands(bytes) + " bytes of " + what + ", more than the Perfetto UI can load "
+          "in a browser; export a part with --from and --to, or open it with trace_processor --httpd"};
+}
+
+std::vector<std::string> json_size_warnings(const std::string& path, uint64_t bytes) {
+  return size_warnings(path, bytes, uint64_t(1) << 30, "JSON");
+}
+
+std::vector<std::string> protobuf_size_warnings(const std::string& path, uint64_t bytes) {
+  return size_warnings(path, bytes, uint64_t(2) << 30, "protobuf");
 }
 
 }  // namespace
 
 const std::vector<ExporterInfo>& exporters() {
   static const std::vector<ExporterInfo> kExporters = {
-      {"perfetto", "Chrome trace-event JSON, for ui.perfetto.dev and chrome://tracing", ".json", write_perfetto_json,
-       nullptr, nullptr, perfetto_size_warnings},
+      {"perfetto", "Perfetto's protobuf trace, for ui.perfetto.dev and trace_processor", ".pftrace",
+       write_perfetto_protobuf, nullptr, nullptr, protobuf_size_warnings},
+      {"perfetto-json", "Chrome trace-event JSON, for ui.perfetto.dev and chrome://tracing", ".json", write_perfetto_json,
+       nullptr, nullptr, json_size_warnings},
       {"sqlite", "an SQLite database with nsys's tables and columns (docs/sql.md)", ".sqlite", nullptr, write_sqlite,
        nullptr, nullptr},
       {"parquetdir", "a directory of Parquet files, one per table of the SQLite export (needs pyarrow)", "_pqtdir",

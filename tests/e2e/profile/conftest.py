@@ -146,7 +146,7 @@ def calls(trace, tmp_path, domains=("cuda_runtime",)):
     in args), which is what the programs count themselves. The simulated runtime makes driver calls
     inside its own, as the real one does: runtime-only by default, so that programs' counts compare."""
     out = tmp_path / (Path(trace).stem + ".json")
-    run_tool("export", "--type", "perfetto", "-o", out, "--force-overwrite", "true", "--show-internal", "true", trace)
+    run_tool("export", "--type", "perfetto-json", "-o", out, "--force-overwrite", "true", "--show-internal", "true", trace)
     with open(out) as f:
         doc = json.load(f)
     # GPU work from CUPTI ("cuda_gpu") is on tracks of its own, and no call.

@@ -259,7 +259,7 @@ def test_a_rebuilt_or_missing_binary_is_never_named_from_another_build(tmp_path)
     # The export takes it too, and so do both from $CUTRACE_SYMBOL_PATH.
     out = tmp_path / "named.json"
     env = dict(os.environ, CUTRACE_SYMBOL_PATH=str(by_name))
-    subprocess.run([str(CUTRACE), "export", "--type", "perfetto", "-o", str(out), str(trace)], env=env, check=True,
+    subprocess.run([str(CUTRACE), "export", "--type", "perfetto-json", "-o", str(out), str(trace)], env=env, check=True,
                    capture_output=True, timeout=60)
     stacks = [e["args"]["stack"] for e in json.loads(out.read_text())["traceEvents"] if "stack" in e.get("args", {})]
     assert stacks and stacks[0][0] == site

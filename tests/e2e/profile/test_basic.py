@@ -159,9 +159,9 @@ def test_stats_formats_and_perfetto_export_are_well_formed(tmp_path):
     assert [(d["trace"], d["report"]) for d in doc] == [(str(trace), "cuda_api_sum")]
     assert {r["Name"] for r in doc[0]["rows"]} >= {"cudaMalloc", "cudaMemcpy", "cudaLaunchKernel", "cudaFree"}
     out = tmp_path / "trace.json"
-    run_tool("export", "--type", "perfetto", "-o", out, trace)
+    run_tool("export", "--type", "perfetto-json", "-o", out, trace)
     # An existing export is not overwritten without being asked to.
-    again = run_tool("export", "--type", "perfetto", "-o", out, trace, check=False)
+    again = run_tool("export", "--type", "perfetto-json", "-o", out, trace, check=False)
     assert again.returncode != 0 and "exists" in again.stderr
 
 

@@ -30,7 +30,7 @@ def nvtx_sum(trace):
 
 def export(trace, tmp_path):
     out = tmp_path / "nvtx.json"
-    run_tool("export", "--type", "perfetto", "-o", out, "-f", "true", trace)
+    run_tool("export", "--type", "perfetto-json", "-o", out, "-f", "true", trace)
     return json.loads(out.read_text())["traceEvents"]
 
 
@@ -145,10 +145,10 @@ def test_reports_limited_to_one_nvtx_range(tmp_path):
     _, one_worker = profile(tmp_path, [app("nvtx_app"), "1", "10"], name="one_worker")
     assert calls("b.step@lib_b", one_worker) is None  # nothing inside it: SKIPPED
     out = tmp_path / "window.json"
-    run_tool("export", "--type", "perfetto", "-o", out, "--filter-nvtx", "outer/7", one_worker)
+    run_tool("export", "--type", "perfetto-json", "-o", out, "--filter-nvtx", "outer/7", one_worker)
     events = json.loads(out.read_text())["traceEvents"]
     assert [e["name"] for e in events if e.get("cat") == "cuda_runtime"] == ["cudaGetDevice"]
     assert len([e for e in events if e.get("cat") == "nvtx" and e["name"] == "outer"]) == 1
-    proc = run_tool("export", "--type", "perfetto", "-o", tmp_path / "none.json", "--filter-nvtx", "b.step", trace,
+    proc = run_tool("export", "--type", "perfetto-json", "-o", tmp_path / "none.json", "--filter-nvtx", "b.step", trace,
                     expect=4)
     assert not (tmp_path / "none.json").exists()

@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as perfetto_pb2
 
 from conftest import CUTRACE, app, profile, run_tool
 
@@ -29,7 +30,7 @@ def trace(tmp_path_factory):
 
 
 def exported(trace, tmp_path, *options):
-    out = tmp_path / "reference.json"
+    out = tmp_path / "reference.pftrace"
     run_tool("export", "--type", "perfetto", "-o", out, "-f", "true", *options, trace)
     return out.read_bytes()
 
@@ -119,13 +120,13 @@ def test_the_ui_is_served_the_export_from_127_0_0_1_alone_and_the_command_ends_a
     assert view.match, view.link
     # Any port but the UI's own 9001 needs the UI to relax its Content Security Policy for it.
     assert view.match.group(5) == str(view.port)
-    assert view.url.endswith("/trace.json")
+    assert view.url.endswith("/trace.pftrace")
     assert listening_addresses(view.proc.pid) == [f"0100007F:{view.port}"]  # 127.0.0.1, nothing else
 
     # The UI's probe for a trace processor, a wrong path, and the right name under a wrong path.
     base = f"http://127.0.0.1:{view.port}"
     assert request(base + "/status", "POST")[0] == 404
-    assert request(base + "/trace.json")[0] == 404
+    assert request(base + "/trace.pftrace")[0] == 404
     assert request(base + "/x" + view.match.group(3))[0] == 404
     assert request(base + re.sub(r"^/[^/]+/", "/AAAAAAAAAAAAAAAAAAAAAA/", view.match.group(3)))[0] == 404
 
@@ -144,13 +145,13 @@ def test_the_ui_is_served_the_export_from_127_0_0_1_alone_and_the_command_ends_a
     status, headers, body = request(view.url, headers={"Origin": UI})
     assert status == 200
     assert headers["Access-Control-Allow-Origin"] == UI
-    assert headers["Content-Type"] == "application/json"
+    assert headers["Content-Type"] == "application/octet-stream"
     assert body == reference
 
     code, out, err = view.end()
     assert (code, out) == (0, ""), err
     assert "Traceback" not in err
-    assert "the UI fetched trace.json; done." in err
+    assert "the UI fetched trace.pftrace; done." in err
     assert not export_directory(err).exists()
     assert not opened.exists()  # no browser unless asked
 
@@ -159,7 +160,7 @@ def test_gzip_is_served_compressed_and_an_export_as_it_is(trace, tmp_path):
     reference = exported(trace, tmp_path)
     env, opened = browser(tmp_path)
     view = View("--port", "0", "--gzip", "true", "-q", "--open", trace, env=env)
-    assert view.match and view.url.endswith("/trace.json.gz"), view.link
+    assert view.match and view.url.endswith("/trace.pftrace.gz"), view.link
     status, headers, body = request(view.url)
     assert (status, headers["Content-Type"]) == (200, "application/gzip")
     assert gzip.decompress(body) == reference
@@ -169,7 +170,7 @@ def test_gzip_is_served_compressed_and_an_export_as_it_is(trace, tmp_path):
     assert opened.read_text() == view.link
 
     given = tmp_path / "given run.json.gz"
-    run_tool("export", "--type", "perfetto", "-z", "true", "-o", given, trace)
+    run_tool("export", "--type", "perfetto-json", "-z", "true", "-o", given, trace)
     view = View("--port", "0", given)
     assert view.match and view.url.endswith("/given_run.json.gz"), view.link
     status, _, body = request(view.url)
@@ -210,10 +211,10 @@ def test_a_directory_of_traces_is_served_as_one_timeline(trace, tmp_path):
     assert view.link is not None
     status, headers, body = request(view.url)
     assert status == 200
-    merged = json.loads(body)
-    names = sorted(e["args"]["name"] for e in merged["traceEvents"] if e.get("name") == "process_name")
+    merged = perfetto_pb2.Trace.FromString(body)
+    names = sorted(p.track_descriptor.process.process_name for p in merged.packet
+                   if p.track_descriptor.process.process_name)
     assert len(names) == 2 and names[0].startswith("trace 0 (") and names[1].startswith("trace 1 ("), names
-    assert [t["trace"] for t in merged["otherData"]["traces"]] == [str(job / "rank0.cutrace"), str(job / "rank1.cutrace")]
     assert view.end()[0] == 0
 
 
@@ -224,7 +225,7 @@ def test_what_cannot_be_served_is_refused(trace, tmp_path):
                                                       "check the path.\n"))
 
     json_export = tmp_path / "given.json"
-    json_export.write_bytes(exported(trace, tmp_path))
+    run_tool("export", "--type", "perfetto-json", "-o", json_export, trace)
     view = View("--from", "1s", json_export)
     code, _, err = view.end()
     assert (view.link, code) == (None, 2)
@@ -243,7 +244,7 @@ def test_what_cannot_be_served_is_refused(trace, tmp_path):
 def test_a_cut_off_trace_is_served_and_its_status_is_3(trace, tmp_path):
     cut = tmp_path / "cut.cutrace"
     cut.write_bytes(trace.read_bytes()[:trace.stat().st_size * 2 // 3])
-    out = tmp_path / "reference.json"
+    out = tmp_path / "reference.pftrace"
     run_tool("export", "--type", "perfetto", "-o", out, cut, expect=3)
     view = View("--port", "0", cut)
     assert view.match, view.link

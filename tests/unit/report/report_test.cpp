@@ -247,7 +247,7 @@ TEST(PerfettoExport, SeveralTracesAreOneTimelineOnTheWallClock) {
   // Rank 1's host booted later (a smaller monotonic clock) and its recording started 2.5 ms later.
   write_rank(a, 0, "node01", kT0, kWall);
   write_rank(b, 1, "node02", kT0 / 2, kWall + 2'500'000);
-  Result r = cli({"export", "--type", "perfetto", "-o", json, b, a});
+  Result r = cli({"export", "--type", "perfetto-json", "-o", json, b, a});
   ASSERT_EQ(r.exit, 3) << r.err;  // the synthetic traces have no end summary: cut off, and said so
   EXPECT_TRUE(contains(r.err, "wrote " + json + " (2 traces: 2 calls, 2 processes, 2 threads)")) << r.err;
   const std::string check =
@@ -262,15 +262,15 @@ TEST(PerfettoExport, SeveralTracesAreOneTimelineOnTheWallClock) {
 
   // Only the Perfetto timeline merges, and it needs a name; the NVTX filter is one trace's.
   EXPECT_EQ(cli({"export", "--type", "sqlite", "-o", temp_path("job.sqlite"), a, b}).exit, 2);
-  EXPECT_EQ(cli({"export", "--type", "perfetto", a, b}).exit, 2);
-  EXPECT_EQ(cli({"export", "--type", "perfetto", "-o", temp_path("j2.json"), "--filter-nvtx", "step", a, b}).exit, 2);
+  EXPECT_EQ(cli({"export", "--type", "perfetto-json", a, b}).exit, 2);
+  EXPECT_EQ(cli({"export", "--type", "perfetto-json", "-o", temp_path("j2.json"), "--filter-nvtx", "step", a, b}).exit, 2);
 }
 
 // The Perfetto export compressed (what the UI opens as it is), limited to a time window, and with a
 // warning when the JSON is larger than the UI can load.
 TEST_F(ReportTest, PerfettoExportGzipWindowAndSizeWarning) {
   const std::string gz = temp_path("trace.json.gz");
-  Result r = cli({"export", "--type", "perfetto", "-o", gz, trace_});
+  Result r = cli({"export", "--type", "perfetto-json", "-o", gz, trace_});
   ASSERT_EQ(r.exit, 0) << r.err;
   const std::string all_check =
       "import gzip,json,sys; d=json.load(gzip.open(sys.argv[1])); "
@@ -280,7 +280,7 @@ TEST_F(ReportTest, PerfettoExportGzipWindowAndSizeWarning) {
   EXPECT_GT(std::stoul(all.out), 10u);
 
   const std::string window = temp_path("window.json");
-  r = cli({"export", "--type", "perfetto", "-o", window, "--from", "10us", "--to", "0.00004", trace_});
+  r = cli({"export", "--type", "perfetto-json", "-o", window, "--from", "10us", "--to", "0.00004", trace_});
   ASSERT_EQ(r.exit, 0) << r.err;
   const std::string window_check =
       "import json,sys; d=json.load(open(sys.argv[1])); x=[e for e in d['traceEvents'] if e['ph']=='X']; "
@@ -288,10 +288,10 @@ TEST_F(ReportTest, PerfettoExportGzipWindowAndSizeWarning) {
   Result in_window = run({PYTHON3, "-c", window_check, window});
   ASSERT_EQ(in_window.exit, 0) << in_window.err;
   EXPECT_LT(std::stoul(in_window.out), std::stoul(all.out));
-  EXPECT_EQ(cli({"export", "--type", "perfetto", "--from", "5ms", "--to", "1ms", trace_}).exit, 2);
-  EXPECT_EQ(cli({"export", "--type", "perfetto", "--from", "soon", trace_}).exit, 2);
+  EXPECT_EQ(cli({"export", "--type", "perfetto-json", "--from", "5ms", "--to", "1ms", trace_}).exit, 2);
+  EXPECT_EQ(cli({"export", "--type", "perfetto-json", "--from", "soon", trace_}).exit, 2);
 
-  Result big = run({"/usr/bin/env", "CUTRACE_PERFETTO_UI_LIMIT_BYTES=100", REPORT_CLI, "export", "--type", "perfetto",
+  Result big = run({"/usr/bin/env", "CUTRACE_PERFETTO_UI_LIMIT_BYTES=100", REPORT_CLI, "export", "--type", "perfetto-json",
                     "-o", temp_path("big.json"), trace_});
   EXPECT_EQ(big.exit, 0) << big.err;
   EXPECT_TRUE(contains(big.err, "bytes of JSON, more than the Perfetto UI can load in a browser; export a part with "
@@ -455,7 +455,7 @@ TEST_F(ReportTest, UnreadableInputsFailWithOneSentence) {
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
     EXPECT_TRUE(contains(r.err, "not a cutrace trace")) << r.err;
   }
-  r = cli({"export", "--type", "perfetto", text});
+  r = cli({"export", "--type", "perfetto-json", text});
   EXPECT_EQ(r.exit, 1);
   EXPECT_TRUE(contains(r.err, "not a cutrace trace")) << r.err;
   r = cli({"info", "--verbose", trace_});
@@ -467,7 +467,7 @@ TEST_F(ReportTest, UnreadableInputsFailWithOneSentence) {
 
 TEST_F(ReportTest, PerfettoExportParsesAndHoldsTracksNamesAndArguments) {
   const std::string out = temp_path("trace.json");
-  Result r = cli({"export", "--type", "perfetto", "-o", out, trace_});
+  Result r = cli({"export", "--type", "perfetto-json", "-o", out, trace_});
   ASSERT_EQ(r.exit, 0) << r.err;
   const uint64_t timed = expected_.api_calls - 4;  // all but the capture-off registrations and __cudaGetKernel
   EXPECT_TRUE(contains(r.err, "wrote " + out + " (" + std::to_string(timed) + " calls, 2 processes, 3 threads)"))
@@ -483,22 +483,22 @@ TEST_F(ReportTest, PerfettoExportHonoursForceOverwriteAndLeavesNoTemporaryFiles)
   const std::string trace = dir + "/run1.cutrace";
   write_small_trace(trace);
   // The default output is the trace's name with .json.
-  Result r = cli({"export", "--type", "perfetto", trace});
+  Result r = cli({"export", "--type", "perfetto-json", trace});
   ASSERT_EQ(r.exit, 0) << r.err;
   const std::string json = dir + "/run1.json";
   ASSERT_FALSE(slurp(json).empty());
-  r = cli({"export", "--type", "perfetto", trace});
+  r = cli({"export", "--type", "perfetto-json", trace});
   EXPECT_EQ(r.exit, 1);
   EXPECT_EQ(r.err, "cutrace export: " + json +
                        " already exists; pass -f true to overwrite it or choose another name with -o.\n");
-  EXPECT_EQ(cli({"export", "--type", "perfetto", "-f", "true", trace}).exit, 0);
-  EXPECT_EQ(cli({"export", "--type", "perfetto", "--force-overwrite=true", trace}).exit, 0);
-  EXPECT_EQ(cli({"export", "--type", "perfetto", "--force-overwrite", "TRUE", trace}).exit, 0);
-  Result bad = cli({"export", "--type", "perfetto", "--force-overwrite=yes", trace});
+  EXPECT_EQ(cli({"export", "--type", "perfetto-json", "-f", "true", trace}).exit, 0);
+  EXPECT_EQ(cli({"export", "--type", "perfetto-json", "--force-overwrite=true", trace}).exit, 0);
+  EXPECT_EQ(cli({"export", "--type", "perfetto-json", "--force-overwrite", "TRUE", trace}).exit, 0);
+  Result bad = cli({"export", "--type", "perfetto-json", "--force-overwrite=yes", trace});
   EXPECT_EQ(bad.exit, 2);
   EXPECT_EQ(bad.err, "cutrace export: --force-overwrite takes true or false.\n");
-  EXPECT_EQ(cli({"export", "-f", "--type", "perfetto", trace}).exit, 0);  // a bare -f means true
-  EXPECT_EQ(cli({"export", "--type", "perfetto", "--force-overwrite", "false", trace}).exit, 1);
+  EXPECT_EQ(cli({"export", "-f", "--type", "perfetto-json", trace}).exit, 0);  // a bare -f means true
+  EXPECT_EQ(cli({"export", "--type", "perfetto-json", "--force-overwrite", "false", trace}).exit, 1);
   DIR* d = opendir(dir.c_str());
   ASSERT_NE(d, nullptr);
   std::vector<std::string> names;
@@ -512,11 +512,11 @@ TEST_F(ReportTest, PerfettoExportHonoursForceOverwriteAndLeavesNoTemporaryFiles)
 TEST_F(ReportTest, ExportRefusesBadUsageWithOneSentence) {
   Result r = cli({"export", trace_});
   EXPECT_EQ(r.exit, 2);
-  EXPECT_EQ(r.err, "cutrace export: no export type given; add --type TYPE (perfetto, sqlite, parquetdir, arrowdir and kineto).\n");
+  EXPECT_EQ(r.err, "cutrace export: no export type given; add --type TYPE (perfetto, perfetto-json, sqlite, parquetdir, arrowdir and kineto).\n");
   r = cli({"export", "--type", "parquet", trace_});
   EXPECT_EQ(r.exit, 2);
-  EXPECT_EQ(r.err, "cutrace export: unknown export type 'parquet'; the available types are perfetto, sqlite, parquetdir, arrowdir and kineto.\n");
-  r = cli({"export", "--type", "perfetto", "-o", "/nonexistent/dir/out.json", trace_});
+  EXPECT_EQ(r.err, "cutrace export: unknown export type 'parquet'; the available types are perfetto, perfetto-json, sqlite, parquetdir, arrowdir and kineto.\n");
+  r = cli({"export", "--type", "perfetto-json", "-o", "/nonexistent/dir/out.json", trace_});
   EXPECT_EQ(r.exit, 1);
   EXPECT_EQ(count_lines(r.err), 1u) << r.err;
   EXPECT_TRUE(contains(r.err, "cannot create /nonexistent/dir/out.json")) << r.err;
@@ -529,7 +529,7 @@ TEST_F(ReportTest, PerfettoExportOfACutTraceIsValidJson) {
   bytes.resize(offsets[3] + 50);
   write_file(cut, bytes);
   const std::string out = temp_path("cut.json");
-  Result r = cli({"export", "--type", "perfetto", "-o", out, cut});
+  Result r = cli({"export", "--type", "perfetto-json", "-o", out, cut});
   ASSERT_EQ(r.exit, 3) << r.err;
   EXPECT_TRUE(contains(r.err, "warning: " + cut + ": truncated at byte")) << r.err;
   const std::string check =
@@ -778,7 +778,7 @@ TEST(GpuActivity, ApiGpuSumPutsCallsKernelsAndMemoryOperationsInOneTable) {
 TEST(GpuActivity, PerfettoPutsGpuWorkOnStreamTracksWithFlowsFromItsCall) {
   const std::string trace = write_gpu_trace();
   const std::string out = temp_path("gpu.json");
-  Result r = cli({"export", "--type", "perfetto", "-o", out, "--force-overwrite", "true", trace});
+  Result r = cli({"export", "--type", "perfetto-json", "-o", out, "--force-overwrite", "true", trace});
   ASSERT_EQ(r.exit, 0) << r.err;
   const std::string check = R"(
 import json, sys
@@ -907,7 +907,7 @@ TEST(NestedCalls, ApiTraceShowsDepthSelfTimeAndDecodedArguments) {
 TEST(NestedCalls, PerfettoExportNestsSlicesAndDecodesArguments) {
   const std::string trace = write_nesting_trace();
   const std::string out = temp_path("nesting.json");
-  Result r = cli({"export", "--type", "perfetto", "-o", out, trace});
+  Result r = cli({"export", "--type", "perfetto-json", "-o", out, trace});
   ASSERT_EQ(r.exit, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "(14 calls, 1 process, 1 thread)")) << r.err;
   // In file order every slice lies inside the slice open before it or starts after it ends, so a
@@ -931,7 +931,7 @@ TEST(NestedCalls, PerfettoExportNestsSlicesAndDecodesArguments) {
       "print('ok')";
   Result py = run({PYTHON3, "-c", check, out});
   EXPECT_EQ(py.exit, 0) << py.out << py.err;
-  Result all = cli({"export", "--type", "perfetto", "-f", "--show-internal", "true", "-o", out, trace});
+  Result all = cli({"export", "--type", "perfetto-json", "-f", "--show-internal", "true", "-o", out, trace});
   EXPECT_TRUE(contains(all.err, "(15 calls, 1 process, 1 thread)")) << all.err;
 }
 
@@ -977,7 +977,7 @@ TEST(TraceWarnings, StatsExportAndInfoRepeatThem) {
   EXPECT_EQ(stats.exit, 0);
   EXPECT_EQ(stats.err, "cutrace stats: warning: " + first + ".\ncutrace stats: warning: " + second +
                            ".\nSKIPPED: " + path + " does not contain cuBLAS trace data.\n");
-  Result exported = cli({"export", "--type", "perfetto", "-o", temp_path("warned.json"), path});
+  Result exported = cli({"export", "--type", "perfetto-json", "-o", temp_path("warned.json"), path});
   EXPECT_EQ(exported.exit, 0);
   EXPECT_TRUE(contains(exported.err, "cutrace export: warning: " + first + ".\n")) << exported.err;
   EXPECT_EQ(count_lines(exported.err), 3u) << exported.err;  // two warnings and the "wrote" line
@@ -1006,7 +1006,7 @@ TEST_F(ReportTest, JsonStringsAreAlwaysValidUtf8) {
   r.add_to(w, 0);
   ASSERT_TRUE(w.finish({}, {{0, 0, 3, 0, 0}}));
   const std::string out = temp_path("names.json");
-  ASSERT_EQ(cli({"export", "--type", "perfetto", "-o", out, path}).exit, 0);
+  ASSERT_EQ(cli({"export", "--type", "perfetto-json", "-o", out, path}).exit, 0);
   const std::string check =
       "import json,sys; d=json.load(open(sys.argv[1],encoding='utf-8')); "
       "n={e['name']:e['args']['name'] for e in d['traceEvents'] if e['ph']=='M'}; "
