@@ -117,9 +117,21 @@ struct ProtoSink::State {
 
   // The same, for a string that is usually the one `recent` held last (a call's argument names and
   // values, slot by slot, are those of the previous call of its api): compared, not hashed.
-  uint64_t iid(Sequence& seq, InternTable table, std::string_view s, std::pair<std::string, uint64_t>& recent) {
-    if (recent.second == 0 || recent.first != s) recent = {std::string(s), tables[table].id(s)};
-    return define(seq, table, s, recent.second);
+  // `unmoving`: `s` stays where it is with the same text for as long as this file is written (an api
+  // table's names, static strings), so the same place is the same string.
+  struct Recent {
+    const char* data = nullptr;
+    std::string text;
+    uint64_t id = 0;
+  };
+  uint64_t iid(Sequence& seq, InternTable table, std::string_view s, Recent& recent, bool unmoving) {
+    const bool same_place = unmoving && recent.data == s.data() && recent.text.size() == s.size();
+    if (recent.id == 0 || (!same_place && recent.text != s)) {
+      recent.text.assign(s);
+      recent.id = tables[table].id(s);
+    }
+    recent.data = unmoving ? s.data() : nullptr;
+    return define(seq, table, s, recent.id);
   }
 
   uint64_t define(Sequence& seq, InternTable table, std::string_view s, uint64_t id) {
@@ -161,8 +173,8 @@ struct ProtoSink::State {
   // What a call of one api interned last: its name, its domain and, slot by slot, its arguments'
   // names and repeated values. By api id, which is one trace's numbering: cleared between traces.
   struct ApiStrings {
-    std::pair<std::string, uint64_t> name, category;
-    std::vector<std::pair<std::string, uint64_t>> keys, values;
+    Recent name, category;
+    std::vector<Recent> keys, values;
   };
 
   void annotate(Sequence& seq, pb::TrackEvent* event, const TimelineArgs& args, ApiStrings* recent = nullptr) {
@@ -173,13 +185,14 @@ struct ProtoSink::State {
     size_t slot = 0;
     for (const TimelineArg& a : args) {
       pb::DebugAnnotation* d = event->add_debug_annotations();
-      d->set_name_iid(recent ? iid(seq, kKeys, a.key, recent->keys[slot]) : iid(seq, kKeys, a.key));
+      d->set_name_iid(recent ? iid(seq, kKeys, a.key, recent->keys[slot], true) : iid(seq, kKeys, a.key));
       switch (a.type) {
         case TimelineArg::Type::kUnsigned: d->set_uint_value(a.u); break;
         case TimelineArg::Type::kSigned: d->set_int_value(a.s); break;
         case TimelineArg::Type::kText:
           if (a.repeats)
-            d->set_string_value_iid(recent ? iid(seq, kValues, a.text, recent->values[slot]) : iid(seq, kValues, a.text));
+            d->set_string_value_iid(recent ? iid(seq, kValues, a.text, recent->values[slot], false)
+                                            : iid(seq, kValues, a.text));
           else d->set_string_value(a.text);
           break;
         case TimelineArg::Type::kTexts:
@@ -316,8 +329,8 @@ struct ProtoSink::State {
     pb::TrackEvent* e = call_event(t, pb::TrackEvent::TYPE_SLICE_BEGIN, begin);
     if (api_strings.size() <= s.api_id) api_strings.resize(s.api_id + 1);
     ApiStrings& recent = api_strings[s.api_id];
-    e->set_name_iid(iid(t.calls, kNames, s.name, recent.name));
-    e->add_category_iids(iid(t.calls, kCategories, s.category, recent.category));
+    e->set_name_iid(iid(t.calls, kNames, s.name, recent.name, true));
+    e->add_category_iids(iid(t.calls, kCategories, s.category, recent.category, true));
     annotate(t.calls, e, s.args, &recent);
     if (flow) e->add_flow_ids(flow);
     write();

@@ -33,6 +33,17 @@ namespace {
 
 using reader::EventKind;
 
+// "arg<i>": the name of a slot beyond what the api table describes (a newer writer's), kept for the
+// life of the process so that arguments can refer to it.
+std::string_view slot_name(uint32_t i) {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all;
+    for (uint32_t k = 0; k < 256; ++k) all.push_back("arg" + std::to_string(k));
+    return all;
+  }();
+  return names[i & 0xff];
+}
+
 class Timeline {
  public:
   Timeline(reader::TraceReader& reader, TimelineSink& sink, const ExportOptions& options, const TimelinePlacement& placement)
@@ -401,7 +412,7 @@ class Timeline {
     args.clear();
     for (uint32_t i = 0; i < c.arg_count; ++i) {
       // Slots beyond what the api table describes come from a newer writer: shown raw, by position.
-      const std::string key = reader::arg_name(api, i);
+      const std::string_view key = i < api.args.size() ? std::string_view(api.args[i].name) : slot_name(i);
       auto v = reader::decode_call_arg(reader_, t, c, i);
       switch (v.type) {
         case reader::ArgValue::Type::kUnsigned: args.add_unsigned(key, v.u); break;

@@ -27,7 +27,8 @@ namespace cutrace::report {
 
 struct TimelineArg {
   enum class Type : uint8_t { kUnsigned, kSigned, kText, kTexts, kNumbers };
-  std::string key;
+  // Static, or an argument name of the trace's api table: it lives as long as the trace's reader.
+  std::string_view key;
   Type type = Type::kUnsigned;
   // A value of few distinct values (a result's name, a domain): formats that intern strings intern it.
   bool repeats = false;
@@ -63,7 +64,7 @@ class TimelineArgs {
   TimelineArg& next(std::string_view key, TimelineArg::Type type) {
     if (size_ == items_.size()) items_.emplace_back();
     TimelineArg& a = items_[size_++];
-    a.key.assign(key);
+    a.key = key;
     a.type = type;
     a.repeats = false;
     return a;
