@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,11 +37,11 @@ std::string types_text() {
 
 void print_help() {
   std::printf("usage: cutrace export --type %s [options] FILE.cutrace\n"
-              "       cutrace export --type perfetto -o JOB.pftrace [options] RANK0.cutrace RANK1.cutrace...\n"
+              "       cutrace export --type perfetto -o JOB.pftrace [options] RANK0.cutrace RANK1.cutrace... | DIR\n"
               "\n"
-              "Converts a trace for other tools. Several traces (the ranks of a job) make one Perfetto\n"
-              "timeline, put on one clock by their wall-clock anchors, each process named \"rank N (host,\n"
-              "pid P)\" (docs/jobs.md).\n"
+              "Converts a trace for other tools. Several traces (the ranks of a job, or a directory of them)\n"
+              "make one Perfetto timeline, put on one clock by their wall-clock anchors, each process named\n"
+              "\"rank N (host, pid P)\" (docs/jobs.md).\n"
               "\n"
               "options:\n",
               exporters().size() == 1 ? exporters()[0].type : "TYPE");
@@ -151,6 +153,40 @@ bool write_stream(Output& out, const std::string& output_path, bool gzip, Progre
     bytes = at > 0 ? uint64_t(at) : 0;
   }
   return true;
+}
+
+// A directory given as a trace stands for the .cutrace files in it (a job's ranks, one per file), in
+// name order, as `cutrace view DIR` and `cutrace recipe --input DIR` take them.
+int expand_directories(std::vector<std::string>& traces) {
+  std::vector<std::string> expanded;
+  for (const std::string& path : traces) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(path, error)) {
+      expanded.push_back(path);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+      const std::string name = entry.path().filename().string();
+      std::error_code ignored;
+      if (name.size() > std::strlen(format::kFileExtension) && name.ends_with(format::kFileExtension) &&
+          entry.is_regular_file(ignored))
+        found.push_back(entry.path().string());
+    }
+    if (error) {
+      std::fprintf(stderr, "cutrace export: cannot read the directory %s (%s).\n", path.c_str(), error.message().c_str());
+      return kExitFailure;
+    }
+    if (found.empty()) {
+      std::fprintf(stderr, "cutrace export: %s holds no %s trace; give traces, or a directory of them.\n", path.c_str(),
+                   format::kFileExtension);
+      return kExitUsage;
+    }
+    std::sort(found.begin(), found.end());
+    expanded.insert(expanded.end(), found.begin(), found.end());
+  }
+  traces = std::move(expanded);
+  return kExitOk;
 }
 
 // The timeline format of a Perfetto export type; none for the others.
@@ -298,6 +334,7 @@ int export_main(int argc, char** argv) {
     std::fprintf(stderr, "cutrace export: no trace given; usage: cutrace export --type %s FILE.cutrace.\n", type.c_str());
     return kExitUsage;
   }
+  if (const int exit_code = expand_directories(traces); exit_code != kExitOk) return exit_code;
   if (traces.size() > 1 && !timeline_format(*exporter)) {
     std::fprintf(stderr, "cutrace export: several traces are merged into one timeline by --type perfetto and "
                          "perfetto-json only; export each trace on its own with --type %s.\n", exporter->type);

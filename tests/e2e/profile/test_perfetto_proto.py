@@ -273,12 +273,21 @@ def test_two_ranks_on_one_timeline(tmp_path):
     for rank in (0, 1):
         _, t = profile(tmp_path, [app("sim_vector_add"), str(rank + 1)], env=sim_env(RANK=rank), name=f"rank{rank}")
         traces.append(t)
-    decoded, doc, _ = export_both(traces, tmp_path)
+    decoded, doc, pf = export_both(traces, tmp_path)
     check_same_timeline(decoded, doc)
     processes = sorted((d.process.pid, d.process.process_name) for d in decoded.tracks.values() if d.HasField("process"))
     assert len(processes) == 2
     assert processes[0][1].startswith("rank 0 (") and processes[1][1].startswith("rank 1 (")
     assert processes[1][0] - processes[0][0] >= 1 << 22  # the second trace's pids are offset
+    # A directory stands for its traces, in name order.
+    by_directory = tmp_path / "by_directory.pftrace"
+    run_tool("export", "--type", "perfetto", "-o", by_directory, tmp_path)
+    assert by_directory.read_bytes() == pf.read_bytes()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = run_tool("export", "--type", "perfetto", "-o", tmp_path / "none.pftrace", empty, expect=2)
+    assert proc.stderr == f"cutrace export: {empty} holds no .cutrace trace; give traces, or a directory of them.\n"
+    assert not (tmp_path / "none.pftrace").exists()
 
 
 def test_calls_are_small_and_gzip_is_the_same_file(tmp_path):
