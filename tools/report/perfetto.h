@@ -5,10 +5,12 @@
 // (perfetto_trace.proto, compiled at build time). Track descriptors for processes, threads, GPU
 // streams, NVTX start/end ranges, capture ranges, time off CPU and device memory; slices as
 // begin/end pairs, instants, counters; a flow from each call to the GPU work it issued (flow_ids on
-// the call, terminating_flow_ids on the work); arguments as debug annotations. Names, argument
-// names and repeated values are interned. Each thread's calls are a packet sequence of their own
-// whose defaults name the thread's track and whose timestamps are deltas (an incremental clock),
-// which keeps a call near 30 bytes; everything else is one sequence per trace with absolute times.
+// the call, terminating_flow_ids on the work); arguments as debug annotations, a call's "correlation"
+// being CUPTI's id that joins it to its work (as nsys's CorrID), on the calls that gave the device
+// work only, where the JSON shows the reader's numbering of every call. Names, argument names and
+// repeated values are interned. Each thread's calls are a packet sequence of their own whose defaults
+// name the thread's track and whose timestamps are deltas (an incremental clock), which keeps a call
+// with three arguments near 43 bytes; everything else is one sequence per trace with absolute times.
 // Times count from the timeline's 0 (timeline.h) on the default trace clock.
 //
 // JSON (kJson, `--type perfetto-json`): Chrome's trace-event format. One track per process (pid) and

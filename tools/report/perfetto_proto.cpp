@@ -173,17 +173,23 @@ struct ProtoSink::State {
   // What a call of one api interned last: its name, its domain and, slot by slot, its arguments'
   // names and repeated values. By api id, which is one trace's numbering: cleared between traces.
   struct ApiStrings {
-    Recent name, category;
+    Recent name, category, correlation;
     std::vector<Recent> keys, values;
   };
 
-  void annotate(Sequence& seq, pb::TrackEvent* event, const TimelineArgs& args, ApiStrings* recent = nullptr) {
+  // `skip`: the index of an argument left out (-1: none).
+  void annotate(Sequence& seq, pb::TrackEvent* event, const TimelineArgs& args, ApiStrings* recent = nullptr,
+                int skip = -1) {
     if (recent && recent->keys.size() < args.size()) {
       recent->keys.resize(args.size());
       recent->values.resize(args.size());
     }
     size_t slot = 0;
     for (const TimelineArg& a : args) {
+      if (int(slot) == skip) {
+        ++slot;
+        continue;
+      }
       pb::DebugAnnotation* d = event->add_debug_annotations();
       d->set_name_iid(recent ? iid(seq, kKeys, a.key, recent->keys[slot], true) : iid(seq, kKeys, a.key));
       switch (a.type) {
@@ -331,8 +337,15 @@ struct ProtoSink::State {
     ApiStrings& recent = api_strings[s.api_id];
     e->set_name_iid(iid(t.calls, kNames, s.name, recent.name, true));
     e->add_category_iids(iid(t.calls, kCategories, s.category, recent.category, true));
-    annotate(t.calls, e, s.args, &recent);
-    if (flow) e->add_flow_ids(flow);
+    // The reader's numbering of calls joins nothing: a call given GPU work shows CUPTI's id, which its
+    // work carries too (as nsys's CorrID), and the others none.
+    annotate(t.calls, e, s.args, &recent, s.numbering_arg);
+    if (flow) {
+      pb::DebugAnnotation* d = e->add_debug_annotations();
+      d->set_name_iid(iid(t.calls, kKeys, "correlation", recent.correlation, true));
+      d->set_uint_value(flow & 0xffffffffu);
+      e->add_flow_ids(flow);
+    }
     write();
     t.open.push_back({end, s.depth});
   }

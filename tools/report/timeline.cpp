@@ -433,7 +433,11 @@ class Timeline {
       }
     }
     if (c.depth) args.add_unsigned("depth", c.depth);
-    if (c.correlation) args.add_unsigned("correlation", c.correlation);
+    s.numbering_arg = -1;
+    if (c.correlation) {
+      s.numbering_arg = int(args.size());
+      args.add_unsigned("correlation", c.correlation);
+    }
     if (api.display_name != api.name) args.add_text("entry_point", api.name, true);  // where reports show another name
     if (c.python_frame_count) {
       // The script's own frames, innermost first: the line of Python that made the call.

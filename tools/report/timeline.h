@@ -45,6 +45,7 @@ class TimelineArgs {
   void clear() { size_ = 0; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  const TimelineArg& operator[](size_t i) const { return items_[i]; }
   const TimelineArg* begin() const { return items_.data(); }
   const TimelineArg* end() const { return items_.data() + size_; }
 
@@ -86,6 +87,9 @@ struct TimelineSlice {
   // follow, naming `api_id` on the same thread. 0: none will.
   uint32_t api_id = 0;
   bool awaits_link = false;
+  // Which of `args` is the call's "correlation", the reader's numbering of calls (-1: none). A format
+  // that joins calls to their GPU work by CUPTI's id shows that id instead, as nsys's CorrID.
+  int numbering_arg = -1;
 };
 
 class TimelineSink {
