@@ -3,6 +3,7 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -42,20 +43,39 @@ std::string_view cuda_error_name(int64_t value) { return lookup(kEnum_cudaError,
 std::string_view cu_result_name(int64_t value) { return lookup(kEnum_CUresult, value); }
 std::string_view memcpy_kind_name(int64_t value) { return lookup(kEnum_cudaMemcpyKind, value); }
 
-std::string_view enum_name(std::string_view type_name, uint64_t value) {
+namespace {
+
+const EnumTable* enum_table(std::string_view type_name) {
   auto t = std::lower_bound(std::begin(kEnumTables), std::end(kEnumTables), type_name,
                             [](const EnumTable& e, std::string_view n) { return e.type_name < n; });
-  if (t == std::end(kEnumTables) || t->type_name != type_name) return {};
+  return t == std::end(kEnumTables) || t->type_name != type_name ? nullptr : t;
+}
+
+std::string_view name_in(const EnumTable* t, uint64_t value) {
+  if (!t) return {};
   std::string_view name = lookup(t->names, t->names + t->size, int64_t(value));
   // An enum recorded through a 32-bit slot arrives zero-extended: CUBLAS_GEMM_DEFAULT (-1) as 0xffffffff.
   if (name.empty() && value <= 0xffffffffu) name = lookup(t->names, t->names + t->size, int32_t(uint32_t(value)));
   return name;
 }
 
+}  // namespace
+
+std::string_view enum_name(std::string_view type_name, uint64_t value) { return name_in(enum_table(type_name), value); }
+
 std::string_view result_name(const ApiSpec& api, uint64_t result) {
   if (api.result_kind != format::ResultKind::kErrorCode) return {};
-  const abi::DomainInfo* domain = abi::domain_info(api.domain);
-  return domain && !domain->status_type.empty() ? enum_name(domain->status_type, result) : std::string_view();
+  // Every call's result is named: each domain's status table is found once, not by name per call.
+  static const std::array<const EnumTable*, 64> kStatusTables = [] {
+    std::array<const EnumTable*, 64> tables{};
+    for (size_t id = 0; id < tables.size(); ++id) {
+      const abi::DomainInfo* domain = abi::domain_info(abi::ApiDomain(id));
+      if (domain && !domain->status_type.empty()) tables[id] = enum_table(domain->status_type);
+    }
+    return tables;
+  }();
+  const size_t id = size_t(api.domain);
+  return id < kStatusTables.size() ? name_in(kStatusTables[id], result) : std::string_view();
 }
 
 std::string_view domain_name(abi::ApiDomain domain) {
