@@ -81,8 +81,8 @@ const char* base_name(const char* path) {
 
 // The CUDA libraries whose calls the shim records, by file name.
 bool is_cuda_library(const char* path) {
-  static const char* const kPrefixes[] = {"libcudart.so", "libcuda.so", "libcublas.so", "libcublasLt.so",
-                                          "libcudnn.so"};
+  static const char* const kPrefixes[] = {"libcudart.so", "libcuda.so",     "libcublas.so",  "libcublasLt.so",
+                                          "libcudnn.so",  "libcusolver.so", "libcusparse.so"};
   const char* base = base_name(path);
   for (const char* prefix : kPrefixes)
     if (strncmp(base, prefix, strlen(prefix)) == 0) return true;
