@@ -695,7 +695,7 @@ std::vector<std::string> Recorder::warnings() const {
   using abi::ApiDomain;
   using abi::domain_bit;
   const abi::DomainSet runtime = domain_bit(ApiDomain::kCudaRuntime), driver = domain_bit(ApiDomain::kCudaDriver);
-  const abi::DomainSet cuda_any = abi::kCudaDomains | abi::kCublasDomains | abi::kCudnnDomains;
+  const abi::DomainSet cuda_any = abi::kCudaDomains | abi::kCudaLibraryDomains;
   // Only what could have been recorded: a domain `-t` left out, or that this build's api table has no
   // function of, is silent by design.
   const abi::DomainSet watched = trace_domains_ & table_domains_;
@@ -731,7 +731,11 @@ std::vector<std::string> Recorder::warnings() const {
     // when nothing of CUDA was recorded. cuBLASLt counts with cuBLAS, which loads it.
     if ((p.loaded_domains & runtime & watched) && !(called & runtime)) silent.push_back(library(runtime));
     if ((p.loaded_domains & driver & watched) && !called) silent.push_back(library(driver));
-    for (abi::DomainSet family : {abi::kCublasDomains, abi::kCudnnDomains}) {
+    abi::DomainSet families_seen = 0;
+    for (const abi::DomainInfo& info : abi::kDomains) {
+      const abi::DomainSet family = abi::group_domains(info.group);
+      if (!(abi::domain_bit(info.domain) & abi::kCudaLibraryDomains) || (family & families_seen)) continue;
+      families_seen |= family;
       if (!(p.loaded_domains & family & watched) || (called & family)) continue;
       for (uint32_t d = 0; d < abi::kMaxDomains; ++d)
         if (p.loaded_domains & family & (abi::DomainSet(1) << d)) silent.push_back(library(abi::DomainSet(1) << d));

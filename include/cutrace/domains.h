@@ -107,4 +107,13 @@ inline constexpr DomainSet kCudaDomains = group_domains("cuda");
 inline constexpr DomainSet kCublasDomains = group_domains("cublas");
 inline constexpr DomainSet kCudnnDomains = group_domains("cudnn");
 
+// The domains of the groups that need `needs` ("cuda": the CUDA libraries, cuBLAS, cuDNN, cuSOLVER, ...).
+inline constexpr DomainSet needing_domains(std::string_view needs) {
+  DomainSet set = 0;
+  for (const DomainInfo& info : kDomains)
+    if (!needs.empty() && info.needs == needs) set |= domain_bit(info.domain);
+  return set;
+}
+inline constexpr DomainSet kCudaLibraryDomains = needing_domains("cuda");
+
 }  // namespace cutrace::abi

@@ -25,7 +25,8 @@ DEFAULT_ROWS = 50  # nsys analyze shows a rule's first 50 rows
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 
 # Modules that are not the program's own code: a call site is the innermost frame outside them.
-NOT_THE_PROGRAM = (r"(^|/)(libcudart|libcuda|libcupti|libcublas|libcublasLt|libcudnn[^/]*|libnvrtc|libnvJitLink|"
+NOT_THE_PROGRAM = (r"(^|/)(libcudart|libcuda|libcupti|libcublas|libcublasLt|libcudnn[^/]*|libcusolver|libcusparse|"
+                   r"libnvrtc|libnvJitLink|"
                    r"libcutrace[^/]*|libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|libffi|libpython[^/]*|"
                    r"ld-linux[^/]*|_ctypes[^/]*|python[0-9.]*)(\.so[^/]*)?$")
 CONCURRENT_BYTES = 32 << 20  # traces of more than this in all are read by a process per core

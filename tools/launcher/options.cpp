@@ -135,7 +135,7 @@ constexpr Unsupported kUnsupported[] = {
 };
 
 // The -t values cutrace records, for the messages that list them: the groups of domains.def, in the
-// order of its rows ("cuda, nvtx, osrt, cublas and cudnn").
+// order of its rows ("cuda, nvtx, osrt, cublas, cudnn, cusolver and cusparse").
 std::string traced_values(std::string_view separator, std::string_view last_separator) {
   std::vector<std::string_view> groups;
   for (const abi::DomainInfo& d : abi::kDomains)
@@ -149,8 +149,8 @@ std::string traced_values(std::string_view separator, std::string_view last_sepa
 // -t values nsys knows that cutrace does not record yet; refused by name.
 // clang-format off
 constexpr const char* kKnownTraceValues[] = {
-    "cublas-verbose", "cusolver", "cusolver-verbose", "cusparse",
-    "cusparse-verbose", "mpi", "nccl", "ucx", "oshmem", "openacc", "openmp", "opengl", "opengl-annotations",
+    "cublas-verbose", "cusolver-verbose", "cusparse-verbose", "mpi", "nccl", "ucx", "oshmem", "openacc", "openmp",
+    "opengl", "opengl-annotations",
     "vulkan", "vulkan-annotations", "nvvideo", "python-gil", "gds", "syscall", "dx11", "dx12", "dx12-annotations",
     "wddm", "tegra-accelerators", "nvmedia",
 };
@@ -665,7 +665,7 @@ const char* help_text() {
   return R"(usage: cutrace profile [options] [--] <command> [args...]
 
 Runs <command> with its CUDA runtime and driver calls and its NVTX annotations (and with -t, its
-cuBLAS, cuBLASLt and cuDNN calls) recorded into a .cutrace file, however the program reaches them
+cuBLAS, cuBLASLt, cuDNN, cuSOLVER and cuSPARSE calls) recorded into a .cutrace file, however the program reaches them
 (linked, dlopen/dlsym, cuGetProcAddress, the static runtime's driver calls, NVTX injection), then
 exits with the command's exit code
 (128+N if signal N killed it). Options follow `nsys profile`.
@@ -688,12 +688,13 @@ options:
                               false writes the command's stdout and stderr to files named after
                               the trace (NAME.stdout, NAME.stderr) instead of the terminal
                               (default true)
-  -t, --trace cuda,nvtx,osrt,cublas,cudnn|none
+  -t, --trace cuda,nvtx,osrt,cublas,cudnn,cusolver,cusparse|none
                               what to record, comma-separated (default cuda,nvtx): cuda is the
                               CUDA runtime and driver, nvtx the program's NVTX ranges and marks,
                               osrt its blocking libc calls (read, poll, sleeps, locks, waits),
-                              cublas adds cuBLAS and cuBLASLt, cudnn adds cuDNN (each of those
-                              also records cuda); none runs the command with recording off
+                              cublas adds cuBLAS and cuBLASLt, cudnn adds cuDNN, cusolver adds
+                              cuSOLVER, cusparse adds cuSPARSE (each of those also records
+                              cuda); none runs the command with recording off
       --osrt-threshold NS     record an osrt call only when it lasts at least NS nanoseconds
                               (default 1000)
       --cudabacktrace all|none|kernel|memory|sync|other[:NS][,...]

@@ -130,6 +130,14 @@ TEST(LauncherOptions, TraceLibrariesAlsoTraceCuda) {
   p = parse({"-t", "cudnn,cublas", "app"});
   ASSERT_TRUE(p.ok) << p.error.message;
   EXPECT_EQ(p.options.trace_domains, kCudaDomains | kCublasDomains | kCudnnDomains);
+  // nsys's -t cusolver and -t cusparse: each library alone, with CUDA.
+  p = parse({"-t", "cusolver", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.trace_domains, kCudaDomains | domain_bit(ApiDomain::kCusolver));
+  p = parse({"-t", "cusparse,nvtx", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.trace_domains,
+            kCudaDomains | domain_bit(ApiDomain::kCusparse) | domain_bit(ApiDomain::kNvtx));
   EXPECT_EQ(parse({"app"}).options.trace_domains, kCudaDomains | domain_bit(ApiDomain::kNvtx));
   p = parse({"-t", "nvtx", "app"});
   ASSERT_TRUE(p.ok) << p.error.message;
@@ -208,16 +216,19 @@ TEST(LauncherOptions, BacktraceThresholdsByClass) {
 TEST(LauncherOptions, TraceValuesNotYetSupportedAreNamed) {
   expect_refused({"-t", "nccl", "app"},
                  "cutrace profile: -t nccl is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, "
-                 "osrt, cublas and cudnn).");
+                 "osrt, cublas, cudnn, cusolver and cusparse).");
   expect_refused({"-t", "cuda,nvtx,osrt,mpi,nccl", "app"},
                  "cutrace profile: -t mpi,nccl are not supported yet by cutrace; leave them out (cutrace traces "
-                 "cuda, nvtx, osrt, cublas and cudnn).");
+                 "cuda, nvtx, osrt, cublas, cudnn, cusolver and cusparse).");
   expect_refused({"--trace=cuda,mpi", "app"},
                  "cutrace profile: --trace mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, "
-                 "nvtx, osrt, cublas and cudnn).");
+                 "nvtx, osrt, cublas, cudnn, cusolver and cusparse).");
+  expect_refused({"-t", "cusolver,cusparse-verbose", "app"},
+                 "cutrace profile: -t cusparse-verbose is not supported yet by cutrace; leave it out (cutrace traces "
+                 "cuda, nvtx, osrt, cublas, cudnn, cusolver and cusparse).");
   expect_refused({"-t", "frobnicate", "app"},
-                 "cutrace profile: unknown -t value 'frobnicate'; cutrace traces cuda, nvtx, osrt, cublas and cudnn "
-                 "(-t cuda,nvtx,osrt,cublas,cudnn).");
+                 "cutrace profile: unknown -t value 'frobnicate'; cutrace traces cuda, nvtx, osrt, cublas, cudnn, "
+                 "cusolver and cusparse (-t cuda,nvtx,osrt,cublas,cudnn,cusolver,cusparse).");
   expect_refused({"-t", "cuda,none", "app"},
                  "cutrace profile: -t none cannot be combined with other values; use -t cuda or -t none.");
   expect_refused({"-t", ",", "app"}, "cutrace profile: option '-t' needs a value such as cuda.");
@@ -398,8 +409,8 @@ TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
                  "(1) option '-b' is not supported yet; remove it to profile without it, or pass -b none; "
                  "(2) option '--cuda-um-cpu-page-faults' is not supported yet; remove it to profile without it, or "
                  "pass --cuda-um-cpu-page-faults=false; "
-                 "(3) -t mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas and "
-                 "cudnn); "
+                 "(3) -t mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas, "
+                 "cudnn, cusolver and cusparse); "
                  "(4) unknown option '--bogus'; run `cutrace profile --help`; "
                  "(5) option '--pytorch' is not supported yet; remove it to profile without it, or pass "
                  "--pytorch=none.");

@@ -959,6 +959,8 @@ TEST(Decode, ResultsAndDomainsAreNamedByTheirRow) {
   EXPECT_EQ(named(abi::ApiDomain::kCublas, 3), "CUBLAS_STATUS_ALLOC_FAILED");
   EXPECT_EQ(named(abi::ApiDomain::kCublasLt, 1), "CUBLAS_STATUS_NOT_INITIALIZED");
   EXPECT_EQ(named(abi::ApiDomain::kCudnn, 0), "CUDNN_STATUS_SUCCESS");
+  EXPECT_EQ(named(abi::ApiDomain::kCusolver, 7), "CUSOLVER_STATUS_INTERNAL_ERROR");
+  EXPECT_EQ(named(abi::ApiDomain::kCusparse, 3), "CUSPARSE_STATUS_INVALID_VALUE");
   EXPECT_EQ(named(abi::ApiDomain::kOsRuntime, 0), "");
   EXPECT_EQ(named(abi::ApiDomain(63), 0), "");  // a domain of a newer build
   for (const abi::DomainInfo& d : abi::kDomains) EXPECT_EQ(reader::domain_name(d.domain), d.name);
@@ -973,9 +975,17 @@ TEST(Decode, LibrariesAreKnownByTheirFileNames) {
   EXPECT_EQ(abi::library_domain("libcublas.so.12"), abi::domain_bit(abi::ApiDomain::kCublas));
   EXPECT_EQ(abi::library_domain("libcudnn_ops.so.9"), abi::domain_bit(abi::ApiDomain::kCudnn));
   EXPECT_EQ(abi::library_domain("libcudnn.so.9"), abi::domain_bit(abi::ApiDomain::kCudnn));
+  EXPECT_EQ(abi::library_domain("libcusolver.so.12"), abi::domain_bit(abi::ApiDomain::kCusolver));
+  EXPECT_EQ(abi::library_domain("libcusparse.so.12"), abi::domain_bit(abi::ApiDomain::kCusparse));
+  // cuSOLVERMg is a library of its own, not wrapped yet.
+  EXPECT_EQ(abi::library_domain("libcusolverMg.so.12"), 0u);
   EXPECT_EQ(abi::library_domain("libcurand.so.10"), 0u);
   EXPECT_EQ(abi::library_domain(""), 0u);
   EXPECT_EQ(abi::trace_value_domains("cublas"), abi::kCublasDomains | abi::kCudaDomains);
+  EXPECT_EQ(abi::trace_value_domains("cusolver"), abi::domain_bit(abi::ApiDomain::kCusolver) | abi::kCudaDomains);
+  EXPECT_EQ(abi::kCudaLibraryDomains, abi::kCublasDomains | abi::kCudnnDomains |
+                                          abi::domain_bit(abi::ApiDomain::kCusolver) |
+                                          abi::domain_bit(abi::ApiDomain::kCusparse));
   EXPECT_EQ(abi::trace_value_domains("osrt"), abi::domain_bit(abi::ApiDomain::kOsRuntime));
   EXPECT_EQ(abi::trace_value_domains("opengl"), 0u);
 }
