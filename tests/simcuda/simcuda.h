@@ -149,6 +149,12 @@
 // launch (cuLaunchKernel) of gemm_duration_ns(); cudnnConvolutionForward is an im2col kernel
 // launched through the driver plus one cublasSgemm_v2 found with dlopen("libcublas.so.13") + dlsym,
 // and cudnnActivationForward one kernel. Their kernels' names are the k*Kernel constants below.
+//
+// libcusparse.so.12 (handles, CSR and dense vector descriptors, cusparseSpMV as one kernel) and
+// libcusolver.so.12 reach the driver the same way. libcusolver links the simulated cuBLAS and
+// cuSPARSE, as the real one does, and calls them: a cuSOLVER dense handle owns a cuBLAS handle, a
+// sparse handle a cuSPARSE handle, and a Cholesky factorization is a kernel per column block of
+// kCholeskyBlock with a GEMM on the trailing matrix between two blocks.
 #pragma once
 
 #include <cstdint>
@@ -179,6 +185,12 @@ inline constexpr const char kLtMatmulKernel[] = "cublasLt_matmul_sim_128x128";
 inline constexpr const char kSaxpyKernel[] = "saxpy_sim";
 inline constexpr const char kIm2colKernel[] = "cudnn_im2col_sim";
 inline constexpr const char kActivationKernel[] = "cudnn_activation_fw_sim";
+inline constexpr const char kCholeskyKernel[] = "cusolver_potrf_block_sim";
+inline constexpr const char kSparseQrKernel[] = "cusolver_csrqr_sim";
+inline constexpr const char kSpmvKernel[] = "cusparse_csrmv_sim";
+// The column block of the simulated cuSOLVER's Cholesky factorization (potrf): one kernel per block,
+// and a GEMM on the trailing matrix between two blocks.
+inline constexpr int kCholeskyBlock = 64;
 // Multiply-adds per ns of the simulated GEMM units.
 inline constexpr uint64_t kGemmMacsPerNs = 1000;
 

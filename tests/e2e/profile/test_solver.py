@@ -1,0 +1,216 @@
+"""cuSOLVER and cuSPARSE (-t cusolver, -t cusparse) on the simulated stack: every call the program
+made counted exactly, handles, shapes and types decoded, results named by their status enums, the
+cuBLAS and cuSPARSE calls cuSOLVER makes nested under the cuSOLVER call, and nothing of either
+library recorded unless its -t value asks for it. The real libraries, with no driver, are recorded with
+the status they answer."""
+import csv
+import io
+import os
+import subprocess
+import sys
+
+from conftest import app, api_sum, profile, run_tool, sim_env
+
+N = 128  # two column blocks of the simulated Cholesky (simcuda.h kCholeskyBlock = 64)
+NNZ = 3 * N - 2
+
+
+def program_calls(stdout):
+    return {p[1]: int(p[2]) for p in (l.split() for l in stdout.splitlines()) if len(p) == 3 and p[0] == "calls"}
+
+
+def api_trace(trace):
+    proc = run_tool("stats", "--report", "api_trace", "--format", "csv", trace)
+    lines = [l for l in proc.stdout.splitlines() if l and not l.startswith("#")]
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    for r in rows:
+        for k in ("Start (ns)", "Duration (ns)", "Self (ns)", "Depth"):
+            r[k] = int(r[k])
+        r["args"] = dict(a.split("=", 1) for a in r["Args"].split(", ") if "=" in a) if r["Args"] else {}
+    return rows
+
+
+def count_by_name(rows):
+    out = {}
+    for r in rows:
+        out[r["Name"]] = out.get(r["Name"], 0) + 1
+    return out
+
+
+def inside(rows, call):
+    """The recorded calls made inside `call`, in order."""
+    k = rows.index(call)
+    end = call["Start (ns)"] + call["Duration (ns)"]
+    return [r for r in rows[k + 1:] if r["Depth"] > call["Depth"] and r["Start (ns)"] <= end and r["Tid"] == call["Tid"]]
+
+
+def warnings(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("cutrace: warning:")]
+
+
+def split_by_library(expected):
+    solver = {n: c for n, c in expected.items() if n.startswith("cusolver")}
+    sparse = {n: c for n, c in expected.items() if n.startswith("cusparse")}
+    assert len(solver) + len(sparse) == len(expected)
+    return solver, sparse
+
+
+def test_calls_shapes_types_and_nesting(tmp_path):
+    command = [app("sim_solver"), str(N)]
+    plain = subprocess.run(command, env=sim_env(), capture_output=True, text=True, timeout=60)
+    proc, trace = profile(tmp_path, command, options=["-t", "cusolver,cusparse,cublas"])
+    assert proc.stdout == plain.stdout and proc.returncode == plain.returncode == 0
+    assert f"workspace {N * 64} {N * 64 * 8}\n" in proc.stdout
+    assert warnings(proc.stderr) == []
+    solver, sparse = split_by_library(program_calls(proc.stdout))
+    assert solver["cusolverDnSpotrf"] == 1 and sparse["cusparseCreateDnVec"] == 2
+
+    rows = api_trace(trace)
+    # What the program called, each once, at depth 0, under its own domain.
+    top = [r for r in rows if r["Depth"] == 0]
+    assert count_by_name([r for r in top if r["Domain"] == "cusolver"]) == solver
+    assert count_by_name([r for r in top if r["Domain"] == "cusparse"]) == sparse
+    assert {r["Result"] for r in rows if r["Domain"] == "cusolver"} == {"CUSOLVER_STATUS_SUCCESS (0)"}
+    assert {r["Result"] for r in rows if r["Domain"] == "cusparse"} == {"CUSPARSE_STATUS_SUCCESS (0)"}
+    # cuSOLVER's own cuSPARSE calls are nested under it, and only there.
+    assert [(r["Name"], r["Depth"]) for r in rows if r["Domain"] == "cusparse" and r["Depth"] > 0] == [
+        ("cusparseCreate", 1), ("cusparseSetStream", 1), ("cusparseDestroy", 1)]
+    for parent, child in (("cusolverSpCreate", "cusparseCreate"), ("cusolverSpSetStream", "cusparseSetStream"),
+                          ("cusolverSpDestroy", "cusparseDestroy")):
+        (call,) = [r for r in rows if r["Name"] == parent]
+        assert [r["Name"] for r in inside(rows, call)] == [child], parent
+
+    def one(name):
+        (row,) = [r for r in rows if r["Name"] == name]
+        return row
+
+    # The dense handle: made by cusolverDnCreate (with its cuBLAS handle inside), used by every call.
+    create = one("cusolverDnCreate")
+    handle = create["args"]["handle"]
+    assert handle.startswith("0x") and int(handle, 16) != 0
+    # (Its first call also loads the driver and cuSOLVER's kernels: driver calls, left out here.)
+    assert [(r["Name"], r["Depth"]) for r in inside(rows, create) if r["Domain"] != "cuda_driver"] == [
+        ("cublasCreate_v2", 1), ("cublasLtCreate", 2)]
+    assert [r["args"]["handle"] for r in rows if r["Name"].startswith("cusolverDn") and "handle" in r["args"]] == \
+        [handle] * 7
+
+    size = one("cusolverDnSpotrf_bufferSize")["args"]
+    assert (size["uplo"], size["n"], size["lda"], size["Lwork"]) == ("CUBLAS_FILL_MODE_LOWER", str(N), str(N),
+                                                                     str(N * 64))
+    # Two column blocks: a kernel each, and between them one GEMM on the 64 x 64 trailing matrix
+    # through cuBLAS, whose kernel is one level further down.
+    potrf = one("cusolverDnSpotrf")
+    assert (potrf["args"]["uplo"], potrf["args"]["n"], potrf["args"]["Lwork"]) == ("CUBLAS_FILL_MODE_LOWER", str(N),
+                                                                                  str(N * 64))
+    nested = inside(rows, potrf)
+    assert [(r["Name"], r["Depth"]) for r in nested] == [("cuLaunchKernel", 1), ("cublasSgemm_v2", 1),
+                                                         ("cuLaunchKernel", 2), ("cuLaunchKernel", 1)]
+    assert [r["args"]["f"] for r in nested if r["Name"] == "cuLaunchKernel"] == [
+        "cusolver_potrf_block_sim", "sgemm_sim_128x64", "cusolver_potrf_block_sim"]
+    gemm = nested[1]["args"]
+    assert (gemm["transa"], gemm["transb"], gemm["m"], gemm["n"], gemm["k"]) == ("CUBLAS_OP_N", "CUBLAS_OP_T", "64",
+                                                                               "64", "64")
+    assert potrf["Self (ns)"] == potrf["Duration (ns)"] - sum(r["Duration (ns)"] for r in nested if r["Depth"] == 1)
+
+    # The 64-bit API: data and compute types, and the workspace the query answered.
+    query = one("cusolverDnXpotrf_bufferSize")["args"]
+    assert (query["uplo"], query["n"], query["dataTypeA"], query["computeType"]) == (
+        "CUBLAS_FILL_MODE_UPPER", str(N), "CUDA_R_64F", "CUDA_R_64F")
+    assert (query["workspaceInBytesOnDevice"], query["workspaceInBytesOnHost"]) == (str(N * 64 * 8), "0")
+    xpotrf = one("cusolverDnXpotrf")
+    assert (xpotrf["args"]["dataTypeA"], xpotrf["args"]["lda"], xpotrf["args"]["workspaceInBytesOnDevice"]) == (
+        "CUDA_R_64F", str(N), str(N * 64 * 8))
+    assert xpotrf["args"]["params"] == one("cusolverDnCreateParams")["args"]["params"]
+    assert [r["Name"] for r in inside(rows, xpotrf)] == ["cuLaunchKernel", "cublasDgemm_v2", "cuLaunchKernel",
+                                                         "cuLaunchKernel"]
+
+    # cuSPARSE's generic API: the shape and types on the descriptor, the operation on the call.
+    csr = one("cusparseCreateCsr")["args"]
+    assert (csr["rows"], csr["cols"], csr["nnz"]) == (str(N), str(N), str(NNZ))
+    assert (csr["csrRowOffsetsType"], csr["csrColIndType"], csr["idxBase"], csr["valueType"]) == (
+        "CUSPARSE_INDEX_32I", "CUSPARSE_INDEX_32I", "CUSPARSE_INDEX_BASE_ZERO", "CUDA_R_32F")
+    vectors = [r["args"] for r in rows if r["Name"] == "cusparseCreateDnVec"]
+    assert [(v["size"], v["valueType"]) for v in vectors] == [(str(N), "CUDA_R_32F")] * 2
+    spmv = one("cusparseSpMV")
+    assert (spmv["args"]["opA"], spmv["args"]["computeType"], spmv["args"]["alg"]) == (
+        "CUSPARSE_OPERATION_NON_TRANSPOSE", "CUDA_R_32F", "CUSPARSE_SPMV_CSR_ALG1")
+    assert (spmv["args"]["matA"], spmv["args"]["vecX"], spmv["args"]["vecY"]) == (
+        csr["spMatDescr"], vectors[0]["dnVecDescr"], vectors[1]["dnVecDescr"])
+    (own_handle,) = [r["args"]["handle"] for r in rows if r["Name"] == "cusparseCreate" and r["Depth"] == 0]
+    assert spmv["args"]["handle"] == own_handle
+    assert [(r["Name"], r["args"]["f"]) for r in inside(rows, spmv)] == [("cuLaunchKernel", "cusparse_csrmv_sim")]
+    assert one("cusparseSpMV_bufferSize")["args"]["bufferSize"] == str(N * 8)
+    qr = one("cusolverSpScsrlsvqr")["args"]
+    assert (qr["m"], qr["nnz"], qr["reorder"]) == (str(N), str(NNZ), "0")
+    assert qr["descrA"] == one("cusparseCreateMatDescr")["args"]["descrA"]
+
+    # No summary report of its own (nsys has none); the CUDA report counts the driver calls the
+    # libraries made, as it counts cuBLAS's: 4 Cholesky blocks, 2 GEMMs, the SpMV and the QR solve.
+    assert api_sum(trace, show_internal=False)["cuLaunchKernel"]["Num Calls"] == 8
+    assert {n: int(r["Num Calls"]) for n, r in api_sum(trace, "cublas_api_sum").items()} == {
+        "cublasCreate_v2": 1, "cublasSetStream_v2": 1, "cublasSgemm_v2": 1, "cublasDgemm_v2": 1,
+        "cublasDestroy_v2": 1}
+
+
+def test_each_library_only_with_its_trace_value(tmp_path):
+    command = [app("sim_solver"), str(N)]
+    expected = None
+    for name, options, recorded in (("default", [], set()),
+                                    ("solver", ["-t", "cusolver"], {"cusolver"}),
+                                    ("sparse", ["-t", "cusparse"], {"cusparse"})):
+        proc, trace = profile(tmp_path, command, options=options, name=name)
+        expected = expected or proc.stdout
+        assert proc.stdout == expected
+        assert warnings(proc.stderr) == []
+        rows = api_trace(trace)
+        domains = {r["Domain"] for r in rows}
+        assert domains & {"cusolver", "cusparse", "cublas", "cublaslt"} == recorded, name
+        # CUDA is recorded with each: the kernels the libraries launched are the program's driver calls.
+        assert api_sum(trace, show_internal=False)["cuLaunchKernel"]["Num Calls"] == 8, name
+    solver, sparse = split_by_library(program_calls(expected))
+    # -t cusparse alone: the cuSPARSE calls cuSOLVER made are not inside a recorded call, so they are at
+    # depth 0 beside the program's own.
+    assert count_by_name([r for r in rows if r["Domain"] == "cusparse" and r["Depth"] == 0]) == {
+        n: c + (1 if n in ("cusparseCreate", "cusparseSetStream", "cusparseDestroy") else 0) for n, c in sparse.items()}
+
+    # nsys's spellings are accepted whatever their case; the verbose variants are not recorded yet.
+    proc, trace = profile(tmp_path, command, options=["-t", "CUSOLVER,cuSPARSE"], name="case")
+    assert {r["Domain"] for r in api_trace(trace)} & {"cusolver", "cusparse"} == {"cusolver", "cusparse"}
+    proc, _ = profile(tmp_path, command, options=["-t", "cusolver-verbose"], name="verbose", check=False)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert "-t cusolver-verbose is not supported yet by cutrace" in proc.stderr
+    assert "cublas, cudnn, cusolver and cusparse" in proc.stderr
+
+
+def test_a_loaded_library_without_calls_is_named_once(tmp_path):
+    script = [sys.executable, "-c", "import ctypes; ctypes.CDLL('libcusolver.so.12')"]
+    proc, _ = profile(tmp_path, script, options=["-t", "cusolver"], name="loaded")
+    # cuSOLVER loads cuBLAS and cuSPARSE, which -t cusolver does not ask for: only cuSOLVER is named.
+    (line,) = warnings(proc.stderr)
+    assert "libcusolver.so.12" in line and "libcublas" not in line and "libcusparse" not in line
+    proc, _ = profile(tmp_path, script, options=["-t", "cusolver,cusparse"], name="both")
+    (line,) = warnings(proc.stderr)
+    assert "libcusolver.so.12" in line and "libcusparse.so.12" in line
+    proc, _ = profile(tmp_path, script, name="not_selected")
+    assert warnings(proc.stderr) == []
+
+
+def test_the_real_libraries_are_recorded_with_their_status(tmp_path):
+    # The toolkit's libcusolver.so.12 and libcusparse.so.12 with no driver: each handle's creation
+    # fails, and the status the program sees is the one recorded.
+    lib_dir = os.environ.get("CUDA_LIB_DIR", "/usr/local/cuda/lib64")
+    script = [sys.executable, "-c",
+              "import ctypes, sys\n"
+              "solver = ctypes.CDLL('libcusolver.so.12'); sparse = ctypes.CDLL('libcusparse.so.12')\n"
+              "h = ctypes.c_void_p()\n"
+              "print(solver.cusolverDnCreate(ctypes.byref(h)), sparse.cusparseCreate(ctypes.byref(h)))\n"]
+    env = dict(os.environ, LD_LIBRARY_PATH=lib_dir)
+    plain = subprocess.run(script, env=env, capture_output=True, text=True, timeout=120)
+    proc, trace = profile(tmp_path, script, env=env, options=["-t", "cusolver,cusparse"], check=False)
+    assert proc.stdout == plain.stdout and proc.returncode == plain.returncode == 0
+    solver_status, sparse_status = map(int, proc.stdout.split())
+    assert solver_status != 0 and sparse_status != 0
+    rows = [r for r in api_trace(trace) if r["Depth"] == 0 and r["Domain"] in ("cusolver", "cusparse")]
+    assert [(r["Name"], r["Result"].split(" ")[-1]) for r in rows] == [
+        ("cusolverDnCreate", f"({solver_status})"), ("cusparseCreate", f"({sparse_status})")]
+    assert rows[0]["Result"].startswith("CUSOLVER_STATUS_") and rows[1]["Result"].startswith("CUSPARSE_STATUS_")
