@@ -9,7 +9,9 @@ import os
 import subprocess
 import sys
 
-from conftest import app, api_sum, profile, run_tool, sim_env
+import sqlite3
+
+from conftest import app, api_sum, calls, counts, profile, run_tool, sim_env
 
 N = 128  # two column blocks of the simulated Cholesky (simcuda.h kCholeskyBlock = 64)
 NNZ = 3 * N - 2
@@ -143,6 +145,16 @@ def test_calls_shapes_types_and_nesting(tmp_path):
     qr = one("cusolverSpScsrlsvqr")["args"]
     assert (qr["m"], qr["nnz"], qr["reorder"]) == (str(N), str(NNZ), "0")
     assert qr["descrA"] == one("cusparseCreateMatDescr")["args"]["descrA"]
+
+    # The exports: every call of either library once, under its domain, nested ones too.
+    recorded = count_by_name([r for r in rows if r["Domain"] in ("cusolver", "cusparse")])
+    events, _ = calls(trace, tmp_path, domains=("cusolver", "cusparse"))
+    assert counts(events) == recorded
+    assert {e["cat"] for e in events if e["name"] == "cusparseCreate"} == {"cusparse"}
+    run_tool("export", "--type", "sqlite", "-o", tmp_path / "solver.sqlite", trace)
+    db = sqlite3.connect(tmp_path / "solver.sqlite")
+    assert dict(db.execute("SELECT s.value, count(*) FROM CUTRACE_API_CALLS AS c JOIN StringIds AS s ON s.id = c.nameId "
+                           "WHERE c.domain IN ('cusolver', 'cusparse') GROUP BY s.value").fetchall()) == recorded
 
     # No summary report of its own (nsys has none); the CUDA report counts the driver calls the
     # libraries made, as it counts cuBLAS's: 4 Cholesky blocks, 2 GEMMs, the SpMV and the QR solve.
