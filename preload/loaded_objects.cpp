@@ -292,6 +292,17 @@ void* find_in_library(const char* soname, uintptr_t caller, const char* name) {
   return found;
 }
 
+void* find_in_other_version(const char* soname, const char* name) {
+  void* found = nullptr;
+  for_each_object([&](const Object& o) {
+    Dynamic d;
+    if (!read_dynamic(o, &d) || !other_version_of(soname, d.soname)) return false;
+    found = find_symbol(o, d, name);
+    return found != nullptr;
+  });
+  return found;
+}
+
 const char* soname_of(uintptr_t address) {
   const char* soname = nullptr;
   for_each_object([&](const Object& o) {

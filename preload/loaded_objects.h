@@ -104,6 +104,11 @@ void* find_in_library(const char* soname, uintptr_t caller, const char* name);
 // against libcudart.so.13).
 bool other_version_of(const char* soname, const char* candidate);
 
+// The definition of `name` in the first loaded object, in load order, that is another major version of
+// library `soname` (libcusolver.so.11 for libcusolver.so.12), also one loaded with RTLD_LOCAL. nullptr
+// when none has it.
+void* find_in_other_version(const char* soname, const char* name);
+
 // The DT_SONAME of the object containing `address`, or nullptr (no object, or no soname).
 const char* soname_of(uintptr_t address);
 

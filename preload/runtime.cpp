@@ -507,6 +507,10 @@ void* resolve_real(uint32_t api_id) {
   // (dlsym(RTLD_DEFAULT, ...)): where both versions declare the function alike, calling that version's
   // is what the program would have done without cutrace.
   if (!fn && version && g_may_fall_back[api_id]) fn = real_dlsym()(RTLD_NEXT, info.name);
+  // The same for that version loaded with RTLD_LOCAL, as the dependency of a library the program
+  // dlopen()ed (CUDA 12's libcusolver.so.11 under a framework's extension module): that library's
+  // calls bind to this wrapper, and without cutrace they would have reached that version, not failed.
+  if (!fn && version && g_may_fall_back[api_id]) fn = elf::find_in_other_version(info.library, info.name);
   errno = saved_errno;
   if (fn) g_real_functions[api_id].store(fn, std::memory_order_relaxed);
   return fn;

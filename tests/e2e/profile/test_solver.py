@@ -226,3 +226,23 @@ def test_the_real_libraries_are_recorded_with_their_status(tmp_path):
     assert [(r["Name"], r["Result"].split(" ")[-1]) for r in rows] == [
         ("cusolverDnCreate", f"({solver_status})"), ("cusparseCreate", f"({sparse_status})")]
     assert rows[0]["Result"].startswith("CUSOLVER_STATUS_") and rows[1]["Result"].startswith("CUSPARSE_STATUS_")
+
+
+def test_cuda12_cusolver_loaded_locally_is_reached_not_ended(tmp_path):
+    # CUDA 12's cuSOLVER is libcusolver.so.11, which cutrace has no wrappers of its own for. Loaded as
+    # the dependency of a library dlopen()ed with RTLD_LOCAL (a framework's extension module), it is
+    # outside the global scope, yet that library's calls bind to the shim's wrappers: they must reach
+    # libcusolver.so.11 as they would without cutrace, not end the process as a missing symbol.
+    library = os.path.join(os.path.dirname(app("sim_solver")), "libsolver11_user.so")
+    script = [sys.executable, "-c",
+              f"import ctypes; print(ctypes.CDLL({library!r}).solver11_user_run())"]
+    plain = subprocess.run(script, env=sim_env(), capture_output=True, text=True, timeout=60)
+    assert (plain.returncode, plain.stdout) == (0, "0\n"), plain.stderr
+    for name, options in (("default", []), ("solver", ["-t", "cusolver"])):
+        proc, trace = profile(tmp_path, script, options=options, name=name, check=False)
+        assert (proc.returncode, proc.stdout) == (0, "0\n"), proc.stderr
+        assert "symbol lookup error" not in proc.stderr
+    # Reached through the wrappers, whose prototypes are CUDA 13's, the calls are recorded under them.
+    top = [r for r in api_trace(trace) if r["Domain"] == "cusolver"]
+    assert [(r["Name"], r["Depth"], r["Result"]) for r in top] == [
+        ("cusolverDnCreate", 0, "CUSOLVER_STATUS_SUCCESS (0)"), ("cusolverDnDestroy", 0, "CUSOLVER_STATUS_SUCCESS (0)")]
