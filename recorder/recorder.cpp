@@ -860,8 +860,12 @@ const std::vector<std::string>& Recorder::library_warnings() const {
     if (wrapped == wrapped_by_soname_.end()) {
       // cuDNN's parts (libcudnn_ops.so.9) are reached through libcudnn.so.9, whose exports are wrapped.
       if (wrapped_stems.count(soname_stem(exports.soname)))
-        library_warnings_->push_back(who + " is a major version this cutrace has no wrappers for: none of its calls "
-                                           "was recorded; use a cutrace built for it");
+        // Its calls that bind by name to another version's unversioned wrappers are recorded (the
+        // wrappers fall back to it where the prototypes agree); those through its own handles are not.
+        library_warnings_->push_back(who + " is a major version this cutrace has no wrappers of its own for: its "
+                                           "calls were recorded only where they reached another version's "
+                                           "wrappers by name, through that version's prototypes; use a cutrace "
+                                           "built for it");
       continue;
     }
     std::vector<std::string_view> missing;
