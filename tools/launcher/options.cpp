@@ -665,9 +665,9 @@ const char* help_text() {
   return R"(usage: cutrace profile [options] [--] <command> [args...]
 
 Runs <command> with its CUDA runtime and driver calls and its NVTX annotations (and with -t, its
-cuBLAS, cuBLASLt, cuDNN, cuSOLVER and cuSPARSE calls) recorded into a .cutrace file, however the program reaches them
-(linked, dlopen/dlsym, cuGetProcAddress, the static runtime's driver calls, NVTX injection), then
-exits with the command's exit code
+cuBLAS, cuBLASLt, cuDNN, cuSOLVER and cuSPARSE calls) recorded into a .cutrace file, however the
+program reaches them (linked, dlopen/dlsym, cuGetProcAddress, the static runtime's driver calls, NVTX
+injection), then exits with the command's exit code
 (128+N if signal N killed it). Options follow `nsys profile`.
 
 options:
