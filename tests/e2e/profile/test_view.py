@@ -39,8 +39,11 @@ class View:
     """`cutrace view ARGS` running, with the link it printed (None when it printed none)."""
 
     def __init__(self, *args, env=None):
+        # Ctrl-C's signal as a terminal gives it: a suite started in the background by a shell without
+        # job control would otherwise hand the command SIGINT ignored, which Python then keeps.
         self.proc = subprocess.Popen([str(CUTRACE), "view", *map(str, args)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=env)
+                                     stderr=subprocess.PIPE, text=True, env=env,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         # Nothing here may hang the suite: the command is killed if it outlives the test.
         self.watchdog = threading.Timer(30, self.proc.kill)
         self.watchdog.start()
