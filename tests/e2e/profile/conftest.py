@@ -210,3 +210,21 @@ def on_a_terminal(args):
         out += chunk
     os.close(main)
     return proc.wait(timeout=120), out.decode(errors="replace")
+
+
+def program_calls(stdout):
+    """The counts a test program prints itself, one "calls NAME N" line per function it called."""
+    return {p[1]: int(p[2]) for p in (l.split() for l in stdout.splitlines()) if len(p) == 3 and p[0] == "calls"}
+
+
+def api_trace(trace, show_internal=False):
+    """`cutrace stats --report api_trace` as rows: times and depth as numbers, the arguments as {name: text}."""
+    proc = run_tool("stats", "--report", "api_trace", "--format", "csv", "--show-internal",
+                    "true" if show_internal else "false", trace)
+    lines = [l for l in proc.stdout.splitlines() if l and not l.startswith("#")]
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    for r in rows:
+        for k in ("Start (ns)", "Duration (ns)", "Self (ns)", "Depth"):
+            r[k] = int(r[k])
+        r["args"] = dict(a.split("=", 1) for a in r["Args"].split(", ") if "=" in a) if r["Args"] else {}
+    return rows

@@ -3,28 +3,12 @@ the real libraries do (dlopen of libcuda.so.1 and cuGetProcAddress, never throug
 call counted exactly, kernels named from the calls that produced the CUfunction, arguments decoded,
 nesting (cuDNN -> cuBLAS -> driver) with exact depths and self times, the static runtime traced
 through its driver calls, and one warning line exactly when a loaded library left no calls."""
-import csv
-import io
 import subprocess
 import sys
 
-from conftest import app, api_sum, profile, run_tool, sim_env
+from conftest import api_sum, api_trace, app, profile, program_calls, run_tool, sim_env
 
 
-def program_calls(stdout):
-    return {p[1]: int(p[2]) for p in (l.split() for l in stdout.splitlines()) if len(p) == 3 and p[0] == "calls"}
-
-
-def api_trace(trace, show_internal=False):
-    proc = run_tool("stats", "--report", "api_trace", "--format", "csv", "--show-internal",
-                    "true" if show_internal else "false", trace)
-    lines = [l for l in proc.stdout.splitlines() if l and not l.startswith("#")]
-    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
-    for r in rows:
-        for k in ("Start (ns)", "Duration (ns)", "Self (ns)", "Depth"):
-            r[k] = int(r[k])
-        r["args"] = dict(a.split("=", 1) for a in r["Args"].split(", ") if "=" in a) if r["Args"] else {}
-    return rows
 
 
 def warnings(stderr):

@@ -3,33 +3,18 @@ made counted exactly, handles, shapes and types decoded, results named by their 
 cuBLAS and cuSPARSE calls cuSOLVER makes nested under the cuSOLVER call, and nothing of either
 library recorded unless its -t value asks for it. The real libraries, with no driver, are recorded with
 the status they answer."""
-import csv
-import io
 import os
 import subprocess
 import sys
 
 import sqlite3
 
-from conftest import app, api_sum, calls, counts, profile, run_tool, sim_env
+from conftest import api_sum, api_trace, app, calls, counts, profile, program_calls, run_tool, sim_env
 
 N = 128  # two column blocks of the simulated Cholesky (simcuda.h kCholeskyBlock = 64)
 NNZ = 3 * N - 2
 
 
-def program_calls(stdout):
-    return {p[1]: int(p[2]) for p in (l.split() for l in stdout.splitlines()) if len(p) == 3 and p[0] == "calls"}
-
-
-def api_trace(trace):
-    proc = run_tool("stats", "--report", "api_trace", "--format", "csv", trace)
-    lines = [l for l in proc.stdout.splitlines() if l and not l.startswith("#")]
-    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
-    for r in rows:
-        for k in ("Start (ns)", "Duration (ns)", "Self (ns)", "Depth"):
-            r[k] = int(r[k])
-        r["args"] = dict(a.split("=", 1) for a in r["Args"].split(", ") if "=" in a) if r["Args"] else {}
-    return rows
 
 
 def count_by_name(rows):
