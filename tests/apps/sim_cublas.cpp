@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include "library_calls.h"
 
 namespace {
 
@@ -20,31 +21,14 @@ constexpr const char kUsage[] = "sim_cublas m n k [repeats=1]";
 
 std::map<std::string, long> g_calls;
 
+#define CUBLAS_CALL(fn, ...) COUNTED_LIBRARY_CALL(g_calls, CUBLAS_STATUS_SUCCESS, no_status_name, fn, __VA_ARGS__)
+
 template <class Fn>
 Fn symbol(void* lib, const char* name) {
   auto fn = reinterpret_cast<Fn>(dlsym(lib, name));
   if (fn == nullptr) std::fprintf(stderr, "error: %s not found: %s\n", name, dlerror());
   return fn;
 }
-
-#define CUBLAS_CALL(fn, ...)                                                                 \
-  do {                                                                                       \
-    ++g_calls[#fn];                                                                          \
-    cublasStatus_t s_ = fn(__VA_ARGS__);                                                     \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                       \
-      std::fprintf(stderr, "error: %s returned %d\n", #fn, int(s_));                         \
-      return 1;                                                                              \
-    }                                                                                        \
-  } while (0)
-
-#define CUDA_CALL(expr)                                                                      \
-  do {                                                                                       \
-    cudaError_t e_ = (expr);                                                                 \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "error: %s returned %d\n", #expr, int(e_));                       \
-      return 1;                                                                              \
-    }                                                                                        \
-  } while (0)
 
 int run(int m, int n, int k, long repeats) {
   void* lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);

@@ -12,29 +12,13 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include "library_calls.h"
 
 namespace {
 
 std::map<std::string, long> g_calls;
 
-#define CUDNN_CALL(fn, ...)                                                                  \
-  do {                                                                                       \
-    ++g_calls[#fn];                                                                          \
-    cudnnStatus_t s_ = fn(__VA_ARGS__);                                                      \
-    if (s_ != CUDNN_STATUS_SUCCESS) {                                                        \
-      std::fprintf(stderr, "error: %s returned %d %s\n", #fn, int(s_), cudnnGetErrorString(s_)); \
-      return 1;                                                                              \
-    }                                                                                        \
-  } while (0)
-
-#define CUDA_CALL(expr)                                                                      \
-  do {                                                                                       \
-    cudaError_t e_ = (expr);                                                                 \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "error: %s returned %d\n", #expr, int(e_));                       \
-      return 1;                                                                              \
-    }                                                                                        \
-  } while (0)
+#define CUDNN_CALL(fn, ...) COUNTED_LIBRARY_CALL(g_calls, CUDNN_STATUS_SUCCESS, cudnnGetErrorString, fn, __VA_ARGS__)
 
 int run() {
   constexpr int kN = 2, kC = 3, kH = 32, kW = 32, kK = 8, kR = 3, kS = 3;

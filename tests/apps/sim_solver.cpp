@@ -19,39 +19,14 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include "library_calls.h"
 
 namespace {
 
 std::map<std::string, long> g_calls;
 
-#define CUSOLVER_CALL(fn, ...)                                             \
-  do {                                                                     \
-    ++g_calls[#fn];                                                        \
-    cusolverStatus_t s_ = fn(__VA_ARGS__);                                 \
-    if (s_ != CUSOLVER_STATUS_SUCCESS) {                                   \
-      std::fprintf(stderr, "error: %s returned %d\n", #fn, int(s_));       \
-      return 1;                                                            \
-    }                                                                      \
-  } while (0)
-
-#define CUSPARSE_CALL(fn, ...)                                                                        \
-  do {                                                                                                \
-    ++g_calls[#fn];                                                                                   \
-    cusparseStatus_t s_ = fn(__VA_ARGS__);                                                            \
-    if (s_ != CUSPARSE_STATUS_SUCCESS) {                                                              \
-      std::fprintf(stderr, "error: %s returned %d %s\n", #fn, int(s_), cusparseGetErrorName(s_));    \
-      return 1;                                                                                       \
-    }                                                                                                 \
-  } while (0)
-
-#define CUDA_CALL(expr)                                                \
-  do {                                                                 \
-    cudaError_t e_ = (expr);                                           \
-    if (e_ != cudaSuccess) {                                           \
-      std::fprintf(stderr, "error: %s returned %d\n", #expr, int(e_)); \
-      return 1;                                                        \
-    }                                                                  \
-  } while (0)
+#define CUSOLVER_CALL(fn, ...) COUNTED_LIBRARY_CALL(g_calls, CUSOLVER_STATUS_SUCCESS, no_status_name, fn, __VA_ARGS__)
+#define CUSPARSE_CALL(fn, ...) COUNTED_LIBRARY_CALL(g_calls, CUSPARSE_STATUS_SUCCESS, cusparseGetErrorName, fn, __VA_ARGS__)
 
 int run(int n) {
   cudaStream_t stream;
