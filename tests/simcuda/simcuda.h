@@ -107,9 +107,16 @@
 // the list). Any other image holds no kernels. A kernel's duration follows from its name as below.
 // A launch can be given its own duration with the extra argument {kLaunchParamDurationNs, &ns,
 // CU_LAUNCH_PARAM_END} (ns a uint64_t): how the simulated libraries make a GEMM's time grow with
-// its size. Stream capture (cuStreamBeginCapture ... cuStreamEndCapture) records kernel launches
-// only (copies and memsets on a capturing stream fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-// cuGraphLaunch queues the graph's kernels on the stream in the order they were added.
+// its size.
+//
+// Graphs (core/graphs.h), one model for the runtime and the driver: stream capture (the runtime's
+// cudaStreamBeginCapture ... cudaStreamEndCapture takes kernel launches, async copies between memories
+// the device reaches and memsets; the driver's cuStreamBeginCapture takes kernel launches, and its
+// copies and memsets on a capturing stream fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), graphs
+// built node by node (the runtime's kernel, memset, 1D copy and empty nodes; the driver's kernel
+// nodes), instantiation, and launch, which queues the graph's nodes on the stream one after another
+// in the order they were added, so a launch takes the sum of its nodes' times. Graph ids and node
+// ids are process-wide counters from 1.
 //
 // The runtime reaches the driver as the real CUDA 13 runtime does: on first need it dlopen()s
 // "libcuda.so.1" (found beside it through its RUNPATH, or on LD_LIBRARY_PATH), dlsym()s
@@ -124,8 +131,11 @@
 //
 // CUPTI: libcupti.so.13 (cupti/cupti.cpp) implements the CUPTI Activity API with CUDA 13's record
 // structs (CUpti_ActivityKernel10, Memcpy6, Memset4, Synchronization2, Memory4, API,
-// ExternalCorrelation) for the kinds CONCURRENT_KERNEL, KERNEL, MEMCPY, MEMSET, SYNCHRONIZATION,
-// MEMORY2, RUNTIME, DRIVER and EXTERNAL_CORRELATION (others: CUPTI_ERROR_NOT_COMPATIBLE). The
+// ExternalCorrelation, GraphTrace2) for the kinds CONCURRENT_KERNEL, KERNEL, MEMCPY, MEMSET,
+// SYNCHRONIZATION, MEMORY2, RUNTIME, DRIVER, EXTERNAL_CORRELATION and GRAPH_TRACE (others:
+// CUPTI_ERROR_NOT_COMPATIBLE). The work of a graph launch carries graphId and graphNodeId; with
+// GRAPH_TRACE enabled it gets no records of its own, and one GraphTrace2 record per launch, from its
+// first node's start to its last node's end, with the launching call's correlation id, stands for it. The
 // runtime and the driver report each API call that has a CUPTI cbid (every runtime export that
 // returns a cudaError_t, not the __cudaRegister* family, __cudaPushCallConfiguration or
 // cudaGetErrorName/String; every driver entry point but cuSimFutureFunction, whether called by

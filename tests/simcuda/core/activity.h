@@ -26,7 +26,7 @@
 namespace simcuda::activity {
 
 // Bumped whenever a struct below changes; a sink built for another version is refused.
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 
 // The values of CUpti_CallbackDomain.
 enum class Domain : uint8_t { kDriver = 1, kRuntime = 2 };
@@ -34,7 +34,8 @@ enum class Domain : uint8_t { kDriver = 1, kRuntime = 2 };
 // Memory as a copy or memset sees it; the profiler maps it to CUpti_ActivityMemoryKind.
 enum class Memory : uint8_t { kUnknown, kPageable, kPinned, kDevice, kManaged };
 
-enum class OpType : uint8_t { kKernel, kMemcpy, kMemset, kFree };
+// kGraph: the end of a graph launch (core/graphs.h), reported after its last node.
+enum class OpType : uint8_t { kKernel, kMemcpy, kMemset, kFree, kGraph };
 
 // What the issuing API layer knows about a device operation, filled at submission only while a
 // sink is installed and carried by the timeline to its completion.
@@ -53,6 +54,11 @@ struct OpInfo {
   uint64_t bytes = 0;
   uint32_t value = 0;
   uint64_t address = 0;
+  // Operations of a graph launch: the graph's id and the node's (0 outside graphs). kGraph: the
+  // graph's id and its nodes' summed time (the launch began that long before this operation).
+  uint32_t graph_id = 0;
+  uint64_t graph_node_id = 0;
+  uint64_t graph_nodes_ns = 0;
 };
 
 struct DeviceOp {

@@ -2,6 +2,7 @@
 // cannot, but a tracer has to follow children that do, and tests fork freely).
 #include <pthread.h>
 
+#include "graphs.h"
 #include "kernels.h"
 #include "memory.h"
 #include "timeline.h"
@@ -13,6 +14,7 @@ namespace {
 // memory() with its lock held.
 void prepare() {
   timeline().prepare_fork();
+  graphs().prepare_fork();
   kernels().prepare_fork();
   memory().prepare_fork();
 }
@@ -20,12 +22,14 @@ void prepare() {
 void parent() {
   memory().parent_after_fork();
   kernels().parent_after_fork();
+  graphs().parent_after_fork();
   timeline().parent_after_fork();
 }
 
 void child() {
   memory().child_after_fork();
   kernels().child_after_fork();
+  graphs().child_after_fork();
   timeline().child_after_fork();
 }
 

@@ -65,9 +65,9 @@ Status Timeline::stream_info(StreamId id, StreamInfo* out) {
   return Status::kOk;
 }
 
-OpTimes Timeline::submit_locked(StreamId id, Stream& s, Work work, uint64_t not_before_ns) {
+OpTimes Timeline::submit_locked(StreamId id, Stream& s, Work work, uint64_t not_before_ns, uint64_t now) {
   DeviceState& d = devices_[s.info.device];
-  uint64_t start = std::max({now_ns(), s.tail_end_ns, not_before_ns});
+  uint64_t start = std::max({now, s.tail_end_ns, not_before_ns});
   bool blocking = (s.info.flags & kStreamNonBlocking) == 0;
   // The legacy default stream waits for all blocking streams of its device, and they wait for it.
   if (s.info.legacy) {
@@ -96,8 +96,21 @@ Status Timeline::submit(StreamId stream, Work work, OpTimes* times) {
   Lock lock(mu_);
   Stream* s = find_stream_locked(stream);
   if (s == nullptr) return Status::kInvalidHandle;
-  OpTimes t = submit_locked(stream, *s, std::move(work), 0);
+  OpTimes t = submit_locked(stream, *s, std::move(work), 0, now_ns());
   if (times != nullptr) *times = t;
+  return Status::kOk;
+}
+
+Status Timeline::submit_all(StreamId stream, std::vector<Work> works, std::vector<OpTimes>* times) {
+  Lock lock(mu_);
+  Stream* s = find_stream_locked(stream);
+  if (s == nullptr) return Status::kInvalidHandle;
+  // One moment for all: each operation starts when the one before it ends, as if queued at once.
+  const uint64_t now = now_ns();
+  for (Work& work : works) {
+    OpTimes t = submit_locked(stream, *s, std::move(work), 0, now);
+    if (times != nullptr) times->push_back(t);
+  }
   return Status::kOk;
 }
 
@@ -160,7 +173,7 @@ Status Timeline::record_event(EventId event, StreamId stream, OpTimes* times) {
   if (e == nullptr || s == nullptr || e->info.device != s->info.device) {
     return Status::kInvalidHandle;
   }
-  OpTimes t = submit_locked(stream, *s, Work{OpKind::kEventRecord, 0, {}, {}}, 0);
+  OpTimes t = submit_locked(stream, *s, Work{OpKind::kEventRecord, 0, {}, {}}, 0, now_ns());
   e->info.recorded = true;
   e->time_ns = t.start_ns;
   e->key = t.key;
@@ -174,7 +187,7 @@ Status Timeline::stream_wait_event(StreamId stream, EventId event) {
   Stream* s = find_stream_locked(stream);
   if (e == nullptr || s == nullptr) return Status::kInvalidHandle;
   if (!e->info.recorded) return Status::kOk;
-  submit_locked(stream, *s, Work{OpKind::kStreamWait, 0, {}, {}}, e->time_ns);
+  submit_locked(stream, *s, Work{OpKind::kStreamWait, 0, {}, {}}, e->time_ns, now_ns());
   return Status::kOk;
 }
 

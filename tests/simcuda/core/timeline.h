@@ -82,6 +82,9 @@ class SIMCUDA_API Timeline {
   Status stream_info(StreamId id, StreamInfo* out);
 
   Status submit(StreamId stream, Work work, OpTimes* times = nullptr);
+  // Submits the operations in order as of one moment, so that each starts when the one before it
+  // ends (a graph launch); their times are appended to *times.
+  Status submit_all(StreamId stream, std::vector<Work> works, std::vector<OpTimes>* times = nullptr);
   // kOk once everything submitted to the stream so far is complete, else kNotReady.
   Status query_stream(StreamId stream);
   Status synchronize_stream(StreamId stream);
@@ -142,7 +145,7 @@ class SIMCUDA_API Timeline {
 
   Stream* find_stream_locked(StreamId id);
   Event* find_event_locked(EventId id);
-  OpTimes submit_locked(StreamId id, Stream& s, Work work, uint64_t not_before_ns);
+  OpTimes submit_locked(StreamId id, Stream& s, Work work, uint64_t not_before_ns, uint64_t now);
   void ensure_worker_locked();
   // Completes the earliest operation if its end time has passed (the lock is released while its
   // effect runs) and returns true; otherwise stores when it will be due and returns false.

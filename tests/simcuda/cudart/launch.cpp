@@ -58,6 +58,7 @@ cudaError_t launch(const void* function_or_handle, dim3 grid, dim3 block, size_t
   if (!valid_configuration(grid, block)) return cudaErrorInvalidConfiguration;
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (graphs().capture(sid, kernel_node(*k, grid, block, shared_mem))) return cudaSuccess;
   if (const DriverApi* d = driver()) {
     int device;
     if (cudaError_t e = current_device(&device); e) return e;

@@ -132,6 +132,13 @@ cudaError_t copy(void* dst, const void* src, const Rect& r, cudaMemcpyKind kind,
   if (cudaError_t e = plan_copy(dst, src, r.dst_extent(), r.src_extent(), kind, &plan); e) return e;
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (graphs().capturing(sid)) {
+    // A captured copy runs later, from memory the device reaches; waiting on a capturing stream, or
+    // staging pageable memory, cannot be captured.
+    if (synchronous || plan.src_pageable || plan.dst_pageable || r.height != 1)
+      return cudaErrorStreamCaptureUnsupported;
+    return graphs().capture(sid, copy_node(dst, src, r.width)) ? cudaSuccess : cudaErrorStreamCaptureInvalidated;
+  }
   if (r.height == 1) {
     if (const DriverApi* d = driver()) {
       return driver_copy(*d, dst, src, r.width, kind, stream, flavour, synchronous);
@@ -180,6 +187,11 @@ cudaError_t set(void* ptr, int value, size_t pitch, size_t width, size_t height,
   if (!a || !a->contains(ptr, extent)) return cudaErrorInvalidValue;
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (graphs().capturing(sid)) {
+    if (synchronous) return cudaErrorStreamCaptureUnsupported;
+    return graphs().capture(sid, memset_node(ptr, value, pitch, width, height)) ? cudaSuccess
+                                                                                 : cudaErrorStreamCaptureInvalidated;
+  }
   if (synchronous && height == 1 && stream == nullptr) {
     if (const DriverApi* d = driver()) {
       int device;

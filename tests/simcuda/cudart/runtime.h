@@ -18,6 +18,7 @@
 
 #include "core/activity.h"
 #include "core/config.h"
+#include "core/graphs.h"
 #include "core/kernels.h"
 #include "core/memory.h"
 #include "core/timeline.h"
@@ -50,6 +51,11 @@ cudaError_t resolve_stream(cudaStream_t stream, DefaultStream flavour, StreamId*
 cudaStream_t stream_handle(StreamId id);
 cudaEvent_t event_handle(EventId id);
 bool decode_event(cudaEvent_t event, EventId* out);
+
+// Graph nodes for the work a capturing stream receives or a graph is given (graph.cpp).
+GraphNode kernel_node(const Kernel& k, dim3 grid, dim3 block, size_t shared_mem);
+GraphNode memset_node(void* ptr, int value, size_t pitch, size_t width, size_t height);
+GraphNode copy_node(void* dst, const void* src, size_t bytes);
 
 // The usual translation of a device status; handles are streams, events or functions as the caller
 // says.

@@ -163,6 +163,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
       return rt::record(cudaErrorInvalidResourceHandle);
     }
     if (cudaError_t e = rt::resolve_stream(stream, kLegacy, &id); e) return rt::record(e);
+    graphs().forget_stream(id);
     return rt::record(rt::from_status(timeline().destroy_stream(id)));
   });
 }
@@ -230,29 +231,6 @@ SIMCUDA_STREAM_GETTER(cudaStreamGetId, cudaStreamGetId_v12000, unsigned long lon
 SIMCUDA_STREAM_GETTER(cudaStreamGetId_ptsz, cudaStreamGetId_ptsz_v12000, unsigned long long, kPerThread, id)
 
 #undef SIMCUDA_STREAM_GETTER
-
-// Nothing is ever captured into a graph here, but libraries ask before most stream work.
-SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
-                                                           cudaStreamCaptureStatus* pCaptureStatus) {
-  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamIsCapturing_v10000), [&]() -> cudaError_t {
-    if (pCaptureStatus == nullptr) return rt::record(cudaErrorInvalidValue);
-    StreamInfo info;
-    if (cudaError_t e = rt::stream_info(stream, kLegacy, &info); e) return rt::record(e);
-    *pCaptureStatus = cudaStreamCaptureStatusNone;
-    return cudaSuccess;
-  });
-}
-
-SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing_ptsz(
-    cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus) {
-  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamIsCapturing_ptsz_v10000), [&]() -> cudaError_t {
-    if (pCaptureStatus == nullptr) return rt::record(cudaErrorInvalidValue);
-    StreamInfo info;
-    if (cudaError_t e = rt::stream_info(stream, kPerThread, &info); e) return rt::record(e);
-    *pCaptureStatus = cudaStreamCaptureStatusNone;
-    return cudaSuccess;
-  });
-}
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream,
                                                            cudaStreamCallback_t callback,

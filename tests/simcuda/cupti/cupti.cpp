@@ -12,6 +12,10 @@
 //     without the driver, as for 2D copies); runtimeCorrelationId = the enclosing runtime call's id,
 //     0 when the driver was called directly.
 //   - MEMSET, SYNCHRONIZATION, MEMORY2: the outermost call's id.
+//   - GRAPH_TRACE: the outermost call's id of the graph launch, as its nodes'. While GRAPH_TRACE is
+//     enabled, the kernels, copies and sets of graph launches get no records of their own: one
+//     CUpti_ActivityGraphTrace2 per launch stands for them (from its first node's start to its last
+//     node's end). Otherwise their records carry graphId and graphNodeId.
 //   - EXTERNAL_CORRELATION: one record per API call (runtime and driver) entered while an id is
 //     pushed on the calling thread, for each kind pushed, written before that call's API record.
 //
@@ -426,7 +430,22 @@ uint8_t copy_kind(activity::Memory src, activity::Memory dst) {
 void on_device_op(const activity::DeviceOp& op) {
   const activity::OpInfo& info = *op.info;
   Clock clock;
+  if (info.graph_node_id != 0 && enabled(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) return;
   switch (info.type) {
+    case activity::OpType::kGraph: {
+      if (!enabled(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) return;
+      CUpti_ActivityGraphTrace2 r{};
+      r.kind = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+      r.correlationId = info.runtime_correlation != 0 ? info.runtime_correlation : info.driver_correlation;
+      r.start = clock(op.start_ns - info.graph_nodes_ns);
+      r.end = clock(op.end_ns);
+      r.deviceId = r.endDeviceId = uint32_t(op.device);
+      r.contextId = r.endContextId = context_id(op.device);
+      r.streamId = uint32_t(op.stream);
+      r.graphId = info.graph_id;
+      write(&r, sizeof r, true);
+      return;
+    }
     case activity::OpType::kKernel: {
       CUpti_ActivityKind kind = enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
                                 : enabled(CUPTI_ACTIVITY_KIND_KERNEL)       ? CUPTI_ACTIVITY_KIND_KERNEL
@@ -451,6 +470,8 @@ void on_device_op(const activity::DeviceOp& op) {
       r.dynamicSharedMemory = int32_t(info.dynamic_shared);
       r.correlationId = info.runtime_correlation != 0 ? info.runtime_correlation : info.driver_correlation;
       r.name = info.name;
+      r.graphId = info.graph_id;
+      r.graphNodeId = info.graph_node_id;
       {
         Lock lock(state().mu);
         r.gridId = ++state().grid_id;
@@ -474,6 +495,8 @@ void on_device_op(const activity::DeviceOp& op) {
       r.correlationId = info.driver_correlation != 0 ? info.driver_correlation : info.runtime_correlation;
       r.runtimeCorrelationId = info.runtime_correlation;
       r.copyCount = 1;
+      r.graphId = info.graph_id;
+      r.graphNodeId = info.graph_node_id;
       write(&r, sizeof r, true);
       return;
     }
@@ -490,6 +513,8 @@ void on_device_op(const activity::DeviceOp& op) {
       r.streamId = uint32_t(op.stream);
       r.correlationId = info.runtime_correlation != 0 ? info.runtime_correlation : info.driver_correlation;
       r.memoryKind = memory_kind(info.dst);
+      r.graphId = info.graph_id;
+      r.graphNodeId = info.graph_node_id;
       write(&r, sizeof r, true);
       return;
     }
@@ -554,6 +579,7 @@ constexpr CUpti_ActivityKind kSupported[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
     CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_MEMORY2,
     CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
 };
 
 CUptiResult set_enabled(CUpti_ActivityKind kind, bool on) {
@@ -586,6 +612,7 @@ size_t record_size(CUpti_ActivityKind kind) {
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
+    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: return sizeof(CUpti_ActivityGraphTrace2);
     default: return 0;
   }
 }

@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/graphs.h"
 #include "driver.h"
 #include "simcuda.h"
 
@@ -34,18 +35,11 @@ struct Module {
   bool library = false;
 };
 
-struct Graph;
-struct GraphExec;
-
 // Never destroyed: what is still loaded at exit stays reachable (no leak reports) and usable by
 // exit handlers.
 struct Registry {
   std::mutex modules_mu;
   std::unordered_set<Module*> modules;
-  std::mutex graphs_mu;
-  std::unordered_set<Graph*> graphs;
-  std::unordered_set<GraphExec*> execs;
-  std::unordered_map<StreamId, Graph*> capturing;  // by the stream capturing into it
 };
 
 Registry& reg() {
@@ -117,29 +111,6 @@ const Kernel* loaded_kernel(const void* handle) {
 
 // ---- launches and graphs ----
 
-struct Node {
-  const Kernel* kernel;
-  uint64_t duration_ns;
-  unsigned grid[3];
-  unsigned block[3];
-  unsigned shared_mem;
-};
-
-struct Graph {
-  std::deque<Node> nodes;
-};
-
-struct GraphExec {
-  std::vector<Node> nodes;
-};
-
-
-Graph* capturing_graph(StreamId stream) {
-  std::lock_guard<std::mutex> lock(reg().graphs_mu);
-  auto it = reg().capturing.find(stream);
-  return it == reg().capturing.end() ? nullptr : it->second;
-}
-
 constexpr unsigned kMaxThreadsPerBlock = 1024;
 constexpr unsigned kMaxBlockDim[3] = {1024, 1024, 64};
 constexpr unsigned kMaxGridDim[3] = {2147483647u, 65535, 65535};
@@ -192,6 +163,22 @@ std::shared_ptr<const activity::OpInfo> kernel_info(const Kernel& k, const unsig
   return info;
 }
 
+GraphNode kernel_node(const Kernel& k, uint64_t duration, const unsigned grid[3], const unsigned block[3],
+                      unsigned shared_mem) {
+  GraphNode n;
+  n.kind = OpKind::kKernel;
+  n.duration_ns = duration;
+  n.kernel = &k;
+  n.info.type = activity::OpType::kKernel;
+  n.info.name = k.name.c_str();
+  for (int i = 0; i < 3; ++i) {
+    n.info.grid[i] = grid[i];
+    n.info.block[i] = block[i];
+  }
+  n.info.dynamic_shared = shared_mem;
+  return n;
+}
+
 CUresult launch(const Launch& l, DefaultStream flavour) {
   if (CUresult e = check_initialized(); e) return e;
   const Kernel* k = loaded_kernel(l.f);
@@ -202,15 +189,7 @@ CUresult launch(const Launch& l, DefaultStream flavour) {
   if (CUresult e = launch_duration(*k, l.extra, &duration); e) return e;
   StreamId sid;
   if (CUresult e = resolve_stream(l.stream, flavour, &sid); e) return e;
-  {
-    std::lock_guard<std::mutex> lock(reg().graphs_mu);
-    auto it = reg().capturing.find(sid);
-    if (it != reg().capturing.end()) {
-      it->second->nodes.push_back(Node{k, duration, {l.grid[0], l.grid[1], l.grid[2]},
-                                       {l.block[0], l.block[1], l.block[2]}, l.shared_mem});
-      return CUDA_SUCCESS;
-    }
-  }
+  if (graphs().capture(sid, kernel_node(*k, duration, l.grid, l.block, l.shared_mem))) return CUDA_SUCCESS;
   Status s = timeline().submit(
       sid, Work{OpKind::kKernel, duration, {}, kernel_info(*k, l.grid, l.block, l.shared_mem)});
   if (s == Status::kOk) notify_launch(*k, duration);
@@ -232,23 +211,16 @@ CUresult begin_capture(CUstream stream, DefaultStream flavour) {
   if (Status s = timeline().stream_info(sid, &info); s != Status::kOk) return from_status(s);
   // The legacy stream cannot be captured on the real driver either.
   if (info.legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  std::lock_guard<std::mutex> lock(reg().graphs_mu);
-  if (reg().capturing.count(sid) != 0) return CUDA_ERROR_ILLEGAL_STATE;
-  auto* g = new Graph;
-  reg().graphs.insert(g);
-  reg().capturing[sid] = g;
-  return CUDA_SUCCESS;
+  return graphs().begin_capture(sid) == Status::kOk ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
 }
 
 CUresult end_capture(CUstream stream, CUgraph* out, DefaultStream flavour) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   StreamId sid;
   if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
-  std::lock_guard<std::mutex> lock(reg().graphs_mu);
-  auto it = reg().capturing.find(sid);
-  if (it == reg().capturing.end()) return CUDA_ERROR_ILLEGAL_STATE;
-  *out = reinterpret_cast<CUgraph>(it->second);
-  reg().capturing.erase(it);
+  Graph* g = nullptr;
+  if (graphs().end_capture(sid, &g) != Status::kOk) return CUDA_ERROR_ILLEGAL_STATE;
+  *out = reinterpret_cast<CUgraph>(g);
   return CUDA_SUCCESS;
 }
 
@@ -265,12 +237,12 @@ CUresult add_kernel_node(CUgraphNode* out, CUgraph graph, size_t num_dependencie
   if (k == nullptr) return CUDA_ERROR_INVALID_VALUE;
   uint64_t duration;
   if (CUresult e = launch_duration(*k, extra, &duration); e) return e;
-  std::lock_guard<std::mutex> lock(reg().graphs_mu);
-  auto* g = reinterpret_cast<Graph*>(graph);
-  if (reg().graphs.count(g) == 0) return CUDA_ERROR_INVALID_VALUE;
-  g->nodes.push_back(Node{k, duration, {p.gridDimX, p.gridDimY, p.gridDimZ},
-                          {p.blockDimX, p.blockDimY, p.blockDimZ}, p.sharedMemBytes});
-  *out = reinterpret_cast<CUgraphNode>(&g->nodes.back());
+  const unsigned grid[3] = {p.gridDimX, p.gridDimY, p.gridDimZ}, block[3] = {p.blockDimX, p.blockDimY, p.blockDimZ};
+  GraphNode* node = nullptr;
+  if (graphs().add_node(reinterpret_cast<Graph*>(graph), kernel_node(*k, duration, grid, block, p.sharedMemBytes),
+                        reinterpret_cast<const void* const*>(dependencies), num_dependencies, &node) != Status::kOk)
+    return CUDA_ERROR_INVALID_VALUE;
+  *out = reinterpret_cast<CUgraphNode>(node);
   return CUDA_SUCCESS;
 }
 
@@ -278,28 +250,15 @@ CUresult graph_launch(CUgraphExec exec, CUstream stream, DefaultStream flavour) 
   if (CUresult e = check_initialized(); e) return e;
   StreamId sid;
   if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
-  std::vector<Node> nodes;
-  {
-    std::lock_guard<std::mutex> lock(reg().graphs_mu);
-    auto* x = reinterpret_cast<GraphExec*>(exec);
-    if (reg().execs.count(x) == 0) return CUDA_ERROR_INVALID_VALUE;
-    if (reg().capturing.count(sid) != 0) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    nodes = x->nodes;
-  }
-  for (const Node& n : nodes) {
-    Work work{OpKind::kKernel, n.duration_ns, {}, kernel_info(*n.kernel, n.grid, n.block, n.shared_mem)};
-    if (Status s = timeline().submit(sid, std::move(work)); s != Status::kOk) {
-      return from_status(s);
-    }
-    notify_launch(*n.kernel, n.duration_ns);
-  }
-  return CUDA_SUCCESS;
+  if (graphs().capturing(sid)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  Status s = graphs().launch(reinterpret_cast<GraphExec*>(exec), sid);
+  return s == Status::kInvalidValue ? CUDA_ERROR_INVALID_VALUE : from_status(s);
 }
 
 // ---- memory ----
 
 CUresult not_capturing(StreamId sid) {
-  return capturing_graph(sid) == nullptr ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return graphs().capturing(sid) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 // Which side of a copy is device memory: as the entry point says, or (kUnified, cuMemcpy) as the
@@ -461,10 +420,7 @@ CUresult destroy_stream(CUstream stream) {
   if (CUresult e = check_initialized(); e) return e;
   StreamId id;
   if (!handles::decode_stream(stream, &id)) return CUDA_ERROR_INVALID_HANDLE;
-  {
-    std::lock_guard<std::mutex> lock(reg().graphs_mu);
-    reg().capturing.erase(id);
-  }
+  graphs().forget_stream(id);
   return from_status(timeline().destroy_stream(id));
 }
 
@@ -782,10 +738,7 @@ CUresult CUDAAPI cuGraphCreate(CUgraph* graph, unsigned int flags) {
   return traced(SIMCUDA_DRIVER_CBID(cuGraphCreate), [&]() -> CUresult {
     if (graph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult e = check_initialized(); e) return e;
-    auto* g = new Graph;
-    std::lock_guard<std::mutex> lock(reg().graphs_mu);
-    reg().graphs.insert(g);
-    *graph = reinterpret_cast<CUgraph>(g);
+    *graph = reinterpret_cast<CUgraph>(graphs().create());
     return CUDA_SUCCESS;
   });
 }
@@ -811,11 +764,8 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
   return traced(SIMCUDA_DRIVER_CBID(cuGraphInstantiateWithFlags), [&]() -> CUresult {
     if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult e = check_initialized(); e) return e;
-    std::lock_guard<std::mutex> lock(reg().graphs_mu);
-    auto* g = reinterpret_cast<Graph*>(graph);
-    if (reg().graphs.count(g) == 0) return CUDA_ERROR_INVALID_VALUE;
-    auto* x = new GraphExec{std::vector<Node>(g->nodes.begin(), g->nodes.end())};
-    reg().execs.insert(x);
+    GraphExec* x = nullptr;
+    if (graphs().instantiate(reinterpret_cast<Graph*>(graph), &x) != Status::kOk) return CUDA_ERROR_INVALID_VALUE;
     *exec = reinterpret_cast<CUgraphExec>(x);
     return CUDA_SUCCESS;
   });
@@ -835,22 +785,15 @@ CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
 CUresult CUDAAPI cuGraphDestroy(CUgraph graph) {
   return traced(SIMCUDA_DRIVER_CBID(cuGraphDestroy), [&]() -> CUresult {
     if (CUresult e = check_initialized(); e) return e;
-    std::lock_guard<std::mutex> lock(reg().graphs_mu);
-    auto* g = reinterpret_cast<Graph*>(graph);
-    if (reg().graphs.erase(g) == 0) return CUDA_ERROR_INVALID_VALUE;
-    delete g;
-    return CUDA_SUCCESS;
+    return graphs().destroy(reinterpret_cast<Graph*>(graph)) == Status::kOk ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
   });
 }
 
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec exec) {
   return traced(SIMCUDA_DRIVER_CBID(cuGraphExecDestroy), [&]() -> CUresult {
     if (CUresult e = check_initialized(); e) return e;
-    std::lock_guard<std::mutex> lock(reg().graphs_mu);
-    auto* x = reinterpret_cast<GraphExec*>(exec);
-    if (reg().execs.erase(x) == 0) return CUDA_ERROR_INVALID_VALUE;
-    delete x;
-    return CUDA_SUCCESS;
+    return graphs().destroy_exec(reinterpret_cast<GraphExec*>(exec)) == Status::kOk ? CUDA_SUCCESS
+                                                                                  : CUDA_ERROR_INVALID_VALUE;
   });
 }
 

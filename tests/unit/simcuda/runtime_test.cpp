@@ -565,5 +565,114 @@ TEST(Runtime, DeviceResetDestroysEverythingAndDropsPendingWork) {
   cudaGetLastError();
 }
 
+// A captured stream runs nothing until the graph is launched; a launch runs the nodes back to back,
+// taking their summed time, and with their effects in order.
+TEST(RuntimeGraphs, CaptureThenLaunchRunsTheNodesInOrder) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  unsigned char *a, *b;
+  ASSERT_EQ(cudaMalloc(&a, 1000), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, 1000), cudaSuccess);
+  ASSERT_EQ(cudaMemset(b, 0, 1000), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaErrorIllegalState);
+  ASSERT_EQ(cudaMemsetAsync(a, 9, 1000, s), cudaSuccess);
+  ASSERT_EQ(launch(kernel_30ms(), s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(b, a, 1000, cudaMemcpyDeviceToDevice, s), cudaSuccess);
+  // A copy the stream would have to wait for cannot be captured.
+  std::vector<unsigned char> host(1000, 1);
+  EXPECT_EQ(cudaMemcpyAsync(host.data(), a, 1000, cudaMemcpyDeviceToHost, s), cudaErrorStreamCaptureUnsupported);
+  cudaStreamCaptureStatus status;
+  ASSERT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorIllegalState);
+  ASSERT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  size_t count = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &count), cudaSuccess);
+  EXPECT_EQ(count, 3u);
+  // Nothing ran while capturing.
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(host.data(), b, 1000, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(host[0], 0);
+
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  cudaEvent_t start, stop;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&stop), cudaSuccess);
+  // Behind a long kernel, so that the stream is never idle between the two events.
+  ASSERT_EQ(launch(kernel_30ms(), s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(start, s), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(stop, s), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+  float ms = 0;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaSuccess);
+  const uint64_t bytes_ns = copy_duration_ns(1000, config().copy_gbps);
+  EXPECT_NEAR(ms, (2 * bytes_ns + 30 * kMs) / 1e6, 1e-6);
+  ASSERT_EQ(cudaMemcpy(host.data(), b, 1000, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(host[0], 9);
+  EXPECT_EQ(host[999], 9);
+
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaErrorInvalidValue);
+  // The executable graph outlives the graph it came from.
+  EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(exec, s), cudaErrorInvalidValue);
+  // The legacy stream cannot be captured.
+  EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(a);
+  cudaFree(b);
+  cudaStreamDestroy(s);
+  cudaGetLastError();
+}
+
+TEST(RuntimeGraphs, NodesDependOnlyOnNodesOfTheirOwnGraph) {
+  cudaGraph_t one, two;
+  ASSERT_EQ(cudaGraphCreate(&one, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphCreate(&two, 0), cudaSuccess);
+  EXPECT_EQ(cudaGraphCreate(&two, 1), cudaErrorInvalidValue);
+  cudaGraphNode_t first, second, join;
+  ASSERT_EQ(cudaGraphAddEmptyNode(&first, one, nullptr, 0), cudaSuccess);
+  EXPECT_EQ(cudaGraphAddEmptyNode(&second, two, &first, 1), cudaErrorInvalidValue);
+  cudaKernelNodeParams p{};
+  p.func = const_cast<void*>(default_kernel());
+  p.gridDim = dim3(1);
+  p.blockDim = dim3(32);
+  ASSERT_EQ(cudaGraphAddKernelNode(&second, one, &first, 1, &p), cudaSuccess);
+  p.func = reinterpret_cast<void*>(&p);  // no kernel
+  EXPECT_EQ(cudaGraphAddKernelNode(&join, one, &first, 1, &p), cudaErrorInvalidDeviceFunction);
+  const cudaGraphNode_t both[] = {first, second};
+  ASSERT_EQ(cudaGraphAddEmptyNode(&join, one, both, 2), cudaSuccess);
+  cudaGraphNode_t nodes[2];
+  size_t count = 2;
+  ASSERT_EQ(cudaGraphGetNodes(one, nodes, &count), cudaSuccess);
+  EXPECT_EQ(count, 2u);
+  EXPECT_EQ(nodes[0], first);
+  EXPECT_EQ(nodes[1], second);
+  // A memset node must lie inside one allocation.
+  void* d;
+  ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
+  cudaMemsetParams set{};
+  set.dst = d;
+  set.elementSize = 1;
+  set.width = 512;
+  set.height = 1;
+  EXPECT_EQ(cudaGraphAddMemsetNode(&join, one, nullptr, 0, &set), cudaErrorInvalidValue);
+  set.width = 256;
+  EXPECT_EQ(cudaGraphAddMemsetNode(&join, one, nullptr, 0, &set), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(one), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(two), cudaSuccess);
+  cudaFree(d);
+  cudaGetLastError();
+}
+
 }  // namespace
 }  // namespace simcuda
