@@ -211,6 +211,8 @@ void convert(ThreadState& ts, const CUpti_Activity* record) {
       r.static_shared_bytes = uint32_t(k->staticSharedMemory);
       r.dynamic_shared_bytes = uint32_t(k->dynamicSharedMemory);
       r.registers_per_thread = k->registersPerThread;
+      r.graph_id = k->graphId;
+      r.graph_node_id = k->graphNodeId;
       write(ts, r);
       break;
     }
@@ -226,6 +228,8 @@ void convert(ThreadState& ts, const CUpti_Activity* record) {
       r.src_kind = m->srcKind;
       r.dst_kind = m->dstKind;
       r.flags = m->flags;
+      r.graph_id = m->graphId;
+      r.graph_node_id = m->graphNodeId;
       write(ts, r);
       break;
     }
@@ -239,6 +243,18 @@ void convert(ThreadState& ts, const CUpti_Activity* record) {
       r.value = m->value;
       r.memory_kind = m->memoryKind;
       r.flags = m->flags;
+      r.graph_id = m->graphId;
+      r.graph_node_id = m->graphNodeId;
+      write(ts, r);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
+      const auto* g = reinterpret_cast<const CUpti_ActivityGraphTrace2*>(record);
+      if (!capture_overlaps(g->start, g->end)) return;
+      abi::GpuGraphRecord r{};
+      r.h = header_of(abi::GpuActivity::kGraph, sizeof r, g->start, g->end, g->correlationId, g->deviceId,
+                      g->contextId, g->streamId);
+      r.graph_id = g->graphId;
       write(ts, r);
       break;
     }
@@ -572,6 +588,7 @@ void start_cupti(ThreadState& ts) {
     return;
   }
   bool all = true;
+  bool graph_level = false;
   auto bind = [&](auto& slot, const char* name) {
     void* f = real_dlsym()(handle, name);
     all &= f != nullptr;
@@ -629,13 +646,23 @@ void start_cupti(ThreadState& ts) {
       for (size_t undo = 0; undo < enabled; ++undo) g_cupti.disable(kinds[undo]);
       break;
     }
+    // --cuda-graph-trace graph (nsys's default): a graph launch is one record, and CUPTI leaves out
+    // the records of its nodes. A CUPTI that cannot trace graphs whole still gives the nodes one by
+    // one, which the status says rather than failing.
+    if (!step && (g_session->gpu_activity & abi::kGpuActivityGraphNodes) == 0) {
+      graph_level = g_cupti.enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE) == CUPTI_SUCCESS;
+    }
   }
   if (all && step) {
     char what[1400];
     std::snprintf(what, sizeof what, "%s (%s)", step, path);
     report_failure(ts, what, r);
   } else if (all) {
-    std::snprintf(g_source, sizeof g_source, "GPU activity from %s", path);
+    const bool nodes_asked = (g_session->gpu_activity & abi::kGpuActivityGraphNodes) != 0;
+    std::snprintf(g_source, sizeof g_source, "GPU activity from %s%s", path,
+                  nodes_asked  ? ", CUDA graphs node by node"
+                  : graph_level ? ", CUDA graphs as whole launches"
+                                : ", CUDA graphs node by node (this CUPTI cannot trace a graph launch whole)");
     report(ts, 0, g_source);
     g_running_pid = getpid();
     g_running.store(true, std::memory_order_release);

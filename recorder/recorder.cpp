@@ -1017,9 +1017,11 @@ trace::KeyValues Recorder::summary() const {
   bool gpu_tried = false;
   for (const ProcessKernels& p : kernels_) gpu_tried |= p.gpu_status_code != UINT32_MAX;
   if (gpu_tried) {
-    static const char* const kNames[] = {"", "kernels", "memcpy", "memset", "sync", "memory", "api_links", ""};
-    for (uint32_t k = 1; k < 7; ++k)
-      kv.emplace_back(std::string("gpu_activity.") + kNames[k], std::to_string(gpu_records_[k]));
+    static const char* const kNames[] = {"", "kernels", "memcpy", "memset", "sync", "memory", "api_links", "", "graphs"};
+    static_assert(std::size(kNames) == sizeof gpu_records_ / sizeof gpu_records_[0]);
+    for (uint32_t k = 1; k < std::size(kNames); ++k)
+      if (k != uint32_t(abi::GpuActivity::kDropped))
+        kv.emplace_back(std::string("gpu_activity.") + kNames[k], std::to_string(gpu_records_[k]));
     kv.emplace_back("gpu_activity.dropped", std::to_string(gpu_dropped_));
     for (const ProcessKernels& p : kernels_)
       if (p.gpu_status_code == 0) {

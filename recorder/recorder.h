@@ -309,7 +309,8 @@ class Recorder {
   std::vector<PendingSample> pending_samples_;
   uint64_t cpu_samples_written_ = 0;
   bool python_sampling_ = false;
-  uint64_t gpu_records_[8] = {};  // GPU activity records written, by abi::GpuActivity
+  // GPU activity records written, by abi::GpuActivity (whose largest value sizes it).
+  uint64_t gpu_records_[uint32_t(abi::GpuActivity::kGraph) + 1] = {};
   uint64_t gpu_dropped_ = 0;      // records CUPTI said it dropped
   uint64_t python_samples_written_ = 0;
   uint64_t python_samples_unplaced_ = 0;  // named a thread that is not (or no longer) the process's

@@ -21,7 +21,7 @@ mkdir -p "$results"
 exec > >(tee "$results/log.txt") 2>&1
 step() { echo; echo "=== $* ($(date +%T))"; }
 python=${PYTHON:-python3}
-steps=,${GPU_CHECK_STEPS:-example,cuda13.2,activity-tests,other-tests,train,outputs,bench,torch-bench,probe},
+steps=,${GPU_CHECK_STEPS:-example,graphs,cuda13.2,activity-tests,other-tests,train,outputs,bench,torch-bench,probe},
 wanted() { [[ $steps == *,$1,* ]]; }
 
 # Runs a command for at most LIMIT seconds. One still running then has the stacks of every thread of
@@ -85,6 +85,32 @@ done
 timeout 60 "$cutrace" stats -r cuda_gpu_trace -f csv "$results/example.cutrace" | head -8
 timeout 60 "$cutrace" stats -r cuda_kern_exec_trace -f csv "$results/example.cutrace" | head -6
 timeout 60 "$cutrace" info "$results/example.cutrace" | grep -E "gpu_activity|warning"
+fi
+
+if wanted graphs; then
+# Issue 32: what the real CUPTI gives for graph launches in each mode (the simulated one's rules,
+# test_graphs.py): with graph, one GRAPH_TRACE row per launch and no node records; with node, every
+# node with graphId/graphNodeId; and whether CUPTI took GRAPH_TRACE beside CONCURRENT_KERNEL.
+for mode in graph node; do
+  step "CUDA graphs, --cuda-graph-trace $mode"
+  LD_LIBRARY_PATH=$cudalib watched 120 "$cutrace" profile -f true -o "$results/graphs-$mode" --cuda-graph-trace $mode \
+    -- "$apps/sim_graphs" 3 | head -4
+  echo "exit ${PIPESTATUS[0]}"
+  timeout 60 "$cutrace" info "$results/graphs-$mode.cutrace" | grep -E "gpu_activity|warning"
+  timeout 120 "$cutrace" export --type sqlite -f true -o "$results/graphs-$mode.sqlite" "$results/graphs-$mode.cutrace"
+  $python - "$results/graphs-$mode.sqlite" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+for table in ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_MEMCPY"):
+    if table not in tables:
+        print(table, "absent"); continue
+    cols = [c[1] for c in db.execute(f"PRAGMA table_info({table})")]
+    graph = "graphId" if "graphId" in cols else "NULL"
+    node = "graphNodeId" if "graphNodeId" in cols else "NULL"
+    print(table, db.execute(f"SELECT COUNT(*), COUNT({graph}), COUNT(DISTINCT {node}), SUM(end - start) FROM {table}").fetchone())
+PY
+done
 fi
 
 if wanted cuda13.2 && [[ -f $bundle/cuda13.2/lib/libcupti.so.13 ]]; then

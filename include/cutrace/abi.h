@@ -26,7 +26,7 @@ namespace cutrace::abi {
 
 // Bumped whenever any layout in this header changes; a shim and a recorder of different versions
 // refuse to talk to each other rather than misread records.
-inline constexpr uint32_t kAbiVersion = 9;
+inline constexpr uint32_t kAbiVersion = 10;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
 // Capture ranges, set by the launcher for every process of the session (each gates itself):
@@ -286,6 +286,7 @@ enum class GpuActivity : uint32_t {
   kMemory = 5,   // GpuMemoryRecord (MEMORY2): a device allocation or release
   kApiLink = 6,  // GpuApiLinkRecord: which call of which thread a correlation id belongs to
   kDropped = 7,  // GpuDroppedRecord: records CUPTI could not deliver
+  kGraph = 8,    // GpuGraphRecord (GRAPH_TRACE): one launch of a CUDA graph, its nodes not told apart
 };
 
 // The fields every GPU activity record but kApiLink and kDropped starts with.
@@ -308,9 +309,10 @@ struct GpuKernelRecord {
   uint32_t static_shared_bytes;
   uint32_t dynamic_shared_bytes;
   uint32_t registers_per_thread;
-  uint32_t reserved;
+  uint32_t graph_id;        // CUPTI's id of the graph whose launch ran it; 0: not run by a graph launch
+  uint64_t graph_node_id;   // CUPTI's id of the graph node; 0 likewise
 };
-static_assert(sizeof(GpuKernelRecord) == 88);
+static_assert(sizeof(GpuKernelRecord) == 96);
 
 struct GpuMemcpyRecord {
   GpuActivityHeader h;
@@ -320,8 +322,11 @@ struct GpuMemcpyRecord {
   uint8_t src_kind;              // CUpti_ActivityMemoryKind
   uint8_t dst_kind;
   uint8_t flags;                 // CUpti_ActivityFlag's low byte (1: asynchronous)
+  uint32_t graph_id;             // as GpuKernelRecord's
+  uint32_t reserved;
+  uint64_t graph_node_id;
 };
-static_assert(sizeof(GpuMemcpyRecord) == 56);
+static_assert(sizeof(GpuMemcpyRecord) == 72);
 
 struct GpuMemsetRecord {
   GpuActivityHeader h;
@@ -329,8 +334,11 @@ struct GpuMemsetRecord {
   uint32_t value;
   uint16_t memory_kind;  // CUpti_ActivityMemoryKind
   uint16_t flags;
+  uint32_t graph_id;     // as GpuKernelRecord's
+  uint32_t reserved;
+  uint64_t graph_node_id;
 };
-static_assert(sizeof(GpuMemsetRecord) == 56);
+static_assert(sizeof(GpuMemsetRecord) == 72);
 
 struct GpuSyncRecord {
   GpuActivityHeader h;
@@ -363,6 +371,16 @@ struct GpuApiLinkRecord {
 };
 static_assert(sizeof(GpuApiLinkRecord) == 40);
 
+// A graph launch as a whole (--cuda-graph-trace graph): from the start of its first node to the end of
+// its last, on the stream it was launched into; correlation is the launching call's. The nodes of a
+// launch traced this way have no records of their own.
+struct GpuGraphRecord {
+  GpuActivityHeader h;
+  uint32_t graph_id;  // CUPTI's id of the graph launched
+  uint32_t reserved;
+};
+static_assert(sizeof(GpuGraphRecord) == 48);
+
 struct GpuDroppedRecord {
   RecordHeader header;  // kind = kGpuActivity, aux = kDropped
   uint64_t time;        // ns, CLOCK_MONOTONIC: when the shim learnt of them
@@ -380,6 +398,7 @@ inline constexpr uint32_t gpu_activity_bytes(uint32_t aux) {
     case GpuActivity::kMemory: return sizeof(GpuMemoryRecord);
     case GpuActivity::kApiLink: return sizeof(GpuApiLinkRecord);
     case GpuActivity::kDropped: return sizeof(GpuDroppedRecord);
+    case GpuActivity::kGraph: return sizeof(GpuGraphRecord);
   }
   return 0;
 }
@@ -546,7 +565,7 @@ inline constexpr RecordKindInfo kRecordKinds[] = {
      offsetof(NvtxRecord, text_bytes), 4, 1, 0, kMaxNvtxTextBytes, 0, UINT32_MAX, offsetof(NvtxRecord, time), true},
     // Times are ns already: CUPTI takes the trace's clock.
     {RecordKind::kGpuActivity, "a GPU activity record", nullptr, sizeof(RecordHeader), RecordTail::kByAux, 0, 0, 0, 0, 0,
-     uint32_t(GpuActivity::kKernel), uint32_t(GpuActivity::kDropped), kNoRingTime, true},
+     uint32_t(GpuActivity::kKernel), uint32_t(GpuActivity::kGraph), kNoRingTime, true},
     {RecordKind::kCaptureState, "a capture range record", nullptr, sizeof(CaptureStateRecord), RecordTail::kNone, 0, 0,
      0, 0, 0, 0, UINT32_MAX, offsetof(CaptureStateRecord, time), true},
     // From the timer sampler, where perf events are forbidden; the recorder's own are ns already.
@@ -725,6 +744,9 @@ struct alignas(64) SessionHeader {
 static_assert(sizeof(SessionHeader) == 320);
 inline constexpr uint32_t kGpuActivityOn = 1;
 inline constexpr uint32_t kGpuActivityMemoryUsage = 2;
+// --cuda-graph-trace node: every node of a graph launch as its own record (kernels, copies, sets)
+// instead of one kGraph record per launch.
+inline constexpr uint32_t kGpuActivityGraphNodes = 4;
 // The signal of the timer sampler: a real-time one, which programs rarely use (SIGPROF is a profiler's).
 inline int timer_sample_signal() { return SIGRTMAX - 4; }
 static_assert(offsetof(SessionHeader, capture_domains) == 64);

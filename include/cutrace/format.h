@@ -17,7 +17,7 @@
 namespace cutrace::format {
 
 inline constexpr char kFileMagic[8] = {'C', 'U', 'T', 'R', 'A', 'C', 'E', '\x01'};
-inline constexpr uint32_t kFormatVersion = 6;
+inline constexpr uint32_t kFormatVersion = 7;
 inline constexpr uint32_t kChunkMagic = 0x4b434354u;  // "CTCK"
 inline constexpr const char* kFileExtension = ".cutrace";
 // A chunk never decompresses to more than this; readers reject larger claims before allocating.

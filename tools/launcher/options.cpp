@@ -19,7 +19,7 @@ enum Id : int {
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
   kSample, kSamplingFrequency, kCpuctxsw, kPythonSampling, kPythonSamplingFrequency, kGpuActivity,
-  kCudaMemoryUsage,
+  kCudaMemoryUsage, kCudaGraphTrace,
 };
 
 constexpr cli::OptionSpec kSupported[] = {
@@ -52,6 +52,7 @@ constexpr cli::OptionSpec kSupported[] = {
     {0, "python-sampling", Arity::kSwitch, kPythonSampling},
     {0, "gpu-activity", Arity::kSwitch, kGpuActivity},
     {0, "cuda-memory-usage", Arity::kSwitch, kCudaMemoryUsage},
+    {0, "cuda-graph-trace", Arity::kValue, kCudaGraphTrace},
     {0, "python-sampling-frequency", Arity::kValue, kPythonSamplingFrequency},
     {'h', "help", Arity::kNone, kHelp},
 };
@@ -75,7 +76,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "dask", "none"},
     {0, "cuda-um-cpu-page-faults", "false"},
     {0, "cuda-um-gpu-page-faults", "false"},
-    {0, "cuda-graph-trace", nullptr},
     {0, "cuda-event-trace", "false"},
     {0, "cuda-flush-interval", nullptr},
     {0, "cuda-trace-scope", nullptr},
@@ -579,6 +579,14 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
         case kCudaMemoryUsage:
           if (!take_bool(&options->cuda_memory_usage)) return false;
           break;
+        case kCudaGraphTrace:
+          if (!take_value(&value) || (value != "graph" && value != "node")) {
+            *error = usage("option '" + w.spelled + "' takes graph or node" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          options->cuda_graph_nodes = value == "node";
+          break;
         case kPythonSamplingFrequency:
           if (!take_value(&value) || !parse_u32(value, 1, 2000, &options->python_sampling_frequency)) {
             *error = usage("option '" + w.spelled + "' takes a number of samples per second from 1 to 2000" +
@@ -725,6 +733,9 @@ options:
       --cuda-memory-usage true|false
                               with GPU activity, the device memory each process has allocated,
                               over time (a counter in the Perfetto export; default false)
+      --cuda-graph-trace graph|node
+                              with GPU activity, a CUDA graph launch as one interval (graph, the
+                              default) or each of its nodes as its own kernel, copy or set (node)
       --python-sampling true|false
                               sample the Python stack of every thread of each CPython process
                               (3.9 or newer), from a thread that takes the GIL (default false)

@@ -51,6 +51,9 @@ struct ProfileOptions {
   bool gpu_activity = true;
   // --cuda-memory-usage: with GPU activity, device memory in use over time (nsys's default false).
   bool cuda_memory_usage = false;
+  // --cuda-graph-trace node: every node of a graph launch as its own GPU record; graph (nsys's default):
+  // one record per launch, where CUPTI can trace graphs whole.
+  bool cuda_graph_nodes = false;
   uint32_t python_sampling_frequency = 1000;
   // -s/--sample process-tree (or its older spelling cpu): CPU samples of every thread of the command's
   // processes, at --sampling-frequency Hz (nsys's 100 to 8000, default 1000). Off by default (nsys

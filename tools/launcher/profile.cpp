@@ -375,8 +375,11 @@ int run(const ProfileOptions& options) {
 
   if (options.gpu_activity && (options.trace_domains & abi::kCudaDomains)) {
     session.header()->gpu_activity =
-        abi::kGpuActivityOn | (options.cuda_memory_usage ? abi::kGpuActivityMemoryUsage : 0);
+        abi::kGpuActivityOn | (options.cuda_memory_usage ? abi::kGpuActivityMemoryUsage : 0) |
+        (options.cuda_graph_nodes ? abi::kGpuActivityGraphNodes : 0);
     recorder_args.insert(recorder_args.end(), {"--meta", "gpu_activity=cupti"});
+    recorder_args.insert(recorder_args.end(),
+                         {"--meta", std::string("cuda_graph_trace=") + (options.cuda_graph_nodes ? "node" : "graph")});
     if (options.cuda_memory_usage) recorder_args.insert(recorder_args.end(), {"--meta", "cuda_memory_usage=true"});
   }
   if (options.python_sampling) {

@@ -1002,17 +1002,24 @@ void TraceReader::deliver_gpu_activity(Event& ev, const uint8_t* r, uint32_t aux
       std::copy(std::begin(k.block), std::end(k.block), g.block);
       g.static_shared_bytes = k.static_shared_bytes, g.dynamic_shared_bytes = k.dynamic_shared_bytes;
       g.registers_per_thread = k.registers_per_thread;
+      g.graph_id = k.graph_id, g.graph_node_id = k.graph_node_id;
       break;
     }
     case abi::GpuActivity::kMemcpy: {
       auto m = load<abi::GpuMemcpyRecord>(r);
       g.bytes = m.bytes, g.runtime_correlation = m.runtime_correlation;
       g.copy_kind = m.copy_kind, g.src_kind = m.src_kind, g.dst_kind = m.dst_kind, g.flags = m.flags;
+      g.graph_id = m.graph_id, g.graph_node_id = m.graph_node_id;
       break;
     }
     case abi::GpuActivity::kMemset: {
       auto m = load<abi::GpuMemsetRecord>(r);
       g.bytes = m.bytes, g.value = m.value, g.memory_kind = m.memory_kind, g.flags = uint8_t(m.flags);
+      g.graph_id = m.graph_id, g.graph_node_id = m.graph_node_id;
+      break;
+    }
+    case abi::GpuActivity::kGraph: {
+      g.graph_id = load<abi::GpuGraphRecord>(r).graph_id;
       break;
     }
     case abi::GpuActivity::kSync: {

@@ -303,6 +303,10 @@ struct GpuActivityEvent {
   uint32_t sync_type = 0, event = UINT32_MAX; // kSync
   uint32_t tid = 0, api_id = 0, result = 0;   // kApiLink
   uint64_t dropped = 0;                       // kDropped
+  // kKernel, kMemcpy, kMemset: the graph and node whose launch ran it (--cuda-graph-trace node), 0 when
+  // none; kGraph: the graph launched.
+  uint32_t graph_id = 0;
+  uint64_t graph_node_id = 0;
   uint64_t duration_ns() const { return end_ns - start_ns; }
 };
 

@@ -88,7 +88,7 @@ const std::vector<TableDef>& export_tables() {
         {"gridZ", I, kNotNull}, {"blockX", I, kNotNull}, {"blockY", I, kNotNull}, {"blockZ", I, kNotNull},
         {"staticSharedMemory", I, kNotNull}, {"dynamicSharedMemory", I, kNotNull}, {"localMemoryPerThread", I, kNotNull},
         {"localMemoryTotal", I, kNotNull}, {"gridId", I, kNotNull}, {"sharedMemoryExecuted", I, kNull},
-        {"graphNodeId", I, kNull}, {"sharedMemoryLimitConfig", I, kNull}},
+        {"graphNodeId", I, kNull}, {"sharedMemoryLimitConfig", I, kNull}, {"graphId", I, kNull}},
        nullptr},
       {TableId::kMemcpy, "CUPTI_ACTIVITY_KIND_MEMCPY",
        {{"start", I, kNotNull}, {"end", I, kNotNull}, {"deviceId", I, kNotNull}, {"contextId", I, kNotNull},
@@ -107,6 +107,13 @@ const std::vector<TableDef>& export_tables() {
        {{"start", I, kNotNull}, {"end", I, kNotNull}, {"deviceId", I, kNotNull}, {"contextId", I, kNotNull},
         {"greenContextId", I, kNull}, {"streamId", I, kNotNull}, {"correlationId", I, kNull}, {"globalPid", I, kNull},
         {"syncType", I, kNotNull}, {"eventId", I, kNotNull}},
+       nullptr},
+      // A graph launch as a whole (--cuda-graph-trace graph). graphExecId stays empty: CUPTI's record does
+      // not say which instantiation ran.
+      {TableId::kGraphTrace, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"deviceId", I, kNotNull}, {"contextId", I, kNotNull},
+        {"greenContextId", I, kNull}, {"streamId", I, kNotNull}, {"correlationId", I, kNull}, {"globalPid", I, kNull},
+        {"graphId", I, kNotNull}, {"graphExecId", I, kNull}},
        nullptr},
       {TableId::kGpuMemoryUsage, "CUDA_GPU_MEMORY_USAGE_EVENTS",
        {{"start", I, kNotNull}, {"globalPid", I, kNotNull}, {"deviceId", I, kNotNull}, {"contextId", I, kNotNull},
@@ -461,6 +468,9 @@ class TableProducer {
     const Value stream = int_value(g.stream == UINT32_MAX ? 0 : g.stream);
     const Value start = int_value(time(g.start_ns)), end = int_value(time(g.end_ns)), context = int_value(g.context);
     const Value n = null_value(), zero = int_value(0);
+    // Node work of a graph launch carries its graph and node (--cuda-graph-trace node); other work none.
+    const Value graph = g.graph_id ? int_value(g.graph_id) : n;
+    const Value graph_node = g.graph_node_id ? int_value(int64_t(g.graph_node_id)) : n;
     ++counts_.gpu;
     switch (g.kind) {
       case abi::GpuActivity::kKernel: {
@@ -471,18 +481,22 @@ class TableProducer {
               int_value(string_id(base_kernel_name(demangled))), mangled, n, n, int_value(g.registers_per_thread),
               int_value(g.grid[0]), int_value(g.grid[1]), int_value(g.grid[2]), int_value(g.block[0]),
               int_value(g.block[1]), int_value(g.block[2]), int_value(g.static_shared_bytes),
-              int_value(g.dynamic_shared_bytes), zero, zero, zero, n, n, n});
+              int_value(g.dynamic_shared_bytes), zero, zero, zero, n, graph_node, n, graph});
         return;
       }
       case abi::GpuActivity::kMemcpy:
         emit(TableId::kMemcpy, {start, end, device, context, n, stream,
                                 int_value(g.runtime_correlation ? g.runtime_correlation : g.correlation), gpid,
                                 int_value(int64_t(g.bytes)), int_value(g.copy_kind), n, int_value(g.src_kind),
-                                int_value(g.dst_kind), n, n, n, n, n, n, n});
+                                int_value(g.dst_kind), n, n, n, n, n, graph_node, n});
         return;
       case abi::GpuActivity::kMemset:
         emit(TableId::kMemset, {start, end, device, context, n, stream, int_value(g.correlation), gpid,
-                                int_value(g.value), int_value(int64_t(g.bytes)), n, int_value(g.memory_kind)});
+                                int_value(g.value), int_value(int64_t(g.bytes)), graph_node, int_value(g.memory_kind)});
+        return;
+      case abi::GpuActivity::kGraph:
+        emit(TableId::kGraphTrace,
+             {start, end, device, context, n, stream, int_value(g.correlation), gpid, int_value(g.graph_id), n});
         return;
       case abi::GpuActivity::kSync:
         emit(TableId::kSynchronization, {start, end, device, context, n, stream, int_value(g.correlation), gpid,

@@ -54,6 +54,7 @@ enum class TableId : uint16_t {
   kMemcpy,
   kMemset,
   kSynchronization,
+  kGraphTrace,
   kGpuMemoryUsage,
   kNvtxEvents,
   kCompositeEvents,

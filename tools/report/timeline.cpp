@@ -313,7 +313,7 @@ class Timeline {
       return;
     }
     if (g.kind != abi::GpuActivity::kKernel && g.kind != abi::GpuActivity::kMemcpy &&
-        g.kind != abi::GpuActivity::kMemset)
+        g.kind != abi::GpuActivity::kMemset && g.kind != abi::GpuActivity::kGraph)
       return;
     if (!in_window(g.start_ns, g.end_ns)) return;
     const uint32_t track = gpu_track(g.device, g.stream);
@@ -323,7 +323,10 @@ class Timeline {
                                ", stream " + std::to_string(g.stream) + ")");
     const bool kernel = g.kind == abi::GpuActivity::kKernel;
     std::string operation;
-    if (!kernel) operation = reader::gpu_memory_operation(g.kind, g.copy_kind);
+    if (g.kind == abi::GpuActivity::kGraph)
+      operation = "[CUDA graph " + std::to_string(g.graph_id) + "]";
+    else if (!kernel)
+      operation = reader::gpu_memory_operation(g.kind, g.copy_kind);
     TimelineSlice& s = gpu_;
     s.begin_ns = at(g.start_ns);
     s.end_ns = s.begin_ns + int64_t(g.duration_ns());
@@ -341,9 +344,11 @@ class Timeline {
       s.args.add_unsigned("static_shared_bytes", g.static_shared_bytes);
       s.args.add_unsigned("dynamic_shared_bytes", g.dynamic_shared_bytes);
       if (g.name) s.args.add_text("mangled", g.name->mangled, true);
-    } else {
+    } else if (g.kind != abi::GpuActivity::kGraph) {
       s.args.add_unsigned("bytes", g.bytes);
     }
+    if (g.graph_id) s.args.add_unsigned("graph_id", g.graph_id);
+    if (g.graph_node_id) s.args.add_unsigned("graph_node_id", g.graph_node_id);
     sink_.gpu_slice(pid_of(t.pid), track, s, g.correlation ? flow : 0);
     ++counts_.gpu;
   }

@@ -1,7 +1,11 @@
 """The recipes of the device's timeline: NVTX ranges projected onto the GPU (nvtx_gpu_proj_trace,
 nvtx_gpu_proj_sum) and the share of time the GPU was in use (gpu_time_util, cuda_gpu_time_util_map).
 
-Projection: a GPU operation (kernel, memory copy, memset) belongs to an NVTX range when the CUDA call
+A CUDA graph launch recorded whole (--cuda-graph-trace graph, the default) is one GPU operation, counted
+as kernel time, from its first node's start to its last node's end: its nodes have no records of their
+own, and leaving it out would show a graph-heavy program's GPU as idle.
+
+Projection: a GPU operation (kernel, memory copy, memset, graph launch) belongs to an NVTX range when the CUDA call
 that issued it (same process and correlationId) started and ended inside the range, on the range's
 thread. A range holds the calls of the ranges nested in it too, so an outer range projects onto all
 the work of its inner ones. The projected range runs from the start of its first GPU operation to
@@ -33,7 +37,8 @@ RANGES = NVTX_RANGES.replace(
 GPU_OPERATIONS = """
     SELECT start, "end", correlationId, globalPid, deviceId, 'kernel' AS kind FROM CUPTI_ACTIVITY_KIND_KERNEL
     UNION ALL SELECT start, "end", correlationId, globalPid, deviceId, 'memory' FROM CUPTI_ACTIVITY_KIND_MEMCPY
-    UNION ALL SELECT start, "end", correlationId, globalPid, deviceId, 'memory' FROM CUPTI_ACTIVITY_KIND_MEMSET"""
+    UNION ALL SELECT start, "end", correlationId, globalPid, deviceId, 'memory' FROM CUPTI_ACTIVITY_KIND_MEMSET
+    UNION ALL SELECT start, "end", correlationId, globalPid, deviceId, 'kernel' FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE"""
 
 # One row per projected range: its nesting among all of its thread's ranges (Lvl: how many enclose
 # it; ParentId: the innermost of them; NumChild: the ranges it directly encloses; RangeStack: the ids
@@ -79,7 +84,8 @@ class NvtxGpuProjTrace:
     description = ("NVTX ranges projected onto the GPU: per range, the start, end and duration of the GPU work "
                    "launched inside it on its thread")
     tables = ("NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
-              "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+              "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+              "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
     outputs = ("trace.parquet",)
     summary_output = "trace.parquet"
 
@@ -195,7 +201,8 @@ class GpuTimeUtil:
     name = "gpu_time_util"
     description = ("stretches of time a GPU was in use less than --threshold percent (kernels, copies, memsets), "
                    "per rank, process and device")
-    tables = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+    tables = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+              "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
     outputs = ("analysis.parquet", "utilization.parquet")
     summary_output = "analysis.parquet"
     arguments = (
@@ -244,7 +251,7 @@ class CudaGpuTimeUtilMap:
     name = "cuda_gpu_time_util_map"
     description = "GPU time utilization of kernels (and of copies and memsets) per time bin, rank, process and device"
     tables = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-              "CUPTI_ACTIVITY_KIND_RUNTIME", "ANALYSIS_DETAILS")
+              "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_RUNTIME", "ANALYSIS_DETAILS")
     outputs = ("analysis.parquet", "heatmap.parquet")
     summary_output = "heatmap.parquet"
     arguments = (("--bins", {"type": whole_number(1, 1000), "default": 30, "metavar": "N",

@@ -160,7 +160,7 @@ def test_cutrace_cupti_path_names_the_cupti_to_load(tmp_path):
     chosen.parent.mkdir()
     shutil.copy(SIM_LIB / "libcupti.so.13", chosen)
     _, trace = vector_add(tmp_path, 2, name="chosen", CUTRACE_CUPTI_PATH=str(chosen))
-    assert f"gpu_activity.source            GPU activity from {chosen}\n" in info(trace)
+    assert f"gpu_activity.source            GPU activity from {chosen}, CUDA graphs as whole launches\n" in info(trace)
     assert summary(trace)["gpu_activity.kernels"] == 4
     # One that cannot be loaded: said, and the calls are all there.
     _, reference = vector_add(tmp_path, 2, name="reference")
@@ -217,8 +217,8 @@ def test_after_the_last_capture_range_cupti_is_finalised_and_free_for_the_progra
     # CUPTI let go once the range ended, so the program takes it as it does alone.
     assert proc.stdout == alone.stdout
     summary = metadata(trace, "End summary:")
-    assert summary["gpu_activity.source"] == (f"GPU activity from {SIM_LIB / 'libcupti.so.13'}, until capture ended for "
-                                              "good (CUPTI was finalised then)")
+    assert summary["gpu_activity.source"] == (f"GPU activity from {SIM_LIB / 'libcupti.so.13'}, CUDA graphs as whole "
+                                              "launches, until capture ended for good (CUPTI was finalised then)")
     # The range's copy is there and linked to its call; the copy after it is not.
     (copy,) = rows(trace, "cuda_gpu_trace")
     traced = [r for r in rows(trace, "cuda_api_trace") if r["Name"] == "cudaMemcpy"]
@@ -226,7 +226,8 @@ def test_after_the_last_capture_range_cupti_is_finalised_and_free_for_the_progra
     # Ranges that may come again keep CUPTI: the program's own profiler is refused, as the README says.
     proc, trace = profile(tmp_path, command, name="repeat", options=["-c", "cudaProfilerApi", "--capture-range-end", "repeat"])
     assert proc.stdout == "copies 2\nsubscribe 39\n"
-    assert metadata(trace, "End summary:")["gpu_activity.source"] == f"GPU activity from {SIM_LIB / 'libcupti.so.13'}"
+    assert metadata(trace, "End summary:")["gpu_activity.source"] == (f"GPU activity from {SIM_LIB / 'libcupti.so.13'}, "
+                                                                      "CUDA graphs as whole launches")
 
 
 def test_cuda_memory_usage_is_a_counter_of_the_device_memory_allocated(tmp_path):
@@ -250,8 +251,10 @@ def test_cuda_memory_usage_is_a_counter_of_the_device_memory_allocated(tmp_path)
 
 def test_a_graphs_kernels_come_from_cupti_and_flow_from_the_graph_launch(tmp_path):
     # sim_driver_launch captures two tail kernels into a graph and replays it once: their launches
-    # during capture ran nothing; the kernels ran from cuGraphLaunch, which interposition sees as one call.
-    proc, trace = profile(tmp_path, [app("sim_driver_launch"), "3"])
+    # during capture ran nothing; the kernels ran from cuGraphLaunch, which interposition sees as one
+    # call. Node by node, each is a kernel of its own (by default the launch is one interval:
+    # test_graphs.py).
+    proc, trace = profile(tmp_path, [app("sim_driver_launch"), "3"], options=["--cuda-graph-trace", "node"])
     launched = {p[1]: int(p[2]) for p in (l.split() for l in proc.stdout.splitlines()) if p[0] == "launches"}
     kernels = {r["Name"]: int(r["Instances"]) for r in rows(trace, "cuda_gpu_kern_sum")}
     assert kernels == launched, (kernels, launched)
