@@ -12,6 +12,7 @@
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtCuda.h>
 #include <nvtx3/nvToolsExtCudaRt.h>
+#include <nvtx3/nvToolsExtPayload.h>
 
 #include <atomic>
 #include <cstddef>
@@ -44,6 +45,11 @@ struct Annotation {
   const char* text = nullptr;  // UTF-8
   size_t text_bytes = 0;
   bool text_cut = false;  // the program's text was longer than `text` holds
+  // After the text: an extended payload (payload_type kExtension, `payload` its schema id), or the
+  // values of a payload registration. Read up to kMaxNvtxPayloadBytes of it.
+  const void* bytes = nullptr;
+  size_t byte_count = 0;
+  uint8_t payload_cut = 0;  // abi::kNvtxPayloadCut*
 };
 
 // A wide message converted to UTF-8 (the W variants); cut at kMaxNvtxTextBytes like any text, but
@@ -95,7 +101,13 @@ void emit(ThreadState& ts, const Annotation& a) {
     length = abi::kMaxNvtxTextBytes;
     cut = true;
   }
-  const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::NvtxRecord) + length));
+  uint8_t payload_cut = a.payload_cut;
+  size_t payload_bytes = a.bytes ? a.byte_count : 0;
+  if (payload_bytes > abi::kMaxNvtxPayloadBytes) {
+    payload_bytes = abi::kMaxNvtxPayloadBytes;
+    payload_cut |= abi::kNvtxPayloadCutBytes;
+  }
+  const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::NvtxRecord) + length + payload_bytes));
   WritingRecord writing(ts);
   uint8_t* p = ts.producer.reserve(bytes);
   if (!p) return;
@@ -113,10 +125,14 @@ void emit(ThreadState& ts, const Annotation& a) {
   r->payload_type = uint8_t(a.payload_type);
   r->message_type = uint8_t(a.message_type);
   r->text_cut = cut;
+  r->payload_bytes = uint16_t(payload_bytes);
+  r->payload_cut = payload_cut;
   r->reserved = 0;
   if (length) std::memcpy(r->text, a.text, length);
+  if (payload_bytes) std::memcpy(r->text + length, a.bytes, payload_bytes);
   // Zero the alignment tail so no stale ring bytes reach the trace.
-  std::memset(r->text + length, 0, bytes - sizeof(abi::NvtxRecord) - length);
+  const size_t used = length + payload_bytes;
+  std::memset(r->text + used, 0, bytes - sizeof(abi::NvtxRecord) - used);
   ts.producer.commit(bytes);
 }
 
@@ -169,6 +185,18 @@ uint32_t& push_depth(uint32_t domain) { return t_push_depth[domain < kTrackedDom
 
 uint32_t domain_id(nvtxDomainHandle_t d) { return uint32_t(reinterpret_cast<uintptr_t>(d)); }
 
+// An extended payload: the first of `count` nvtxPayloadData_t is kept (its bytes up to
+// kMaxNvtxPayloadBytes, read by emit); the others are flagged as left out.
+void set_extended_payload(Annotation& a, const nvtxPayloadData_t* data, size_t count) {
+  if (!data || count == 0) return;
+  a.payload_type = abi::NvtxPayload::kExtension;
+  a.payload = data->schemaId;
+  a.bytes = data->payload;
+  a.byte_count = data->payload ? data->size : 0;
+  if (!data->payload && data->size) a.payload_cut |= abi::kNvtxPayloadCutBytes;
+  if (count > 1) a.payload_cut |= abi::kNvtxPayloadCutMore;
+}
+
 // Reads the fields of an nvtxEventAttributes_t the caller's version has (its `size` says which).
 Annotation from_attributes(abi::NvtxEvent event, uint32_t domain, const nvtxEventAttributes_t* attr) {
   Annotation a;
@@ -187,6 +215,12 @@ Annotation from_attributes(abi::NvtxEvent event, uint32_t domain, const nvtxEven
     std::memcpy(&a.payload, &attr->payload, sizeof a.payload);
     // 32-bit payloads occupy the low half; the rest of the union is whatever the caller left there.
     if (attr->payloadType >= NVTX_PAYLOAD_TYPE_UNSIGNED_INT32) a.payload &= 0xffffffffu;
+  }
+  if (has(offsetof(nvtxEventAttributes_t, payload), 8) && attr->payloadType == NVTX_PAYLOAD_TYPE_EXT) {
+    // The payload is an array of nvtxPayloadData_t; reserved0 says how many (NVTX's helpers set it).
+    const auto* data = reinterpret_cast<const nvtxPayloadData_t*>(uintptr_t(attr->payload.ullValue));
+    const int32_t count = has(offsetof(nvtxEventAttributes_t, reserved0), 4) ? attr->reserved0 : 1;
+    set_extended_payload(a, data, count > 0 ? size_t(count) : 1);
   }
   if (!has(offsetof(nvtxEventAttributes_t, message), sizeof(void*))) return a;
   switch (attr->messageType) {
@@ -496,6 +530,124 @@ void NVTX_API NameResourceW(Handle handle, const wchar_t* name) {
   if (name) name_resource(kKind, value, utf8.data(), utf8.size());
 }
 
+// ---- The payload extension (nvToolsExtPayload.h): schemas and enums that describe binary payloads,
+// and ranges and marks that carry them. Registrations are naming records, so that payloads recorded
+// later can be decoded; the program's structures are read only as far as their field masks say.
+
+// Entries kept of one schema or enum; a registration with more is flagged as cut.
+constexpr size_t kMaxRegisteredEntries = 256;
+
+// Ids handed to schemas and enums registered without a static id, process-wide as NVTX asks.
+std::atomic<uint64_t> g_next_schema_id{NVTX_PAYLOAD_SCHEMA_ID_DYNAMIC_START};
+
+size_t text_length(const char* text) { return text ? strnlen(text, abi::kMaxNvtxTextBytes + 1) : 0; }
+
+// One registration record: `event` of schema `id` in `domain`, entry `index`, named `name`, its values `info`.
+template <class Info>
+void record_registration(abi::NvtxEvent event, uint32_t domain, uint64_t id, uint32_t index, const char* name,
+                         const Info& info, uint8_t cut) {
+  Annotation a;
+  a.event = event;
+  a.domain = domain;
+  a.string_id = id;
+  a.category = index;
+  if (name) {
+    a.message_type = abi::NvtxMessage::kText;
+    a.text = name;
+    a.text_bytes = text_length(name);
+  }
+  a.bytes = &info;
+  a.byte_count = sizeof info;
+  a.payload_cut = cut;
+  record_name(a);
+}
+
+uint64_t NVTX_API PayloadSchemaRegister(nvtxDomainHandle_t d, const nvtxPayloadSchemaAttr_t* attr) {
+  if (!attr) return 0;
+  const uint64_t mask = attr->fieldMask;
+  auto given = [mask](uint64_t field) { return (mask & field) != 0; };
+  uint64_t id = given(NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_SCHEMA_ID) ? attr->schemaId : 0;
+  if (id == 0) id = g_next_schema_id.fetch_add(1, std::memory_order_relaxed);
+  const nvtxPayloadSchemaEntry_t* entries = given(NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ENTRIES) ? attr->entries : nullptr;
+  const size_t count = entries && given(NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NUM_ENTRIES) ? attr->numEntries : 0;
+  const size_t kept = count < kMaxRegisteredEntries ? count : kMaxRegisteredEntries;
+  abi::NvtxSchemaInfo info{};
+  info.type = given(NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_TYPE) ? attr->type : NVTX_PAYLOAD_SCHEMA_TYPE_STATIC;
+  info.flags = given(NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_FLAGS) ? attr->flags : 0;
+  info.static_size = given(NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_STATIC_SIZE) ? attr->payloadStaticSize : 0;
+  info.entries = count;
+  const uint32_t domain = domain_id(d);
+  const char* name = given(NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME) ? attr->name : nullptr;
+  record_registration(abi::NvtxEvent::kPayloadSchema, domain, id, 0, name, info,
+                      kept < count ? abi::kNvtxPayloadCutEntries : 0);
+  for (size_t i = 0; i < kept; ++i) {
+    const nvtxPayloadSchemaEntry_t& e = entries[i];
+    const abi::NvtxSchemaEntry entry{e.type, e.flags, e.offset, e.arrayOrUnionDetail};
+    record_registration(abi::NvtxEvent::kPayloadSchemaEntry, domain, id, uint32_t(i), e.name, entry, 0);
+  }
+  return id;
+}
+
+uint64_t NVTX_API PayloadEnumRegister(nvtxDomainHandle_t d, const nvtxPayloadEnumAttr_t* attr) {
+  if (!attr) return 0;
+  const uint64_t mask = attr->fieldMask;
+  auto given = [mask](uint64_t field) { return (mask & field) != 0; };
+  uint64_t id = given(NVTX_PAYLOAD_ENUM_ATTR_FIELD_SCHEMA_ID) ? attr->schemaId : 0;
+  if (id == 0) id = g_next_schema_id.fetch_add(1, std::memory_order_relaxed);
+  const nvtxPayloadEnum_t* entries = given(NVTX_PAYLOAD_ENUM_ATTR_FIELD_ENTRIES) ? attr->entries : nullptr;
+  const size_t count = entries && given(NVTX_PAYLOAD_ENUM_ATTR_FIELD_NUM_ENTRIES) ? attr->numEntries : 0;
+  const size_t kept = count < kMaxRegisteredEntries ? count : kMaxRegisteredEntries;
+  const abi::NvtxEnumInfo info{given(NVTX_PAYLOAD_ENUM_ATTR_FIELD_SIZE) ? attr->sizeOfEnum : sizeof(int), count};
+  const uint32_t domain = domain_id(d);
+  record_registration(abi::NvtxEvent::kPayloadEnum, domain, id, 0,
+                      given(NVTX_PAYLOAD_ENUM_ATTR_FIELD_NAME) ? attr->name : nullptr, info,
+                      kept < count ? abi::kNvtxPayloadCutEntries : 0);
+  for (size_t i = 0; i < kept; ++i) {
+    const abi::NvtxEnumEntry entry{entries[i].value, uint64_t(entries[i].isFlag != 0)};
+    record_registration(abi::NvtxEvent::kPayloadEnumEntry, domain, id, uint32_t(i), entries[i].name, entry, 0);
+  }
+  return id;
+}
+
+Annotation payload_event(abi::NvtxEvent event, nvtxDomainHandle_t d, const nvtxPayloadData_t* data, size_t count) {
+  Annotation a;
+  a.event = event;
+  a.domain = domain_id(d);
+  set_extended_payload(a, data, count);
+  return a;
+}
+void NVTX_API MarkPayload(nvtxDomainHandle_t d, const nvtxPayloadData_t* data, size_t count) {
+  if (nvtx_active()) record_event(payload_event(abi::NvtxEvent::kMark, d, data, count));
+}
+int NVTX_API RangePushPayload(nvtxDomainHandle_t d, const nvtxPayloadData_t* data, size_t count) {
+  if (!nvtx_active()) return int(push_depth(domain_id(d))++);
+  return push(domain_id(d), payload_event(abi::NvtxEvent::kPush, d, data, count));
+}
+// A payload given at the end of a range is recorded with its pop or end record.
+int NVTX_API RangePopPayload(nvtxDomainHandle_t d, const nvtxPayloadData_t* data, size_t count) {
+  const uint32_t domain = domain_id(d);
+  uint32_t& depth = push_depth(domain);
+  if (!nvtx_active()) return depth == 0 ? -1 : int(--depth);
+  record_event(payload_event(abi::NvtxEvent::kPop, d, data, count));
+  if (depth == 0) return -1;
+  --depth;
+  nvtx_capture_pop(domain, depth);
+  return int(depth);
+}
+nvtxRangeId_t NVTX_API RangeStartPayload(nvtxDomainHandle_t d, const nvtxPayloadData_t* data, size_t count) {
+  if (!nvtx_active()) return g_next_range_id.fetch_add(1, std::memory_order_relaxed);
+  return start_range(payload_event(abi::NvtxEvent::kStart, d, data, count));
+}
+void NVTX_API RangeEndPayload(nvtxDomainHandle_t d, nvtxRangeId_t id, const nvtxPayloadData_t* data, size_t count) {
+  if (!nvtx_active()) return;
+  Annotation a = payload_event(abi::NvtxEvent::kEnd, d, data, count);
+  a.range_id = id;
+  record_event(a);
+  nvtx_capture_end(id);
+}
+// Every domain is recorded; what is traced is decided by -t and the capture range.
+uint8_t NVTX_API DomainIsEnabled(nvtxDomainHandle_t) { return 1; }
+
 // Points slot `id` of a module's table at `fn`, where the module's NVTX version has that slot.
 template <class Fn>
 void install(NvtxFunctionTable table, unsigned size, unsigned id, Fn fn) {
@@ -573,5 +725,27 @@ extern "C" CUTRACE_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t 
     install(t, n, NVTX_CBID_CUDART_NameCudaEventA, NameResourceA<NvtxResource::kCudaEvent, cudaEvent_t>);
     install(t, n, NVTX_CBID_CUDART_NameCudaEventW, NameResourceW<NvtxResource::kCudaEvent, cudaEvent_t>);
   }
+  return 1;
+}
+
+
+// Called by the NVTX code of a module on its first call into an extension (nvtxExtInit.h). Only the
+// payload extension is taken; the slots of the others stay empty, which NVTX turns into no-ops.
+extern "C" CUTRACE_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* info) {
+  if (!info || info->moduleId != NVTX_EXT_PAYLOAD_MODULEID || info->segmentsCount < 1 || !info->segments) return 1;
+  const nvtxExtModuleSegment_t& segment = info->segments[0];
+  intptr_t* slots = segment.functionSlots;
+  if (!slots) return 1;
+  auto set = [&](size_t id, auto fn) {
+    if (id < segment.slotCount) slots[id] = reinterpret_cast<intptr_t>(fn);
+  };
+  set(NVTX3EXT_CBID_nvtxPayloadSchemaRegister, PayloadSchemaRegister);
+  set(NVTX3EXT_CBID_nvtxPayloadEnumRegister, PayloadEnumRegister);
+  set(NVTX3EXT_CBID_nvtxMarkPayload, MarkPayload);
+  set(NVTX3EXT_CBID_nvtxRangePushPayload, RangePushPayload);
+  set(NVTX3EXT_CBID_nvtxRangePopPayload, RangePopPayload);
+  set(NVTX3EXT_CBID_nvtxRangeStartPayload, RangeStartPayload);
+  set(NVTX3EXT_CBID_nvtxRangeEndPayload, RangeEndPayload);
+  set(NVTX3EXT_CBID_nvtxDomainIsEnabled, DomainIsEnabled);
   return 1;
 }

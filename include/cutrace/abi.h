@@ -455,7 +455,41 @@ enum class NvtxEvent : uint32_t {
   kNameCategory = 8,    // category `category` of `domain` is named text
   kNameThread = 9,      // OS thread `range_id` (a tid) is named text (nvtxNameOsThread*)
   kNameResource = 10,   // CUDA object `range_id` of NvtxResource `category` is named text
+  // The NVTX payload extension's registrations (nvtxPayloadSchemaRegister, nvtxPayloadEnumRegister),
+  // which later extended payloads are decoded by: one record for the schema or enum, then one per
+  // entry. `string_id` is the schema id, unique within `domain`; `category` an entry's index; the
+  // text a name (empty when none was given); the payload bytes hold NvtxSchemaInfo, NvtxSchemaEntry,
+  // NvtxEnumInfo or NvtxEnumEntry.
+  kPayloadSchema = 11,
+  kPayloadSchemaEntry = 12,
+  kPayloadEnum = 13,
+  kPayloadEnumEntry = 14,
 };
+
+// The payload bytes of the payload extension's registration records (NvtxEvent kPayloadSchema ..
+// kPayloadEnumEntry), the program's values as given (NVTX_PAYLOAD_SCHEMA_TYPE_*, _ENTRY_TYPE_*, ...).
+struct NvtxSchemaInfo {
+  uint64_t type;         // NVTX_PAYLOAD_SCHEMA_TYPE_*: static (1), dynamic (2), ...
+  uint64_t flags;
+  uint64_t static_size;  // 0: not given (the entries' layout decides)
+  uint64_t entries;      // entry records that follow (the program's count, even where more than kept)
+};
+struct NvtxSchemaEntry {
+  uint64_t type;    // NVTX_PAYLOAD_ENTRY_TYPE_*, or the id of a registered enum or schema
+  uint64_t flags;   // NVTX_PAYLOAD_ENTRY_FLAG_*
+  uint64_t offset;  // in the payload; 0 after the first entry: by natural alignment
+  uint64_t array_or_union_detail;  // a fixed array's or string's length
+};
+struct NvtxEnumInfo {
+  uint64_t size;     // bytes of a value of the enum
+  uint64_t entries;  // entry records that follow
+};
+struct NvtxEnumEntry {
+  uint64_t value;
+  uint64_t is_flag;
+};
+static_assert(sizeof(NvtxSchemaInfo) == 32 && sizeof(NvtxSchemaEntry) == 32 && sizeof(NvtxEnumInfo) == 16 &&
+              sizeof(NvtxEnumEntry) == 16);
 
 // The kind of a named CUDA object (kNameResource).
 enum class NvtxResource : uint32_t {
@@ -470,13 +504,21 @@ enum class NvtxResource : uint32_t {
 
 enum class NvtxMessage : uint8_t { kNone = 0, kText = 1, kRegistered = 2 };
 // As nvtxEventAttributes_t says them (NVTX_PAYLOAD_TYPE_*, NVTX_COLOR_*): 0 = none.
-enum class NvtxPayload : uint8_t { kNone = 0, kUnsigned64 = 1, kSigned64 = 2, kDouble = 3, kUnsigned32 = 4, kSigned32 = 5, kFloat = 6 };
+// kExtension: NVTX's extended payload (NVTX_PAYLOAD_TYPE_EXT): `payload` is its schema id, the bytes
+// follow the text.
+enum class NvtxPayload : uint8_t {
+  kNone = 0, kUnsigned64 = 1, kSigned64 = 2, kDouble = 3, kUnsigned32 = 4, kSigned32 = 5, kFloat = 6, kExtension = 7
+};
+// Why a record's payload bytes are fewer than the program gave (NvtxRecord::payload_cut, a set).
+inline constexpr uint8_t kNvtxPayloadCutBytes = 1;   // longer than kMaxNvtxPayloadBytes: the rest left out
+inline constexpr uint8_t kNvtxPayloadCutMore = 2;    // more payloads than the first: the others left out
+inline constexpr uint8_t kNvtxPayloadCutEntries = 4; // a registration's names or entries cut
 
 struct NvtxRecord {
   RecordHeader header;   // kind = kNvtx, aux = NvtxEvent
   uint64_t time;         // ClockKind units in the ring, ns in the file
   uint64_t range_id;     // kStart/kEnd: the range; kNameThread: the tid; kNameResource: the handle
-  uint64_t payload;      // the payload's bits as given (a double stays a double)
+  uint64_t payload;      // the payload's bits as given (a double stays a double); kExtension: its schema id
   uint64_t string_id;    // message_type kRegistered, and kRegisterString: the registered string's id
   uint32_t domain;       // 0 = the default domain; others numbered per process by the shim
   uint32_t category;     // 0 = none; kNameResource: NvtxResource
@@ -486,12 +528,17 @@ struct NvtxRecord {
   uint8_t payload_type;  // NvtxPayload
   uint8_t message_type;  // NvtxMessage
   uint8_t text_cut;      // the program's text was longer than kMaxNvtxTextBytes
-  uint32_t reserved;
-  char text[];
+  uint16_t payload_bytes;  // bytes after the text: an extended payload, or a registration's values
+  uint8_t payload_cut;     // kNvtxPayloadCut*
+  uint8_t reserved;
+  char text[];             // text_bytes of text, then payload_bytes of payload
 };
 static_assert(sizeof(NvtxRecord) == 64);
 // Longer messages are cut (and flagged); an annotation is a label, and this keeps a record small.
 inline constexpr uint32_t kMaxNvtxTextBytes = 1024;
+// Extended payloads are cut the same way: a payload describes a call (sizes, ids), not its data.
+inline constexpr uint32_t kMaxNvtxPayloadBytes = 1024;
+static_assert(sizeof(NvtxRecord) + kMaxNvtxTextBytes + kMaxNvtxPayloadBytes <= kMaxRecordBytes);
 
 // A capture range of one process opened or closed (`-c cudaProfilerApi|nvtx`). aux = CaptureEvent.
 // Each process gates itself: its own cudaProfilerStart/Stop or NVTX range open and close its ranges.
@@ -523,6 +570,7 @@ enum class RecordTail : uint8_t {
   kFieldUnits,  // a count field's units of unit_bytes
   kFieldText,   // a u32 field's byte length of text, the record rounded up to kRecordAlign
   kByAux,       // a size per header.aux (gpu_activity_bytes)
+  kNvtx,        // NvtxRecord: text_bytes of text, then payload_bytes, rounded up to kRecordAlign
   kBacktrace,   // header.aux native frames, then the python_frames field's PythonFrames
 };
 
@@ -561,7 +609,7 @@ inline constexpr RecordKindInfo kRecordKinds[] = {
     {RecordKind::kModuleMap, "a module record", "path", sizeof(ModuleRecord), RecordTail::kFieldText,
      offsetof(ModuleRecord, path_bytes), 4, 1, 0, kMaxModulePathBytes, uint32_t(ModuleEvent::kLoaded),
      uint32_t(ModuleEvent::kUnloaded), offsetof(ModuleRecord, time), true},
-    {RecordKind::kNvtx, "an NVTX record", "text", sizeof(NvtxRecord), RecordTail::kFieldText,
+    {RecordKind::kNvtx, "an NVTX record", "text", sizeof(NvtxRecord), RecordTail::kNvtx,
      offsetof(NvtxRecord, text_bytes), 4, 1, 0, kMaxNvtxTextBytes, 0, UINT32_MAX, offsetof(NvtxRecord, time), true},
     // Times are ns already: CUPTI takes the trace's clock.
     {RecordKind::kGpuActivity, "a GPU activity record", nullptr, sizeof(RecordHeader), RecordTail::kByAux, 0, 0, 0, 0, 0,
@@ -598,7 +646,8 @@ inline const RecordKindInfo* record_kind_info(uint16_t kind) {
 inline uint32_t record_bytes_by_counts(const RecordKindInfo& info, const uint8_t* p, uint32_t aux) {
   if (aux < info.min_aux || aux > info.max_aux) return 0;
   uint32_t count = 0;
-  if (info.tail == RecordTail::kFieldUnits || info.tail == RecordTail::kFieldText || info.tail == RecordTail::kBacktrace) {
+  if (info.tail == RecordTail::kFieldUnits || info.tail == RecordTail::kFieldText || info.tail == RecordTail::kBacktrace ||
+      info.tail == RecordTail::kNvtx) {
     if (info.count_bytes == 1) count = p[info.count_offset];
     else std::memcpy(&count, p + info.count_offset, sizeof count);
   }
@@ -613,6 +662,13 @@ inline uint32_t record_bytes_by_counts(const RecordKindInfo& info, const uint8_t
     case RecordTail::kFieldText:
       if (count < info.min_count || count > info.max_count) return 0;
       return align_record(info.fixed_bytes + count);
+    case RecordTail::kNvtx: {
+      if (count < info.min_count || count > info.max_count) return 0;
+      uint16_t payload = 0;
+      std::memcpy(&payload, p + offsetof(NvtxRecord, payload_bytes), sizeof payload);
+      if (payload > kMaxNvtxPayloadBytes) return 0;
+      return align_record(info.fixed_bytes + count + payload);
+    }
     case RecordTail::kByAux: return gpu_activity_bytes(aux);
     case RecordTail::kBacktrace:
       if (count > info.max_count || aux + count == 0) return 0;

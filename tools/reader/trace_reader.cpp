@@ -104,7 +104,11 @@ bool is_nvtx_naming(uint32_t event) {
     case abi::NvtxEvent::kRegisterString:
     case abi::NvtxEvent::kNameCategory:
     case abi::NvtxEvent::kNameThread:
-    case abi::NvtxEvent::kNameResource: return true;
+    case abi::NvtxEvent::kNameResource:
+    case abi::NvtxEvent::kPayloadSchema:
+    case abi::NvtxEvent::kPayloadSchemaEntry:
+    case abi::NvtxEvent::kPayloadEnum:
+    case abi::NvtxEvent::kPayloadEnumEntry: return true;
     default: return false;
   }
 }
@@ -1036,6 +1040,63 @@ void TraceReader::deliver_gpu_activity(Event& ev, const uint8_t* r, uint32_t aux
   }
 }
 
+// A payload schema or enum, or one of its entries: `values` holds the record's payload bytes, which
+// must be the struct of its event (a record of a later build may hold more; one with less is ignored).
+static void apply_payload_registration(NvtxPayloadTypes& types, const abi::NvtxRecord& r, std::string name,
+                                const uint8_t* values) {
+  const std::pair<uint32_t, uint64_t> key{r.domain, r.string_id};
+  const bool cut = r.text_cut || (r.payload_cut & abi::kNvtxPayloadCutEntries);
+  // Entries beyond what the shim records (it keeps 256) cannot come from a well-formed trace.
+  constexpr uint32_t kMaxEntries = 4096;
+  switch (abi::NvtxEvent(r.header.aux)) {
+    case abi::NvtxEvent::kPayloadSchema: {
+      if (r.payload_bytes < sizeof(abi::NvtxSchemaInfo)) return;
+      const auto info = load<abi::NvtxSchemaInfo>(values);
+      NvtxSchema& s = types.schemas[key];
+      s = NvtxSchema{};  // registered again (by another module): the new entries follow
+      s.name = std::move(name);
+      s.type = info.type;
+      s.flags = info.flags;
+      s.static_size = info.static_size;
+      s.declared_entries = info.entries;
+      s.cut = cut;
+      break;
+    }
+    case abi::NvtxEvent::kPayloadSchemaEntry: {
+      auto it = types.schemas.find(key);
+      if (it == types.schemas.end() || r.payload_bytes < sizeof(abi::NvtxSchemaEntry) || r.category >= kMaxEntries) return;
+      const auto e = load<abi::NvtxSchemaEntry>(values);
+      std::vector<NvtxSchemaField>& fields = it->second.fields;
+      if (fields.size() <= r.category) fields.resize(r.category + 1);
+      fields[r.category] = {std::move(name), e.type, e.flags, e.offset, e.array_or_union_detail};
+      if (r.text_cut) it->second.cut = true;
+      break;
+    }
+    case abi::NvtxEvent::kPayloadEnum: {
+      if (r.payload_bytes < sizeof(abi::NvtxEnumInfo)) return;
+      const auto info = load<abi::NvtxEnumInfo>(values);
+      NvtxEnum& e = types.enums[key];
+      e = NvtxEnum{};
+      e.name = std::move(name);
+      e.size = info.size == 0 || info.size > 8 ? 4 : info.size;
+      e.declared_entries = info.entries;
+      e.cut = cut;
+      break;
+    }
+    case abi::NvtxEvent::kPayloadEnumEntry: {
+      auto it = types.enums.find(key);
+      if (it == types.enums.end() || r.payload_bytes < sizeof(abi::NvtxEnumEntry) || r.category >= kMaxEntries) return;
+      const auto e = load<abi::NvtxEnumEntry>(values);
+      std::vector<NvtxEnumValue>& values_of = it->second.values;
+      if (values_of.size() <= r.category) values_of.resize(r.category + 1);
+      values_of[r.category] = {std::move(name), e.value, e.is_flag != 0};
+      if (r.text_cut) it->second.cut = true;
+      break;
+    }
+    default: break;
+  }
+}
+
 void TraceReader::apply_nvtx_name(Thread& t, const uint8_t* rec) {
   auto r = load<abi::NvtxRecord>(rec);
   std::string text(reinterpret_cast<const char*>(rec + sizeof(abi::NvtxRecord)), r.text_bytes);
@@ -1047,6 +1108,13 @@ void TraceReader::apply_nvtx_name(Thread& t, const uint8_t* rec) {
     case abi::NvtxEvent::kNameThread: proc.nvtx_thread_names[uint32_t(r.range_id)] = std::move(text); break;
     case abi::NvtxEvent::kNameResource:
       proc.nvtx_resources[uint64_t(r.category) << 56 ^ r.range_id] = std::move(text);
+      break;
+    case abi::NvtxEvent::kPayloadSchema:
+    case abi::NvtxEvent::kPayloadSchemaEntry:
+    case abi::NvtxEvent::kPayloadEnum:
+    case abi::NvtxEvent::kPayloadEnumEntry:
+      apply_payload_registration(proc.nvtx_payload_types, r, std::move(text),
+                                 rec + sizeof(abi::NvtxRecord) + r.text_bytes);
       break;
     default: break;
   }
@@ -1233,6 +1301,9 @@ void TraceReader::deliver_nvtx(Event& ev, const uint8_t* r) {
   n.payload_type = abi::NvtxPayload(rec.payload_type);
   n.payload = rec.payload;
   n.text_cut = rec.text_cut;
+  n.payload_cut = rec.payload_cut;
+  n.payload_bytes = std::string_view(reinterpret_cast<const char*>(r + sizeof(abi::NvtxRecord)) + rec.text_bytes,
+                                     rec.payload_bytes);
   n.text = {};
   if (abi::NvtxMessage(rec.message_type) == abi::NvtxMessage::kRegistered) {
     const Process& proc = processes_[block_thread_->process];

@@ -25,6 +25,8 @@
 
 #include <zstd.h>
 
+#include "reader/nvtx_payload.h"
+
 #include <cstdint>
 #include <functional>
 #include <deque>
@@ -152,6 +154,8 @@ struct Process {
   std::unordered_map<uint64_t, std::string> nvtx_strings;
   std::unordered_map<uint64_t, std::string> nvtx_resources;
   std::unordered_map<uint32_t, std::string> nvtx_thread_names;
+  // The payload extension's schemas and enums (nvtx_payload.h decodes payloads by them).
+  NvtxPayloadTypes nvtx_payload_types;
 };
 
 // A thread instance (one claimed ring). Indexes are the file's; they are unique even when tids repeat.
@@ -224,7 +228,11 @@ struct NvtxEvent {
   uint32_t category = 0;
   std::optional<uint32_t> color;  // ARGB
   abi::NvtxPayload payload_type = abi::NvtxPayload::kNone;
-  uint64_t payload = 0;
+  uint64_t payload = 0;  // kExtension: the schema id
+  // kExtension: the payload's bytes as recorded (valid until the next call of next()), and why some
+  // were left out (abi::kNvtxPayloadCut*; 0: none).
+  std::string_view payload_bytes;
+  uint8_t payload_cut = 0;
   // The message: inline text, or the registered string's text (the id's own "#<id>" when the trace
   // never named it). Valid until the next call of next().
   std::string_view text;

@@ -516,7 +516,8 @@ class TableProducer {
   // The payload columns of NVTX_EVENTS (uint64Value .. floatValue), the one the type names set.
   static void payload(abi::NvtxPayload type, uint64_t bits, Value (&cells)[6]) {
     switch (type) {
-      case abi::NvtxPayload::kNone: break;
+      case abi::NvtxPayload::kNone:
+      case abi::NvtxPayload::kExtension: break;  // decoded into jsonText
       case abi::NvtxPayload::kUnsigned64: cells[0] = int_value(int64_t(bits)); break;
       case abi::NvtxPayload::kSigned64: cells[1] = int_value(int64_t(bits)); break;
       case abi::NvtxPayload::kDouble: {
@@ -537,6 +538,14 @@ class TableProducer {
     }
   }
 
+  // jsonText: an extended payload's fields by its schema, {"Message size [bytes]": 1048576, ...}.
+  Value payload_json(const reader::Thread& t, uint32_t domain, abi::NvtxPayload type, uint64_t schema,
+                     std::string_view bytes, uint8_t cut) {
+    if (type != abi::NvtxPayload::kExtension) return null_value();
+    return text_value(reader::nvtx_payload_json(
+        reader::decode_nvtx_payload(reader_.process_of(t).nvtx_payload_types, domain, schema, bytes, cut)));
+  }
+
   void add_mark(const Event& ev) {
     const reader::NvtxEvent& m = ev.nvtx;
     if (!overlaps(m.time_ns, m.time_ns)) return;
@@ -548,7 +557,8 @@ class TableProducer {
          {int_value(time(m.time_ns)), n, int_value(kNvtxMark), n, opt(m.category != 0, m.category),
           opt(m.color.has_value(), int64_t(m.color.value_or(0))), text_value(m.text),
           int_value(global_tid(ev.thread->pid, ev.thread->tid)), n, n, int_value(m.domain), cells[0], cells[1], cells[2],
-          cells[3], cells[4], cells[5], n, n});
+          cells[3], cells[4], cells[5], n, payload_json(*ev.thread, m.domain, m.payload_type, m.payload, m.payload_bytes,
+                                                    m.payload_cut)});
   }
 
   void add_range(const NvtxRange& r) {
@@ -563,7 +573,8 @@ class TableProducer {
           opt(r.color.has_value(), int64_t(r.color.value_or(0))), text_value(r.message),
           int_value(global_tid(r.thread->pid, r.thread->tid)),
           r.end_thread ? int_value(global_tid(r.end_thread->pid, r.end_thread->tid)) : n, n, int_value(r.domain),
-          cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], n, n});
+          cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], n,
+          payload_json(*r.thread, r.domain, r.payload_type, r.payload, r.payload_bytes, r.payload_cut)});
   }
 
   template <size_t N>

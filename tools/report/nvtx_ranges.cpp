@@ -34,6 +34,8 @@ NvtxRange opened(const reader::TraceReader& reader, const reader::Event& ev, boo
   r.color = n.color;
   r.payload_type = n.payload_type;
   r.payload = n.payload;
+  r.payload_bytes.assign(n.payload_bytes);
+  r.payload_cut = n.payload_cut;
   return r;
 }
 

@@ -28,7 +28,9 @@ struct NvtxRange {
   uint32_t category = 0;
   std::optional<uint32_t> color;  // ARGB
   abi::NvtxPayload payload_type = abi::NvtxPayload::kNone;
-  uint64_t payload = 0;
+  uint64_t payload = 0;  // kExtension: the schema id
+  std::string payload_bytes;  // kExtension: the bytes recorded (reader::NvtxEvent::payload_bytes)
+  uint8_t payload_cut = 0;
   // Push/pop only.
   uint32_t level = 0;     // 0 = outermost on its thread and domain
   uint64_t parent_id = 0;  // 0: none

@@ -155,6 +155,23 @@ class Timeline {
     }
   }
 
+  // An extended payload's fields (NCCL's message size, communicator, ...), each an argument by its
+  // schema's name for it.
+  void payload_args(TimelineArgs& args, const reader::Thread& t, uint32_t domain, abi::NvtxPayload type,
+                    uint64_t schema, std::string_view bytes, uint8_t cut) {
+    if (type != abi::NvtxPayload::kExtension) return;
+    const reader::DecodedPayload d =
+        reader::decode_nvtx_payload(reader_.process_of(t).nvtx_payload_types, domain, schema, bytes, cut);
+    for (const reader::NvtxPayloadField& f : d.fields) {
+      switch (f.value.kind) {
+        case reader::NvtxPayloadValue::Kind::kSigned: args.add_signed(f.name, f.value.i); break;
+        case reader::NvtxPayloadValue::Kind::kUnsigned: args.add_unsigned(f.name, f.value.u); break;
+        default: args.add_text(f.name, reader::nvtx_payload_text(f.value)); break;
+      }
+    }
+    if (!d.problem.empty()) args.add_text("payload problem", d.problem);
+  }
+
   // Push/pop ranges are slices on their thread, around the calls made inside them; start/end ranges
   // may end on another thread, so they are spans of their process, on a track per name.
   void nvtx_range(const NvtxRange& r) {
@@ -169,10 +186,12 @@ class Timeline {
       range_.args.clear();
       nvtx_args(range_.args, 0, t, r.domain);
       range_.args.add_unsigned("level", r.level);
+      payload_args(range_.args, t, r.domain, r.payload_type, r.payload, r.payload_bytes, r.payload_cut);
       sink_.range(pid_of(t.pid), t.tid, range_);
     } else {
       args_.clear();
       nvtx_args(args_, 0, t, r.domain);
+      payload_args(args_, t, r.domain, r.payload_type, r.payload, r.payload_bytes, r.payload_cut);
       sink_.async_slice(pid_of(t.pid), r.message, r.message, "nvtx", placement_.id_base + r.id, t.tid, at(r.start_ns),
                         r.end_thread->tid, at(r.end_ns), args_);
     }
@@ -205,6 +224,7 @@ class Timeline {
     const reader::Thread& t = *ev.thread;
     args_.clear();
     nvtx_args(args_, n.category, t, n.domain);
+    payload_args(args_, t, n.domain, n.payload_type, n.payload, n.payload_bytes, n.payload_cut);
     sink_.instant(pid_of(t.pid), t.tid, n.text, "nvtx", at(n.time_ns), args_);
     ++counts_.nvtx;
   }

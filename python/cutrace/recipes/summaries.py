@@ -1,5 +1,5 @@
 """The summary recipes (cuda_api_sum, cuda_gpu_kern_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum,
-nvtx_sum, osrt_sum) and the stragglers view.
+nvtx_sum, osrt_sum, nccl_sum) and the stragglers view.
 
 Each summary's map step computes the `cutrace stats` report of that name for one trace, exactly (the
 median and quartiles from every value), with nsys's recipe columns: the report's columns without
@@ -36,6 +36,17 @@ NVTX_RANGES = """
     LEFT JOIN StringIds AS s ON s.id = n.textId
     LEFT JOIN (SELECT DISTINCT domainId, globalTid // 16777216 AS pid, text FROM NVTX_EVENTS WHERE eventType = 75) AS d
            ON d.domainId = n.domainId AND n.domainId <> 0 AND d.pid = n.globalTid // 16777216
+    WHERE n.eventType IN (59, 60) AND n."end" IS NOT NULL"""
+
+# NCCL's own ranges: the closed ranges of the domain named "NCCL" (NCCL opens one per API call, named
+# after the function, its extended payload decoded into jsonText), named by their message alone.
+NCCL_RANGES = """
+    SELECT coalesce(n.text, s.value, '') AS "Name", n."end" - n.start AS v
+    FROM NVTX_EVENTS AS n
+    LEFT JOIN StringIds AS s ON s.id = n.textId
+    JOIN (SELECT DISTINCT domainId, globalTid // 16777216 AS pid FROM NVTX_EVENTS
+          WHERE eventType = 75 AND text = 'NCCL') AS d
+      ON d.domainId = n.domainId AND d.pid = n.globalTid // 16777216
     WHERE n.eventType IN (59, 60) AND n."end" IS NOT NULL"""
 
 
@@ -159,6 +170,8 @@ def recipes():
                 count="Count", total="Total", share=None),
         Summary("nvtx_sum", "NVTX ranges: time, instances, average, quartiles, min, max, stddev per range and style",
                 ("NVTX_EVENTS", "StringIds"), NVTX_RANGES, ["Style", "Range"], count="Instances"),
+        Summary("nccl_sum", "NCCL calls (the ranges of NVTX domain NCCL): time, instances, average, quartiles, "
+                "min, max, stddev per call", ("NVTX_EVENTS", "StringIds"), NCCL_RANGES, ["Name"], count="Instances"),
         Summary("osrt_sum", "OS runtime (libc) calls recorded with -t osrt: cuda_api_sum's columns",
                 ("OSRT_API", "StringIds"), OSRT_CALLS, ["Name"]),
         Stragglers(),
