@@ -542,3 +542,30 @@ def test_pytorchs_slow_synchronize_and_item_name_the_scripts_lines(tmp_path):
     report("python_lines", {"slow": [(e["name"], e["dur"], e["args"]["python_stack"][:3]) for e in slow]})
     assert f"wait_all (python_lines.py:{lines['synchronize']})" in {s for e in slow for s in e["args"]["python_stack"]}, innermost
     assert f"read_back (python_lines.py:{lines['item']})" in {s for e in slow for s in e["args"]["python_stack"]}, innermost
+
+
+def test_real_nccl_ranges_carry_their_decoded_payloads(tmp_path):
+    """NCCL itself (PyPI nvidia-nccl-cu13, where installed): its ranges of domain NCCL with the payloads
+    NCCL gives them, decoded; the program's output unchanged. tests/e2e/profile/test_nccl.py checks the
+    same without a GPU, with a library that annotates as NCCL does."""
+    import sqlite3
+    pytest.importorskip("nvidia.nccl", reason="NCCL's PyPI package (nvidia-nccl-cu13) is not installed")
+    script = Path(__file__).resolve().parent / "scripts" / "nccl_allreduce.py"
+    command = [sys.executable, str(script)]
+    env = gpu_env()
+    plain = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    proc, trace = profile(tmp_path, command, env=env, options=["-t", "cuda,nvtx"])
+    assert proc.stdout == plain.stdout
+    out = tmp_path / "nccl.sqlite"
+    subprocess.run([str(CUTRACE), "export", "--type", "sqlite", "-o", str(out), str(trace)], check=True, timeout=120)
+    rows = sqlite3.connect(out).execute(
+        """SELECT coalesce(n.text, s.value), n.jsonText FROM NVTX_EVENTS AS n
+           LEFT JOIN StringIds AS s ON s.id = n.textId
+           JOIN NVTX_EVENTS AS d ON d.eventType = 75 AND d.text = 'NCCL' AND d.domainId = n.domainId
+           WHERE n.eventType = 59""").fetchall()
+    payloads = {name: json.loads(p) for name, p in rows if p}
+    assert payloads["ncclAllReduce"]["Message size [bytes]"] == 1 << 20
+    assert payloads["ncclAllReduce"]["Reduction operation"] == "Sum"
+    assert "NCCL communicator ID" in payloads["ncclAllReduce"]
+    assert "(problem)" not in payloads["ncclAllReduce"]
