@@ -542,9 +542,11 @@ class TableProducer {
   Value payload_json(const reader::Thread& t, uint32_t domain, abi::NvtxPayload type, uint64_t schema,
                      std::string_view bytes, uint8_t cut) {
     if (type != abi::NvtxPayload::kExtension) return null_value();
-    return text_value(reader::nvtx_payload_json(
-        reader::decode_nvtx_payload(reader_.process_of(t).nvtx_payload_types, domain, schema, bytes, cut)));
+    payload_json_ = reader::nvtx_payload_json(
+        reader::decode_nvtx_payload(reader_.process_of(t).nvtx_payload_types, domain, schema, bytes, cut));
+    return text_value(payload_json_);  // a view: the text lives in payload_json_ until the next row
   }
+  std::string payload_json_;
 
   void add_mark(const Event& ev) {
     const reader::NvtxEvent& m = ev.nvtx;

@@ -160,17 +160,21 @@ class Timeline {
   void payload_args(TimelineArgs& args, const reader::Thread& t, uint32_t domain, abi::NvtxPayload type,
                     uint64_t schema, std::string_view bytes, uint8_t cut) {
     if (type != abi::NvtxPayload::kExtension) return;
-    const reader::DecodedPayload d =
-        reader::decode_nvtx_payload(reader_.process_of(t).nvtx_payload_types, domain, schema, bytes, cut);
-    for (const reader::NvtxPayloadField& f : d.fields) {
+    // Arguments hold views: the decoded names and texts live in payload_ until the next event's.
+    payload_ = reader::decode_nvtx_payload(reader_.process_of(t).nvtx_payload_types, domain, schema, bytes, cut);
+    for (reader::NvtxPayloadField& f : payload_.fields) {
       switch (f.value.kind) {
         case reader::NvtxPayloadValue::Kind::kSigned: args.add_signed(f.name, f.value.i); break;
         case reader::NvtxPayloadValue::Kind::kUnsigned: args.add_unsigned(f.name, f.value.u); break;
-        default: args.add_text(f.name, reader::nvtx_payload_text(f.value)); break;
+        default:
+          f.value.text = reader::nvtx_payload_text(f.value);
+          args.add_text(f.name, f.value.text);
+          break;
       }
     }
-    if (!d.problem.empty()) args.add_text("payload problem", d.problem);
+    if (!payload_.problem.empty()) args.add_text("payload problem", payload_.problem);
   }
+  reader::DecodedPayload payload_;
 
   // Push/pop ranges are slices on their thread, around the calls made inside them; start/end ranges
   // may end on another thread, so they are spans of their process, on a track per name.
