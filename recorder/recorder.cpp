@@ -685,8 +685,10 @@ void Recorder::remember_module(const uint8_t* record, uint32_t bytes) {
   if (!domain) return;
   p.loaded_domains |= domain;
   p.loaded_library.emplace(domain, std::string(file.substr(0, 120)));
-  // Bounded: the paths come from the rings. A path that is not absolute names no file to read.
-  if (domain != abi::domain_bit(abi::ApiDomain::kCudaDriver) && !path.empty() && path[0] == '/' &&
+  // Bounded: the paths come from the rings. A path that is not absolute names no file to read. Only
+  // the CUDA libraries, every export of which the build wraps: MPI's are wrapped by a chosen list.
+  if (domain != abi::domain_bit(abi::ApiDomain::kCudaDriver) &&
+      (domain & (abi::kCudaDomains | abi::kCudaLibraryDomains)) && !path.empty() && path[0] == '/' &&
       cuda_library_files_.size() < 256)
     cuda_library_files_.emplace(std::string(path), std::make_pair(p.pid, domain));
 }

@@ -106,7 +106,9 @@ def main(argv: list[str]) -> int:
     # The OS runtime wraps a chosen list of libc functions, in a library of its own (-t osrt): each
     # listed function must be exported there; libc's other exports are none of cutrace's business.
     osrt_libraries = [lib for lib in libraries if lib["domain"] == "os_runtime"]
-    libraries = [lib for lib in libraries if lib["domain"] != "os_runtime"]
+    # MPI likewise: a chosen list per implementation, in libcutrace-mpi-<name>.so (-t mpi).
+    mpi_libraries = [lib for lib in libraries if lib["domain"] == "mpi"]
+    libraries = [lib for lib in libraries if lib["domain"] not in ("os_runtime", "mpi")]
     osrt_missing = []
     osrt_lib = args.build / "lib" / "libcutrace-osrt.so"
     if osrt_libraries:
@@ -117,6 +119,14 @@ def main(argv: list[str]) -> int:
         for lib in osrt_libraries:
             osrt_missing += [f"{lib['library']}: {n} (listed for -t osrt)" for n in lib["exports"]
                              if n not in osrt_exports]
+
+    for lib in mpi_libraries:
+        mpi_lib = args.build / "lib" / f"libcutrace-mpi-{lib['name']}.so"
+        if not mpi_lib.exists():
+            print(f"{PROG}: error: {mpi_lib} does not exist; build cutrace first", file=sys.stderr)
+            return 2
+        mpi_exports = exported_functions(mpi_lib)
+        osrt_missing += [f"{lib['library']}: {n} (listed for -t mpi)" for n in lib["exports"] if n not in mpi_exports]
 
     # Another major version's wrappers (CUDA 12) are exported by libcutrace-cuda12.so under that
     # library's own symbol version.
@@ -166,6 +176,8 @@ def main(argv: list[str]) -> int:
             print(f"{PROG}: {lib['library']}: {n_installed} exports, {n_wrapped} wrapped, {n_timed} timed")
         for lib in osrt_libraries:
             print(f"{PROG}: {lib['library']} (-t osrt): {len(lib['exports'])} functions listed and wrapped")
+        for lib in mpi_libraries:
+            print(f"{PROG}: {lib['library']} (-t mpi): {len(lib['exports'])} functions listed and wrapped")
         if missing_total or bad_plumbing or osrt_missing:
             return 1
 
@@ -188,6 +200,11 @@ def main(argv: list[str]) -> int:
         for lib in osrt_libraries:
             out.append(f"\n`-t osrt` wraps {len(lib['exports'])} functions of `{lib['library']}` "
                        f"(`preload/annotations/osrt.toml`, in `libcutrace-osrt.so`): "
+                       + ", ".join(f"`{n}`" for n in lib["exports"]) + ".\n")
+        for lib in mpi_libraries:
+            out.append(f"\n`-t mpi --mpi-impl {lib['name']}` wraps {len(lib['exports'])} functions of `{lib['library']}` "
+                       f"(`preload/annotations/{'mpi' if lib['name'] == 'openmpi' else lib['name']}.toml`, in "
+                       f"`libcutrace-mpi-{lib['name']}.so`, each calling its `PMPI_` twin): "
                        + ", ".join(f"`{n}`" for n in lib["exports"]) + ".\n")
         out.append("\nThe driver's exports are read from the toolkit's stub (`lib64/stubs/libcuda.so`), which "
                    "carries the same symbols as the driver that comes with the GPU's kernel module. The other `.so.13` "

@@ -106,7 +106,32 @@ enum class ArgFormat : uint8_t {
   // string keyed by the handle, or through a call that derives it from another kernel identity.
   kFunction = 11,
   kEnum = 12,        // a C enum, printed by the enumerator names of ApiArgInfo::type_name
+  // An MPI rank, translated to its rank in MPI_COMM_WORLD where the call's communicator allows; the
+  // implementations' special values are stored as kMpiRank* below, whatever their own numbers.
+  kMpiRank = 13,
+  kMpiDatatype = 14, // an MPI datatype: kMpiDatatypeNames's index, 0 for a derived or unknown type
 };
+
+// The special ranks of an MPI call, as a kMpiRank slot stores them (Open MPI and MPICH number them
+// differently).
+inline constexpr int64_t kMpiRankAnySource = -1;
+inline constexpr int64_t kMpiRankProcNull = -2;
+inline constexpr int64_t kMpiRankRoot = -3;
+inline constexpr int64_t kMpiRankUnknown = -4;  // not a rank of the communicator, or no communicator to read it by
+
+// The predefined MPI datatypes a kMpiDatatype slot names, by index; never reordered (traces store the
+// index), new names go at the end. The names are those MPI_Type_get_name gives predefined types.
+inline constexpr const char* kMpiDatatypeNames[] = {
+    "",  // a derived datatype, or one this list lacks
+    "MPI_CHAR", "MPI_SIGNED_CHAR", "MPI_UNSIGNED_CHAR", "MPI_BYTE", "MPI_WCHAR", "MPI_SHORT",
+    "MPI_UNSIGNED_SHORT", "MPI_INT", "MPI_UNSIGNED", "MPI_LONG", "MPI_UNSIGNED_LONG", "MPI_LONG_LONG",
+    "MPI_UNSIGNED_LONG_LONG", "MPI_FLOAT", "MPI_DOUBLE", "MPI_LONG_DOUBLE", "MPI_INT8_T", "MPI_INT16_T",
+    "MPI_INT32_T", "MPI_INT64_T", "MPI_UINT8_T", "MPI_UINT16_T", "MPI_UINT32_T", "MPI_UINT64_T",
+    "MPI_C_BOOL", "MPI_C_FLOAT_COMPLEX", "MPI_C_DOUBLE_COMPLEX", "MPI_C_LONG_DOUBLE_COMPLEX", "MPI_AINT",
+    "MPI_OFFSET", "MPI_COUNT", "MPI_PACKED", "MPI_FLOAT_INT", "MPI_DOUBLE_INT", "MPI_LONG_INT",
+    "MPI_2INT", "MPI_SHORT_INT", "MPI_LONG_DOUBLE_INT", "MPI_LONG_LONG_INT",
+};
+inline constexpr uint32_t kMpiDatatypeCount = uint32_t(std::size(kMpiDatatypeNames));
 
 inline constexpr uint32_t kMaxApiArgs = 12;
 

@@ -99,6 +99,20 @@ ARG_FORMATS = {
     "enum": "kEnum",
 }
 
+# The MPI wrappers' formats (domain = "mpi"): a slot computed from one or more parameters by a function of
+# preload/mpi_runtime.h, cutrace::mpi::FUNCTION(param, components[1:]...). Each is
+# format -> (abi::ArgFormat, function, the parameters it takes, what they are).
+MPI_FORMATS = {
+    "mpi_comm": ("kUnsigned", "comm_id", 1, "the communicator"),
+    "mpi_comm_size": ("kUnsigned", "comm_size", 1, "the communicator"),
+    "mpi_rank": ("kMpiRank", "world_rank", 2, "the rank and its communicator"),
+    "mpi_datatype": ("kMpiDatatype", "datatype_id", 1, "the datatype"),
+    "mpi_bytes": ("kBytes", "bytes", 2, "the count and its datatype"),
+    "mpi_status_source": ("kMpiRank", "status_source", 2, "the status and the communicator"),
+    "mpi_status_tag": ("kSigned", "status_tag", 1, "the status"),
+}
+ARG_FORMATS.update({name: f[0] for name, f in MPI_FORMATS.items()})
+
 # How a return value is recorded (format::ResultKind) and flagged (abi::kCallFlag*).
 RESULT_KINDS = {
     "error": ("kErrorCode", None),
@@ -919,9 +933,12 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
     spec.extends = doc.get("extends")
     if spec.wrappers == "versioned" and spec.domain == "os_runtime":
         raise c.fail("[library] wrappers", "the OS runtime's wrappers are unversioned; remove the key")
-    if spec.wrap == "listed" and spec.domain != "os_runtime":
-        raise c.fail("[library] wrap", "\"listed\" is for the OS runtime (domain = \"os_runtime\"), whose wrappers "
-                                       "live in a library of their own")
+    if spec.wrap == "listed" and spec.domain not in ("os_runtime", "mpi"):
+        raise c.fail("[library] wrap", "\"listed\" is for the OS runtime and MPI (domain = \"os_runtime\" or "
+                                       "\"mpi\"), whose wrappers live in libraries of their own")
+    if spec.domain == "mpi" and (spec.wrap != "listed" or spec.wrappers != "plain"):
+        raise c.fail("[library]", "an mpi library wraps only the functions it lists, unversioned: set "
+                                  "wrap = \"listed\" and leave wrappers out")
     if spec.domain == "os_runtime" and spec.wrap != "listed":
         raise c.fail("[library] wrap", "an os_runtime library wraps only the functions it lists: set wrap = \"listed\"")
     for d in spec.defines:
@@ -982,7 +999,19 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
             a = c.table(a, aw, {"param", "format", "out", "field", "name", "components"}, {"param", "format"})
             param = c.ident(a["param"], aw + " param")
             components = []
-            if "components" in a:
+            fmt = c.choice(a["format"], aw + " format", ARG_FORMATS)
+            if fmt in MPI_FORMATS:
+                if spec.domain != "mpi":
+                    raise c.fail(aw + " format", f"\"{fmt}\" is for the MPI wrappers (domain = \"mpi\")")
+                _, _, arity, meaning = MPI_FORMATS[fmt]
+                components = [c.ident(v, aw + " components") for v in c.strings(a.get("components", [param]),
+                                                                                  aw + " components")]
+                if len(components) != arity or components[0] != param:
+                    raise c.fail(aw, f"format \"{fmt}\" takes {meaning}: components names {arity} parameter"
+                                     f"{'s' if arity > 1 else ''}, param being the first")
+                if "field" in a:
+                    raise c.fail(aw, f"format \"{fmt}\" takes the parameter itself; remove field")
+            elif "components" in a:
                 components = [c.ident(v, aw + " components") for v in c.strings(a["components"], aw + " components")]
                 if len(components) != 3 or a["format"] != "dim3" or components[0] != param:
                     raise c.fail(aw, "components names the x, y and z parameters of a dim3 passed as three "
@@ -1318,8 +1347,16 @@ def c_string(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+# Domains whose wrappers live in a library of their own, which the launcher preloads only when -t asks.
+OWN_LIBRARY_DOMAINS = ("os_runtime", "mpi")
+
+
 def id_name(api: Api) -> str:
-    return f"kApi_{api.library.name}_{api.name}" if api.versioned else f"kApi_{api.name}"
+    # Each MPI implementation has its own ids (kApi_openmpi_MPI_Send, kApi_mpich_MPI_Send): the same names,
+    # two ABIs, two interposers.
+    if api.versioned or api.library.domain == "mpi":
+        return f"kApi_{api.library.name}_{api.name}"
+    return f"kApi_{api.name}"
 
 
 def soname_stem(soname: str) -> str:
@@ -1569,6 +1606,11 @@ def slot_expr(api: Api, a: ArgSpec, result_ok: str | None) -> str:
             access = f"{a.param}.{'.'.join(a.field)}"
     else:
         access = a.param
+    if a.fmt in MPI_FORMATS:
+        # The function takes the parameter itself, a pointer included, and checks it (MPI_STATUS_IGNORE
+        # is a pointer that cannot be read); out = true only says it is read after a successful call.
+        value = f"cutrace::mpi::{MPI_FORMATS[a.fmt][1]}({', '.join(a.components)})"
+        return f"{result_ok} ? {value} : 0" if a.out and result_ok else value
     if a.components:
         x, y, z = a.components
         value = f"cutrace::preload::pack_dim3(cutrace::gen::Dim3{{{x}, {y}, {z}}})"
@@ -1798,6 +1840,76 @@ def emit_osrt_wrappers(model: LibraryModel) -> str:
     return "".join(out)
 
 
+def emit_mpi_wrapper(api: Api, index: int) -> str:
+    """An MPI wrapper (preload/mpi_runtime.h): the program's MPI_X, timed and recorded like a CUDA call, that
+    calls the implementation's PMPI_X (the MPI profiling interface). The argument slots that describe the
+    call's inputs are read before the call, outside its time: the call may free what they name
+    (MPI_Comm_free, a request that MPI_Wait completes). Out-parameters are read after a successful call.
+    A hook runs before the call, whether or not the call is recorded."""
+    lib, proto, spec = api.library, api.proto, api.spec
+    names = api.param_names
+    params = ", ".join(p.declaration(n) for p, n in zip(proto.params, names))
+    call = ", ".join(names)
+    kind, _ = resolve_result(lib, proto)
+    if kind == "void":
+        raise GenError(f"{lib.annotations}: [functions.{api.name}]: an MPI wrapper records the result; "
+                       f"{api.name} returns nothing")
+    flags = RESULT_KINDS[kind][1] or "0"
+    api_id = f"cutrace::{id_name(api)}"
+    result_ok = f"cutrace_result == {lib.success}" if kind == "error" else None
+    domain = f"cutrace::abi::domain_bit(cutrace::abi::ApiDomain::{DOMAINS[lib.domain]})"
+    hook = f"cutrace::mpi::hooks::{spec.hook.name}({', '.join(spec.hook.args)});" if spec and spec.hook else ""
+    real_call = f"cutrace_real({call})"
+    b = [f'extern "C" CUTRACE_EXPORT {render(proto.ret)} {api.name}({params}) {{\n',
+         f"  using CutraceFn = {render(proto.ret)} (*)({', '.join(p.declaration('') for p in proto.params)});\n",
+         f"  CutraceFn cutrace_real = cutrace::mpi::real_function<CutraceFn>({index});\n",
+         f"  if (CUTRACE_UNLIKELY(!cutrace_real)) cutrace::mpi::missing_function({api_id}, __builtin_return_address(0));\n",
+         "  auto& cutrace_ts = cutrace::preload::t_thread;\n",
+         f"  if (!cutrace::preload::should_record(cutrace_ts, {domain})) {{\n"]
+    if hook:
+        b.append(f"    {hook}\n")
+    b += [f"    return {real_call};\n", "  }\n"]
+    args = spec.args if spec else []
+    if args:
+        b.append(f"  uint64_t cutrace_args[{len(args)}];\n")
+        for k, a in enumerate(args):
+            if not a.out:
+                b.append(f"  cutrace_args[{k}] = {slot_expr(api, a, None)};\n")
+    if hook:
+        b.append(f"  {hook}\n")
+    b.append(f"  cutrace::preload::CallScope cutrace_scope(cutrace_ts, {domain});\n")
+    b.append(f"  auto cutrace_result = {real_call};\n")
+    b.append("  cutrace_scope.finish();\n")
+    for k, a in enumerate(args):
+        if a.out:
+            b.append(f"  cutrace_args[{k}] = {slot_expr(api, a, result_ok)};\n")
+    result = "0" if kind == "none" else "cutrace::preload::as_result(cutrace_result)"
+    b.append(f"  cutrace_scope.emit({api_id}, {result}, {flags}, {'cutrace_args' if args else 'nullptr'}, "
+             f"{len(args)});\n")
+    b.append("  return cutrace_result;\n}\n")
+    return "".join(b)
+
+
+def emit_mpi_wrappers(model: LibraryModel) -> str:
+    lib, apis = model.spec, model.apis
+    out = [HEADER_NOTE]
+    if lib.defines:
+        out += [f"#define {d.replace('=', ' ', 1)}\n" for d in lib.defines]
+    out.append("#include <cerrno>\n#include <cstdint>\n#include <type_traits>\n\n")
+    out += [f"#include <{h}>\n" for h in lib.headers]
+    out.append('\n#include "api_ids.h"\n#include "mpi_runtime.h"\n')
+    out.append(WRAPPER_SUPPORT)
+    out.append("\nnamespace cutrace::mpi {\n\n// The profiling interface's functions the wrappers below call, by their "
+               "index here.\nconst char* const kFunctionNames[] = {\n")
+    out += [f"    {c_string('P' + a.name)},\n" for a in apis]
+    out.append(f"}};\nconst uint32_t kFunctionCount = {len(apis)};\nstd::atomic<void*> g_real_functions[{len(apis)}];\n\n"
+               "}  // namespace cutrace::mpi\n")
+    for k, a in enumerate(apis):
+        out.append(f"\n// {a.proto.where}\n")
+        out.append(emit_mpi_wrapper(a, k))
+    return "".join(out)
+
+
 _PFN_RE = re.compile(r"\bPFN_([A-Za-z][A-Za-z0-9]*)_v([0-9]+)(_ptds|_ptsz)?\b")
 
 
@@ -1866,10 +1978,11 @@ def emit_lookup(apis: list[Api], versions: list[tuple[str, int, bool, str]],
            "namespace {\n\n",
            "// The address of each wrapper, taken through an assembler name so that no C++ declaration (whose\n"
            "// types would need every header) is required; -Bsymbolic-functions binds them to the shim's own.\n"]
-    # The OS runtime's wrappers live in libcutrace-osrt.so, which only -t osrt preloads: lookups through
-    # a handle hand out libc's own functions, as without cutrace.
+    # The OS runtime's wrappers live in libcutrace-osrt.so, which only -t osrt preloads, and the MPI
+    # wrappers in libcutrace-mpi-*.so, which only -t mpi preloads: lookups through a handle hand out the
+    # library's own functions, as without cutrace.
     apis_all = apis
-    apis = [a for a in apis if a.library.domain != "os_runtime"]
+    apis = [a for a in apis if a.library.domain not in OWN_LIBRARY_DOMAINS]
     out += [f'extern "C" const char cutrace_export_{a.id}[] __asm__({c_string(a.name)});\n' for a in apis
             if not a.versioned]
     out.append("\nstruct NamedApi {\n  const char* name;\n  int32_t id;\n};\n\n"
@@ -1895,7 +2008,7 @@ def emit_lookup(apis: list[Api], versions: list[tuple[str, int, bool, str]],
     out.append("namespace cutrace::preload {\n\n"
                "// The versioned wrappers' entries are filled when libcutrace-cuda12.so registers them.\n"
                "void* g_wrapper_addresses[] = {\n")
-    out += [f"    const_cast<char*>(cutrace_export_{a.id}),\n" if a.library.domain != "os_runtime" and not a.versioned
+    out += [f"    const_cast<char*>(cutrace_export_{a.id}),\n" if a.library.domain not in OWN_LIBRARY_DOMAINS and not a.versioned
             else "    nullptr,\n" for a in apis_all]
     out.append("};\nstatic_assert(sizeof(g_wrapper_addresses) / sizeof(g_wrapper_addresses[0]) == kApiCount);\n\n")
     out.append(r"""size_t find_apis(const char* name, int32_t* ids, size_t capacity) {
@@ -1953,6 +2066,7 @@ def emit_coverage(models: list[LibraryModel]) -> str:
     doc = []
     for m in models:
         doc.append({
+            "name": m.spec.name,
             "library": m.spec.soname,
             "binary": str(m.spec.binary.resolve()),
             "domain": m.spec.domain,
@@ -2017,7 +2131,7 @@ def main(argv: list[str]) -> int:
         lib_pre = preprocessors[tuple(dirs)]
         model = build_library(spec, lib_pre)
         for a in model.apis:
-            key = (a.name, spec.wrappers)
+            key = (a.name, f"mpi:{spec.name}" if spec.domain == "mpi" else spec.wrappers)
             if key in owner:
                 raise GenError(f"{a.name} is exported by both {owner[key]} and {model.spec.soname}; a process can "
                                f"interpose only one of them, so wrap them in separate builds")
@@ -2032,7 +2146,7 @@ def main(argv: list[str]) -> int:
     write_output(args.out_dir / "api_table.cpp", emit_table(apis))
     write_output(args.out_dir / "real_functions.cpp", emit_real_functions(apis))
     for model in models:
-        emit = emit_osrt_wrappers if model.spec.domain == "os_runtime" else emit_wrappers
+        emit = {"os_runtime": emit_osrt_wrappers, "mpi": emit_mpi_wrappers}.get(model.spec.domain, emit_wrappers)
         write_output(args.out_dir / f"wrappers_{model.spec.name}.cpp", emit(model))
     has_driver = any(m.spec.domain == "cuda_driver" for m in models)
     versions = driver_versions(pre, args.include_dir) if has_driver else []
