@@ -19,7 +19,7 @@ enum Id : int {
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
   kSample, kSamplingFrequency, kCpuctxsw, kPythonSampling, kPythonSamplingFrequency, kGpuActivity,
-  kCudaMemoryUsage, kCudaGraphTrace,
+  kCudaMemoryUsage, kCudaGraphTrace, kMpiImpl,
 };
 
 constexpr cli::OptionSpec kSupported[] = {
@@ -54,6 +54,7 @@ constexpr cli::OptionSpec kSupported[] = {
     {0, "cuda-memory-usage", Arity::kSwitch, kCudaMemoryUsage},
     {0, "cuda-graph-trace", Arity::kValue, kCudaGraphTrace},
     {0, "python-sampling-frequency", Arity::kValue, kPythonSamplingFrequency},
+    {0, "mpi-impl", Arity::kValue, kMpiImpl},
     {'h', "help", Arity::kNone, kHelp},
 };
 
@@ -109,7 +110,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "ib-net-info-devices", nullptr},
     {0, "soc-metrics", "false"},
     {0, "accelerator-trace", "none"},
-    {0, "mpi-impl", nullptr},
     {0, "hotkey-capture", nullptr},
     {0, "flush-on-cudaprofilerstop", nullptr},
     {0, "opengl-gpu-workload", nullptr},
@@ -149,7 +149,7 @@ std::string traced_values(std::string_view separator, std::string_view last_sepa
 // -t values nsys knows that cutrace does not record yet; refused by name.
 // clang-format off
 constexpr const char* kKnownTraceValues[] = {
-    "cublas-verbose", "cusolver-verbose", "cusparse-verbose", "mpi", "nccl", "ucx", "oshmem", "openacc", "openmp",
+    "cublas-verbose", "cusolver-verbose", "cusparse-verbose", "nccl", "ucx", "oshmem", "openacc", "openmp",
     "opengl", "opengl-annotations",
     "vulkan", "vulkan-annotations", "nvvideo", "python-gil", "gds", "syscall", "dx11", "dx12", "dx12-annotations",
     "wddm", "tegra-accelerators", "nvmedia",
@@ -594,6 +594,14 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             return false;
           }
           break;
+        case kMpiImpl:
+          if (!take_value(&value) || (value != "openmpi" && value != "mpich")) {
+            *error = usage("option '" + w.spelled + "' takes openmpi or mpich" +
+                           (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          options->mpi_impl = value;
+          break;
         case kPythonBacktrace:
           if (!take_value(&value) || (value != "cuda" && value != "none" && value != "false")) {
             *error = usage("option '" + w.spelled + "' takes cuda or none" +
@@ -696,13 +704,17 @@ options:
                               false writes the command's stdout and stderr to files named after
                               the trace (NAME.stdout, NAME.stderr) instead of the terminal
                               (default true)
-  -t, --trace cuda,nvtx,osrt,cublas,cudnn,cusolver,cusparse|none
+  -t, --trace cuda,nvtx,osrt,cublas,cudnn,cusolver,cusparse,mpi|none
                               what to record, comma-separated (default cuda,nvtx): cuda is the
                               CUDA runtime and driver, nvtx the program's NVTX ranges and marks,
                               osrt its blocking libc calls (read, poll, sleeps, locks, waits),
                               cublas adds cuBLAS and cuBLASLt, cudnn adds cuDNN, cusolver adds
                               cuSOLVER, cusparse adds cuSPARSE (each of those also records
-                              cuda); none runs the command with recording off
+                              cuda), mpi the program's MPI calls (point to point, collectives,
+                              communicators, one-sided); none runs the command with recording off
+      --mpi-impl openmpi|mpich
+                              the MPI implementation the program uses, with -t mpi (default
+                              openmpi)
       --osrt-threshold NS     record an osrt call only when it lasts at least NS nanoseconds
                               (default 1000)
       --cudabacktrace all|none|kernel|memory|sync|other[:NS][,...]

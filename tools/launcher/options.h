@@ -78,6 +78,8 @@ struct ProfileOptions {
   uint64_t delay_ns = 0;
   uint64_t duration_ns = 0;
   int kill_signal = 15;  // SIGTERM, nsys's default
+  // --mpi-impl: the MPI implementation whose interposer -t mpi preloads (nsys's default, openmpi).
+  std::string mpi_impl = "openmpi";
   bool help = false;
   bool quiet = false;  // -q: no "collecting" line and no summary line, only warnings and errors
   std::vector<std::string> given;    // the option words exactly as typed, stored in the trace

@@ -230,18 +230,29 @@ int run(const ProfileOptions& options) {
   if (CUTRACE_WITH_CUDA12) {
     const std::string cuda12_path = preload_dir + kCuda12FileName;
     if (access(cuda12_path.c_str(), R_OK) != 0)
-      return fail(kExitSetupFailed, "cutrace profile: " + cuda12_path +
+      return fail(kExitSetupFailed, cuda12_path +
                                         " is missing, and without it CUDA 12 programs would be traced through CUDA "
-                                        "13's prototypes; rebuild or reinstall cutrace.");
+                                        "13's prototypes; rebuild or reinstall cutrace");
     ld_preload = cuda12_path + ":" + ld_preload;
   }
   // -t osrt: the OS runtime wrappers, a library of their own beside the shim, preloaded after it.
   if (options.trace_domains & abi::domain_bit(abi::ApiDomain::kOsRuntime)) {
     const std::string osrt_path = preload_dir + kOsrtFileName;
     if (access(osrt_path.c_str(), R_OK) != 0)
-      return fail(kExitSetupFailed, "cutrace profile: -t osrt needs " + osrt_path +
-                                        ", which is missing; rebuild or reinstall cutrace, or leave osrt out of -t.");
+      return fail(kExitSetupFailed, "-t osrt needs " + osrt_path +
+                                        ", which is missing; rebuild or reinstall cutrace, or leave osrt out of -t");
     ld_preload += ":" + osrt_path;
+  }
+  // -t mpi: the interposer of the MPI implementation --mpi-impl names (the two ABIs differ), after the
+  // shim. It is only there when cutrace was built where that implementation's headers were.
+  if (options.trace_domains & abi::domain_bit(abi::ApiDomain::kMpi)) {
+    const std::string mpi_path = preload_dir + "libcutrace-mpi-" + options.mpi_impl + ".so";
+    if (access(mpi_path.c_str(), R_OK) != 0)
+      return fail(kExitSetupFailed, "-t mpi --mpi-impl " + options.mpi_impl + " needs " + mpi_path +
+                                        ", which is missing: this cutrace was built without " +
+                                        (options.mpi_impl == "mpich" ? "MPICH (libmpich-dev)" : "Open MPI (libopenmpi-dev)") +
+                                        "; install it and rebuild cutrace, or leave mpi out of -t");
+    ld_preload += ":" + mpi_path;
   }
   if (!find_recorder(exe_dir, &recorder_path, &error)) return fail(error);
   if (!options.output_pattern.empty()) {

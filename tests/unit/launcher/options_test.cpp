@@ -213,22 +213,35 @@ TEST(LauncherOptions, BacktraceThresholdsByClass) {
                  "cutrace profile: option '--osrt-backtrace-depth' takes a number of frames from 1 to 128, not '0'.");
 }
 
+TEST(LauncherOptions, MpiImplementationIsOpenMpiUnlessNamed) {
+  Parsed p = parse({"-t", "mpi", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.trace_domains, abi::domain_bit(abi::ApiDomain::kMpi));
+  EXPECT_EQ(p.options.mpi_impl, "openmpi");
+  p = parse({"-t", "cuda,mpi", "--mpi-impl", "mpich", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.trace_domains, abi::kCudaDomains | abi::domain_bit(abi::ApiDomain::kMpi));
+  EXPECT_EQ(p.options.mpi_impl, "mpich");
+  expect_refused({"--mpi-impl", "intel", "app"}, "cutrace profile: option '--mpi-impl' takes openmpi or mpich, not 'intel'.");
+  expect_refused({"--mpi-impl=", "app"}, "cutrace profile: option '--mpi-impl' takes openmpi or mpich.");
+}
+
 TEST(LauncherOptions, TraceValuesNotYetSupportedAreNamed) {
   expect_refused({"-t", "nccl", "app"},
                  "cutrace profile: -t nccl is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, "
-                 "osrt, cublas, cudnn, cusolver and cusparse).");
-  expect_refused({"-t", "cuda,nvtx,osrt,mpi,nccl", "app"},
-                 "cutrace profile: -t mpi,nccl are not supported yet by cutrace; leave them out (cutrace traces "
-                 "cuda, nvtx, osrt, cublas, cudnn, cusolver and cusparse).");
-  expect_refused({"--trace=cuda,mpi", "app"},
-                 "cutrace profile: --trace mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, "
-                 "nvtx, osrt, cublas, cudnn, cusolver and cusparse).");
+                 "osrt, cublas, cudnn, cusolver, cusparse and mpi).");
+  expect_refused({"-t", "cuda,nvtx,osrt,ucx,nccl", "app"},
+                 "cutrace profile: -t ucx,nccl are not supported yet by cutrace; leave them out (cutrace traces "
+                 "cuda, nvtx, osrt, cublas, cudnn, cusolver, cusparse and mpi).");
+  expect_refused({"--trace=cuda,ucx", "app"},
+                 "cutrace profile: --trace ucx is not supported yet by cutrace; leave it out (cutrace traces cuda, "
+                 "nvtx, osrt, cublas, cudnn, cusolver, cusparse and mpi).");
   expect_refused({"-t", "cusolver,cusparse-verbose", "app"},
                  "cutrace profile: -t cusparse-verbose is not supported yet by cutrace; leave it out (cutrace traces "
-                 "cuda, nvtx, osrt, cublas, cudnn, cusolver and cusparse).");
+                 "cuda, nvtx, osrt, cublas, cudnn, cusolver, cusparse and mpi).");
   expect_refused({"-t", "frobnicate", "app"},
                  "cutrace profile: unknown -t value 'frobnicate'; cutrace traces cuda, nvtx, osrt, cublas, cudnn, "
-                 "cusolver and cusparse (-t cuda,nvtx,osrt,cublas,cudnn,cusolver,cusparse).");
+                 "cusolver, cusparse and mpi (-t cuda,nvtx,osrt,cublas,cudnn,cusolver,cusparse,mpi).");
   expect_refused({"-t", "cuda,none", "app"},
                  "cutrace profile: -t none cannot be combined with other values; use -t cuda or -t none.");
   expect_refused({"-t", ",", "app"}, "cutrace profile: option '-t' needs a value such as cuda.");
@@ -403,14 +416,14 @@ TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
 // A published command line is ported in one run: every option cutrace cannot take is named at once,
 // each with its remedy, and their values are not mistaken for the command.
 TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
-  expect_refused({"-b", "dwarf", "--cuda-um-cpu-page-faults=true", "-t", "cuda,mpi", "--bogus", "--pytorch",
+  expect_refused({"-b", "dwarf", "--cuda-um-cpu-page-faults=true", "-t", "cuda,ucx", "--bogus", "--pytorch",
                   "autograd-nvtx", "python3", "train.py"},
                  "cutrace profile: 5 options cannot be used: "
                  "(1) option '-b' is not supported yet; remove it to profile without it, or pass -b none; "
                  "(2) option '--cuda-um-cpu-page-faults' is not supported yet; remove it to profile without it, or "
                  "pass --cuda-um-cpu-page-faults=false; "
-                 "(3) -t mpi is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas, "
-                 "cudnn, cusolver and cusparse); "
+                 "(3) -t ucx is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas, "
+                 "cudnn, cusolver, cusparse and mpi); "
                  "(4) unknown option '--bogus'; run `cutrace profile --help`; "
                  "(5) option '--pytorch' is not supported yet; remove it to profile without it, or pass "
                  "--pytorch=none.");
