@@ -120,6 +120,16 @@ std::string thousands(uint64_t v) {
   return out;
 }
 
+std::string_view mpi_rank_name(int64_t rank) {
+  switch (rank) {
+    case abi::kMpiRankAnySource: return "MPI_ANY_SOURCE";
+    case abi::kMpiRankProcNull: return "MPI_PROC_NULL";
+    case abi::kMpiRankRoot: return "MPI_ROOT";
+    case abi::kMpiRankUnknown: return "unknown";
+  }
+  return {};
+}
+
 std::string hex(uint64_t v) {
   char buf[24] = {'0', 'x'};
   auto r = std::to_chars(buf + 2, buf + sizeof buf, v, 16);
@@ -176,6 +186,16 @@ ArgValue decode_arg(const TraceReader& reader, const Thread& thread, abi::ArgFor
       out.type = ArgValue::Type::kSigned;  // enums are C ints: -1 reads as -1
       out.s = value <= 0xffffffffu ? int64_t(int32_t(uint32_t(value))) : int64_t(value);
       return out;
+    case abi::ArgFormat::kMpiRank: {
+      std::string_view name = mpi_rank_name(int64_t(value));
+      if (!name.empty()) return text(std::string(name));
+      out.type = ArgValue::Type::kSigned;
+      out.s = int64_t(value);
+      return out;
+    }
+    case abi::ArgFormat::kMpiDatatype:
+      if (value > 0 && value < abi::kMpiDatatypeCount) return text(abi::kMpiDatatypeNames[value]);
+      return text(value == 0 ? "other" : std::to_string(value));  // derived, null, or one a later list names
   }
   return out;  // a format from a later writer: the raw number is the honest rendering
 }

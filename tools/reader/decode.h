@@ -37,6 +37,8 @@ const char* gpu_memory_kind_name(uint32_t kind);
 std::string demangle(std::string_view mangled);
 
 std::string thousands(uint64_t v);  // 1234567 -> "1,234,567"
+// The name of a special rank of an abi::ArgFormat::kMpiRank slot (MPI_ANY_SOURCE, ...), "" for a rank.
+std::string_view mpi_rank_name(int64_t rank);
 std::string hex(uint64_t v);        // "0x7f3a..."
 
 // One argument decoded by its format. Numbers stay numbers (JSON, CSV); everything else is text.

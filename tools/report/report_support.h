@@ -93,6 +93,7 @@ std::string base_kernel_name(std::string_view demangled);
 std::unique_ptr<Report> make_api_sum(const char* title, CallFamily family, const ReportOptions& options);
 std::unique_ptr<Report> make_cuda_api_trace(const ReportOptions& options);
 std::unique_ptr<Report> make_api_trace(const ReportOptions& options);
+std::unique_ptr<Report> make_mpi_event_trace(const ReportOptions& options);
 std::unique_ptr<Report> make_callsite_sum(const ReportOptions& options);
 // nvtx_reports.cpp
 std::unique_ptr<Report> make_nvtx_sum();

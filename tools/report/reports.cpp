@@ -58,6 +58,16 @@ const std::vector<ReportInfo>& stats_reports() {
        [](const ReportOptions& o) -> std::unique_ptr<Report> {
          return make_api_sum("OS Runtime Summary (osrt_sum)", kOsrtFamily, o);
        }},
+      {"mpi_event_sum", "MPI Event Summary: cuda_api_sum's columns for the MPI calls -t mpi recorded",
+       "MPI trace data (profile with -t mpi)", false,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return make_api_sum("MPI Event Summary (mpi_event_sum)", kMpiFamily, o);
+       }},
+      {"mpi_event_trace", "MPI Event Trace: every MPI call by start time, with its rank, communicator, tag, peer, "
+       "root, datatype and bytes", "MPI trace data (profile with -t mpi)", false,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return make_mpi_event_trace(o);
+       }},
       {"api_trace", "every call of every domain, nested ones too, with depth, self time and decoded arguments",
        "API trace data", false,
        [](const ReportOptions& o) -> std::unique_ptr<Report> {

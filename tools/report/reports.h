@@ -75,6 +75,8 @@ inline constexpr CallFamily kCublasFamily = family_of("cublas");  // cuBLAS with
 inline constexpr CallFamily kCudnnFamily = family_of("cudnn");
 // Every OS runtime call, also those a CUDA call made (the driver's ioctl inside cudaMalloc), as nsys counts.
 inline constexpr CallFamily kOsrtFamily = family_of("osrt");
+// Every MPI call the program made (those the MPI library makes inside one are its business).
+inline constexpr CallFamily kMpiFamily = family_of("mpi");
 static_assert(kCudaFamily.domains == abi::kCudaDomains &&
               kCudaFamily.within == abi::domain_bit(abi::ApiDomain::kCudaRuntime) &&
               kCublasFamily.within == abi::kCublasDomains && kCudnnFamily.within == abi::kCudnnDomains &&

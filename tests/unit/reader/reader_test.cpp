@@ -987,6 +987,11 @@ TEST(Decode, LibrariesAreKnownByTheirFileNames) {
                                           abi::domain_bit(abi::ApiDomain::kCusolver) |
                                           abi::domain_bit(abi::ApiDomain::kCusparse));
   EXPECT_EQ(abi::trace_value_domains("osrt"), abi::domain_bit(abi::ApiDomain::kOsRuntime));
+  // MPI: Open MPI's libmpi and MPICH's libmpich, traced without CUDA.
+  EXPECT_EQ(abi::library_domain("libmpi.so.40"), abi::domain_bit(abi::ApiDomain::kMpi));
+  EXPECT_EQ(abi::library_domain("libmpich.so.12"), abi::domain_bit(abi::ApiDomain::kMpi));
+  EXPECT_EQ(abi::library_domain("libmpi_cxx.so.40"), 0u);
+  EXPECT_EQ(abi::trace_value_domains("mpi"), abi::domain_bit(abi::ApiDomain::kMpi));
   EXPECT_EQ(abi::trace_value_domains("opengl"), 0u);
 }
 
@@ -1031,6 +1036,13 @@ TEST_F(SmallTraceTest, DecodesEveryArgumentFormat) {
   EXPECT_EQ(reader::decode_arg(t, th, F::kKernelStub, kStubAxpy).to_string(),
             "void ns::axpy<float>(float, float*, float*, int)");
   EXPECT_EQ(reader::decode_arg(t, th, F::kKernelHandle, kHandleReduce).to_string(), "reduce(float const*, float*, int)");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kMpiRank, 3).to_string(), "3");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kMpiRank, uint64_t(abi::kMpiRankAnySource)).to_string(), "MPI_ANY_SOURCE");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kMpiRank, uint64_t(abi::kMpiRankProcNull)).to_string(), "MPI_PROC_NULL");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kMpiRank, uint64_t(abi::kMpiRankUnknown)).to_string(), "unknown");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kMpiDatatype, 8).to_string(), "MPI_INT");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kMpiDatatype, 0).to_string(), "other");
+  EXPECT_EQ(reader::decode_arg(t, th, F::kMpiDatatype, 999).to_string(), "999");
   EXPECT_EQ(reader::decode_arg(t, th, F(200), 9).to_string(), "9");
 }
 
