@@ -94,7 +94,7 @@ static_assert(names_match_abi(), "the datatypes here and abi::kMpiDatatypeNames 
 struct Predefined {
   uint64_t comm_world = 0, comm_self = 0, comm_null = 0, datatype_null = 0;
   uint64_t datatypes[abi::kMpiDatatypeCount] = {};  // index 0 unused
-  int sizes[abi::kMpiDatatypeCount] = {};           // MPI_Type_size, -1 until asked
+  std::atomic<int> sizes[abi::kMpiDatatypeCount] = {};  // MPI_Type_size, -1 until asked
   MPI_Group world_group{};
   bool have_world_group = false;
 };
@@ -113,7 +113,7 @@ void find_predefined() {
 #define CUTRACE_MPI_HANDLE(name) p.datatypes[i++] = handle_bits(name);
   CUTRACE_MPI_DATATYPES(CUTRACE_MPI_HANDLE)
 #undef CUTRACE_MPI_HANDLE
-  for (int& s : p.sizes) s = -1;
+  for (std::atomic<int>& s : p.sizes) s.store(-1, std::memory_order_relaxed);
   g_predefined_ready.store(true, std::memory_order_release);
 }
 
@@ -173,15 +173,36 @@ Comm* comm_entry_locked(MPI_Comm comm) {
   return &c;
 }
 
-template <class T>
-T with_comm(MPI_Comm comm, T (*read)(const Comm*)) {
+// What the slots say of a communicator, kept per thread for the last one it named: a program calls on
+// one communicator many times in a row, and the table's lock would then be taken for every slot. A
+// freed communicator bumps the generation, so that a handle reused for a new one is looked up again.
+struct CommFacts {
+  uint64_t bits = 0;
+  uint64_t generation = 0;  // 0: nothing cached yet
+  uint32_t id = 0, size = 0;
+};
+constinit thread_local CommFacts t_last_comm __attribute__((tls_model("initial-exec")));
+std::atomic<uint64_t> g_comm_generation{1};
+
+CommFacts comm_facts(MPI_Comm comm) {
   ensure_predefined();
-  if (handle_bits(comm) == g_predefined.comm_null) return read(nullptr);
+  const uint64_t bits = handle_bits(comm);
+  if (bits == g_predefined.comm_null) return CommFacts{};
+  const uint64_t generation = g_comm_generation.load(std::memory_order_acquire);
+  CommFacts& last = t_last_comm;
+  if (last.bits == bits && last.generation == generation) return last;
   const int saved_errno = errno;
-  Lock lock;
-  T value = read(comm_entry_locked(comm));
+  CommFacts facts{bits, generation};
+  {
+    Lock lock;
+    if (const Comm* c = comm_entry_locked(comm)) {
+      facts.id = c->id;
+      facts.size = c->size;
+      last = facts;
+    }
+  }
   errno = saved_errno;
-  return value;
+  return facts;
 }
 
 // The derived datatypes the program committed, with their sizes (read when committed, a valid handle).
@@ -215,15 +236,11 @@ void* resolve_real(uint32_t index) {
 
 void missing_function(uint32_t api_id, const void* caller) { preload::missing_function(api_id, caller); }
 
-uint64_t comm_id(MPI_Comm comm) {
-  return with_comm<uint64_t>(comm, [](const Comm* c) -> uint64_t { return c ? c->id : 0; });
-}
+uint64_t comm_id(MPI_Comm comm) { return comm_facts(comm).id; }
 
 uint64_t comm_id(const MPI_Comm* comm) { return comm ? comm_id(*comm) : 0; }
 
-uint64_t comm_size(MPI_Comm comm) {
-  return with_comm<uint64_t>(comm, [](const Comm* c) -> uint64_t { return c ? c->size : 0; });
-}
+uint64_t comm_size(MPI_Comm comm) { return comm_facts(comm).size; }
 
 uint64_t world_rank(int rank, MPI_Comm comm) {
   if (rank < 0) return special_rank(rank);
@@ -260,15 +277,18 @@ uint64_t bytes(int count, MPI_Datatype datatype) {
   ensure_predefined();
   const uint64_t bits = handle_bits(datatype);
   if (count <= 0 || bits == 0 || bits == g_predefined.datatype_null) return 0;
+  const uint32_t index = predefined_index(bits);
+  // Predefined sizes never change: asked once, then read without the lock.
+  int size = index ? g_predefined.sizes[index].load(std::memory_order_relaxed) : -1;
+  if (size >= 0) return uint64_t(count) * uint64_t(size);
   const int saved_errno = errno;
-  int size = -1;
   {
     Lock lock;
-    if (const uint32_t index = predefined_index(bits)) {
-      // Predefined sizes never change: asked once.
-      if (g_predefined.sizes[index] < 0 && CUTRACE_PMPI_CALL(PMPI_Type_size, datatype, &size) == MPI_SUCCESS)
-        g_predefined.sizes[index] = size;
-      size = g_predefined.sizes[index];
+    if (index) {
+      if (g_predefined.sizes[index].load(std::memory_order_relaxed) < 0 &&
+          CUTRACE_PMPI_CALL(PMPI_Type_size, datatype, &size) == MPI_SUCCESS)
+        g_predefined.sizes[index].store(size, std::memory_order_relaxed);
+      size = g_predefined.sizes[index].load(std::memory_order_relaxed);
     } else {
       for (const Derived& d : g_derived)
         if (d.bits == bits) size = d.size;
@@ -302,6 +322,7 @@ void forget_comm(const MPI_Comm* comm) {
     if (c.have_group) CUTRACE_PMPI_CALL(PMPI_Group_free, &c.group);
     c = Comm{};
   }
+  g_comm_generation.fetch_add(1, std::memory_order_acq_rel);
   errno = saved_errno;
 }
 
