@@ -130,7 +130,7 @@ def test_each_rank_records_its_calls_with_communicators_peers_tags_and_bytes(imp
 
 
 @pytest.mark.parametrize("impl", ["openmpi", "mpich"])
-def test_without_mpi_in_trace_no_mpi_call_is_recorded(impl, tmp_path):
+def test_a_job_traced_without_mpi_runs_and_records_no_mpi_call(impl, tmp_path):
     runner, program = needs(impl)
     _, rank_variable, options = IMPLEMENTATIONS[impl]
     proc = subprocess.run([runner, *options, "-n", "2", str(CUTRACE), "profile", "-o",
