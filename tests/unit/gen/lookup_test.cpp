@@ -22,13 +22,13 @@ std::string export_for(const char* symbol, int version, uint64_t flags) {
   return id < 0 ? "(none)" : cutrace::kApiTable[id].name;
 }
 
-// The OS runtime's wrappers are not the shim's (libcutrace-osrt.so, -t osrt only): a lookup of read
-// through a handle gets libc's.
+// The OS runtime's and MPI's wrappers are not the shim's (libcutrace-osrt.so with -t osrt,
+// libcutrace-mpi-*.so with -t mpi): a lookup of read or MPI_Send through a handle gets the library's.
 // A name wrapped for two major versions finds both ids, the plain (CUDA 13) wrapper's first.
 TEST(ApiLookup, FindsEveryWrappedNameAndNothingElse) {
   for (uint32_t id = 0; id < cutrace::kApiCount; ++id) {
     const auto& api = cutrace::kApiTable[id];
-    const bool osrt = api.domain == cutrace::abi::ApiDomain::kOsRuntime;
+    const bool osrt = api.domain == cutrace::abi::ApiDomain::kOsRuntime || api.domain == cutrace::abi::ApiDomain::kMpi;
     int32_t ids[cutrace::preload::kMaxMajorVersions];
     const size_t count = cutrace::preload::find_apis(api.name, ids, cutrace::preload::kMaxMajorVersions);
     if (osrt) {
