@@ -45,6 +45,17 @@ void close(NvtxRange& r, uint64_t time_ns, const reader::Thread* thread) {
   r.end_thread = thread;
 }
 
+// An extended payload given as the range closed, where it opened without one.
+void take_closing_payload(NvtxRange& r, uint64_t schema, std::string_view bytes, uint8_t cut) {
+  if (r.payload_type == abi::NvtxPayload::kExtension) return;
+  r.payload_type = abi::NvtxPayload::kExtension;
+  r.payload = schema;
+  r.payload_bytes.assign(bytes);
+  r.payload_cut = cut;
+}
+
+bool has_extended_payload(const reader::NvtxEvent& n) { return n.payload_type == abi::NvtxPayload::kExtension; }
+
 }  // namespace
 
 void NvtxRangeTracker::add(const reader::TraceReader& reader, const reader::Event& ev) {
@@ -76,6 +87,7 @@ void NvtxRangeTracker::add(const reader::TraceReader& reader, const reader::Even
       NvtxRange r = std::move(it->second.back());
       it->second.pop_back();
       close(r, n.time_ns, ev.thread);
+      if (has_extended_payload(n)) take_closing_payload(r, n.payload, n.payload_bytes, n.payload_cut);
       if (!it->second.empty()) {
         NvtxRange& parent = it->second.back();
         parent.child_ns += r.end_ns - r.start_ns;
@@ -93,6 +105,8 @@ void NvtxRangeTracker::add(const reader::TraceReader& reader, const reader::Even
         break;
       }
       close(r, early->second.time_ns, early->second.thread);
+      if (!early->second.payload_bytes.empty() || early->second.payload != 0)
+        take_closing_payload(r, early->second.payload, early->second.payload_bytes, early->second.payload_cut);
       ended_early_.erase(early);
       visit_(r);
       break;
@@ -102,12 +116,18 @@ void NvtxRangeTracker::add(const reader::TraceReader& reader, const reader::Even
       auto it = started_.find(key);
       if (it == started_.end()) {
         // Ended on another thread whose ring was drained first: the start is still to come.
-        ended_early_[key] = {n.time_ns, ev.thread};
+        EarlyEnd& early = ended_early_[key] = {n.time_ns, ev.thread};
+        if (has_extended_payload(n)) {
+          early.payload = n.payload;
+          early.payload_bytes.assign(n.payload_bytes);
+          early.payload_cut = n.payload_cut;
+        }
         break;
       }
       NvtxRange r = std::move(it->second);
       started_.erase(it);
       close(r, n.time_ns, ev.thread);
+      if (has_extended_payload(n)) take_closing_payload(r, n.payload, n.payload_bytes, n.payload_cut);
       visit_(r);
       break;
     }

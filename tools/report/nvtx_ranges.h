@@ -24,7 +24,9 @@ struct NvtxRange {
   std::string name;       // as nsys shows a range: "<domain>:<message>", ":<message>" in the default domain
   std::string message;    // the message alone
   uint64_t id = 0;        // numbered in the order ranges open, from 1, across the trace
-  // The attributes it opened with (nvtxRangePushEx, nvtxDomainRangeStartEx).
+  // The attributes it opened with (nvtxRangePushEx, nvtxDomainRangeStartEx); an extended payload
+  // given only when it closed (nvtxRangePopPayload, nvtxRangeEndPayload: NCCL's ncclCommInitRank
+  // knows its communicator only then) is its payload too.
   uint32_t category = 0;
   std::optional<uint32_t> color;  // ARGB
   abi::NvtxPayload payload_type = abi::NvtxPayload::kNone;
@@ -63,6 +65,9 @@ class NvtxRangeTracker {
   struct EarlyEnd {
     uint64_t time_ns;
     const reader::Thread* thread;
+    uint64_t payload = 0;  // an extended payload given with the end: its schema id and bytes
+    std::string payload_bytes;
+    uint8_t payload_cut = 0;
   };
   std::unordered_map<uint64_t, EarlyEnd> ended_early_;
   uint64_t next_id_ = 1;

@@ -109,19 +109,24 @@ void push(nvtxStringHandle_t name, const nvtxPayloadData_t* payloads, int count)
   attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
   attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
   attr.message.registered = name;
-  attr.payloadType = NVTX_PAYLOAD_TYPE_EXT;
-  attr.payload.ullValue = reinterpret_cast<uintptr_t>(payloads);
-  attr.reserved0 = count;
+  if (count > 0) {
+    attr.payloadType = NVTX_PAYLOAD_TYPE_EXT;
+    attr.payload.ullValue = reinterpret_cast<uintptr_t>(payloads);
+    attr.reserved0 = count;
+  }
   nvtxDomainRangePushEx(nvtx().domain, &attr);
 }
 
 }  // namespace
 
+// As NCCL (2.2x) annotates the calls that learn their parameters as they go: the range opens with
+// its name alone and gets its payload as it closes (nvtxRangePopPayload), once the communicator
+// exists; a call that fails first closes it without one.
 void like_comm_init_rank(uint64_t comm, int nranks, int rank, int cuda_device) {
+  push(nvtx().comm_init_rank, nullptr, 0);
   const CommInitRankParams p{comm, nranks, rank, cuda_device};
   const nvtxPayloadData_t data[] = {{kCommInitRankSchema, sizeof p, &p}};
-  push(nvtx().comm_init_rank, data, 1);
-  nvtxDomainRangePop(nvtx().domain);
+  nvtxRangePopPayload(nvtx().domain, data, 1);
 }
 
 void like_all_reduce(uint64_t comm, size_t bytes, like_red_op op) {

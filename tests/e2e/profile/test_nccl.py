@@ -7,7 +7,9 @@ the program's output unchanged. With real NCCL on a GPU: tests/e2e/profile/test_
 import json
 import sqlite3
 import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -28,11 +30,11 @@ def traced(tmp_path, *args):
 
 
 def nccl_rows(trace, tmp_path):
-    """(name, decoded payload) of every range of domain NCCL, from the SQLite export."""
+    """(name, decoded payload or None) of every range of domain NCCL, from the SQLite export."""
     out = tmp_path / "nccl.sqlite"
     run_tool("export", "--type", "sqlite", "-o", out, trace)
     db = sqlite3.connect(out)
-    return [(name, json.loads(payload)) for name, payload in db.execute(
+    return [(name, json.loads(payload) if payload else None) for name, payload in db.execute(
         """SELECT coalesce(n.text, s.value), n.jsonText FROM NVTX_EVENTS AS n
            LEFT JOIN StringIds AS s ON s.id = n.textId
            JOIN NVTX_EVENTS AS d ON d.eventType = 75 AND d.text = 'NCCL' AND d.domainId = n.domainId
@@ -112,3 +114,32 @@ def test_bad_payloads_are_kept_as_far_as_they_can_be_and_said(tmp_path):
                                  "the 0 bytes recorded; the program gave more bytes than the 0 recorded"}
     assert two == {"NCCL communicator ID": 8, "Message size [bytes]": 128, "Reduction operation": "Avg",
                    "(problem)": "the program gave more payloads; the first was recorded"}
+
+
+# Real NCCL where the toolkit carries it (CUDA 13's /usr/local/cuda/lib64/libnccl.so.2): without a GPU
+# ncclCommInitRank fails, but it opens and closes its range first, through NCCL's own copy of NVTX
+# reaching the shim as injection library; as it failed before its communicator existed, the range closes
+# without a payload (on a GPU it closes with one: test_real_gpu.py).
+REAL_NCCL = """
+import ctypes, sys
+nccl = ctypes.CDLL("libnccl.so.2")
+version, uid, comm = ctypes.c_int(), (ctypes.c_char * 128)(), ctypes.c_void_p()
+print("version", nccl.ncclGetVersion(ctypes.byref(version)), version.value)
+print("unique id", nccl.ncclGetUniqueId(uid))
+print("init", nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0))
+"""
+
+
+def test_real_nccls_ranges_reach_the_trace_without_a_gpu(tmp_path):
+    lib = Path("/usr/local/cuda/lib64")
+    if not (lib / "libnccl.so.2").exists():
+        pytest.skip("no libnccl.so.2 in /usr/local/cuda/lib64")
+    env = sim_env()
+    env["LD_LIBRARY_PATH"] = f"{lib}:{env['LD_LIBRARY_PATH']}"
+    command = [sys.executable, "-c", REAL_NCCL]
+    plain = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    proc, trace = profile(tmp_path, command, env=env, options=["-t", "cuda,nvtx"])
+    assert proc.stdout == plain.stdout and proc.returncode == plain.returncode == 0
+    assert plain.stdout.startswith("version 0 2") and plain.stdout.endswith("unique id 0\ninit 1\n")
+    assert nvtx_sum(trace) == {("PushPop", "NCCL:ncclCommInitRank"): 1}
+    assert nccl_rows(trace, tmp_path) == [("ncclCommInitRank", None)]

@@ -569,3 +569,5 @@ def test_real_nccl_ranges_carry_their_decoded_payloads(tmp_path):
     assert payloads["ncclAllReduce"]["Reduction operation"] == "Sum"
     assert "NCCL communicator ID" in payloads["ncclAllReduce"]
     assert "(problem)" not in payloads["ncclAllReduce"]
+    # NCCL 2.2x gives ncclCommInitRank its payload as the range closes, once the communicator exists.
+    assert payloads["ncclCommInitRank"]["No. of ranks"] == 1, payloads
