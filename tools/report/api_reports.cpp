@@ -11,6 +11,7 @@
 #include "reader/decode.h"
 #include "report/symbolizer.h"
 #include "report/call_links.h"
+#include "report/mpi_calls.h"
 #include "report/report_support.h"
 
 namespace cutrace::report {
@@ -371,11 +372,12 @@ class CallsiteSum : public Report {
   Table table_;
 };
 
-// mpi_event_trace: every MPI call by start time, with what its record says of the communication: the
-// communicator (its id in the process and its size), the tag, the peer's and the root's rank in
-// MPI_COMM_WORLD, the datatype and the byte counts. A column a call has no slot for is empty. Rank is
-// the process's rank in its job (OMPI_COMM_WORLD_RANK, PMI_RANK), so that the traces of the ranks of
-// one job read alike.
+// mpi_event_trace: every MPI call by start time, with nsys's columns (Kind: p2p, coll, startwait or
+// other, as its MPI tables sort calls; the peer's and the root's rank in MPI_COMM_WORLD; the byte
+// counts, a collective's sent and received apart) and what cutrace records beside them: the
+// communicator (its id in the process and its size), the datatype and the result. A column a call has
+// no slot for is empty. Rank is the process's rank in its job (OMPI_COMM_WORLD_RANK, PMI_RANK), so that
+// the traces of the ranks of one job read alike.
 class MpiEventTrace : public Report {
  public:
   explicit MpiEventTrace(const ReportOptions& options) : options_(options) {}
@@ -383,7 +385,6 @@ class MpiEventTrace : public Report {
   void add(TraceReader&, const Event& ev) override {
     if (ev.kind != EventKind::kApiCall || !is_counted_call(ev.call, kMpiFamily, options_.show_internal)) return;
     const ApiCall& c = ev.call;
-    const Slots& slots = slots_of(c);
     Row r{};
     r.begin = c.begin_ns;
     r.duration = c.duration_ns();
@@ -391,58 +392,62 @@ class MpiEventTrace : public Report {
     r.order = next_++;
     r.api = c.api_id;
     r.thread = ev.thread->index;
-    for (uint32_t k = 0; k < kColumns; ++k) {
-      if (slots.index[k] < 0 || uint32_t(slots.index[k]) >= c.arg_count) continue;
-      r.values[k] = c.args[slots.index[k]];
-      r.present |= 1u << k;
-    }
+    r.fields = fields_.read(c);
     rows_.push(r);
   }
 
   uint64_t row_count(TraceReader&) override { return rows_.size(); }
 
   bool write(TraceReader& reader, TableSink& sink) override {
+    using F = MpiFields;
     const uint64_t origin = reader.file_header().created_monotonic_ns;
     sink.begin("MPI Event Trace (mpi_event_trace)",
-               {"Start (ns)", "End (ns)", "Duration (ns)", "Event", "Pid", "Tid", "Rank", "Comm", "CommSize", "Tag",
-                "PeerRank", "RootRank", "Datatype", "Size (B)", "SendSize (B)", "RecvSize (B)", "Result"});
-    std::vector<Cell> cells(17);
+               {"Kind", "Start (ns)", "End (ns)", "Duration (ns)", "Event", "Pid", "Tid", "Tag", "Rank", "PeerRank",
+                "RootRank", "Size (B)", "CollSendSize (B)", "CollRecvSize (B)", "Comm", "CommSize", "Datatype",
+                "Result"});
+    // Each column's field, after the call's own columns (Kind .. Rank).
+    static constexpr F::Field kFieldColumns[] = {F::kPeer, F::kRoot, F::kSize, F::kSendSize, F::kRecvSize,
+                                                 F::kComm, F::kCommSize, F::kDatatype};
+    std::vector<Cell> cells(18);
     const bool ok = rows_.for_each([&](const Row& r) {
       const ApiSpec& api = reader.api(r.api);
       const reader::Thread* th = reader.thread(r.thread);
       const reader::Process& process = reader.process_of(*th);
       const uint64_t start = r.begin > origin ? r.begin - origin : 0;
-      cells[0].set_integer(start);
-      cells[1].set_integer(start + r.duration);
-      cells[2].set_integer(r.duration);
-      cells[3].set_borrowed(api.display_name);
-      cells[4].set_integer(th->pid);
-      cells[5].set_integer(th->tid);
-      if (process.rank >= 0) cells[6].set_integer(uint64_t(process.rank));
-      else cells[6].set_borrowed("", true);
-      for (uint32_t k = 0; k < kColumns; ++k) {
-        Cell& cell = cells[7 + k];
-        if (!(r.present & (1u << k))) {
+      cells[0].set_borrowed(mpi_kind_name(mpi_kind(api.display_name)));
+      cells[1].set_integer(start);
+      cells[2].set_integer(start + r.duration);
+      cells[3].set_integer(r.duration);
+      cells[4].set_borrowed(api.display_name);
+      cells[5].set_integer(th->pid);
+      cells[6].set_integer(th->tid);
+      if (r.fields.has(F::kTag)) cells[7].set_signed(int64_t(r.fields.value[F::kTag]));
+      else cells[7].set_borrowed("", true);
+      if (process.rank >= 0) cells[8].set_integer(uint64_t(process.rank));
+      else cells[8].set_borrowed("", true);
+      for (size_t k = 0; k < std::size(kFieldColumns); ++k) {
+        Cell& cell = cells[9 + k];
+        const F::Field f = kFieldColumns[k];
+        if (!r.fields.has(f)) {
           cell.set_borrowed("", true);
           continue;
         }
-        const uint64_t v = r.values[k];
-        switch (Column(k)) {
-          case kTag: cell.set_signed(int64_t(v)); break;
-          case kPeer:
-          case kRoot: {
+        const uint64_t v = r.fields.value[f];
+        switch (f) {
+          case F::kPeer:
+          case F::kRoot: {
             const std::string_view special = reader::mpi_rank_name(int64_t(v));
             if (special.empty()) cell.set_signed(int64_t(v));
             else cell.set_borrowed(special, true);
             break;
           }
-          case kDatatype:
+          case F::kDatatype:
             cell.set_borrowed(v > 0 && v < abi::kMpiDatatypeCount ? abi::kMpiDatatypeNames[v] : "other");
             break;
           default: cell.set_integer(v); break;
         }
       }
-      set_result(cells[16], api, r.result);
+      set_result(cells[17], api, r.result);
       sink.row(cells);
     });
     sink.end();
@@ -450,43 +455,18 @@ class MpiEventTrace : public Report {
   }
 
  private:
-  // The columns read from argument slots, and the slot names (mpi.toml's) each takes, first found wins.
-  enum Column : uint32_t { kComm, kCommSize, kTag, kPeer, kRoot, kDatatype, kSize, kSendSize, kRecvSize, kColumns };
-  static constexpr const char* kSlotNames[kColumns][2] = {
-      {"comm", nullptr},       {"comm_size", nullptr},  {"tag", nullptr},         {"peer", nullptr},
-      {"root", nullptr},       {"datatype", nullptr},   {"bytes", nullptr},       {"send_bytes", nullptr},
-      {"recv_bytes", nullptr},
-  };
-  struct Slots {
-    int8_t index[kColumns];
-  };
   struct Row {
     uint64_t begin, duration, result, order;
-    uint32_t api, thread, present, unused;
-    uint64_t values[kColumns];
+    uint32_t api, thread;
+    MpiFields::Values fields;
   };
   struct Earlier {
     bool operator()(const Row& a, const Row& b) const { return a.begin != b.begin ? a.begin < b.begin : a.order < b.order; }
   };
 
-  const Slots& slots_of(const ApiCall& c) {
-    if (c.api_id >= slots_.size()) slots_.resize(c.api_id + 1);
-    std::optional<Slots>& s = slots_[c.api_id];
-    if (!s) {
-      s.emplace();
-      for (uint32_t k = 0; k < kColumns; ++k) {
-        s->index[k] = -1;
-        for (size_t a = 0; a < c.api->args.size() && s->index[k] < 0; ++a)
-          for (const char* name : kSlotNames[k])
-            if (name && c.api->args[a].name == name) s->index[k] = int8_t(a);
-      }
-    }
-    return *s;
-  }
-
   ReportOptions options_;
   SpillSorter<Row, Earlier> rows_;
-  std::vector<std::optional<Slots>> slots_;
+  MpiFields fields_;
   uint64_t next_ = 0;
 };
 

@@ -7,10 +7,12 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "reader/decode.h"
 #include "report/call_links.h"
+#include "report/mpi_calls.h"
 #include "report/nvtx_ranges.h"
 #include "report/report_support.h"
 #include "report/reports.h"
@@ -71,6 +73,25 @@ const std::vector<TableDef>& export_tables() {
        {{"start", I, kNotNull}, {"end", I, kNotNull}, {"eventClass", I, kNotNull}, {"globalTid", I, kNull},
         {"nameId", I, kNotNull}, {"returnValue", I, kNotNull}, {"nestingLevel", I, kNull}, {"callchainId", I, kNull}},
        nullptr},
+      // MPI calls (-t mpi) in nsys's tables, one per kind of call; commHandle is cutrace's id of the
+      // communicator in its process, sizes are bytes, ranks are MPI_COMM_WORLD's (-1 MPI_ANY_SOURCE,
+      // -2 MPI_PROC_NULL, -3 MPI_ROOT, -4 not known). MPI_RANKS: each process's rank in its job.
+      {TableId::kMpiP2pEvents, "MPI_P2P_EVENTS",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"globalTid", I, kNotNull}, {"textId", I, kNotNull},
+        {"commHandle", I, kNull}, {"tag", I, kNull}, {"remoteRank", I, kNull}, {"size", I, kNull}},
+       nullptr},
+      {TableId::kMpiCollectivesEvents, "MPI_COLLECTIVES_EVENTS",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"globalTid", I, kNotNull}, {"textId", I, kNotNull},
+        {"commHandle", I, kNull}, {"rootRank", I, kNull}, {"size", I, kNull}, {"collSendSize", I, kNull},
+        {"collRecvSize", I, kNull}},
+       nullptr},
+      {TableId::kMpiStartWaitEvents, "MPI_START_WAIT_EVENTS",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"globalTid", I, kNotNull}, {"textId", I, kNotNull}},
+       nullptr},
+      {TableId::kMpiOtherEvents, "MPI_OTHER_EVENTS",
+       {{"start", I, kNotNull}, {"end", I, kNotNull}, {"globalTid", I, kNotNull}, {"textId", I, kNotNull}},
+       nullptr},
+      {TableId::kMpiRanks, "MPI_RANKS", {{"rank", I, kNotNull}, {"globalTid", I, kNotNull}}, nullptr},
       {TableId::kCudaCallchains, "CUDA_CALLCHAINS",
        {{"id", I, kNotNull}, {"symbol", I, kNotNull}, {"module", I, kNotNull}, {"unresolved", I, kNull},
         {"originalIP", I, kNull}, {"stackDepth", I, kNotNull}},
@@ -380,6 +401,28 @@ class TableProducer {
     if (is_counted_call(c, kOsrtFamily, options_.show_internal))
       emit(TableId::kOsrtApi, {start, end, int_value(kClassOsRuntime), gtid, name, int_value(p.result),
                                int_value(c.depth), opt(c.frame_count != 0, p.chain)});
+    if (is_counted_call(c, kMpiFamily, options_.show_internal)) add_mpi_call(ev, start, end, gtid, name);
+  }
+
+  void add_mpi_call(const Event& ev, const Value& start, const Value& end, const Value& gtid, const Value& name) {
+    using F = MpiFields;
+    const MpiFields::Values v = mpi_fields_.read(ev.call);
+    auto field = [&](F::Field f) { return v.has(f) ? int_value(int64_t(v.value[f])) : null_value(); };
+    switch (mpi_kind(ev.call.api->display_name)) {
+      case MpiKind::kPointToPoint:
+        emit(TableId::kMpiP2pEvents, {start, end, gtid, name, field(F::kComm), field(F::kTag), field(F::kPeer),
+                                      v.has(F::kSize) ? field(F::kSize) : field(F::kSendSize)});
+        break;
+      case MpiKind::kCollective:
+        emit(TableId::kMpiCollectivesEvents, {start, end, gtid, name, field(F::kComm), field(F::kRoot), field(F::kSize),
+                                              field(F::kSendSize), field(F::kRecvSize)});
+        break;
+      case MpiKind::kStartWait: emit(TableId::kMpiStartWaitEvents, {start, end, gtid, name}); break;
+      case MpiKind::kOther: emit(TableId::kMpiOtherEvents, {start, end, gtid, name}); break;
+    }
+    const reader::Process& process = reader_.process_of(*ev.thread);
+    if (process.rank >= 0 && mpi_threads_.insert(ev.thread->index).second)
+      emit(TableId::kMpiRanks, {int_value(process.rank), gtid});
   }
 
   // The call's stack: its native frames named from the binaries in CUDA_CALLCHAINS or OSRT_CALLCHAINS (by
@@ -679,6 +722,8 @@ class TableProducer {
   std::unordered_map<std::string, int64_t> string_ids_;
   CallLinks<Pending, LinkDecided> links_;
   NvtxRangeTracker ranges_;
+  MpiFields mpi_fields_;
+  std::unordered_set<uint32_t> mpi_threads_;  // threads whose MPI_RANKS row is written
   Symbolizer symbolizer_;
   int64_t callchains_ = 0, call_ids_ = 0, sched_events_ = 0;
   uint64_t order_ = 0;

@@ -6,6 +6,7 @@ import csv
 import io
 import os
 import shutil
+import sqlite3
 import subprocess
 
 import pytest
@@ -57,7 +58,7 @@ def table(trace, report):
 
 
 # What each rank's calls say, in the order it makes them: (Event, Comm, CommSize, Tag, PeerRank,
-# RootRank, Datatype, Size, SendSize, RecvSize), "" where the call has no such slot. Communicator 1 is
+# RootRank, Datatype, Size, CollSendSize, CollRecvSize), "" where the call has no such slot. Communicator 1 is
 # MPI_COMM_WORLD, 3 the program's reversed one, whose rank 0 is world rank 1: peers are world ranks.
 def expected_calls(rank):
     other = str(1 - rank)
@@ -97,8 +98,12 @@ def expected_calls(rank):
     ]
 
 
-COLUMNS = ("Event", "Comm", "CommSize", "Tag", "PeerRank", "RootRank", "Datatype", "Size (B)", "SendSize (B)",
-           "RecvSize (B)")
+COLUMNS = ("Event", "Comm", "CommSize", "Tag", "PeerRank", "RootRank", "Datatype", "Size (B)", "CollSendSize (B)",
+           "CollRecvSize (B)")
+# nsys's kinds of MPI calls (its mpi_event_trace's Kind, its MPI_*_EVENTS tables).
+KINDS = {"MPI_Send": "p2p", "MPI_Recv": "p2p", "MPI_Isend": "p2p", "MPI_Irecv": "p2p", "MPI_Sendrecv": "p2p",
+         "MPI_Waitall": "startwait", "MPI_Barrier": "coll", "MPI_Bcast": "coll", "MPI_Reduce": "coll",
+         "MPI_Allreduce": "coll", "MPI_Allgather": "coll"}
 
 
 @pytest.mark.parametrize("impl", ["openmpi", "mpich"])
@@ -115,6 +120,7 @@ def test_each_rank_records_its_calls_with_communicators_peers_tags_and_bytes(imp
         rows = table(trace, "mpi_event_trace")
         assert [tuple(r[c] for c in COLUMNS) for r in rows] == expected_calls(rank)
         assert {r["Rank"] for r in rows} == {str(rank)}
+        assert all(r["Kind"] == KINDS.get(r["Event"], "other") for r in rows), [(r["Event"], r["Kind"]) for r in rows]
         assert {r["Result"] for r in rows} == {"0"}
         assert all(int(r["End (ns)"]) - int(r["Start (ns)"]) == int(r["Duration (ns)"]) for r in rows)
         summary = {r["Name"]: int(r["Num Calls"]) for r in table(trace, "mpi_event_sum")}
@@ -122,6 +128,8 @@ def test_each_rank_records_its_calls_with_communicators_peers_tags_and_bytes(imp
         for call in expected_calls(rank):
             expected[call[0]] = expected.get(call[0], 0) + 1
         assert summary == expected
+        # The SQLite export sorts them into nsys's MPI tables, with the same values.
+        check_sqlite_tables(trace, tmp_path, rank)
         # The timeline export shows the calls too, in the mpi category, with their arguments decoded.
         events, _ = calls(trace, tmp_path, domains=("mpi",))
         assert counts(events) == expected
@@ -168,3 +176,27 @@ def test_a_missing_interposer_is_named(tmp_path):
     assert proc.stderr.strip() == (f"cutrace profile: -t mpi --mpi-impl mpich needs {lib_dir}/libcutrace-mpi-mpich.so, "
                                    "which is missing: this cutrace was built without MPICH (libmpich-dev); install it "
                                    "and rebuild cutrace, or leave mpi out of -t.")
+
+
+def check_sqlite_tables(trace, tmp_path, rank):
+    out = tmp_path / f"rank{rank}.sqlite"
+    run_tool("export", "--type", "sqlite", "-o", out, trace)
+    db = sqlite3.connect(out)
+    names = dict(db.execute("SELECT id, value FROM StringIds"))
+    number = lambda v: "" if v == "" else int(v)
+    special = {"MPI_ANY_SOURCE": -1, "MPI_PROC_NULL": -2, "MPI_ROOT": -3}
+    peer = lambda v: special[v] if v in special else number(v)
+    calls = expected_calls(rank)
+    p2p = [(c[0], number(c[1]), number(c[3]), peer(c[4]), number(c[7] or c[8])) for c in calls if KINDS.get(c[0]) == "p2p"]
+    assert [(names[t], *(("" if x is None else x) for x in rest)) for t, *rest in db.execute(
+        "SELECT textId, commHandle, tag, remoteRank, size FROM MPI_P2P_EVENTS ORDER BY start")] == p2p
+    coll = [(c[0], number(c[1]), peer(c[5]), number(c[7]), number(c[8]), number(c[9])) for c in calls
+            if KINDS.get(c[0]) == "coll"]
+    assert [(names[t], *(("" if x is None else x) for x in rest)) for t, *rest in db.execute(
+        "SELECT textId, commHandle, rootRank, size, collSendSize, collRecvSize FROM MPI_COLLECTIVES_EVENTS "
+        "ORDER BY start")] == coll
+    waits = [names[t] for t, in db.execute("SELECT textId FROM MPI_START_WAIT_EVENTS ORDER BY start")]
+    assert waits == [c[0] for c in calls if KINDS.get(c[0]) == "startwait"]
+    others = [names[t] for t, in db.execute("SELECT textId FROM MPI_OTHER_EVENTS ORDER BY start")]
+    assert others == [c[0] for c in calls if c[0] not in KINDS]
+    assert [r for r, in db.execute("SELECT rank FROM MPI_RANKS")] == [rank]
