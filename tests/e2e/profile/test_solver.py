@@ -213,6 +213,39 @@ def test_the_real_libraries_are_recorded_with_their_status(tmp_path):
     assert rows[0]["Result"].startswith("CUSOLVER_STATUS_") and rows[1]["Result"].startswith("CUSPARSE_STATUS_")
 
 
+MULTI_GPU = """
+import ctypes
+mg = ctypes.CDLL("libcusolverMg.so.12")
+handle, grid, desc = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+devices = (ctypes.c_int * 2)(0, 1)
+print(mg.cusolverMgCreate(ctypes.byref(handle)),
+      mg.cusolverMgCreateDeviceGrid(ctypes.byref(grid), 1, 2, devices, 0),
+      mg.cusolverMgCreateMatrixDesc(ctypes.byref(desc), ctypes.c_int64(1024), ctypes.c_int64(512),
+                                    ctypes.c_int64(1024), ctypes.c_int64(256), 0, grid),
+      mg.cusolverMgDestroyMatrixDesc(desc), mg.cusolverMgDestroyGrid(grid))
+"""
+
+
+def test_the_real_multi_gpu_solver_is_recorded_under_cusolver(tmp_path):
+    # cuSOLVERMg (libcusolverMg.so.12) belongs to -t cusolver: its grid and matrix descriptors are
+    # host objects, so their calls succeed without a driver, with their shapes recorded; the handle's
+    # creation needs the driver and fails with the status the program sees.
+    lib_dir = os.environ.get("CUDA_LIB_DIR", "/usr/local/cuda/lib64")
+    env = dict(os.environ, LD_LIBRARY_PATH=lib_dir)
+    script = [sys.executable, "-c", MULTI_GPU]
+    plain = subprocess.run(script, env=env, capture_output=True, text=True, timeout=120)
+    proc, trace = profile(tmp_path, script, env=env, options=["-t", "cusolver"], check=False)
+    assert proc.stdout == plain.stdout and proc.returncode == plain.returncode == 0, proc.stderr
+    statuses = list(map(int, proc.stdout.split()))
+    rows = [r for r in api_trace(trace) if r["Depth"] == 0 and r["Domain"] == "cusolver"]
+    assert [r["Name"] for r in rows] == ["cusolverMgCreate", "cusolverMgCreateDeviceGrid", "cusolverMgCreateMatrixDesc",
+                                         "cusolverMgDestroyMatrixDesc", "cusolverMgDestroyGrid"]
+    assert [int(r["Result"].split("(")[-1].rstrip(")")) for r in rows] == statuses
+    grid, matrix = rows[1]["args"], rows[2]["args"]
+    assert (grid["numRowDevices"], grid["numColDevices"]) == ("1", "2"), grid
+    assert [matrix[k] for k in ("numRows", "numCols", "rowBlockSize", "colBlockSize")] == ["1024", "512", "1024", "256"]
+
+
 def test_cuda12_cusolver_loaded_locally_is_reached_not_ended(tmp_path):
     # CUDA 12's cuSOLVER is libcusolver.so.11, which cutrace has no wrappers of its own for. Loaded as
     # the dependency of a library dlopen()ed with RTLD_LOCAL (a framework's extension module), it is
