@@ -25,7 +25,7 @@ SIMULATED = [
     ("sim_driver_launch", "3"),
     ("capture_app", "nvtx", "4", "10"),
     ("two_runtimes",),
-    # Calls a function the simulated runtime lacks: the loader's message and exit status 127.
+    # Calls a function no runtime has (built against a newer one): the loader's message and exit status 127.
     ("newer_runtime_call",),
 ]
 # On a real runtime without a driver: the programs linked with the shared runtime, and the static one.
@@ -63,7 +63,7 @@ def compare(tmp_path, command, env, name):
 def test_on_the_simulated_device(tmp_path, command):
     plain, _, _ = compare(tmp_path, [app(command[0]), *command[1:]], sim_env(), "traced")
     if command[0] == "newer_runtime_call":
-        assert plain.returncode == 127 and "undefined symbol: cudaDeviceSetLimit, version libcudart.so.13" in plain.stderr
+        assert plain.returncode == 127 and "undefined symbol: cudaSimNewerFunction, version libcudart.so.13" in plain.stderr
 
 
 def real_env(lib_dir):

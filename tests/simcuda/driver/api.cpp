@@ -1349,14 +1349,32 @@ CUresult get_proc_address(const char* symbol, void** pfn, int version, cuuint64_
     if (v.version > version) continue;
     (v.per_thread ? threaded : legacy) = &v;
   }
-  const ProcVersion* found = per_thread && threaded != nullptr ? threaded : legacy;
-  *pfn = found == nullptr ? nullptr : found->address;
-  if (status != nullptr) {
-    *status = found != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS
-              : known          ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                               : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  // A symbol this file does not implement: its export, generated or hand-written, as the headers list
+  // its versions.
+  const GeneratedProcVersion* generated_legacy = nullptr;
+  const GeneratedProcVersion* generated_threaded = nullptr;
+  bool generated_known = false;
+  for (size_t i = 0; !known && i < kGeneratedProcVersionCount; ++i) {
+    const GeneratedProcVersion& v = kGeneratedProcVersions[i];
+    if (std::strcmp(v.symbol, symbol) != 0) continue;
+    generated_known = true;
+    if (v.version > version) continue;
+    (v.per_thread ? generated_threaded : generated_legacy) = &v;
   }
-  return found == nullptr ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
+  known = known || generated_known;
+  const ProcVersion* found = per_thread && threaded != nullptr ? threaded : legacy;
+  void* address = found == nullptr ? nullptr : found->address;
+  if (found == nullptr) {
+    const GeneratedProcVersion* g = per_thread && generated_threaded != nullptr ? generated_threaded : generated_legacy;
+    address = g == nullptr ? nullptr : g->address;
+  }
+  *pfn = address;
+  if (status != nullptr) {
+    *status = address != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS
+              : known            ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                 : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  }
+  return address == nullptr ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
 }
 
 }  // namespace

@@ -59,4 +59,15 @@ void mark_initialized();
 const char* error_name(CUresult e);
 const char* error_string(CUresult e);
 
+// One version of an entry point whose export exists, for those cuGetProcAddress's own table lacks:
+// generated with the library's missing exports (gen/gen_missing.py), sorted by symbol, then version.
+struct GeneratedProcVersion {
+  const char* symbol;
+  int version;
+  bool per_thread;
+  void* address;
+};
+extern const GeneratedProcVersion kGeneratedProcVersions[];
+extern const size_t kGeneratedProcVersionCount;
+
 }  // namespace simcuda::drv
