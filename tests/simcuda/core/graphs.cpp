@@ -78,6 +78,13 @@ bool GraphRegistry::capturing(StreamId stream) {
   return capturing_.count(stream) != 0;
 }
 
+Graph* GraphRegistry::capture_graph(StreamId stream) {
+  if (open_captures_.load(std::memory_order_relaxed) == 0) return nullptr;
+  Lock lock(mu_);
+  auto it = capturing_.find(stream);
+  return it == capturing_.end() ? nullptr : it->second;
+}
+
 void GraphRegistry::forget_stream(StreamId stream) {
   if (open_captures_.load(std::memory_order_relaxed) == 0) return;
   Lock lock(mu_);

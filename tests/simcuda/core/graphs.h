@@ -72,6 +72,8 @@ class SIMCUDA_API GraphRegistry {
   // The captured graph; kInvalidValue if the stream is not capturing.
   Status end_capture(StreamId stream, Graph** out);
   bool capturing(StreamId stream);
+  // The graph the stream is capturing into, or nullptr.
+  Graph* capture_graph(StreamId stream);
   // The stream is being destroyed: a capture it had open ends, and its graph with it.
   void forget_stream(StreamId stream);
   // Adds the work as the stream's next node if it is capturing (returns true), else does nothing.

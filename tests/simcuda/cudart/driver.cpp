@@ -46,6 +46,7 @@ const DriverApi* load_driver() {
   PFN_cuInit_v2000 init = nullptr;
   if (!lookup(get, "cuInit", 0, &init) || init(0) != CUDA_SUCCESS) return nullptr;
   auto* d = new DriverApi{};
+  d->get_proc_address = get;
   bool ok = lookup(get, "cuMemAlloc", 0, &d->mem_alloc) && lookup(get, "cuMemFree", 0, &d->mem_free) &&
             lookup(get, "cuCtxSynchronize", 0, &d->ctx_synchronize) &&
             lookup(get, "cuDevicePrimaryCtxRetain", 0, &d->primary_ctx_retain) &&
@@ -103,4 +104,65 @@ cudaError_t from_driver(CUresult r) {
   }
 }
 
+// cudaGetDriverEntryPoint and cudaGetDriverEntryPointByVersion: the driver's answer to cuGetProcAddress.
+// cudaEnableDefault (0) means the entry point's flavour: the _ptsz exports ask for the per-thread one.
+cudaError_t driver_entry_point(const char* symbol, void** function, unsigned int cuda_version,
+                               unsigned long long flags, cudaDriverEntryPointQueryResult* status,
+                               DefaultStream flavour) {
+  if (symbol == nullptr || function == nullptr ||
+      (flags & ~(unsigned long long)(cudaEnableLegacyStream | cudaEnablePerThreadDefaultStream)) != 0) {
+    return record(cudaErrorInvalidValue);
+  }
+  const DriverApi* d = driver();
+  if (d == nullptr) return record(cudaErrorNotSupported);  // no libcuda.so.1 (SIMCUDA_RUNTIME_DRIVER=0)
+  cuuint64_t cu_flags = flags;
+  if (flags == cudaEnableDefault && flavour == DefaultStream::kPerThread) {
+    cu_flags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  }
+  CUdriverProcAddressQueryResult cu_status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  const CUresult r = d->get_proc_address(symbol, function, int(cuda_version), cu_flags, &cu_status);
+  if (status != nullptr) {
+    *status = cu_status == CU_GET_PROC_ADDRESS_SUCCESS             ? cudaDriverEntryPointSuccess
+              : cu_status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? cudaDriverEntryPointVersionNotSufficent
+                                                                         : cudaDriverEntryPointSymbolNotFound;
+  }
+  // As the real runtime: a symbol the driver lacks is no error of the call, only of its status.
+  if (r == CUDA_ERROR_NOT_FOUND) return cudaSuccess;
+  return r == CUDA_SUCCESS ? cudaSuccess : record(from_driver(r));
+}
+
 }  // namespace simcuda::rt
+
+namespace rt = simcuda::rt;
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char* symbol, void** funcPtr,
+                                                             unsigned long long flags,
+                                                             cudaDriverEntryPointQueryResult* driverStatus) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDriverEntryPoint_v11030), [&]() -> cudaError_t {
+    return rt::driver_entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus, rt::DefaultStream::kLegacy);
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr,
+                                                                  unsigned long long flags,
+                                                                  cudaDriverEntryPointQueryResult* driverStatus) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDriverEntryPoint_ptsz_v11030), [&]() -> cudaError_t {
+    return rt::driver_entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus, rt::DefaultStream::kPerThread);
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr,
+                                                                      unsigned int cudaVersion, unsigned long long flags,
+                                                                      cudaDriverEntryPointQueryResult* driverStatus) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDriverEntryPointByVersion_v12050), [&]() -> cudaError_t {
+    return rt::driver_entry_point(symbol, funcPtr, cudaVersion, flags, driverStatus, rt::DefaultStream::kLegacy);
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(
+    const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags,
+    cudaDriverEntryPointQueryResult* driverStatus) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDriverEntryPointByVersion_ptsz_v12050), [&]() -> cudaError_t {
+    return rt::driver_entry_point(symbol, funcPtr, cudaVersion, flags, driverStatus, rt::DefaultStream::kPerThread);
+  });
+}

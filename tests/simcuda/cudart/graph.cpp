@@ -143,6 +143,45 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamIsCapturing_ptsz(cudaStream_t str
                     [&] { return rt::record(rt::is_capturing(stream, status, rt::kPerThread)); });
 }
 
+#if CUDART_VERSION >= 13000
+// A capture's id is its graph's id (process-wide, from 1); the dependencies are not modelled, so a
+// capturing stream reports none: the next captured node depends on the previous one anyway.
+namespace {
+cudaError_t capture_info(cudaStream_t stream, cudaStreamCaptureStatus* status, unsigned long long* id,
+                         cudaGraph_t* graph, const cudaGraphNode_t** dependencies, const cudaGraphEdgeData** edges,
+                         size_t* count, rt::DefaultStream flavour) {
+  if (status == nullptr) return cudaErrorInvalidValue;
+  StreamId sid;
+  if (cudaError_t e = rt::resolve_stream(stream, flavour, &sid); e) return e;
+  Graph* g = graphs().capture_graph(sid);
+  *status = g != nullptr ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+  if (g == nullptr) return cudaSuccess;
+  if (id != nullptr) *id = g->id;
+  if (graph != nullptr) *graph = reinterpret_cast<cudaGraph_t>(g);
+  if (dependencies != nullptr) *dependencies = nullptr;
+  if (edges != nullptr) *edges = nullptr;
+  if (count != nullptr) *count = 0;
+  return cudaSuccess;
+}
+}  // namespace
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                                                              unsigned long long* id, cudaGraph_t* graph,
+                                                              const cudaGraphNode_t** dependencies,
+                                                              const cudaGraphEdgeData** edges, size_t* count) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamGetCaptureInfo_v12030), [&] {
+    return rt::record(capture_info(stream, status, id, graph, dependencies, edges, count, rt::kLegacy));
+  });
+}
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(
+    cudaStream_t stream, cudaStreamCaptureStatus* status, unsigned long long* id, cudaGraph_t* graph,
+    const cudaGraphNode_t** dependencies, const cudaGraphEdgeData** edges, size_t* count) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamGetCaptureInfo_ptsz_v12030), [&] {
+    return rt::record(capture_info(stream, status, id, graph, dependencies, edges, count, rt::kPerThread));
+  });
+}
+#endif
+
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphCreate(cudaGraph_t* graph, unsigned int flags) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphCreate_v10000), [&] {
     if (graph == nullptr || flags != 0) return rt::record(cudaErrorInvalidValue);

@@ -96,6 +96,7 @@ struct DriverApi {
   PFN_cuLaunchKernel_v4000 launch_kernel[2];
   PFN_cuProfilerStart_v4000 profiler_start;
   PFN_cuProfilerStop_v4000 profiler_stop;
+  PFN_cuGetProcAddress_v12000 get_proc_address;  // for cudaGetDriverEntryPoint
 };
 // Loaded on first use; nullptr when libcuda.so.1 is not there (or SIMCUDA_RUNTIME_DRIVER=0): the
 // runtime then works on the device directly.
@@ -103,6 +104,9 @@ const DriverApi* driver();
 // Makes the primary context of `device` current in the driver for this thread.
 cudaError_t bind_context(const DriverApi& d, int device);
 cudaError_t from_driver(CUresult r);
+cudaError_t driver_entry_point(const char* symbol, void** function, unsigned int cuda_version,
+                               unsigned long long flags, cudaDriverEntryPointQueryResult* status,
+                               DefaultStream flavour);
 inline int flavour_index(DefaultStream f) { return f == DefaultStream::kLegacy ? 0 : 1; }
 
 // Runs an export's body as one runtime API call for a profiler (core/activity.h): every export that

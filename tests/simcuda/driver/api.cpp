@@ -1098,6 +1098,18 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char** st
   });
 }
 
+// The primary context of every device exists from cuInit on and is never reset, so it is always
+// active (a framework asks before it creates one of its own), with the default flags.
+SIMCUDA_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  return traced(SIMCUDA_DRIVER_CBID(cuDevicePrimaryCtxGetState), [&]() -> CUresult {
+    if (CUresult e = impl::check_device(dev); e) return e;
+    if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *flags = 0;
+    *active = 1;
+    return CUDA_SUCCESS;
+  });
+}
+
 // The export `name` calls impl::`target`.
 #define FORWARD(name, target, params, args) \
   SIMCUDA_EXPORT CUresult CUDAAPI name params { return impl::target args; }
