@@ -80,9 +80,32 @@
 // check that the device side lies inside one allocation (cudaErrorInvalidValue otherwise).
 //
 // Errors are the real runtime's codes, names and descriptions; failures are recorded as the calling
-// thread's last error (cudaGetLastError, cudaPeekAtLastError), cudaErrorNotReady is not. Functions
-// the simulator does not implement are not exported at all (`nm -D libcudart.so.13` lists those it
-// does), so a program that needs one fails to load or to bind it instead of misbehaving.
+// thread's last error (cudaGetLastError, cudaPeekAtLastError), cudaErrorNotReady is not.
+//
+// Every library exports every function the real one exports (the one the build reads: the pinned
+// wheels' runtime, cuBLAS, cuBLASLt and cuDNN, the toolkit's driver stub, CUDA 12's wheels for lib12),
+// under the real symbol version, so that a framework linked against the real libraries loads on these
+// (tests/unit/simcuda/exports_test.py checks it). What the hand-written sources do not implement is
+// generated at build time (gen/gen_missing.py, from the headers and annotations the shim's wrappers
+// are generated from) as a weak definition that answers as a library lacking the feature: the status
+// cudaErrorNotSupported (also the thread's last error), CUDA_ERROR_NOT_SUPPORTED,
+// CUBLAS_STATUS_NOT_SUPPORTED or CUDNN_STATUS_NOT_SUPPORTED, reported to the simulated CUPTI under
+// its cbid where it has one; a function returning no status returns nothing, a string saying it is
+// not supported (const char*), nullptr (other pointers) or zero. Exports no parsed header declares
+// are defined only for the runtime (the graphics interop functions, all returning cudaError_t: a stub
+// without parameters); the others (__cudaGetProcAddress, __cudaRegisterHostVar,
+// __cudaRegisterUnifiedTable, cuBLAS's and cuDNN's backdoor functions, cuBLASLt's undocumented
+// exports) are left out, and the generated missing/<library>.cpp in the build lists them.
+//
+// Real PyTorch (torch 2.15, CUDA 13 wheels) imports, finds one device, initialises CUDA and launches
+// kernels on the simulated libraries preloaded (tests/unit/simcuda/torch_test.py):
+//   LD_LIBRARY_PATH=build/simcuda/lib LD_PRELOAD="build/simcuda/lib/libcudart.so.13
+//     build/simcuda/lib/libcuda.so.1 build/simcuda/lib/libcublasLt.so.13
+//     build/simcuda/lib/libcublas.so.13 build/simcuda/lib/libcudnn.so.9" python -c 'import torch; ...'
+// (preloaded, because torch's libraries find the nvidia-* wheels' copies through their RUNPATH, which
+// LD_LIBRARY_PATH does not override; an object loaded under a soname satisfies every later reference
+// to it). Not modelled yet: cuBLAS's workspace and most of cuBLAS/cuBLASLt/cuDNN (a matmul fails
+// with CUBLAS_STATUS_NOT_SUPPORTED at cublasSetWorkspace_v2), memory pools, occupancy and limits.
 //
 // The driver, libcuda.so.1 (driver/), is the subset of the driver API the tests use, over the same
 // device: a runtime stream, event or kernel handle is a valid driver handle and the reverse. Its
@@ -98,8 +121,13 @@
 // it (not the 32-bit legacy memory functions). Most addresses it hands out are internal functions
 // of the library, not its exports, as with the real driver, so a tracer that only interposes on
 // exports misses them; cuInit, cuDriverGetVersion, cuGetErrorName and cuGetErrorString come back as
-// the exports themselves. Deviations: a thread with no current context uses device 0's primary
-// context (the real driver fails with CUDA_ERROR_INVALID_CONTEXT); cuInit is still required first.
+// the exports themselves, and so do the entry points this file does not list (the generated ones, see
+// above), at the versions cudaTypedefs.h lists. cuDevicePrimaryCtxGetState reports every primary
+// context active with flags 0. The runtime's cudaGetDriverEntryPoint[ByVersion] (and _ptsz) ask the
+// driver's cuGetProcAddress; cudaStreamGetCaptureInfo (CUDA 13) reports the capture status, the
+// captured graph and its id as the capture id, and no dependencies. Deviations: a thread with no
+// current context uses device 0's primary context (the real driver fails with
+// CUDA_ERROR_INVALID_CONTEXT); cuInit is still required first.
 //
 // Modules: cuModuleLoadData and cuLibraryLoadData accept any non-null image. An image that starts
 // with kModuleMagic (with its NUL) names its kernels: NUL-terminated names after the magic, ended by
