@@ -977,8 +977,8 @@ TEST(Decode, LibrariesAreKnownByTheirFileNames) {
   EXPECT_EQ(abi::library_domain("libcudnn.so.9"), abi::domain_bit(abi::ApiDomain::kCudnn));
   EXPECT_EQ(abi::library_domain("libcusolver.so.12"), abi::domain_bit(abi::ApiDomain::kCusolver));
   EXPECT_EQ(abi::library_domain("libcusparse.so.12"), abi::domain_bit(abi::ApiDomain::kCusparse));
-  // cuSOLVERMg is a library of its own, not wrapped yet.
-  EXPECT_EQ(abi::library_domain("libcusolverMg.so.12"), 0u);
+  // cuSOLVERMg is cuSOLVER's, as -t cusolver records it.
+  EXPECT_EQ(abi::library_domain("libcusolverMg.so.12"), abi::domain_bit(abi::ApiDomain::kCusolver));
   EXPECT_EQ(abi::library_domain("libcurand.so.10"), 0u);
   EXPECT_EQ(abi::library_domain(""), 0u);
   EXPECT_EQ(abi::trace_value_domains("cublas"), abi::kCublasDomains | abi::kCudaDomains);
