@@ -130,6 +130,12 @@ def callsites(trace, options=()):
     return list(csv.DictReader(io.StringIO(proc.stdout))), proc.stderr
 
 
+def copies_of(rows):
+    """callsite_sum's rows of the slow copies alone: a call of another name may cross the threshold too
+    when the machine stalls the program (see with_library)."""
+    return [r for r in rows if r["Name"] == "cudaMemcpy"]
+
+
 def with_library(tmp_path, command, name="trace", env=None):
     proc, trace = profile(tmp_path, command, env=sim_env(**SLOW_COPIES, **(env or {})), name=name,
                           options=["--cudabacktrace", "memory:" + THRESHOLD])
@@ -195,7 +201,7 @@ def test_a_stripped_program_keeps_module_offsets_and_says_so(tmp_path):
         own = [f for f in e["args"]["backtrace"] if f.startswith("backtrace_app_stripped+")]
         assert len(own) >= 3 and own[:3] == e["args"]["stack"][:3], e["args"]
     rows, stderr = callsites(trace)
-    assert rows[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
+    assert copies_of(rows)[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
     assert stderr == (f"cutrace stats: note: callsite_sum: {app('backtrace_app_stripped')}: no symbol or debug "
                       "information covers some of its frames (stripped, and no separate debug file found); those "
                       "are shown as module+offset.\n")
@@ -225,13 +231,13 @@ def test_a_rebuilt_or_missing_binary_is_never_named_from_another_build(tmp_path)
     # Another program where the traced one was: its build-id differs, so its symbols are not used.
     shutil.copy(app("osrt_app"), program)
     rows, stderr = callsites(trace)
-    assert rows[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
+    assert copies_of(rows)[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
     assert stderr == (f"cutrace stats: note: callsite_sum: {program}: not the build the trace recorded (its GNU "
                       "build-id differs): rebuilt or replaced since; its frames are shown as module+offset rather "
                       "than named from another build.\n")
     program.unlink()
     rows, stderr = callsites(trace)
-    assert rows[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
+    assert copies_of(rows)[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
     assert f"{program}: No such file or directory; its frames are shown as module+offset" in stderr
 
     # A copy of the traced build elsewhere (the binaries of another machine, say): --symbol-path finds
@@ -252,16 +258,17 @@ def test_a_rebuilt_or_missing_binary_is_never_named_from_another_build(tmp_path)
     shutil.copy(app("backtrace_app"), by_id / ".build-id" / build_id[:2] / (build_id[2:] + ".debug"))
     for where in (by_name, by_path, by_id, f"{wrong}:{by_name}"):
         rows, stderr = callsites(trace, ["--symbol-path", str(where)])
-        assert rows[0]["Call Site"] == site and str(program) not in stderr, (where, stderr)
+        assert copies_of(rows)[0]["Call Site"] == site and str(program) not in stderr, (where, stderr)
     rows, stderr = callsites(trace, ["--symbol-path", str(wrong)])
-    assert rows[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
+    assert copies_of(rows)[0]["Call Site"] == taken[0]["args"]["backtrace"][0]
     assert f"{program}: No such file or directory nor anywhere in the symbol path;" in stderr
     # The export takes it too, and so do both from $CUTRACE_SYMBOL_PATH.
     out = tmp_path / "named.json"
     env = dict(os.environ, CUTRACE_SYMBOL_PATH=str(by_name))
     subprocess.run([str(CUTRACE), "export", "--type", "perfetto-json", "-o", str(out), str(trace)], env=env, check=True,
                    capture_output=True, timeout=60)
-    stacks = [e["args"]["stack"] for e in json.loads(out.read_text())["traceEvents"] if "stack" in e.get("args", {})]
+    stacks = [e["args"]["stack"] for e in json.loads(out.read_text())["traceEvents"]
+              if "stack" in e.get("args", {}) and e["name"] == "cudaMemcpy"]
     assert stacks and stacks[0][0] == site
 
 
@@ -292,7 +299,7 @@ def test_a_python_scripts_slow_call_names_its_functions_and_lines(tmp_path):
     released[2] = f"main (python_backtrace.py:{script_line('main (GIL released)')})"
     assert copies[1]["args"]["python_stack"] == released
     rows, _ = callsites(trace)
-    by_stack = {r["Python Stack"]: r for r in rows if r["Python Stack"]}
+    by_stack = {r["Python Stack"]: r for r in copies_of(rows) if r["Python Stack"]}
     assert set(by_stack) == {" <- ".join(expected), " <- ".join(released)}
     row = by_stack[" <- ".join(expected)]
     assert (row["Name"], row["Call Site"], int(row["Num Calls"])) == ("cudaMemcpy", expected[0], 1)
