@@ -1823,21 +1823,31 @@ def emit_osrt_wrapper(api: Api, index: int) -> str:
     return "".join(b)
 
 
-def emit_osrt_wrappers(model: LibraryModel) -> str:
+def emit_interposer(model: LibraryModel, namespace: str, runtime_header: str, system_includes: list[str],
+                    names_comment: str, real_name, emit_one) -> str:
+    """An interposer library's wrappers (libcutrace-osrt.so, libcutrace-mpi-*.so): the library's own
+    defines and headers, the names of the real functions the wrappers find by index, then the wrappers."""
     lib, apis = model.spec, model.apis
-    out = [HEADER_NOTE, "#include <cerrno>\n#include <cstdarg>\n#include <cstdint>\n#include <type_traits>\n\n"]
+    out = [HEADER_NOTE]
+    out += [f"#define {d.replace('=', ' ', 1)}\n" for d in lib.defines]
+    out.append("".join(f"#include <{h}>\n" for h in system_includes) + "\n")
     out += [f"#include <{h}>\n" for h in lib.headers]
-    out.append('\n#include "api_ids.h"\n#include "osrt.h"\n')
+    out.append(f'\n#include "api_ids.h"\n#include "{runtime_header}"\n')
     out.append(WRAPPER_SUPPORT)
-    out.append("\nnamespace cutrace::osrt {\n\n// What the wrappers below call, by their index here.\n"
-               "const char* const kFunctionNames[] = {\n")
-    out += [f"    {c_string(a.name)},\n" for a in apis]
+    out.append(f"\nnamespace {namespace} {{\n\n// {names_comment}\nconst char* const kFunctionNames[] = {{\n")
+    out += [f"    {c_string(real_name(a))},\n" for a in apis]
     out.append(f"}};\nconst uint32_t kFunctionCount = {len(apis)};\nstd::atomic<void*> g_real_functions[{len(apis)}];\n\n"
-               "}  // namespace cutrace::osrt\n")
+               f"}}  // namespace {namespace}\n")
     for k, a in enumerate(apis):
         out.append(f"\n// {a.proto.where}\n")
-        out.append(emit_osrt_wrapper(a, k))
+        out.append(emit_one(a, k))
     return "".join(out)
+
+
+def emit_osrt_wrappers(model: LibraryModel) -> str:
+    return emit_interposer(model, "cutrace::osrt", "osrt.h", ["cerrno", "cstdarg", "cstdint", "type_traits"],
+                           "What the wrappers below call, by their index here.", lambda a: a.name, emit_osrt_wrapper)
+
 
 
 def emit_mpi_wrapper(api: Api, index: int) -> str:
@@ -1891,23 +1901,10 @@ def emit_mpi_wrapper(api: Api, index: int) -> str:
 
 
 def emit_mpi_wrappers(model: LibraryModel) -> str:
-    lib, apis = model.spec, model.apis
-    out = [HEADER_NOTE]
-    if lib.defines:
-        out += [f"#define {d.replace('=', ' ', 1)}\n" for d in lib.defines]
-    out.append("#include <cerrno>\n#include <cstdint>\n#include <type_traits>\n\n")
-    out += [f"#include <{h}>\n" for h in lib.headers]
-    out.append('\n#include "api_ids.h"\n#include "mpi_runtime.h"\n')
-    out.append(WRAPPER_SUPPORT)
-    out.append("\nnamespace cutrace::mpi {\n\n// The profiling interface's functions the wrappers below call, by their "
-               "index here.\nconst char* const kFunctionNames[] = {\n")
-    out += [f"    {c_string('P' + a.name)},\n" for a in apis]
-    out.append(f"}};\nconst uint32_t kFunctionCount = {len(apis)};\nstd::atomic<void*> g_real_functions[{len(apis)}];\n\n"
-               "}  // namespace cutrace::mpi\n")
-    for k, a in enumerate(apis):
-        out.append(f"\n// {a.proto.where}\n")
-        out.append(emit_mpi_wrapper(a, k))
-    return "".join(out)
+    return emit_interposer(model, "cutrace::mpi", "mpi_runtime.h", ["cerrno", "cstdint", "type_traits"],
+                           "The profiling interface's functions the wrappers below call, by their index here.",
+                           lambda a: "P" + a.name, emit_mpi_wrapper)
+
 
 
 _PFN_RE = re.compile(r"\bPFN_([A-Za-z][A-Za-z0-9]*)_v([0-9]+)(_ptds|_ptsz)?\b")
