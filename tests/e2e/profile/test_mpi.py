@@ -170,8 +170,11 @@ def test_a_missing_interposer_is_named(tmp_path):
             shutil.copy2(BUILD / "bin" / tool, bin_dir / tool)
     if (BUILD / "libexec").exists():
         shutil.copytree(BUILD / "libexec", tmp_path / "libexec")
+    # The copy must look for its libraries beside itself: the sanitizer stages point CUTRACE_PRELOAD_LIB
+    # at the plain build, whose lib/ has the interposers.
+    env = {k: v for k, v in os.environ.items() if k != "CUTRACE_PRELOAD_LIB"}
     proc = subprocess.run([str(bin_dir / "cutrace"), "profile", "-o", str(tmp_path / "t"), "-t", "mpi",
-                           "--mpi-impl", "mpich", "--", "true"], capture_output=True, text=True, timeout=60)
+                           "--mpi-impl", "mpich", "--", "true"], capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 1
     assert proc.stderr.strip() == (f"cutrace profile: -t mpi --mpi-impl mpich needs {lib_dir}/libcutrace-mpi-mpich.so, "
                                    "which is missing: this cutrace was built without MPICH (libmpich-dev); install it "
