@@ -42,4 +42,11 @@ namespace simcuda {
 // so that cudaStreamPerThread and CU_STREAM_PER_THREAD are one stream, as on the real stack.
 SIMCUDA_API Status per_thread_stream(int device, StreamId* out);
 
+// The device whose primary context the runtime made current on the calling thread when the thread
+// first used it (-1: none yet). The real runtime makes the primary context current in the driver,
+// so that a library calling cuCtxGetCurrent after runtime calls (PyTorch does, before cuBLAS) finds
+// it; the simulated driver answers from this until the thread sets a context itself.
+SIMCUDA_API void note_runtime_context(int device);
+SIMCUDA_API int runtime_context_device();
+
 }  // namespace simcuda

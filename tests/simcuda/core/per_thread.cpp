@@ -17,6 +17,7 @@ struct PerThreadStreams {
 };
 
 thread_local PerThreadStreams t_streams;
+thread_local int t_runtime_context_device = -1;
 
 }  // namespace
 
@@ -35,5 +36,8 @@ Status per_thread_stream(int device, StreamId* out) {
   *out = id;
   return Status::kOk;
 }
+
+void note_runtime_context(int device) { t_runtime_context_device = device; }
+int runtime_context_device() { return t_runtime_context_device; }
 
 }  // namespace simcuda

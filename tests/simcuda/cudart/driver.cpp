@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/handles.h"
 #include "runtime.h"
 
 namespace simcuda::rt {
@@ -79,7 +80,13 @@ const DriverApi* driver() {
 }
 
 cudaError_t bind_context(const DriverApi& d, int device) {
-  if (device == t_driver_device) return cudaSuccess;
+  if (device == t_driver_device) {
+    // The thread's first use of device 0: its primary context becomes current in the driver, as
+    // the real runtime makes it, by a way no tracer sees (the real one uses the driver's private
+    // export tables), so that recorded driver calls stay those a program or library makes.
+    if (runtime_context_device() < 0) note_runtime_context(device);
+    return cudaSuccess;
+  }
   CUcontext ctx;
   if (CUresult r = d.primary_ctx_retain(&ctx, device); r) return from_driver(r);
   if (CUresult r = d.ctx_set_current(ctx); r) return from_driver(r);

@@ -23,6 +23,8 @@ Context* contexts() {
 }
 
 thread_local CUcontext t_context = nullptr;
+// Whether the thread set its context itself (cuCtxSetCurrent); until then the runtime's counts.
+thread_local bool t_context_set = false;
 
 struct ErrorText {
   CUresult code;
@@ -100,12 +102,21 @@ int context_device(CUcontext ctx) {
   return c->device;
 }
 
-void set_current_context(CUcontext ctx) { t_context = ctx; }
-CUcontext current_context() { return t_context; }
+void set_current_context(CUcontext ctx) {
+  t_context = ctx;
+  t_context_set = true;
+}
+
+CUcontext current_context() {
+  if (t_context_set) return t_context;
+  int device = runtime_context_device();
+  return device >= 0 && device < config().device_count ? primary_context(device) : nullptr;
+}
 
 CUresult current_device(int* device) {
   if (CUresult e = check_initialized(); e) return e;
-  *device = t_context == nullptr ? 0 : context_device(t_context);
+  CUcontext ctx = current_context();
+  *device = ctx == nullptr ? 0 : context_device(ctx);
   return *device < 0 ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
 }
 

@@ -2,11 +2,13 @@
 // modules, libraries and kernels, launch timings, graphs, and the runtime reaching the driver.
 // As an application sees the driver: cuda.h maps cuMemAlloc to cuMemAlloc_v2 and so on.
 #include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "core/config.h"
 #include "core/sync.h"
@@ -385,6 +387,30 @@ TEST(DriverRuntime, TheRuntimeLoadsTheDriverUnlessToldNot) {
   EXPECT_EQ(without.exit_code, 0) << without.out << without.err;
   EXPECT_EQ(test::field(without.out, "driver-loaded"), "0") << without.out;
   EXPECT_EQ(test::field(without.out, "driver-route"), "ok") << without.out;
+}
+
+// As with the real runtime, a thread's first runtime work makes device 0's primary context current
+// in the driver (PyTorch checks with cuCtxGetCurrent before every cuBLAS call), until the thread sets
+// one itself.
+TEST(DriverRuntime, TheRuntimeMakesThePrimaryContextCurrent) {
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  CUcontext primary = nullptr;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+  std::thread fresh([&] {
+    CUcontext current = primary;
+    ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+    EXPECT_EQ(current, nullptr);
+    void* p = nullptr;
+    ASSERT_EQ(cudaMalloc(&p, 256), cudaSuccess);
+    ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+    EXPECT_EQ(current, primary);
+    ASSERT_EQ(cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+    EXPECT_EQ(current, nullptr);
+    EXPECT_EQ(cudaFree(p), cudaSuccess);
+  });
+  fresh.join();
+  EXPECT_EQ(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
 }
 
 }  // namespace
