@@ -124,14 +124,23 @@ bool valid_configuration(const unsigned grid[3], const unsigned block[3]) {
   return uint64_t(block[0]) * block[1] * block[2] <= kMaxThreadsPerBlock;
 }
 
-// The launch's own duration from `extra` (kLaunchParamDurationNs), else the kernel's.
-CUresult launch_duration(const Kernel& k, void** extra, uint64_t* out) {
-  *out = k.duration_ns;
+// What `extra` adds to a launch: its own duration (kLaunchParamDurationNs, else the kernel's) and the
+// effect the device thread runs when it ends (kLaunchParamEffect, moved from the caller's function).
+struct LaunchExtras {
+  uint64_t duration_ns = 0;
+  std::function<void()> effect;
+};
+
+CUresult launch_extras(const Kernel& k, void** extra, LaunchExtras* out) {
+  out->duration_ns = k.duration_ns;
   if (extra == nullptr) return CUDA_SUCCESS;
   for (void** p = extra; *p != CU_LAUNCH_PARAM_END; p += 2) {
     if (*p == kLaunchParamDurationNs) {
       if (p[1] == nullptr) return CUDA_ERROR_INVALID_VALUE;
-      *out = *static_cast<const uint64_t*>(p[1]);
+      out->duration_ns = *static_cast<const uint64_t*>(p[1]);
+    } else if (*p == kLaunchParamEffect) {
+      if (p[1] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      out->effect = std::move(*static_cast<std::function<void()>*>(p[1]));
     } else if (*p != CU_LAUNCH_PARAM_BUFFER_POINTER && *p != CU_LAUNCH_PARAM_BUFFER_SIZE) {
       return CUDA_ERROR_INVALID_VALUE;
     }
@@ -185,13 +194,16 @@ CUresult launch(const Launch& l, DefaultStream flavour) {
   if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (!valid_configuration(l.grid, l.block)) return CUDA_ERROR_INVALID_VALUE;
   if (l.kernel_params != nullptr && l.extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  uint64_t duration;
-  if (CUresult e = launch_duration(*k, l.extra, &duration); e) return e;
+  LaunchExtras extras;
+  if (CUresult e = launch_extras(*k, l.extra, &extras); e) return e;
+  uint64_t duration = extras.duration_ns;
   StreamId sid;
   if (CUresult e = resolve_stream(l.stream, flavour, &sid); e) return e;
-  if (graphs().capture(sid, kernel_node(*k, duration, l.grid, l.block, l.shared_mem))) return CUDA_SUCCESS;
-  Status s = timeline().submit(
-      sid, Work{OpKind::kKernel, duration, {}, kernel_info(*k, l.grid, l.block, l.shared_mem)});
+  GraphNode node = kernel_node(*k, duration, l.grid, l.block, l.shared_mem);
+  node.effect = extras.effect;
+  if (graphs().capture(sid, std::move(node))) return CUDA_SUCCESS;
+  Status s = timeline().submit(sid, Work{OpKind::kKernel, duration, std::move(extras.effect),
+                                         kernel_info(*k, l.grid, l.block, l.shared_mem)});
   if (s == Status::kOk) notify_launch(*k, duration);
   return from_status(s);
 }
@@ -235,11 +247,14 @@ CUresult add_kernel_node(CUgraphNode* out, CUgraph graph, size_t num_dependencie
   if (CUresult e = check_initialized(); e) return e;
   const Kernel* k = loaded_kernel(f != nullptr ? static_cast<const void*>(f) : kern);
   if (k == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  uint64_t duration;
-  if (CUresult e = launch_duration(*k, extra, &duration); e) return e;
+  LaunchExtras extras;
+  if (CUresult e = launch_extras(*k, extra, &extras); e) return e;
+  uint64_t duration = extras.duration_ns;
   const unsigned grid[3] = {p.gridDimX, p.gridDimY, p.gridDimZ}, block[3] = {p.blockDimX, p.blockDimY, p.blockDimZ};
   GraphNode* node = nullptr;
-  if (graphs().add_node(reinterpret_cast<Graph*>(graph), kernel_node(*k, duration, grid, block, p.sharedMemBytes),
+  GraphNode added = kernel_node(*k, duration, grid, block, p.sharedMemBytes);
+  added.effect = std::move(extras.effect);
+  if (graphs().add_node(reinterpret_cast<Graph*>(graph), std::move(added),
                         reinterpret_cast<const void* const*>(dependencies), num_dependencies, &node) != Status::kOk)
     return CUDA_ERROR_INVALID_VALUE;
   *out = reinterpret_cast<CUgraphNode>(node);

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -32,12 +33,22 @@ class DriverClient {
   CUfunction function(size_t index) const { return functions_[index]; }
 
   // Launches one of the module's kernels on `stream` with the given device time (0: the kernel's
-  // own, from its name).
+  // own, from its name), and what the device thread does when it ends (`effect`, if not empty).
   CUresult launch(size_t index, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block,
-                  CUstream stream, uint64_t duration_ns = 0) const {
-    void* extra[] = {kLaunchParamDurationNs, &duration_ns, CU_LAUNCH_PARAM_END};
+                  CUstream stream, uint64_t duration_ns = 0, std::function<void()> effect = {}) const {
+    void* extra[5];
+    size_t n = 0;
+    if (duration_ns != 0) {
+      extra[n++] = kLaunchParamDurationNs;
+      extra[n++] = &duration_ns;
+    }
+    if (effect) {
+      extra[n++] = kLaunchParamEffect;
+      extra[n++] = &effect;
+    }
+    extra[n] = CU_LAUNCH_PARAM_END;
     return launch_(functions_[index], grid_x, grid_y, grid_z, block, 1, 1, 0, stream, nullptr,
-                   duration_ns != 0 ? extra : nullptr);
+                   n != 0 ? extra : nullptr);
   }
 
  private:
