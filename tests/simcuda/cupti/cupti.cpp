@@ -190,10 +190,38 @@ State& state() {
 }
 
 std::atomic<uint64_t> g_enabled{0};  // bit per CUpti_ActivityKind
+
+// cuptiActivitySetAttribute's values, by attribute (size 0: never set, reads as a zero size_t).
+struct ActivityAttribute {
+  size_t size = 0;
+  uint64_t value = 0;
+};
+constexpr unsigned kActivityAttributes = 16;
+ActivityAttribute g_activity_attributes[kActivityAttributes];
 std::atomic<CUpti_ActivityThreadIdType> g_thread_id_type{CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT};
 
 bool enabled(CUpti_ActivityKind kind) {
   return (g_enabled.load(std::memory_order_relaxed) >> unsigned(kind)) & 1;
+}
+
+// cuptiActivityEnableRuntimeApi and cuptiActivityEnableDriverApi: for each callback id, whether its
+// API records are wanted whatever the kind says (kWanted), unwanted (kUnwanted), or as the kind says
+// (kFollowKind, as zero-initialised). Enabling or disabling the kind afterwards resets them, as documented.
+enum : int8_t { kFollowKind = 0, kWanted = 1, kUnwanted = 2 };
+constexpr uint32_t kApiSlots = 2048;
+std::atomic<int8_t> g_runtime_api_override[kApiSlots];
+std::atomic<int8_t> g_driver_api_override[kApiSlots];
+std::atomic<uint32_t> g_api_overrides_on{0};  // how many overrides ask for records
+
+std::atomic<int8_t>* api_overrides(CUpti_ActivityKind kind) {
+  return kind == CUPTI_ACTIVITY_KIND_RUNTIME ? g_runtime_api_override
+         : kind == CUPTI_ACTIVITY_KIND_DRIVER ? g_driver_api_override
+                                              : nullptr;
+}
+
+bool api_record_wanted(CUpti_ActivityKind kind, uint32_t cbid) {
+  int8_t o = cbid < kApiSlots ? api_overrides(kind)[cbid].load(std::memory_order_relaxed) : kFollowKind;
+  return o == kFollowKind ? enabled(kind) : o == kWanted;
 }
 
 uint32_t thread_id() {
@@ -335,6 +363,7 @@ void clear_callbacks() {
 }
 
 void install_sink_locked();
+void reset_api_overrides_locked(std::atomic<int8_t>* overrides);
 
 // One uint64_t per call in progress on the thread, for the subscriber's correlationData.
 thread_local uint64_t t_correlation_data[64];
@@ -393,7 +422,7 @@ void on_api_exit(const activity::ApiCall& call) {
   }
   CUpti_ActivityKind kind =
       call.domain == activity::Domain::kRuntime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
-  if (!enabled(kind)) return;
+  if (!api_record_wanted(kind, call.cbid)) return;
   Clock clock;
   CUpti_ActivityAPI r{};
   r.kind = kind;
@@ -592,13 +621,33 @@ CUptiResult set_enabled(CUpti_ActivityKind kind, bool on) {
   uint64_t bit = uint64_t(1) << unsigned(kind);
   uint64_t mask = on ? g_enabled.load() | bit : g_enabled.load() & ~bit;
   g_enabled.store(mask);
+  if (std::atomic<int8_t>* overrides = api_overrides(kind)) reset_api_overrides_locked(overrides);
+  install_sink_locked();
+  return CUPTI_SUCCESS;
+}
+
+void reset_api_overrides_locked(std::atomic<int8_t>* overrides) {
+  for (uint32_t i = 0; i < kApiSlots; ++i) {
+    if (overrides[i].exchange(kFollowKind, std::memory_order_relaxed) == kWanted) g_api_overrides_on.fetch_sub(1);
+  }
+}
+
+CUptiResult set_api_override(CUpti_ActivityKind kind, CUpti_CallbackId cbid, uint8_t enable) {
+  if (cbid >= kApiSlots) return CUPTI_ERROR_INVALID_PARAMETER;
+  State& s = state();
+  Lock lock(s.mu);
+  int8_t before = api_overrides(kind)[cbid].exchange(enable ? kWanted : kUnwanted, std::memory_order_relaxed);
+  if (before == kWanted && !enable) g_api_overrides_on.fetch_sub(1);
+  if (before != kWanted && enable) g_api_overrides_on.fetch_add(1);
   install_sink_locked();
   return CUPTI_SUCCESS;
 }
 
 // The device's hooks stay at their one-load cost unless a kind or a callback is enabled.
 void install_sink_locked() {
-  activity::set_sink(g_enabled.load() != 0 || g_callbacks_enabled.load() != 0 ? &kSink : nullptr);
+  activity::set_sink(g_enabled.load() != 0 || g_callbacks_enabled.load() != 0 || g_api_overrides_on.load() != 0
+                         ? &kSink
+                         : nullptr);
 }
 
 size_t record_size(CUpti_ActivityKind kind) {
@@ -799,6 +848,52 @@ SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind
   return set_enabled(kind, false);
 }
 
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+  if (CUptiResult e = no_driver(); e) return e;
+  return set_api_override(CUPTI_ACTIVITY_KIND_RUNTIME, cbid, enable);
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+  if (CUptiResult e = no_driver(); e) return e;
+  return set_api_override(CUPTI_ACTIVITY_KIND_DRIVER, cbid, enable);
+}
+
+// CUDA event records (CUPTI_ACTIVITY_KIND_CUDA_EVENT) are not among the kinds simulated, so their
+// device timestamps have nothing to change; the setting is accepted as a real CUPTI accepts it.
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableCudaEventDeviceTimestamps(uint8_t) {
+  if (CUptiResult e = no_driver(); e) return e;
+  return CUPTI_SUCCESS;
+}
+
+// The device buffer and semaphore pool settings: kept so that they read back; the simulation has
+// no device buffers whose size they would change.
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size,
+                                                             void* value) {
+  if (size == nullptr || value == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (unsigned(attr) >= kActivityAttributes) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (*size == 0 || *size > sizeof(uint64_t)) return CUPTI_ERROR_INVALID_PARAMETER;
+  State& s = state();
+  Lock lock(s.mu);
+  uint64_t v = 0;
+  std::memcpy(&v, value, *size);
+  g_activity_attributes[attr] = {*size, v};
+  return CUPTI_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityGetAttribute(CUpti_ActivityAttribute attr, size_t* size,
+                                                             void* value) {
+  if (size == nullptr || value == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (unsigned(attr) >= kActivityAttributes) return CUPTI_ERROR_INVALID_PARAMETER;
+  State& s = state();
+  Lock lock(s.mu);
+  const ActivityAttribute& a = g_activity_attributes[attr];
+  size_t own = a.size != 0 ? a.size : sizeof(size_t);
+  if (*size < own) return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+  std::memcpy(value, &a.value, own);
+  *size = own;
+  return CUPTI_SUCCESS;
+}
+
 SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   if (CUptiResult e = no_driver(); e) return e;
   if ((flag & ~uint32_t(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)) != 0) return CUPTI_ERROR_INVALID_PARAMETER;
@@ -885,6 +980,8 @@ SIMCUDA_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void) {
     State& s = state();
     Lock lock(s.mu);
     g_enabled.store(0);
+    reset_api_overrides_locked(g_runtime_api_override);
+    reset_api_overrides_locked(g_driver_api_override);
     clear_callbacks();
     g_callback.store(nullptr, std::memory_order_release);
     activity::set_sink(nullptr);
