@@ -451,6 +451,42 @@ TEST_F(CuptiTest, ExternalIdsCorrelateTheCallsMadeWhileTheyArePushed) {
   EXPECT_EQ(records[0].kind(), CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
 }
 
+// cuptiActivityEnableRuntimeApi: one function's records without the kind, or all but one with it;
+// setting the kind again drops what was chosen per function, as documented.
+TEST_F(CuptiTest, ApiRecordsCanBeChosenPerFunction) {
+  const uint32_t get_device = CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020;
+  int device, count;
+  ASSERT_EQ(cuptiActivityEnableRuntimeApi(get_device, 1), CUPTI_SUCCESS);
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  auto api = of_kind<CUpti_ActivityAPI>(take(), CUPTI_ACTIVITY_KIND_RUNTIME);
+  ASSERT_EQ(api.size(), 1u);
+  EXPECT_EQ(api[0].cbid, get_device);
+
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnableRuntimeApi(get_device, 0), CUPTI_SUCCESS);
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  api = of_kind<CUpti_ActivityAPI>(take(), CUPTI_ACTIVITY_KIND_RUNTIME);
+  ASSERT_EQ(api.size(), 1u);
+  EXPECT_EQ(api[0].cbid, uint32_t(CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020));
+
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), CUPTI_SUCCESS);
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  EXPECT_EQ(of_kind<CUpti_ActivityAPI>(take(), CUPTI_ACTIVITY_KIND_RUNTIME).size(), 1u);
+
+  size_t size = sizeof(size_t);
+  size_t buffer = 8 << 20;
+  ASSERT_EQ(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &size, &buffer), CUPTI_SUCCESS);
+  size_t read_back = 0;
+  size = sizeof read_back;
+  ASSERT_EQ(cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &size, &read_back), CUPTI_SUCCESS);
+  EXPECT_EQ(read_back, buffer);
+}
+
 TEST_F(CuptiTest, OneSubscriberAtATime) {
   auto ignore = [](void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {};
   CUpti_SubscriberHandle a = nullptr, b = nullptr;
