@@ -97,15 +97,19 @@
 // __cudaRegisterUnifiedTable, cuBLAS's and cuDNN's backdoor functions, cuBLASLt's undocumented
 // exports) are left out, and the generated missing/<library>.cpp in the build lists them.
 //
-// Real PyTorch (torch 2.15, CUDA 13 wheels) imports, finds one device, initialises CUDA and launches
-// kernels on the simulated libraries preloaded (tests/unit/simcuda/torch_test.py):
+// Real PyTorch (torch 2.15, CUDA 13 wheels) runs a training step on the simulated libraries preloaded,
+// CUPTI included (tests/unit/simcuda/torch_test.py):
 //   LD_LIBRARY_PATH=build/simcuda/lib LD_PRELOAD="build/simcuda/lib/libcudart.so.13
 //     build/simcuda/lib/libcuda.so.1 build/simcuda/lib/libcublasLt.so.13
-//     build/simcuda/lib/libcublas.so.13 build/simcuda/lib/libcudnn.so.9" python -c 'import torch; ...'
+//     build/simcuda/lib/libcublas.so.13 build/simcuda/lib/libcudnn.so.9
+//     build/simcuda/lib/libcupti.so.13" python train.py
 // (preloaded, because torch's libraries find the nvidia-* wheels' copies through their RUNPATH, which
 // LD_LIBRARY_PATH does not override; an object loaded under a soname satisfies every later reference
-// to it). Not modelled yet: cuBLAS's workspace and most of cuBLAS/cuBLASLt/cuDNN (a matmul fails
-// with CUBLAS_STATUS_NOT_SUPPORTED at cublasSetWorkspace_v2), memory pools, occupancy and limits.
+// to it). Its GEMMs compute (libs/host_gemm.h); its own kernels do not. The runtime makes device 0's
+// primary context current in the driver on a thread's first use, as the real one does, so that
+// cuCtxGetCurrent finds it (torch checks before cuBLAS), without driver calls a tracer would see.
+// Not modelled yet: memory pools, and cuDNN beyond a convolution. Limits are kept and occupancy is the
+// occupancy calculator's for this device and a kernel of 32 registers a thread (cudart/device.cpp).
 //
 // The driver, libcuda.so.1 (driver/), is the subset of the driver API the tests use, over the same
 // device: a runtime stream, event or kernel handle is a valid driver handle and the reverse. Its
@@ -135,7 +139,9 @@
 // the list). Any other image holds no kernels. A kernel's duration follows from its name as below.
 // A launch can be given its own duration with the extra argument {kLaunchParamDurationNs, &ns,
 // CU_LAUNCH_PARAM_END} (ns a uint64_t): how the simulated libraries make a GEMM's time grow with
-// its size.
+// its size. With {kLaunchParamEffect, &fn} (fn a std::function<void()>, moved from) the device
+// thread calls fn when the launch ends, as it performs a copy: how a GEMM of the simulated cuBLAS and
+// cuBLASLt writes its result (libs/host_gemm.h). A launch captured into a graph runs it at each replay.
 //
 // Graphs (core/graphs.h), one model for the runtime and the driver: stream capture (the runtime's
 // cudaStreamBeginCapture ... cudaStreamEndCapture takes kernel launches, async copies between memories
@@ -184,7 +190,8 @@
 //
 // libcublasLt.so.13, libcublas.so.13 and libcudnn.so.9 do not use the runtime: each dlopen()s
 // libcuda.so.1 and uses cuGetProcAddress, as the real CUDA 13 libraries do. A GEMM is one kernel
-// launch (cuLaunchKernel) of gemm_duration_ns(); cudnnConvolutionForward is an im2col kernel
+// launch (cuLaunchKernel) of gemm_duration_ns() whose effect writes its result (libs/host_gemm.h
+// says which GEMMs are computed); cudnnConvolutionForward is an im2col kernel
 // launched through the driver plus one cublasSgemm_v2 found with dlopen("libcublas.so.13") + dlsym,
 // and cudnnActivationForward one kernel. Their kernels' names are the k*Kernel constants below.
 //
@@ -215,6 +222,8 @@ inline constexpr int kDriverApiVersion = 13000;  // cuDriverGetVersion and the v
 inline constexpr char kModuleMagic[] = "SIMCUDA-MODULE-1";
 // cuLaunchKernel's `extra` key whose value points at a uint64_t duration in ns for that launch.
 inline void* const kLaunchParamDurationNs = reinterpret_cast<void*>(uintptr_t(0x53494d44));
+// cuLaunchKernel's `extra` key whose value points at a std::function<void()>: the launch's effect.
+inline void* const kLaunchParamEffect = reinterpret_cast<void*>(uintptr_t(0x53494d45));
 
 // The simulated libraries' kernels, by the names their launches carry.
 inline constexpr const char kSgemmKernel[] = "sgemm_sim_128x64";
