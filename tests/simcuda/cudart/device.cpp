@@ -1,4 +1,5 @@
-// Device management, versions, error state and the profiler control calls.
+// Device management, versions, error state, the profiler control calls, limits and occupancy.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -306,6 +307,138 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaProfilerStart() {
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaProfilerStop() {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaProfilerStop_v4000), [&]() -> cudaError_t {
     if (const rt::DriverApi* d = rt::driver()) return rt::record(rt::from_driver(d->profiler_stop()));
+    return cudaSuccess;
+  });
+}
+
+// ---- limits and occupancy ----
+
+namespace simcuda::rt {
+namespace {
+
+// cudaDeviceSetLimit's values, by device and limit, starting at the defaults CUDA 13 reports on a
+// Hopper part.
+constexpr size_t kLimitDefaults[] = {
+    1024,         // cudaLimitStackSize
+    1 << 20,      // cudaLimitPrintfFifoSize
+    8 << 20,      // cudaLimitMallocHeapSize
+    2,            // cudaLimitDevRuntimeSyncDepth
+    2048,         // cudaLimitDevRuntimePendingLaunchCount
+    64,           // cudaLimitMaxL2FetchGranularity
+    0,            // cudaLimitPersistingL2CacheSize
+};
+constexpr size_t kLimitCount = sizeof kLimitDefaults / sizeof kLimitDefaults[0];
+static_assert(kLimitCount == size_t(cudaLimitPersistingL2CacheSize) + 1);
+
+std::atomic<size_t>* limits_of(int device) {
+  static std::atomic<size_t>* all = [] {
+    auto* l = new std::atomic<size_t>[kMaxDeviceCount * kLimitCount];
+    for (int d = 0; d < kMaxDeviceCount; ++d) {
+      for (size_t i = 0; i < kLimitCount; ++i) l[d * kLimitCount + i].store(kLimitDefaults[i]);
+    }
+    return l;
+  }();
+  return all + size_t(device) * kLimitCount;
+}
+
+// The occupancy calculator's arithmetic for a kernel of `regs` registers a thread and `static_smem`
+// bytes of static shared memory: the fewest blocks that the threads, the warps' registers (allocated
+// in units of 256 a warp), the shared memory (with the 1 KiB each block reserves) and the block
+// limit of one multiprocessor allow.
+int active_blocks(const cudaDeviceProp& p, int block_size, size_t dynamic_smem, int regs, size_t static_smem) {
+  if (block_size <= 0 || block_size > p.maxThreadsPerBlock) return 0;
+  const int warps = (block_size + p.warpSize - 1) / p.warpSize;
+  int blocks = std::min(p.maxBlocksPerMultiProcessor, p.maxThreadsPerMultiProcessor / (warps * p.warpSize));
+  const int regs_per_warp = ((regs * p.warpSize + 255) / 256) * 256;
+  if (regs_per_warp > 0) blocks = std::min(blocks, p.regsPerMultiprocessor / (regs_per_warp * warps));
+  const size_t smem = static_smem + dynamic_smem + p.reservedSharedMemPerBlock;
+  if (static_smem + dynamic_smem > p.sharedMemPerBlockOptin) return 0;
+  blocks = std::min<int>(blocks, int(p.sharedMemPerMultiprocessor / smem));
+  return std::max(blocks, 0);
+}
+
+constexpr int kKernelRegisters = 32;  // what cudaFuncGetAttributes reports of every kernel here
+
+cudaError_t occupancy(int* num_blocks, const void* func, int block_size, size_t dynamic_smem, unsigned flags) {
+  if (num_blocks == nullptr || (flags & ~unsigned(cudaOccupancyDisableCachingOverride)) != 0) {
+    return record(cudaErrorInvalidValue);
+  }
+  if (kernels().find(func) == nullptr) return record(cudaErrorInvalidDeviceFunction);
+  int device;
+  if (cudaError_t e = current_device(&device); e != cudaSuccess) return record(e);
+  *num_blocks = active_blocks(properties_of(device), block_size, dynamic_smem, kKernelRegisters, 0);
+  return cudaSuccess;
+}
+
+}  // namespace
+}  // namespace simcuda::rt
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceSetLimit(cudaLimit limit, size_t value) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceSetLimit_v3020), [&]() -> cudaError_t {
+    if (size_t(limit) >= rt::kLimitCount) return rt::record(cudaErrorUnsupportedLimit);
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+    const cudaDeviceProp p = rt::properties_of(device);
+    // As documented: the L2 fetch granularity is a hint the driver rounds to 0, 32, 64 or 128 bytes,
+    // and the persisting L2 size is capped at what the device can set aside.
+    if (limit == cudaLimitMaxL2FetchGranularity) {
+      if (value > 128) return rt::record(cudaErrorInvalidValue);
+      value = value <= 16 ? 0 : value <= 32 ? 32 : value <= 64 ? 64 : 128;
+    } else if (limit == cudaLimitPersistingL2CacheSize) {
+      value = std::min<size_t>(value, size_t(p.persistingL2CacheMaxSize));
+    } else if (limit == cudaLimitStackSize && value > (1u << 20)) {
+      return rt::record(cudaErrorInvalidValue);
+    }
+    rt::limits_of(device)[limit].store(value, std::memory_order_relaxed);
+    return cudaSuccess;
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceGetLimit_v3020), [&]() -> cudaError_t {
+    if (value == nullptr) return rt::record(cudaErrorInvalidValue);
+    if (size_t(limit) >= rt::kLimitCount) return rt::record(cudaErrorUnsupportedLimit);
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+    *value = rt::limits_of(device)[limit].load(std::memory_order_relaxed);
+    return cudaSuccess;
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, const void* func,
+                                                                                  int blockSize,
+                                                                                  size_t dynamicSMemSize) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaOccupancyMaxActiveBlocksPerMultiprocessor_v6050), [&]() {
+    return rt::occupancy(numBlocks, func, blockSize, dynamicSMemSize, 0);
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int* numBlocks, const void* func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000), [&]() {
+    return rt::occupancy(numBlocks, func, blockSize, dynamicSMemSize, flags);
+  });
+}
+
+// The dynamic shared memory a block of blockSize threads can have while numBlocks of them share a
+// multiprocessor.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize,
+                                                                              const void* func, int numBlocks,
+                                                                              int blockSize) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaOccupancyAvailableDynamicSMemPerBlock_v10200), [&]() -> cudaError_t {
+    if (dynamicSmemSize == nullptr) return rt::record(cudaErrorInvalidValue);
+    if (kernels().find(func) == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+    const cudaDeviceProp p = rt::properties_of(device);
+    if (numBlocks <= 0 || blockSize <= 0 || blockSize > p.maxThreadsPerBlock ||
+        rt::active_blocks(p, blockSize, 0, rt::kKernelRegisters, 0) < numBlocks) {
+      *dynamicSmemSize = 0;
+      return cudaSuccess;
+    }
+    size_t share = p.sharedMemPerMultiprocessor / size_t(numBlocks);
+    size_t available = share > size_t(p.reservedSharedMemPerBlock) ? share - p.reservedSharedMemPerBlock : 0;
+    *dynamicSmemSize = std::min<size_t>(available, p.sharedMemPerBlockOptin);
     return cudaSuccess;
   });
 }

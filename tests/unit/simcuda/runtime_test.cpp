@@ -453,6 +453,53 @@ TEST(Runtime, StreamOrderedAllocation) {
   cudaGetLastError();
 }
 
+// The numbers the occupancy calculator gives for a Hopper part and a kernel of 32 registers a thread.
+TEST(Runtime, LimitsAndOccupancyAnswerAsTheDocumentationSays) {
+  size_t value = 0;
+  ASSERT_EQ(cudaDeviceGetLimit(&value, cudaLimitStackSize), cudaSuccess);
+  EXPECT_EQ(value, 1024u);
+  ASSERT_EQ(cudaDeviceSetLimit(cudaLimitMallocHeapSize, 64 << 20), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetLimit(&value, cudaLimitMallocHeapSize), cudaSuccess);
+  EXPECT_EQ(value, size_t(64) << 20);
+  ASSERT_EQ(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, 100), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetLimit(&value, cudaLimitMaxL2FetchGranularity), cudaSuccess);
+  EXPECT_EQ(value, 128u);
+  ASSERT_EQ(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, size_t(1) << 40), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetLimit(&value, cudaLimitPersistingL2CacheSize), cudaSuccess);
+  EXPECT_EQ(value, size_t(30) << 20);  // capped at persistingL2CacheMaxSize
+  EXPECT_EQ(cudaDeviceSetLimit(cudaLimit(99), 1), cudaErrorUnsupportedLimit);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorUnsupportedLimit);
+  ASSERT_EQ(cudaDeviceSetLimit(cudaLimitMallocHeapSize, 8 << 20), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, 64), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0), cudaSuccess);
+
+  const void* kernel = test::register_kernel(20, "_Z15occupancy_probev");
+  int blocks = -1;
+  // 256 threads: 8 blocks fill the 2048 threads; 32 registers a thread never bind first.
+  ASSERT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 256, 0), cudaSuccess);
+  EXPECT_EQ(blocks, 8);
+  // 32 threads: the 32-block limit binds.
+  ASSERT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 32, 0), cudaSuccess);
+  EXPECT_EQ(blocks, 32);
+  // 100 KiB of shared memory each (plus 1 KiB reserved): two fit in 228 KiB.
+  ASSERT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, kernel, 128, 100 << 10,
+                                                                   cudaOccupancyDisableCachingOverride),
+            cudaSuccess);
+  EXPECT_EQ(blocks, 2);
+  ASSERT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 2048, 0), cudaSuccess);
+  EXPECT_EQ(blocks, 0);  // more threads than a block may have
+  int min_grid = 0, block = 0;
+  ASSERT_EQ(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, kernel, 0, 0), cudaSuccess);
+  EXPECT_EQ(block, 1024);       // the header's search: the largest block reaching full occupancy
+  EXPECT_EQ(min_grid, 2 * 132);  // two such blocks on each of the 132 multiprocessors
+  size_t smem = 0;
+  ASSERT_EQ(cudaOccupancyAvailableDynamicSMemPerBlock(&smem, kernel, 4, 256), cudaSuccess);
+  EXPECT_EQ(smem, size_t(57 << 10) - 1024);
+  EXPECT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, &blocks, 256, 0),
+            cudaErrorInvalidDeviceFunction);
+  cudaGetLastError();
+}
+
 TEST(Runtime, ModuleVariablesAndSymbols) {
   static int host_shadow[4] = {1, 2, 3, 4};
   static int* managed_pointer = nullptr;
