@@ -65,11 +65,24 @@ cublasStatus_t check_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperatio
   return CUBLAS_STATUS_SUCCESS;
 }
 
-// A GEMM of one real type whose scalars have the matrices' type (cublas?gemm).
+cublasStatus_t launch_gemm(cublasHandle_t h, KernelIndex kernel, const HostGemm& g) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return CUBLAS_STATUS_SUCCESS;
+  uint64_t ns = simcuda::gemm_duration_ns(uint64_t(g.m), uint64_t(g.n), uint64_t(g.k), uint64_t(g.batch),
+                                          simcuda::config().kernel_ns);
+  CUresult r = driver().launch(kernel, simcuda::lib::tiles(uint64_t(g.m), 128),
+                               simcuda::lib::tiles(uint64_t(g.n), 64),
+                               simcuda::lib::tiles(uint64_t(g.batch), 1), 256, h->stream, ns,
+                               simcuda::lib::host_gemm_effect(g));
+  return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+// cublas?gemm and cublas?gemmStridedBatched: a GEMM of one real type whose scalars have the
+// matrices' type, checked, then launched with its result computed on the host.
 template <class T>
-HostGemm typed_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                    const T* alpha, const T* A, int lda, long long stride_a, const T* B, int ldb,
-                    long long stride_b, const T* beta, T* C, int ldc, long long stride_c, int batch) {
+cublasStatus_t typed_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                          const T* alpha, const T* A, int lda, long long stride_a, const T* B, int ldb,
+                          long long stride_b, const T* beta, T* C, int ldc, long long stride_c, int batch) {
+  if (cublasStatus_t s = check_gemm(h, ta, tb, m, n, k, alpha, beta, lda, ldb, ldc, batch); s) return s;
   constexpr cudaDataType type = sizeof(T) == 8 ? CUDA_R_64F : CUDA_R_32F;
   HostGemm g;
   g.transa = ta;
@@ -85,18 +98,7 @@ HostGemm typed_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
   // Read when the GEMM is issued, in either pointer mode (device memory is host memory).
   g.alpha = double(*alpha);
   g.beta = double(*beta);
-  return g;
-}
-
-cublasStatus_t launch_gemm(cublasHandle_t h, KernelIndex kernel, const HostGemm& g) {
-  if (g.m == 0 || g.n == 0 || g.batch == 0) return CUBLAS_STATUS_SUCCESS;
-  uint64_t ns = simcuda::gemm_duration_ns(uint64_t(g.m), uint64_t(g.n), uint64_t(g.k), uint64_t(g.batch),
-                                          simcuda::config().kernel_ns);
-  CUresult r = driver().launch(kernel, simcuda::lib::tiles(uint64_t(g.m), 128),
-                               simcuda::lib::tiles(uint64_t(g.n), 64),
-                               simcuda::lib::tiles(uint64_t(g.batch), 1), 256, h->stream, ns,
-                               simcuda::lib::host_gemm_effect(g));
-  return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+  return launch_gemm(h, sizeof(T) == 8 ? kDgemm : kSgemm, g);
 }
 
 // The scale type of cublasGemmEx's scalars: that of the compute type, complex when C is.
@@ -301,11 +303,8 @@ SIMCUDA_EXPORT cublasStatus_t CUBLASWINAPI cublasSgemm_v2(cublasHandle_t handle,
                                                           int k, const float* alpha, const float* A,
                                                           int lda, const float* B, int ldb,
                                                           const float* beta, float* C, int ldc) {
-  if (cublasStatus_t s = check_gemm(handle, transa, transb, m, n, k, alpha, beta, lda, ldb, ldc); s) {
-    return s;
-  }
-  return launch_gemm(handle, kSgemm,
-                     typed_gemm(transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1));
+  return typed_gemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc,
+                    0, 1);
 }
 
 SIMCUDA_EXPORT cublasStatus_t CUBLASWINAPI cublasDgemm_v2(cublasHandle_t handle,
@@ -315,39 +314,24 @@ SIMCUDA_EXPORT cublasStatus_t CUBLASWINAPI cublasDgemm_v2(cublasHandle_t handle,
                                                           const double* A, int lda, const double* B,
                                                           int ldb, const double* beta, double* C,
                                                           int ldc) {
-  if (cublasStatus_t s = check_gemm(handle, transa, transb, m, n, k, alpha, beta, lda, ldb, ldc); s) {
-    return s;
-  }
-  return launch_gemm(handle, kDgemm,
-                     typed_gemm(transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1));
+  return typed_gemm(handle, transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc,
+                    0, 1);
 }
 
 SIMCUDA_EXPORT cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(
     cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
     const float* alpha, const float* A, int lda, long long int strideA, const float* B, int ldb,
     long long int strideB, const float* beta, float* C, int ldc, long long int strideC, int batchCount) {
-  if (cublasStatus_t s =
-          check_gemm(handle, transa, transb, m, n, k, alpha, beta, lda, ldb, ldc, batchCount);
-      s) {
-    return s;
-  }
-  return launch_gemm(handle, kSgemm,
-                     typed_gemm(transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta,
-                                C, ldc, strideC, batchCount));
+  return typed_gemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,
+                    strideC, batchCount);
 }
 
 SIMCUDA_EXPORT cublasStatus_t CUBLASWINAPI cublasDgemmStridedBatched(
     cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
     const double* alpha, const double* A, int lda, long long int strideA, const double* B, int ldb,
     long long int strideB, const double* beta, double* C, int ldc, long long int strideC, int batchCount) {
-  if (cublasStatus_t s =
-          check_gemm(handle, transa, transb, m, n, k, alpha, beta, lda, ldb, ldc, batchCount);
-      s) {
-    return s;
-  }
-  return launch_gemm(handle, kDgemm,
-                     typed_gemm(transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta,
-                                C, ldc, strideC, batchCount));
+  return typed_gemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,
+                    strideC, batchCount);
 }
 
 SIMCUDA_EXPORT cublasStatus_t CUBLASWINAPI cublasSgemmEx(cublasHandle_t handle, cublasOperation_t transa,
