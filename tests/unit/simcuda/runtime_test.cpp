@@ -467,7 +467,8 @@ TEST(Runtime, LimitsAndOccupancyAnswerAsTheDocumentationSays) {
   ASSERT_EQ(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, size_t(1) << 40), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetLimit(&value, cudaLimitPersistingL2CacheSize), cudaSuccess);
   EXPECT_EQ(value, size_t(30) << 20);  // capped at persistingL2CacheMaxSize
-  EXPECT_EQ(cudaDeviceSetLimit(cudaLimit(99), 1), cudaErrorUnsupportedLimit);
+  // 7: inside the enumeration's range (no undefined cast), and no limit.
+  EXPECT_EQ(cudaDeviceSetLimit(cudaLimit(7), 1), cudaErrorUnsupportedLimit);
   EXPECT_EQ(cudaGetLastError(), cudaErrorUnsupportedLimit);
   ASSERT_EQ(cudaDeviceSetLimit(cudaLimitMallocHeapSize, 8 << 20), cudaSuccess);
   ASSERT_EQ(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, 64), cudaSuccess);
