@@ -136,7 +136,8 @@
 // Modules: cuModuleLoadData and cuLibraryLoadData accept any non-null image. An image that starts
 // with kModuleMagic (with its NUL) names its kernels: NUL-terminated names after the magic, ended by
 // an empty name, e.g. "SIMCUDA-MODULE-1\0axpy\0sleep_us_50_kernel\0" (the literal's own NUL ends
-// the list). Any other image holds no kernels. A kernel's duration follows from its name as below.
+// the list). A real fatbin (what `nvcc -fatbin` writes) or cubin holds the kernels its uncompressed
+// cubins define (driver/cubin.h); any other image (PTX, a compressed cubin) holds no kernels. A kernel's duration follows from its name as below.
 // A launch can be given its own duration with the extra argument {kLaunchParamDurationNs, &ns,
 // CU_LAUNCH_PARAM_END} (ns a uint64_t): how the simulated libraries make a GEMM's time grow with
 // its size. With {kLaunchParamEffect, &fn} (fn a std::function<void()>, moved from) the device

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/device.h"
 #include "runtime.h"
 #include "simcuda.h"
 
@@ -18,129 +19,74 @@ std::atomic<unsigned> g_device_flags[kMaxDeviceCount];
 constexpr int kLeastStreamPriority = 0;
 constexpr int kGreatestStreamPriority = -5;
 
-// A Hopper-class part: what programs commonly query is plausible and self-consistent.
+// The device's properties, from the attributes the driver reports too (core/device.h), whose
+// enumeration the runtime's repeats value for value.
+static_assert(int(cudaDevAttrMaxThreadsPerBlock) == int(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK) &&
+              int(cudaDevAttrClockRate) == int(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) &&
+              int(cudaDevAttrMaxBlocksPerMultiprocessor) == int(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR) &&
+              int(cudaDevAttrClusterLaunch) == int(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) &&
+              int(cudaDevAttrHostNumaId) == int(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID));
+
+int attr(cudaDeviceAttr a, int device) { return device_attribute(int(a), device); }
+
 cudaDeviceProp properties_of(int device) {
   cudaDeviceProp p;
   std::memset(&p, 0, sizeof p);
-  std::snprintf(p.name, sizeof p.name, "Simulated CUDA Device %d", device);
+  device_name(device, p.name, sizeof p.name);
   std::snprintf(p.uuid.bytes, sizeof p.uuid.bytes, "simcuda-dev%04d", device);
   p.totalGlobalMem = config().device_memory_bytes;
-  p.sharedMemPerBlock = 48 << 10;
-  p.regsPerBlock = 65536;
-  p.warpSize = 32;
-  p.memPitch = 2147483647;
-  p.maxThreadsPerBlock = 1024;
-  p.maxThreadsDim[0] = 1024;
-  p.maxThreadsDim[1] = 1024;
-  p.maxThreadsDim[2] = 64;
-  p.maxGridSize[0] = 2147483647;
-  p.maxGridSize[1] = 65535;
-  p.maxGridSize[2] = 65535;
-  p.totalConstMem = 64 << 10;
-  p.major = 9;
-  p.minor = 0;
-  p.textureAlignment = 512;
-  p.texturePitchAlignment = 32;
-  p.multiProcessorCount = 132;
-  p.canMapHostMemory = 1;
-  p.surfaceAlignment = 512;
-  p.concurrentKernels = 1;
-  p.ECCEnabled = 1;
-  p.pciBusID = 0x10 + device;
-  p.asyncEngineCount = 3;
-  p.unifiedAddressing = 1;
-  p.memoryBusWidth = 5120;
-  p.l2CacheSize = 50 << 20;
-  p.persistingL2CacheMaxSize = 30 << 20;
-  p.maxThreadsPerMultiProcessor = 2048;
-  p.streamPrioritiesSupported = 1;
-  p.globalL1CacheSupported = 1;
-  p.localL1CacheSupported = 1;
-  p.sharedMemPerMultiprocessor = 228 << 10;
-  p.regsPerMultiprocessor = 65536;
-  p.managedMemory = 1;
-  p.multiGpuBoardGroupID = device;
-  p.concurrentManagedAccess = 1;
-  p.computePreemptionSupported = 1;
-  p.cooperativeLaunch = 1;
-  p.sharedMemPerBlockOptin = 227 << 10;
-  p.maxBlocksPerMultiProcessor = 32;
-  p.accessPolicyMaxWindowSize = 134213632;
-  p.reservedSharedMemPerBlock = 1 << 10;
-  p.hostRegisterSupported = 1;
-  p.memoryPoolsSupported = 1;
-  p.ipcEventSupported = 1;
-  p.clusterLaunch = 1;
+  p.sharedMemPerBlock = size_t(attr(cudaDevAttrMaxSharedMemoryPerBlock, device));
+  p.regsPerBlock = attr(cudaDevAttrMaxRegistersPerBlock, device);
+  p.warpSize = attr(cudaDevAttrWarpSize, device);
+  p.memPitch = size_t(attr(cudaDevAttrMaxPitch, device));
+  p.maxThreadsPerBlock = attr(cudaDevAttrMaxThreadsPerBlock, device);
+  p.maxThreadsDim[0] = attr(cudaDevAttrMaxBlockDimX, device);
+  p.maxThreadsDim[1] = attr(cudaDevAttrMaxBlockDimY, device);
+  p.maxThreadsDim[2] = attr(cudaDevAttrMaxBlockDimZ, device);
+  p.maxGridSize[0] = attr(cudaDevAttrMaxGridDimX, device);
+  p.maxGridSize[1] = attr(cudaDevAttrMaxGridDimY, device);
+  p.maxGridSize[2] = attr(cudaDevAttrMaxGridDimZ, device);
+  p.totalConstMem = size_t(attr(cudaDevAttrTotalConstantMemory, device));
+  p.major = attr(cudaDevAttrComputeCapabilityMajor, device);
+  p.minor = attr(cudaDevAttrComputeCapabilityMinor, device);
+  p.textureAlignment = size_t(attr(cudaDevAttrTextureAlignment, device));
+  p.texturePitchAlignment = size_t(attr(cudaDevAttrTexturePitchAlignment, device));
+  p.multiProcessorCount = attr(cudaDevAttrMultiProcessorCount, device);
+  p.canMapHostMemory = attr(cudaDevAttrCanMapHostMemory, device);
+  p.surfaceAlignment = size_t(attr(cudaDevAttrSurfaceAlignment, device));
+  p.concurrentKernels = attr(cudaDevAttrConcurrentKernels, device);
+  p.ECCEnabled = attr(cudaDevAttrEccEnabled, device);
+  p.pciBusID = attr(cudaDevAttrPciBusId, device);
+  p.asyncEngineCount = attr(cudaDevAttrAsyncEngineCount, device);
+  p.unifiedAddressing = attr(cudaDevAttrUnifiedAddressing, device);
+  p.memoryBusWidth = attr(cudaDevAttrGlobalMemoryBusWidth, device);
+  p.l2CacheSize = attr(cudaDevAttrL2CacheSize, device);
+  p.persistingL2CacheMaxSize = attr(cudaDevAttrMaxPersistingL2CacheSize, device);
+  p.maxThreadsPerMultiProcessor = attr(cudaDevAttrMaxThreadsPerMultiProcessor, device);
+  p.streamPrioritiesSupported = attr(cudaDevAttrStreamPrioritiesSupported, device);
+  p.globalL1CacheSupported = attr(cudaDevAttrGlobalL1CacheSupported, device);
+  p.localL1CacheSupported = attr(cudaDevAttrLocalL1CacheSupported, device);
+  p.sharedMemPerMultiprocessor = size_t(attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  p.regsPerMultiprocessor = attr(cudaDevAttrMaxRegistersPerMultiprocessor, device);
+  p.managedMemory = attr(cudaDevAttrManagedMemory, device);
+  p.multiGpuBoardGroupID = attr(cudaDevAttrMultiGpuBoardGroupID, device);
+  p.concurrentManagedAccess = attr(cudaDevAttrConcurrentManagedAccess, device);
+  p.computePreemptionSupported = attr(cudaDevAttrComputePreemptionSupported, device);
+  p.cooperativeLaunch = attr(cudaDevAttrCooperativeLaunch, device);
+  p.sharedMemPerBlockOptin = size_t(attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  p.maxBlocksPerMultiProcessor = attr(cudaDevAttrMaxBlocksPerMultiprocessor, device);
+  p.accessPolicyMaxWindowSize = attr(cudaDevAttrMaxAccessPolicyWindowSize, device);
+  p.reservedSharedMemPerBlock = size_t(attr(cudaDevAttrReservedSharedMemoryPerBlock, device));
+  p.hostRegisterSupported = attr(cudaDevAttrHostRegisterSupported, device);
+  p.memoryPoolsSupported = attr(cudaDevAttrMemoryPoolsSupported, device);
+  p.ipcEventSupported = attr(cudaDevAttrIpcEventSupport, device);
+  p.clusterLaunch = attr(cudaDevAttrClusterLaunch, device);
 #if CUDART_VERSION >= 13000  // fields CUDA 13's cudaDeviceProp added
-  p.deviceNumaId = -1;
-  p.hostNumaId = -1;
-  p.gpuPciDeviceID = 0x233010de;
+  p.deviceNumaId = attr(cudaDevAttrNumaId, device);
+  p.hostNumaId = attr(cudaDevAttrHostNumaId, device);
+  p.gpuPciDeviceID = unsigned(attr(cudaDevAttrGpuPciDeviceId, device));
 #endif
   return p;
-}
-
-// Attributes mirror the properties; any other attribute the enum defines reads as 0 (unsupported).
-int attribute_of(cudaDeviceAttr attr, const cudaDeviceProp& p) {
-  switch (attr) {
-    case cudaDevAttrMaxThreadsPerBlock: return p.maxThreadsPerBlock;
-    case cudaDevAttrMaxBlockDimX: return p.maxThreadsDim[0];
-    case cudaDevAttrMaxBlockDimY: return p.maxThreadsDim[1];
-    case cudaDevAttrMaxBlockDimZ: return p.maxThreadsDim[2];
-    case cudaDevAttrMaxGridDimX: return p.maxGridSize[0];
-    case cudaDevAttrMaxGridDimY: return p.maxGridSize[1];
-    case cudaDevAttrMaxGridDimZ: return p.maxGridSize[2];
-    case cudaDevAttrMaxSharedMemoryPerBlock: return int(p.sharedMemPerBlock);
-    case cudaDevAttrTotalConstantMemory: return int(p.totalConstMem);
-    case cudaDevAttrWarpSize: return p.warpSize;
-    case cudaDevAttrMaxPitch: return int(p.memPitch);
-    case cudaDevAttrMaxRegistersPerBlock: return p.regsPerBlock;
-    case cudaDevAttrClockRate: return 1755000;
-    case cudaDevAttrTextureAlignment: return int(p.textureAlignment);
-    case cudaDevAttrGpuOverlap: return 1;
-    case cudaDevAttrMultiProcessorCount: return p.multiProcessorCount;
-    case cudaDevAttrCanMapHostMemory: return p.canMapHostMemory;
-    case cudaDevAttrSurfaceAlignment: return int(p.surfaceAlignment);
-    case cudaDevAttrConcurrentKernels: return p.concurrentKernels;
-    case cudaDevAttrEccEnabled: return p.ECCEnabled;
-    case cudaDevAttrPciBusId: return p.pciBusID;
-    case cudaDevAttrMemoryClockRate: return 2619000;
-    case cudaDevAttrGlobalMemoryBusWidth: return p.memoryBusWidth;
-    case cudaDevAttrL2CacheSize: return p.l2CacheSize;
-    case cudaDevAttrMaxThreadsPerMultiProcessor: return p.maxThreadsPerMultiProcessor;
-    case cudaDevAttrAsyncEngineCount: return p.asyncEngineCount;
-    case cudaDevAttrUnifiedAddressing: return p.unifiedAddressing;
-    case cudaDevAttrTexturePitchAlignment: return int(p.texturePitchAlignment);
-    case cudaDevAttrComputeCapabilityMajor: return p.major;
-    case cudaDevAttrComputeCapabilityMinor: return p.minor;
-    case cudaDevAttrStreamPrioritiesSupported: return p.streamPrioritiesSupported;
-    case cudaDevAttrGlobalL1CacheSupported: return p.globalL1CacheSupported;
-    case cudaDevAttrLocalL1CacheSupported: return p.localL1CacheSupported;
-    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: return int(p.sharedMemPerMultiprocessor);
-    case cudaDevAttrMaxRegistersPerMultiprocessor: return p.regsPerMultiprocessor;
-    case cudaDevAttrManagedMemory: return p.managedMemory;
-    case cudaDevAttrMultiGpuBoardGroupID: return p.multiGpuBoardGroupID;
-    case cudaDevAttrConcurrentManagedAccess: return p.concurrentManagedAccess;
-    case cudaDevAttrComputePreemptionSupported: return p.computePreemptionSupported;
-    case cudaDevAttrCooperativeLaunch: return p.cooperativeLaunch;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: return int(p.sharedMemPerBlockOptin);
-    case cudaDevAttrHostRegisterSupported: return p.hostRegisterSupported;
-    case cudaDevAttrMaxBlocksPerMultiprocessor: return p.maxBlocksPerMultiProcessor;
-    case cudaDevAttrMaxPersistingL2CacheSize: return p.persistingL2CacheMaxSize;
-    case cudaDevAttrMaxAccessPolicyWindowSize: return p.accessPolicyMaxWindowSize;
-    case cudaDevAttrReservedSharedMemoryPerBlock: return int(p.reservedSharedMemPerBlock);
-    case cudaDevAttrMemoryPoolsSupported: return p.memoryPoolsSupported;
-    case cudaDevAttrIpcEventSupport: return p.ipcEventSupported;
-    case cudaDevAttrClusterLaunch: return p.clusterLaunch;
-#if CUDART_VERSION >= 13000
-    case cudaDevAttrNumaId: return p.deviceNumaId;
-    case cudaDevAttrHostNumaId: return p.hostNumaId;
-    case cudaDevAttrGpuPciDeviceId: return int(p.gpuPciDeviceID);
-#else
-    case cudaDevAttrNumaId: return -1;
-    case cudaDevAttrHostNumaId: return -1;
-#endif
-    default: return 0;
-  }
 }
 
 }  // namespace
@@ -227,7 +173,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDevi
       return rt::record(cudaErrorInvalidValue);
     }
     if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
-    *value = rt::attribute_of(attr, rt::properties_of(device));
+    *value = device_attribute(int(attr), device);
     return cudaSuccess;
   });
 }

@@ -15,6 +15,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/device.h"
+#include "cubin.h"
 #include "core/graphs.h"
 #include "driver.h"
 #include "simcuda.h"
@@ -56,12 +58,14 @@ CUresult load_module(const void* image, bool library, Module** out) {
   const char* p = static_cast<const char*>(image);
   // strncmp, not memcmp: an image shorter than the magic must not be read past its end.
   if (std::strncmp(p, kModuleMagic, sizeof kModuleMagic) == 0) {
-    for (p += sizeof kModuleMagic; *p != '\0'; p += std::strlen(p) + 1) {
-      m->names.emplace_back(p);
-      const char* key = m->names.back().c_str();
-      kernels().register_function(m->core_handle, key, key);
-      m->kernels.push_back(kernels().find(key));
-    }
+    for (p += sizeof kModuleMagic; *p != '\0'; p += std::strlen(p) + 1) m->names.emplace_back(p);
+  } else {
+    for (std::string& name : image_kernels(image)) m->names.push_back(std::move(name));
+  }
+  for (const std::string& name : m->names) {
+    const char* key = name.c_str();
+    kernels().register_function(m->core_handle, key, key);
+    m->kernels.push_back(kernels().find(key));
   }
   std::lock_guard<std::mutex> lock(reg().modules_mu);
   *out = m.get();
@@ -476,8 +480,7 @@ CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
   return traced(SIMCUDA_DRIVER_CBID(cuDeviceGetName), [&]() -> CUresult {
     if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult e = check_device(dev); e) return e;
-    // The runtime's cudaDeviceProp::name for the same device.
-    std::snprintf(name, size_t(len), "Simulated CUDA Device %d", dev);
+    device_name(dev, name, size_t(len));
     return CUDA_SUCCESS;
   });
 }
@@ -486,25 +489,11 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUd
   return traced(SIMCUDA_DRIVER_CBID(cuDeviceGetAttribute), [&]() -> CUresult {
     if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult e = check_device(dev); e) return e;
-    // The runtime's cudaDeviceProp values for the same device.
-    switch (attrib) {
-      case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = int(kMaxThreadsPerBlock); break;
-      case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *value = int(kMaxBlockDim[0]); break;
-      case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *value = int(kMaxBlockDim[1]); break;
-      case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *value = int(kMaxBlockDim[2]); break;
-      case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *value = int(kMaxGridDim[0]); break;
-      case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *value = int(kMaxGridDim[1]); break;
-      case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *value = int(kMaxGridDim[2]); break;
-      case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *value = 48 << 10; break;
-      case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
-      case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
-      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
-      case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
-      case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: *value = 1; break;
-      case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *value = 1; break;
-      default: return CUDA_ERROR_INVALID_VALUE;
-    }
+    // The runtime's cudaDeviceProp values for the same device (core/device.h).
+    bool known = false;
+    int v = device_attribute(int(attrib), dev, &known);
+    if (!known) return CUDA_ERROR_INVALID_VALUE;
+    *value = v;
     return CUDA_SUCCESS;
   });
 }
@@ -536,6 +525,55 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
     if (CUresult e = check_initialized(); e) return e;
     if (ctx != nullptr && context_device(ctx) < 0) return CUDA_ERROR_INVALID_CONTEXT;
     set_current_context(ctx);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuCtxCreate_v4(CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
+  return traced(SIMCUDA_DRIVER_CBID(cuCtxCreate_v4), [&]() -> CUresult {
+    if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_initialized(); e) return e;
+    if (CUresult e = check_device(dev); e) return e;
+    // Execution affinity and shared-memory (CIG) contexts are features the simulation lacks.
+    if (params != nullptr && (params->execAffinityParams != nullptr || params->cigParams != nullptr)) {
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    (void)flags;
+    *ctx = create_context(dev);
+    push_context(*ctx);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
+  return traced(SIMCUDA_DRIVER_CBID(cuCtxDestroy_v2), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    return destroy_context(ctx);
+  });
+}
+
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
+  return traced(SIMCUDA_DRIVER_CBID(cuCtxPushCurrent_v2), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    if (ctx == nullptr || context_device(ctx) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    push_context(ctx);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* ctx) {
+  return traced(SIMCUDA_DRIVER_CBID(cuCtxPopCurrent_v2), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    return pop_context(ctx);
+  });
+}
+
+CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  return traced(SIMCUDA_DRIVER_CBID(cuDeviceTotalMem_v2), [&]() -> CUresult {
+    if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_device(dev); e) return e;
+    *bytes = config().device_memory_bytes;
     return CUDA_SUCCESS;
   });
 }
@@ -1140,6 +1178,11 @@ EXPORT(cuDevicePrimaryCtxRelease_v2, (CUdevice d), (d))
 EXPORT(cuCtxGetCurrent, (CUcontext* c), (c))
 EXPORT(cuCtxSetCurrent, (CUcontext c), (c))
 EXPORT(cuCtxGetDevice, (CUdevice* d), (d))
+EXPORT(cuCtxCreate_v4, (CUcontext* c, CUctxCreateParams* p, unsigned int f, CUdevice d), (c, p, f, d))
+EXPORT(cuCtxDestroy_v2, (CUcontext c), (c))
+EXPORT(cuCtxPushCurrent_v2, (CUcontext c), (c))
+EXPORT(cuCtxPopCurrent_v2, (CUcontext* c), (c))
+EXPORT(cuDeviceTotalMem_v2, (size_t* b, CUdevice d), (b, d))
 EXPORT(cuCtxSynchronize, (void), ())
 EXPORT(cuProfilerStart, (void), ())
 EXPORT(cuProfilerStop, (void), ())
@@ -1264,8 +1307,12 @@ struct ProcVersion {
 #define E(sym, ver, pt, exp) {sym, ver, pt, #exp, reinterpret_cast<void*>(&::exp)}
 
 const ProcVersion kProcVersions[] = {
+    I("cuCtxCreate", 12050, false, cuCtxCreate_v4),
+    I("cuCtxDestroy", 4000, false, cuCtxDestroy_v2),
     I("cuCtxGetCurrent", 4000, false, cuCtxGetCurrent),
     I("cuCtxGetDevice", 2000, false, cuCtxGetDevice),
+    I("cuCtxPopCurrent", 4000, false, cuCtxPopCurrent_v2),
+    I("cuCtxPushCurrent", 4000, false, cuCtxPushCurrent_v2),
     I("cuCtxSetCurrent", 4000, false, cuCtxSetCurrent),
     I("cuCtxSynchronize", 2000, false, cuCtxSynchronize),
     I("cuCtxSynchronize", 13000, false, cuCtxSynchronize_v2),
@@ -1275,6 +1322,7 @@ const ProcVersion kProcVersions[] = {
     I("cuDeviceGetName", 2000, false, cuDeviceGetName),
     I("cuDevicePrimaryCtxRelease", 11000, false, cuDevicePrimaryCtxRelease_v2),
     I("cuDevicePrimaryCtxRetain", 7000, false, cuDevicePrimaryCtxRetain),
+    I("cuDeviceTotalMem", 3020, false, cuDeviceTotalMem_v2),
     E("cuDriverGetVersion", 2020, false, cuDriverGetVersion),
     I("cuEventCreate", 2000, false, cuEventCreate),
     I("cuEventDestroy", 4000, false, cuEventDestroy_v2),

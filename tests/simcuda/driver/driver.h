@@ -47,12 +47,18 @@ CUresult check_initialized();
 // CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, or a handle of a created stream (validated by its user).
 CUresult resolve_stream(CUstream stream, DefaultStream flavour, StreamId* out);
 
-// Contexts are the primary contexts, one per device.
+// Contexts: each device's primary context, and those cuCtxCreate makes.
 CUcontext primary_context(int device);
 // The device of a context handle, or -1.
 int context_device(CUcontext ctx);
 void set_current_context(CUcontext ctx);
 CUcontext current_context();
+void push_context(CUcontext ctx);
+CUresult pop_context(CUcontext* out);
+// A context of cuCtxCreate: a handle of its own over the device's state (one address space for all
+// contexts of a device, unlike the real driver's).
+CUcontext create_context(int device);
+CUresult destroy_context(CUcontext ctx);
 void mark_initialized();
 
 // Name and description of a result code, nullptr for an unknown one.

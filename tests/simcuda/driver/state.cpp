@@ -1,5 +1,9 @@
 // Initialisation, contexts, stream resolution and the text of result codes.
 #include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "driver.h"
 #include "simcuda.h"
@@ -22,9 +26,33 @@ Context* contexts() {
   return all;
 }
 
-thread_local CUcontext t_context = nullptr;
-// Whether the thread set its context itself (cuCtxSetCurrent); until then the runtime's counts.
+// The thread's context stack (cuCtxPushCurrent, cuCtxPopCurrent; cuCtxSetCurrent replaces its
+// top), once the thread has set a context itself; until then the runtime's primary context counts.
+thread_local std::vector<CUcontext> t_stack;
 thread_local bool t_context_set = false;
+
+// Contexts made by cuCtxCreate. Never freed: a handle another thread still holds must stay safe to
+// look up; a destroyed one is only marked so.
+struct Created {
+  std::mutex mu;
+  std::unordered_map<const void*, std::unique_ptr<Context>> contexts;
+  std::unordered_map<const void*, bool> alive;
+};
+
+Created& created() {
+  static Created* c = new Created;
+  return *c;
+}
+
+// The stack as the thread sees it now: the runtime's context at its bottom if it set none itself.
+std::vector<CUcontext>& own_stack() {
+  if (!t_context_set) {
+    t_stack.clear();
+    if (CUcontext adopted = current_context()) t_stack.push_back(adopted);
+    t_context_set = true;
+  }
+  return t_stack;
+}
 
 struct ErrorText {
   CUresult code;
@@ -95,22 +123,70 @@ CUcontext primary_context(int device) {
   return reinterpret_cast<CUcontext>(&contexts()[device]);
 }
 
-int context_device(CUcontext ctx) {
+namespace {
+
+bool is_primary(CUcontext ctx) {
   Context* all = contexts();
   auto* c = reinterpret_cast<Context*>(ctx);
-  if (c < all || c >= all + config().device_count) return -1;
-  return c->device;
+  return c >= all && c < all + config().device_count;
 }
 
+}  // namespace
+
+int context_device(CUcontext ctx) {
+  if (is_primary(ctx)) return reinterpret_cast<Context*>(ctx)->device;
+  Created& c = created();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.alive.find(ctx);
+  return it != c.alive.end() && it->second ? c.contexts[ctx]->device : -1;
+}
+
+// cuCtxSetCurrent: replaces the top of the stack; null pops it.
 void set_current_context(CUcontext ctx) {
-  t_context = ctx;
-  t_context_set = true;
+  std::vector<CUcontext>& stack = own_stack();
+  if (!stack.empty()) stack.pop_back();
+  if (ctx != nullptr) stack.push_back(ctx);
 }
 
 CUcontext current_context() {
-  if (t_context_set) return t_context;
+  if (t_context_set) return t_stack.empty() ? nullptr : t_stack.back();
   int device = runtime_context_device();
   return device >= 0 && device < config().device_count ? primary_context(device) : nullptr;
+}
+
+void push_context(CUcontext ctx) { own_stack().push_back(ctx); }
+
+CUresult pop_context(CUcontext* out) {
+  std::vector<CUcontext>& stack = own_stack();
+  if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (out != nullptr) *out = stack.back();
+  stack.pop_back();
+  return CUDA_SUCCESS;
+}
+
+CUcontext create_context(int device) {
+  auto context = std::make_unique<Context>(Context{device});
+  CUcontext handle = reinterpret_cast<CUcontext>(context.get());
+  Created& c = created();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.alive[handle] = true;
+  c.contexts[handle] = std::move(context);
+  return handle;
+}
+
+// Popped from the calling thread's stack if current there, as documented; a primary context is the
+// device's, not the program's to destroy.
+CUresult destroy_context(CUcontext ctx) {
+  if (is_primary(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  {
+    Created& c = created();
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.alive.find(ctx);
+    if (it == c.alive.end() || !it->second) return CUDA_ERROR_INVALID_CONTEXT;
+    it->second = false;
+  }
+  if (current_context() == ctx) pop_context(nullptr);
+  return CUDA_SUCCESS;
 }
 
 CUresult current_device(int* device) {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -192,6 +194,61 @@ TEST(DriverBasics, VersionDevicesContextsAndErrors) {
   EXPECT_EQ(cuGetExportTable(&table, &id), CUDA_ERROR_NOT_SUPPORTED);
 }
 
+// One description of the device: the driver's attributes are the runtime's, value for value.
+TEST(DriverBasics, AttributesAndMemoryAreTheRuntimes) {
+  init();
+  for (int attribute = 1; attribute < int(CU_DEVICE_ATTRIBUTE_MAX); ++attribute) {
+    int from_driver = -7, from_runtime = -8;
+    ASSERT_EQ(cuDeviceGetAttribute(&from_driver, CUdevice_attribute(attribute), 0), CUDA_SUCCESS) << attribute;
+    if (attribute < int(cudaDevAttrMax)) {
+      ASSERT_EQ(cudaDeviceGetAttribute(&from_runtime, cudaDeviceAttr(attribute), 0), cudaSuccess) << attribute;
+      EXPECT_EQ(from_driver, from_runtime) << attribute;
+    }
+  }
+  int clock = 0;
+  ASSERT_EQ(cuDeviceGetAttribute(&clock, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0), CUDA_SUCCESS);
+  EXPECT_GT(clock, 0);
+  int ignored = 0;
+  EXPECT_EQ(cuDeviceGetAttribute(&ignored, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
+  size_t bytes = 0;
+  ASSERT_EQ(cuDeviceTotalMem(&bytes, 0), CUDA_SUCCESS);
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  EXPECT_EQ(bytes, prop.totalGlobalMem);
+}
+
+// cuCtxCreate pushes a context of its own; the stack pops back to what was current before.
+TEST(DriverBasics, CreatedContextsStackOnTheirThread) {
+  init();
+  std::thread fresh([] {
+    CUcontext primary = nullptr, created = nullptr, current = nullptr, popped = nullptr;
+    ASSERT_EQ(cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxCreate(&created, nullptr, 0, 0), CUDA_SUCCESS);
+    EXPECT_NE(created, primary);
+    ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+    EXPECT_EQ(current, created);
+    CUdevice dev = -1;
+    ASSERT_EQ(cuCtxGetDevice(&dev), CUDA_SUCCESS);
+    EXPECT_EQ(dev, 0);
+    ASSERT_EQ(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+    EXPECT_EQ(popped, created);
+    ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+    EXPECT_EQ(current, primary);
+    ASSERT_EQ(cuCtxPushCurrent(created), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxDestroy(created), CUDA_SUCCESS);  // current here: popped as it goes
+    ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+    EXPECT_EQ(current, primary);
+    EXPECT_EQ(cuCtxDestroy(created), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxPushCurrent(created), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxDestroy(primary), CUDA_ERROR_INVALID_CONTEXT);
+    ASSERT_EQ(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+    EXPECT_EQ(cuCtxPopCurrent(&popped), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  });
+  fresh.join();
+}
+
 TEST(DriverModules, KernelsAreNamedByTheImageThroughModulesLibrariesAndKernels) {
   init();
   CUmodule m;
@@ -234,6 +291,42 @@ TEST(DriverModules, KernelsAreNamedByTheImageThroughModulesLibrariesAndKernels) 
   EXPECT_EQ(cuModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuLibraryUnload(lib), CUDA_SUCCESS);
   EXPECT_EQ(cuModuleUnload(plain), CUDA_SUCCESS);
+}
+
+std::string read_file(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// What nvcc -fatbin and -cubin write (module_kernels.cu): the kernels are found by their names, the
+// mangled one of a template instance too, and a device function is not a kernel.
+TEST(DriverModules, ARealFatbinOrCubinNamesItsKernels) {
+  init();
+  for (const char* path : {MODULE_FATBIN, MODULE_CUBIN}) {
+    SCOPED_TRACE(path);
+    std::string image = read_file(path);
+    ASSERT_FALSE(image.empty());
+    CUmodule m;
+    ASSERT_EQ(cuModuleLoadData(&m, image.data()), CUDA_SUCCESS);
+    CUfunction scale, fill, missing;
+    ASSERT_EQ(cuModuleGetFunction(&scale, m, "scale_sleep_us_30"), CUDA_SUCCESS);
+    ASSERT_EQ(cuModuleGetFunction(&fill, m, "_Z4fillIiEvPT_S0_i"), CUDA_SUCCESS);
+    EXPECT_EQ(cuModuleGetFunction(&missing, m, "_Z5twicef"), CUDA_ERROR_NOT_FOUND);
+    // The name's rule gives the kernel its device time, as for any simulated kernel.
+    CUevent start, stop;
+    ASSERT_EQ(cuEventCreate(&start, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuEventCreate(&stop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuEventRecord(start, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(cuLaunchKernel(scale, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(cuEventRecord(stop, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(cuEventSynchronize(stop), CUDA_SUCCESS);
+    float ms = 0;
+    ASSERT_EQ(cuEventElapsedTime(&ms, start, stop), CUDA_SUCCESS);
+    EXPECT_GE(ms, 0.030f - 1e-6f);
+    EXPECT_EQ(cuEventDestroy(start), CUDA_SUCCESS);
+    EXPECT_EQ(cuEventDestroy(stop), CUDA_SUCCESS);
+    EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+  }
 }
 
 // Measures the events around `issue` on a fresh stream, behind a 40 ms blocker so that the stream

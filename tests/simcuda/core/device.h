@@ -1,0 +1,20 @@
+// The simulated device's properties: one definition for the runtime (cudaGetDeviceProperties,
+// cudaDeviceGetAttribute) and the driver (cuDeviceGetAttribute, cuDeviceGetName), so that both
+// describe the same part. A Hopper-class part: what programs commonly query is plausible and
+// self-consistent.
+#pragma once
+
+#include <cstddef>
+
+#include "config.h"
+
+namespace simcuda {
+
+// The value of a CUdevice_attribute for a device (the runtime's cudaDeviceAttr has the same values).
+// Attributes the headers define that the simulation does not model read as 0, as an unsupported
+// feature does; *known (if given) says whether the attribute is one the headers define.
+SIMCUDA_API int device_attribute(int attribute, int device, bool* known = nullptr);
+// cudaDeviceProp::name and cuDeviceGetName.
+SIMCUDA_API void device_name(int device, char* out, size_t size);
+
+}  // namespace simcuda
