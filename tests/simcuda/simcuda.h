@@ -108,8 +108,9 @@
 // to it). Its GEMMs compute (libs/host_gemm.h); its own kernels do not. The runtime makes device 0's
 // primary context current in the driver on a thread's first use, as the real one does, so that
 // cuCtxGetCurrent finds it (torch checks before cuBLAS), without driver calls a tracer would see.
-// Not modelled yet: memory pools, and cuDNN beyond a convolution. Limits are kept and occupancy is the
-// occupancy calculator's for this device and a kernel of 32 registers a thread (cudart/device.cpp).
+// Not modelled yet: cuDNN beyond a convolution. Limits are kept and occupancy is the occupancy
+// calculator's for this device and a kernel of 32 registers a thread (cudart/device.cpp); memory pools
+// count their stream-ordered allocations and keep no freed memory (cudart/memory.cpp).
 //
 // The driver, libcuda.so.1 (driver/), is the subset of the driver API the tests use, over the same
 // device: a runtime stream, event or kernel handle is a valid driver handle and the reverse. Its

@@ -1,6 +1,9 @@
 // Allocation, copies, memsets and module symbols.
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <optional>
 #include <vector>
 
@@ -243,12 +246,15 @@ cudaError_t malloc_device(void** ptr, size_t size) {
   return cudaSuccess;
 }
 
+void forget_pool_allocation(const void* ptr);
+
 // Freeing waits for the device first, as the real cudaFree does, so that no queued operation can
 // still touch the memory.
 cudaError_t free_device_memory(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   std::optional<Allocation> a = memory().find(ptr);
   if (!a || a->base != reinterpret_cast<uintptr_t>(ptr)) return cudaErrorInvalidValue;
+  forget_pool_allocation(ptr);
   if (const DriverApi* d = driver(); d != nullptr && a->kind == MemoryKind::kDevice) {
     return from_driver(d->mem_free(dptr(ptr)));
   }
@@ -256,13 +262,95 @@ cudaError_t free_device_memory(void* ptr) {
   return from_status(memory().release(ptr, {MemoryKind::kDevice, MemoryKind::kManaged}));
 }
 
-cudaError_t malloc_async(void** ptr, size_t size, cudaStream_t stream, DefaultStream flavour) {
+// Memory pools. Each device has its default pool, and cudaMemPoolCreate makes others; the
+// stream-ordered allocations are counted against their pool. The simulation keeps no freed memory in
+// a pool: a free returns it to the device when the stream reaches it, so the reserved bytes are the
+// used bytes, as with a release threshold of 0 after each synchronisation.
+struct MemPool {
+  int device = 0;
+  bool destroyed = false;
+  int reuse[3] = {1, 1, 1};  // cudaMemPoolReuseFollowEventDependencies .. AllowInternalDependencies
+  uint64_t release_threshold = 0;
+  uint64_t used = 0;
+  uint64_t used_high = 0;
+  uint64_t reserved_high = 0;
+};
+
+struct Pools {
+  std::mutex mu;
+  // Never freed: an allocation or a stale handle may still name a destroyed pool.
+  std::unordered_map<const void*, std::unique_ptr<MemPool>> all;
+  MemPool* defaults[kMaxDeviceCount] = {};
+  MemPool* current[kMaxDeviceCount] = {};
+  std::unordered_map<const void*, std::pair<MemPool*, uint64_t>> allocations;
+};
+
+Pools& pools() {
+  static Pools* p = new Pools;
+  return *p;
+}
+
+MemPool* new_pool_locked(Pools& p, int device) {
+  auto pool = std::make_unique<MemPool>();
+  pool->device = device;
+  MemPool* raw = pool.get();
+  p.all[raw] = std::move(pool);
+  return raw;
+}
+
+MemPool* default_pool_locked(Pools& p, int device) {
+  if (p.defaults[device] == nullptr) p.defaults[device] = new_pool_locked(p, device);
+  return p.defaults[device];
+}
+
+MemPool* find_pool_locked(Pools& p, cudaMemPool_t handle) {
+  auto it = p.all.find(handle);
+  return it == p.all.end() || it->second->destroyed ? nullptr : it->second.get();
+}
+
+cudaMemPool_t pool_handle(MemPool* pool) { return reinterpret_cast<cudaMemPool_t>(pool); }
+
+uint64_t rounded(size_t size) {
+  return (uint64_t(size) + kAllocationGranularity - 1) / kAllocationGranularity * kAllocationGranularity;
+}
+
+void forget_pool_allocation(const void* ptr) {
+  Pools& p = pools();
+  std::lock_guard<std::mutex> lock(p.mu);
+  auto it = p.allocations.find(ptr);
+  if (it == p.allocations.end()) return;
+  it->second.first->used -= it->second.second;
+  p.allocations.erase(it);
+}
+
+// From `pool`, or the current pool of the stream's device when null.
+cudaError_t malloc_async(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream, DefaultStream flavour) {
   if (ptr == nullptr) return cudaErrorInvalidValue;
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
   StreamInfo info;
   if (Status s = timeline().stream_info(sid, &info); s != Status::kOk) return from_status(s);
-  return from_status(memory().allocate(MemoryKind::kDevice, info.device, size, 0, ptr));
+  Pools& p = pools();
+  MemPool* from = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    from = pool != nullptr ? find_pool_locked(p, pool)
+           : p.current[info.device] != nullptr ? p.current[info.device]
+                                               : default_pool_locked(p, info.device);
+  }
+  if (from == nullptr) return cudaErrorInvalidValue;
+  if (Status s = memory().allocate(MemoryKind::kDevice, from->device, size, 0, ptr); s != Status::kOk) {
+    return from_status(s);
+  }
+  if (*ptr != nullptr) {
+    std::lock_guard<std::mutex> lock(p.mu);
+    uint64_t bytes = rounded(size);
+    p.allocations[*ptr] = {from, bytes};
+    from->used += bytes;
+    from->used_high = std::max(from->used_high, from->used);
+    from->reserved_high = std::max(from->reserved_high, from->used);
+  }
+  return cudaSuccess;
 }
 
 cudaError_t free_async(void* ptr, cudaStream_t stream, DefaultStream flavour) {
@@ -270,7 +358,10 @@ cudaError_t free_async(void* ptr, cudaStream_t stream, DefaultStream flavour) {
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
   if (Status s = memory().mark_free_pending(ptr); s != Status::kOk) return from_status(s);
-  Work work{OpKind::kFree, 0, [ptr] { memory().release_pending(ptr); }, {}};
+  Work work{OpKind::kFree, 0, [ptr] {
+    forget_pool_allocation(ptr);
+    memory().release_pending(ptr);
+  }, {}};
   if (activity::active()) {
     auto info = activity::new_op_info(activity::OpType::kFree);
     info->address = reinterpret_cast<uintptr_t>(ptr);
@@ -457,14 +548,157 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttribu
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size,
                                                      cudaStream_t hStream) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMallocAsync_v11020), [&]() -> cudaError_t {
-    return rt::record(rt::malloc_async(devPtr, size, hStream, kLegacy));
+    return rt::record(rt::malloc_async(devPtr, size, nullptr, hStream, kLegacy));
   });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void** devPtr, size_t size,
                                                           cudaStream_t hStream) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMallocAsync_ptsz_v11020), [&]() -> cudaError_t {
-    return rt::record(rt::malloc_async(devPtr, size, hStream, kPerThread));
+    return rt::record(rt::malloc_async(devPtr, size, nullptr, hStream, kPerThread));
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool,
+                                                             cudaStream_t stream) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMallocFromPoolAsync_v11020), [&]() -> cudaError_t {
+    if (memPool == nullptr) return rt::record(cudaErrorInvalidValue);
+    return rt::record(rt::malloc_async(ptr, size, memPool, stream, kLegacy));
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t memPool,
+                                                                  cudaStream_t stream) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMallocFromPoolAsync_ptsz_v11020), [&]() -> cudaError_t {
+    if (memPool == nullptr) return rt::record(cudaErrorInvalidValue);
+    return rt::record(rt::malloc_async(ptr, size, memPool, stream, kPerThread));
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceGetDefaultMemPool_v11020), [&]() -> cudaError_t {
+    if (memPool == nullptr) return rt::record(cudaErrorInvalidValue);
+    if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+    rt::Pools& p = rt::pools();
+    std::lock_guard<std::mutex> lock(p.mu);
+    *memPool = rt::pool_handle(rt::default_pool_locked(p, device));
+    return cudaSuccess;
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetMemPool(cudaMemPool_t* memPool, int device) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceGetMemPool_v11020), [&]() -> cudaError_t {
+    if (memPool == nullptr) return rt::record(cudaErrorInvalidValue);
+    if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+    rt::Pools& p = rt::pools();
+    std::lock_guard<std::mutex> lock(p.mu);
+    rt::MemPool* current = p.current[device];
+    *memPool = rt::pool_handle(current != nullptr && !current->destroyed ? current : rt::default_pool_locked(p, device));
+    return cudaSuccess;
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceSetMemPool_v11020), [&]() -> cudaError_t {
+    if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+    rt::Pools& p = rt::pools();
+    std::lock_guard<std::mutex> lock(p.mu);
+    rt::MemPool* pool = rt::find_pool_locked(p, memPool);
+    if (pool == nullptr || pool->device != device) return rt::record(cudaErrorInvalidValue);
+    p.current[device] = pool;
+    return cudaSuccess;
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPoolProps* props) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolCreate_v11020), [&]() -> cudaError_t {
+    if (memPool == nullptr || props == nullptr || props->allocType != cudaMemAllocationTypePinned ||
+        props->location.type != cudaMemLocationTypeDevice) {
+      return rt::record(cudaErrorInvalidValue);
+    }
+    if (cudaError_t e = rt::check_device(props->location.id); e != cudaSuccess) return rt::record(cudaErrorInvalidValue);
+    rt::Pools& p = rt::pools();
+    std::lock_guard<std::mutex> lock(p.mu);
+    *memPool = rt::pool_handle(rt::new_pool_locked(p, props->location.id));
+    return cudaSuccess;
+  });
+}
+
+// A device's default pool is not the program's to destroy; a pool that is the device's current one
+// leaves the default in its place.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolDestroy_v11020), [&]() -> cudaError_t {
+    rt::Pools& p = rt::pools();
+    std::lock_guard<std::mutex> lock(p.mu);
+    rt::MemPool* pool = rt::find_pool_locked(p, memPool);
+    if (pool == nullptr || p.defaults[pool->device] == pool) return rt::record(cudaErrorInvalidValue);
+    if (p.current[pool->device] == pool) p.current[pool->device] = nullptr;
+    pool->destroyed = true;
+    return cudaSuccess;
+  });
+}
+
+// Nothing is kept beyond what is in use (see MemPool), so there is nothing to trim.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t /*minBytesToKeep*/) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolTrimTo_v11020), [&]() -> cudaError_t {
+    rt::Pools& p = rt::pools();
+    std::lock_guard<std::mutex> lock(p.mu);
+    return rt::find_pool_locked(p, memPool) != nullptr ? cudaSuccess : rt::record(cudaErrorInvalidValue);
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolSetAttribute_v11020), [&]() -> cudaError_t {
+    if (value == nullptr) return rt::record(cudaErrorInvalidValue);
+    rt::Pools& p = rt::pools();
+    std::lock_guard<std::mutex> lock(p.mu);
+    rt::MemPool* pool = rt::find_pool_locked(p, memPool);
+    if (pool == nullptr) return rt::record(cudaErrorInvalidValue);
+    uint64_t wide = 0;
+    switch (attr) {
+      case cudaMemPoolReuseFollowEventDependencies:
+      case cudaMemPoolReuseAllowOpportunistic:
+      case cudaMemPoolReuseAllowInternalDependencies:
+        std::memcpy(&pool->reuse[int(attr) - 1], value, sizeof(int));
+        return cudaSuccess;
+      case cudaMemPoolAttrReleaseThreshold:
+        std::memcpy(&pool->release_threshold, value, sizeof(uint64_t));
+        return cudaSuccess;
+      // The high-water marks may only be reset, to zero: they restart from what is in use.
+      case cudaMemPoolAttrReservedMemHigh:
+      case cudaMemPoolAttrUsedMemHigh:
+        std::memcpy(&wide, value, sizeof wide);
+        if (wide != 0) return rt::record(cudaErrorInvalidValue);
+        (attr == cudaMemPoolAttrUsedMemHigh ? pool->used_high : pool->reserved_high) = pool->used;
+        return cudaSuccess;
+      default: return rt::record(cudaErrorInvalidValue);
+    }
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolGetAttribute_v11020), [&]() -> cudaError_t {
+    if (value == nullptr) return rt::record(cudaErrorInvalidValue);
+    rt::Pools& p = rt::pools();
+    std::lock_guard<std::mutex> lock(p.mu);
+    rt::MemPool* pool = rt::find_pool_locked(p, memPool);
+    if (pool == nullptr) return rt::record(cudaErrorInvalidValue);
+    uint64_t wide = 0;
+    switch (attr) {
+      case cudaMemPoolReuseFollowEventDependencies:
+      case cudaMemPoolReuseAllowOpportunistic:
+      case cudaMemPoolReuseAllowInternalDependencies:
+        std::memcpy(value, &pool->reuse[int(attr) - 1], sizeof(int));
+        return cudaSuccess;
+      case cudaMemPoolAttrReleaseThreshold: wide = pool->release_threshold; break;
+      case cudaMemPoolAttrReservedMemCurrent:
+      case cudaMemPoolAttrUsedMemCurrent: wide = pool->used; break;
+      case cudaMemPoolAttrReservedMemHigh: wide = pool->reserved_high; break;
+      case cudaMemPoolAttrUsedMemHigh: wide = pool->used_high; break;
+      default: return rt::record(cudaErrorInvalidValue);
+    }
+    std::memcpy(value, &wide, sizeof wide);
+    return cudaSuccess;
   });
 }
 

@@ -501,6 +501,65 @@ TEST(Runtime, LimitsAndOccupancyAnswerAsTheDocumentationSays) {
   cudaGetLastError();
 }
 
+// Stream-ordered allocations are counted against their pool until the stream reaches their free.
+TEST(Runtime, MemoryPoolsCountTheirAllocations) {
+  cudaMemPool_t pool = nullptr, current = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetMemPool(&current, 0), cudaSuccess);
+  EXPECT_EQ(current, pool);
+  uint64_t threshold = UINT64_MAX, value = 1;
+  ASSERT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold), cudaSuccess);
+  ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &value), cudaSuccess);
+  EXPECT_EQ(value, UINT64_MAX);
+  int reuse = -1;
+  ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &reuse), cudaSuccess);
+  EXPECT_EQ(reuse, 1);
+
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&a, 1000, s), cudaSuccess);  // 1024 with the granularity
+  ASSERT_EQ(cudaMallocFromPoolAsync(&b, 4096, pool, s), cudaSuccess);
+  ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value), cudaSuccess);
+  EXPECT_EQ(value, 1024u + 4096u);
+  ASSERT_EQ(cudaFreeAsync(a, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value), cudaSuccess);
+  EXPECT_EQ(value, 4096u);
+  ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &value), cudaSuccess);
+  EXPECT_EQ(value, 1024u + 4096u);
+  uint64_t zero = 0;
+  ASSERT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero), cudaSuccess);
+  ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &value), cudaSuccess);
+  EXPECT_EQ(value, 4096u);
+  EXPECT_EQ(cudaFree(b), cudaSuccess);  // a synchronous free of a pool allocation counts too
+  ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value), cudaSuccess);
+  EXPECT_EQ(value, 0u);
+
+  // A pool of the program's own, made current, then destroyed: the default comes back.
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  cudaMemPool_t own = nullptr;
+  ASSERT_EQ(cudaMemPoolCreate(&own, &props), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSetMemPool(0, own), cudaSuccess);
+  ASSERT_EQ(cudaMallocAsync(&a, 256, s), cudaSuccess);
+  ASSERT_EQ(cudaMemPoolGetAttribute(own, cudaMemPoolAttrUsedMemCurrent, &value), cudaSuccess);
+  EXPECT_EQ(value, 256u);
+  ASSERT_EQ(cudaFreeAsync(a, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaMemPoolDestroy(own), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetMemPool(&current, 0), cudaSuccess);
+  EXPECT_EQ(current, pool);
+  EXPECT_EQ(cudaMemPoolDestroy(own), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemPoolDestroy(pool), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMallocFromPoolAsync(&a, 256, own, s), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &zero), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  cudaGetLastError();
+}
+
 TEST(Runtime, ModuleVariablesAndSymbols) {
   static int host_shadow[4] = {1, 2, 3, 4};
   static int* managed_pointer = nullptr;
