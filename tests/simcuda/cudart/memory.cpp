@@ -310,6 +310,15 @@ MemPool* find_pool_locked(Pools& p, cudaMemPool_t handle) {
 
 cudaMemPool_t pool_handle(MemPool* pool) { return reinterpret_cast<cudaMemPool_t>(pool); }
 
+// fn(pools, pool) under the pools' lock; an unknown or destroyed pool is an invalid value.
+template <class Fn>
+cudaError_t with_pool(cudaMemPool_t handle, Fn fn) {
+  Pools& p = pools();
+  std::lock_guard<std::mutex> lock(p.mu);
+  MemPool* pool = find_pool_locked(p, handle);
+  return record(pool != nullptr ? fn(p, *pool) : cudaErrorInvalidValue);
+}
+
 uint64_t rounded(size_t size) {
   return (uint64_t(size) + kAllocationGranularity - 1) / kAllocationGranularity * kAllocationGranularity;
 }
@@ -628,77 +637,70 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t* memPool, c
 // leaves the default in its place.
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolDestroy_v11020), [&]() -> cudaError_t {
-    rt::Pools& p = rt::pools();
-    std::lock_guard<std::mutex> lock(p.mu);
-    rt::MemPool* pool = rt::find_pool_locked(p, memPool);
-    if (pool == nullptr || p.defaults[pool->device] == pool) return rt::record(cudaErrorInvalidValue);
-    if (p.current[pool->device] == pool) p.current[pool->device] = nullptr;
-    pool->destroyed = true;
-    return cudaSuccess;
+    return rt::with_pool(memPool, [](rt::Pools& p, rt::MemPool& pool) {
+      if (p.defaults[pool.device] == &pool) return cudaErrorInvalidValue;
+      if (p.current[pool.device] == &pool) p.current[pool.device] = nullptr;
+      pool.destroyed = true;
+      return cudaSuccess;
+    });
   });
 }
 
 // Nothing is kept beyond what is in use (see MemPool), so there is nothing to trim.
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t /*minBytesToKeep*/) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolTrimTo_v11020), [&]() -> cudaError_t {
-    rt::Pools& p = rt::pools();
-    std::lock_guard<std::mutex> lock(p.mu);
-    return rt::find_pool_locked(p, memPool) != nullptr ? cudaSuccess : rt::record(cudaErrorInvalidValue);
+    return rt::with_pool(memPool, [](rt::Pools&, rt::MemPool&) { return cudaSuccess; });
   });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolSetAttribute_v11020), [&]() -> cudaError_t {
     if (value == nullptr) return rt::record(cudaErrorInvalidValue);
-    rt::Pools& p = rt::pools();
-    std::lock_guard<std::mutex> lock(p.mu);
-    rt::MemPool* pool = rt::find_pool_locked(p, memPool);
-    if (pool == nullptr) return rt::record(cudaErrorInvalidValue);
-    uint64_t wide = 0;
-    switch (attr) {
-      case cudaMemPoolReuseFollowEventDependencies:
-      case cudaMemPoolReuseAllowOpportunistic:
-      case cudaMemPoolReuseAllowInternalDependencies:
-        std::memcpy(&pool->reuse[int(attr) - 1], value, sizeof(int));
-        return cudaSuccess;
-      case cudaMemPoolAttrReleaseThreshold:
-        std::memcpy(&pool->release_threshold, value, sizeof(uint64_t));
-        return cudaSuccess;
-      // The high-water marks may only be reset, to zero: they restart from what is in use.
-      case cudaMemPoolAttrReservedMemHigh:
-      case cudaMemPoolAttrUsedMemHigh:
-        std::memcpy(&wide, value, sizeof wide);
-        if (wide != 0) return rt::record(cudaErrorInvalidValue);
-        (attr == cudaMemPoolAttrUsedMemHigh ? pool->used_high : pool->reserved_high) = pool->used;
-        return cudaSuccess;
-      default: return rt::record(cudaErrorInvalidValue);
-    }
+    return rt::with_pool(memPool, [&](rt::Pools&, rt::MemPool& pool) {
+      uint64_t wide = 0;
+      switch (attr) {
+        case cudaMemPoolReuseFollowEventDependencies:
+        case cudaMemPoolReuseAllowOpportunistic:
+        case cudaMemPoolReuseAllowInternalDependencies:
+          std::memcpy(&pool.reuse[int(attr) - 1], value, sizeof(int));
+          return cudaSuccess;
+        case cudaMemPoolAttrReleaseThreshold:
+          std::memcpy(&pool.release_threshold, value, sizeof(uint64_t));
+          return cudaSuccess;
+        // The high-water marks may only be reset, to zero: they restart from what is in use.
+        case cudaMemPoolAttrReservedMemHigh:
+        case cudaMemPoolAttrUsedMemHigh:
+          std::memcpy(&wide, value, sizeof wide);
+          if (wide != 0) return cudaErrorInvalidValue;
+          (attr == cudaMemPoolAttrUsedMemHigh ? pool.used_high : pool.reserved_high) = pool.used;
+          return cudaSuccess;
+        default: return cudaErrorInvalidValue;
+      }
+    });
   });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolGetAttribute_v11020), [&]() -> cudaError_t {
     if (value == nullptr) return rt::record(cudaErrorInvalidValue);
-    rt::Pools& p = rt::pools();
-    std::lock_guard<std::mutex> lock(p.mu);
-    rt::MemPool* pool = rt::find_pool_locked(p, memPool);
-    if (pool == nullptr) return rt::record(cudaErrorInvalidValue);
-    uint64_t wide = 0;
-    switch (attr) {
-      case cudaMemPoolReuseFollowEventDependencies:
-      case cudaMemPoolReuseAllowOpportunistic:
-      case cudaMemPoolReuseAllowInternalDependencies:
-        std::memcpy(value, &pool->reuse[int(attr) - 1], sizeof(int));
-        return cudaSuccess;
-      case cudaMemPoolAttrReleaseThreshold: wide = pool->release_threshold; break;
-      case cudaMemPoolAttrReservedMemCurrent:
-      case cudaMemPoolAttrUsedMemCurrent: wide = pool->used; break;
-      case cudaMemPoolAttrReservedMemHigh: wide = pool->reserved_high; break;
-      case cudaMemPoolAttrUsedMemHigh: wide = pool->used_high; break;
-      default: return rt::record(cudaErrorInvalidValue);
-    }
-    std::memcpy(value, &wide, sizeof wide);
-    return cudaSuccess;
+    return rt::with_pool(memPool, [&](rt::Pools&, rt::MemPool& pool) {
+      uint64_t wide = 0;
+      switch (attr) {
+        case cudaMemPoolReuseFollowEventDependencies:
+        case cudaMemPoolReuseAllowOpportunistic:
+        case cudaMemPoolReuseAllowInternalDependencies:
+          std::memcpy(value, &pool.reuse[int(attr) - 1], sizeof(int));
+          return cudaSuccess;
+        case cudaMemPoolAttrReleaseThreshold: wide = pool.release_threshold; break;
+        case cudaMemPoolAttrReservedMemCurrent:
+        case cudaMemPoolAttrUsedMemCurrent: wide = pool.used; break;
+        case cudaMemPoolAttrReservedMemHigh: wide = pool.reserved_high; break;
+        case cudaMemPoolAttrUsedMemHigh: wide = pool.used_high; break;
+        default: return cudaErrorInvalidValue;
+      }
+      std::memcpy(value, &wide, sizeof wide);
+      return cudaSuccess;
+    });
   });
 }
 
