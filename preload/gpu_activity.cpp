@@ -22,6 +22,7 @@
 
 #include "api_lookup.h"
 #include "capture.h"
+#include "cupti_trial.h"
 #include "cutrace/api_table.h"
 #include "interpose.h"
 #include "loaded_objects.h"
@@ -586,6 +587,19 @@ void start_cupti(ThreadState& ts) {
                   major);
     report(ts, uint32_t(CUPTI_ERROR_NOT_INITIALIZED), text);
     return;
+  }
+  // The driver CUPTI will find is the one the program loaded: CUPTI asks for libcuda.so.1, which the
+  // loaded driver's soname answers.
+  Dl_info driver{};
+  auto driver_init = real_function<void*>(uint32_t(find_api("cuInit")));
+  if (driver_init && dladdr(driver_init, &driver) && driver.dli_fname) {
+    char why[1024];
+    if (!cupti_trial_passes(driver.dli_fname, path, why, sizeof why)) {
+      char text[2400];
+      std::snprintf(text, sizeof text, "%s was not loaded, so the trace has no GPU activity: %s", path, why);
+      report(ts, uint32_t(CUPTI_ERROR_NOT_COMPATIBLE), text);
+      return;
+    }
   }
   bool all = true;
   bool graph_level = false;

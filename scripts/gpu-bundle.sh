@@ -17,7 +17,7 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 rm -rf "$bundle"
 mkdir -p "$bundle"/build/bin "$bundle"/build/lib "$bundle"/build/tests/bin "$bundle"/libs "$bundle"/cuda12/lib
 
-for tool in cutrace cutrace-recorder bench_overhead; do
+for tool in cutrace cutrace-recorder cutrace-cupti-trial bench_overhead; do
   strip -o "$bundle/build/bin/$tool" "$build/bin/$tool"
 done
 for lib in "$build"/lib/libcutrace-*.so; do

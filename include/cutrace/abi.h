@@ -820,7 +820,9 @@ struct alignas(64) SessionHeader {
   // foreign_shims, which the recorder warns about. 0: not known (a session made without a recorder).
   uint32_t api_table_hash;
   std::atomic<uint32_t> foreign_shims;
-  uint32_t foreign_reserved;
+  // The verdict of the last CUPTI trial (preload/cupti_trial.h), for the session's other processes:
+  // a hash of the driver and CUPTI tried, with 1 (passes) or 2 (fails) in its low two bits; 0: none.
+  std::atomic<uint32_t> cupti_trial;
 };
 static_assert(sizeof(SessionHeader) == 320);
 inline constexpr uint32_t kGpuActivityOn = 1;

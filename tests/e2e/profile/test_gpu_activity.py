@@ -13,7 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import CUTRACE, SIM_LIB, api_sum, app, calls, counts, info, info_totals, metadata, profile, sim_env
+import pytest
+
+from conftest import CUDA13_2_LIB, CUTRACE, SIM_LIB, api_sum, app, calls, counts, info, info_totals, metadata, profile, sim_env
 
 KERNEL_NS = 50_000
 ELEMENTS = 1 << 16  # 256 KiB per copy: 26,215 ns at the default 10 GB/s
@@ -142,16 +144,22 @@ def test_without_a_driver_or_with_another_profiler_the_calls_are_all_there_and_t
 
 def test_a_cupti_that_hangs_costs_the_program_a_bounded_wait_and_is_said(tmp_path):
     # CUPTI's start takes longer than the 10 s the program's first CUDA call waits for it: the program
-    # goes on, exactly as without cutrace, its calls are all recorded, and the reason is said.
+    # goes on, exactly as without cutrace, its calls are all recorded, and the reason is said. Tried
+    # first in a process of its own (the default), it is given up after the trial's 8 s; loaded
+    # untried (CUTRACE_CUPTI_TRIAL=0), after the program's 10 s.
     _, reference = vector_add(tmp_path, name="reference")
-    started = time.monotonic()
-    proc, trace = vector_add(tmp_path, name="hung", SIMCUDA_CUPTI_SUBSCRIBE_DELAY_MS="60000")
-    took = time.monotonic() - started
-    assert 10 <= took < 40, took
-    (line,) = warnings(proc.stderr)
-    assert "has no GPU activity in the trace, only its API calls: CUPTI had not started 10 s after the driver" in line
-    assert counts(calls(trace, tmp_path)[0]) == counts(calls(reference, tmp_path)[0])
-    assert not rows(trace, "cuda_gpu_trace")
+    for trial, least, reason in (
+            ("1", 8, "was not loaded, so the trace has no GPU activity: it hung for 8 s when tried beside this driver"),
+            ("0", 10, "CUPTI had not started 10 s after the driver")):
+        started = time.monotonic()
+        proc, trace = vector_add(tmp_path, name="hung" + trial, SIMCUDA_CUPTI_SUBSCRIBE_DELAY_MS="60000",
+                                 CUTRACE_CUPTI_TRIAL=trial)
+        took = time.monotonic() - started
+        assert least <= took < 40, (trial, took)
+        (line,) = warnings(proc.stderr)
+        assert "has no GPU activity in the trace, only its API calls: " in line and reason in line, line
+        assert counts(calls(trace, tmp_path)[0]) == counts(calls(reference, tmp_path)[0])
+        assert not rows(trace, "cuda_gpu_trace")
 
 
 def test_cutrace_cupti_path_names_the_cupti_to_load(tmp_path):
@@ -169,6 +177,59 @@ def test_cutrace_cupti_path_names_the_cupti_to_load(tmp_path):
     (line,) = warnings(proc.stderr)
     assert f"has no GPU activity in the trace, only its API calls: CUTRACE_CUPTI_PATH={missing} cannot be loaded" in line
     assert counts(calls(trace, tmp_path)[0]) == counts(calls(reference, tmp_path)[0])
+
+
+def test_a_cupti_that_crashes_beside_the_driver_is_tried_apart_and_never_loaded(tmp_path):
+    # CUPTI 13.2 (PyTorch's wheels) beside a driver it cannot use, as the simulated one, recurses until
+    # its stack overflows inside cuptiSubscribe. Tried first in a process of its own, it is never
+    # loaded here: the program runs and exits as it does without cutrace, its calls are all recorded,
+    # and the reason is said. The session's second process reuses the first one's verdict.
+    if CUDA13_2_LIB is None:
+        pytest.skip("the build has no CUDA 13.2 wheels")
+    cupti = CUDA13_2_LIB / "libcupti.so.13"
+    command = [app("sim_vector_add"), "2", str(ELEMENTS)]
+    env = sim_env(SIMCUDA_KERNEL_NS=KERNEL_NS)
+    plain = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    proc, trace = profile(tmp_path, ["sh", "-c", '"$0" "$@"; "$0" "$@"', *command],
+                          env=dict(env, CUTRACE_CUPTI_PATH=str(cupti)), name="crashing")
+    assert proc.stdout == plain.stdout * 2
+    first, second = warnings(proc.stderr)
+    assert (f"has no GPU activity in the trace, only its API calls: {cupti} was not loaded, so the trace has no "
+            f"GPU activity: it crashed (signal 11) when tried beside this driver ({SIM_LIB / 'libcuda.so.1'}) in a "
+            "separate process") in first, first
+    assert "it crashed or hung beside this driver" in second and "when another process of the session tried it" in second
+    _, reference = vector_add(tmp_path, 2, name="reference")
+    expected = counts(calls(reference, tmp_path)[0])
+    by_process = collections.defaultdict(list)
+    for event in calls(trace, tmp_path)[0]:
+        by_process[event["pid"]].append(event)
+    assert [counts(events) for events in by_process.values()] == [expected, expected]
+    assert not rows(trace, "cuda_gpu_trace")
+
+
+def test_the_cupti_trial_is_invisible_to_the_program(tmp_path):
+    # The trial process sends no SIGCHLD and is no child the program's wait() can reap: a program
+    # that counts its children's signals and waits for any child sees none, traced or not.
+    script = tmp_path / "children.py"
+    script.write_text(
+        "import ctypes, os, signal\n"
+        "seen = []\n"
+        "signal.signal(signal.SIGCHLD, lambda *_: seen.append(1))\n"
+        "rt = ctypes.CDLL('libcudart.so.13')\n"
+        "p = ctypes.c_void_p()\n"
+        "print('malloc', rt.cudaMalloc(ctypes.byref(p), 256), 'free', rt.cudaFree(p))\n"
+        "try:\n"
+        "    os.waitpid(-1, os.WNOHANG)\n"
+        "    print('a child')\n"
+        "except ChildProcessError:\n"
+        "    print('no child')\n"
+        "print('SIGCHLD', len(seen))\n")
+    command = [sys.executable, str(script)]
+    plain = subprocess.run(command, env=sim_env(), capture_output=True, text=True, timeout=60)
+    assert plain.stdout == "malloc 0 free 0\nno child\nSIGCHLD 0\n", plain.stdout + plain.stderr
+    proc, trace = profile(tmp_path, command, name="children")
+    assert proc.stdout == plain.stdout
+    assert summary(trace)["gpu_activity.memcpy"] == 0 and "GPU activity from" in info(trace)
 
 
 def test_records_cupti_drops_are_counted_and_warned_about(tmp_path):
