@@ -388,3 +388,13 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaOccupancyAvailableDynamicSMemPerBlock(s
     return cudaSuccess;
   });
 }
+
+// The simulation has no L2 cache whose persisting lines could be reset: nothing to do, as for a real
+// device whose persisting lines are already normal.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaCtxResetPersistingL2Cache(void) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaCtxResetPersistingL2Cache_v11000), [&]() -> cudaError_t {
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
+    return cudaSuccess;
+  });
+}

@@ -48,7 +48,8 @@ const DriverApi* load_driver() {
   if (!lookup(get, "cuInit", 0, &init) || init(0) != CUDA_SUCCESS) return nullptr;
   auto* d = new DriverApi{};
   d->get_proc_address = get;
-  bool ok = lookup(get, "cuMemAlloc", 0, &d->mem_alloc) && lookup(get, "cuMemFree", 0, &d->mem_free) &&
+  bool ok = lookup(get, "cuMemAlloc", 0, &d->mem_alloc) && lookup(get, "cuMemAllocPitch", 0, &d->mem_alloc_pitch) &&
+            lookup(get, "cuMemFree", 0, &d->mem_free) &&
             lookup(get, "cuCtxSynchronize", 0, &d->ctx_synchronize) &&
             lookup(get, "cuDevicePrimaryCtxRetain", 0, &d->primary_ctx_retain) &&
             lookup(get, "cuCtxSetCurrent", 0, &d->ctx_set_current) &&

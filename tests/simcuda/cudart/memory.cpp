@@ -430,6 +430,30 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
   });
 }
 
+// Through the driver's cuMemAllocPitch, as cudaMalloc goes through cuMemAlloc, with the widest
+// element size (the runtime's rows serve any element).
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMallocPitch_v3020), [&]() -> cudaError_t {
+    if (devPtr == nullptr || pitch == nullptr) return rt::record(cudaErrorInvalidValue);
+    if (width == 0 || height == 0) {
+      *devPtr = nullptr;
+      *pitch = 0;
+      return cudaSuccess;
+    }
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e) return rt::record(e);
+    if (const rt::DriverApi* d = rt::driver()) {
+      if (cudaError_t e = rt::bind_context(*d, device); e) return rt::record(e);
+      CUdeviceptr p = 0;
+      if (CUresult r = d->mem_alloc_pitch(&p, pitch, width, height, 16); r) return rt::record(rt::from_driver(r));
+      *devPtr = reinterpret_cast<void*>(uintptr_t(p));
+      return cudaSuccess;
+    }
+    *pitch = (width + 511) / 512 * 512;
+    return rt::record(rt::allocate(MemoryKind::kDevice, devPtr, *pitch * height, 0));
+  });
+}
+
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaFree_v3020), [&]() -> cudaError_t {
     return rt::record(rt::free_device_memory(devPtr));

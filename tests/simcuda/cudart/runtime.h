@@ -75,6 +75,7 @@ bool pop_call_configuration(CallConfiguration* out);
 // simcuda.h). The arrays are by DefaultStream: [0] legacy, [1] per-thread.
 struct DriverApi {
   PFN_cuMemAlloc_v3020 mem_alloc;
+  PFN_cuMemAllocPitch_v3020 mem_alloc_pitch;
   PFN_cuMemFree_v3020 mem_free;
 #if CUDART_VERSION >= 13000
   PFN_cuCtxSynchronize_v13000 ctx_synchronize;  // the version CUDA 13 gets: it takes the context

@@ -1,6 +1,9 @@
 // Streams, events and host functions.
 #include <algorithm>
+#include <cstring>
+#include <unordered_map>
 
+#include "core/device.h"
 #include "runtime.h"
 
 using namespace simcuda;
@@ -126,6 +129,70 @@ cudaError_t add_callback(cudaStream_t stream, cudaStreamCallback_t callback, voi
   });
 }
 
+// cudaStreamSetAttribute's values, by stream. Stream ids are never reused, so a destroyed stream's
+// entry only waits for the process's end.
+struct StreamAttributes {
+  Mutex mu;
+  std::unordered_map<StreamId, std::unordered_map<int, cudaLaunchAttributeValue>> values;
+};
+
+StreamAttributes& stream_attributes() {
+  static StreamAttributes* a = new StreamAttributes;
+  return *a;
+}
+
+// The attributes a stream keeps; the others are a launch's, not a stream's.
+bool stream_attribute(cudaLaunchAttributeID attr) {
+  return attr == cudaLaunchAttributeAccessPolicyWindow || attr == cudaLaunchAttributeSynchronizationPolicy ||
+         attr == cudaLaunchAttributeMemSyncDomainMap || attr == cudaLaunchAttributeMemSyncDomain;
+}
+
+cudaError_t set_stream_attribute(cudaStream_t stream, cudaLaunchAttributeID attr, const cudaLaunchAttributeValue* value,
+                                 DefaultStream flavour) {
+  if (value == nullptr) return cudaErrorInvalidValue;
+  StreamInfo info;
+  StreamId id;
+  if (cudaError_t e = stream_info(stream, flavour, &info, &id); e) return e;
+  if (!stream_attribute(attr)) return cudaErrorInvalidValue;
+  if (attr == cudaLaunchAttributeAccessPolicyWindow) {
+    const cudaAccessPolicyWindow& w = value->accessPolicyWindow;
+    const int max_window = device_attribute(int(cudaDevAttrMaxAccessPolicyWindowSize), info.device);
+    if (w.num_bytes > size_t(max_window) || w.hitRatio < 0 || w.hitRatio > 1) return cudaErrorInvalidValue;
+  }
+  StreamAttributes& a = stream_attributes();
+  Lock lock(a.mu);
+  a.values[id][int(attr)] = *value;
+  return cudaSuccess;
+}
+
+// An attribute never set reads as its default: no access policy window, the automatic
+// synchronisation policy, domain 0; the priority is the stream's own.
+cudaError_t get_stream_attribute(cudaStream_t stream, cudaLaunchAttributeID attr, cudaLaunchAttributeValue* out,
+                                 DefaultStream flavour) {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  StreamInfo info;
+  StreamId id;
+  if (cudaError_t e = stream_info(stream, flavour, &info, &id); e) return e;
+  std::memset(out, 0, sizeof *out);
+  if (attr == cudaLaunchAttributePriority) {
+    out->priority = info.priority;
+    return cudaSuccess;
+  }
+  if (!stream_attribute(attr)) return cudaErrorInvalidValue;
+  StreamAttributes& a = stream_attributes();
+  Lock lock(a.mu);
+  auto stream_values = a.values.find(id);
+  if (stream_values != a.values.end()) {
+    auto v = stream_values->second.find(int(attr));
+    if (v != stream_values->second.end()) {
+      *out = v->second;
+      return cudaSuccess;
+    }
+  }
+  if (attr == cudaLaunchAttributeSynchronizationPolicy) out->syncPolicy = cudaSyncPolicyAuto;
+  return cudaSuccess;
+}
+
 }  // namespace
 }  // namespace simcuda::rt
 
@@ -231,6 +298,34 @@ SIMCUDA_STREAM_GETTER(cudaStreamGetId, cudaStreamGetId_v12000, unsigned long lon
 SIMCUDA_STREAM_GETTER(cudaStreamGetId_ptsz, cudaStreamGetId_ptsz_v12000, unsigned long long, kPerThread, id)
 
 #undef SIMCUDA_STREAM_GETTER
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamSetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                                            const cudaLaunchAttributeValue* value) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamSetAttribute_v11000), [&]() -> cudaError_t {
+    return rt::record(rt::set_stream_attribute(hStream, attr, value, kLegacy));
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                                                 const cudaLaunchAttributeValue* value) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamSetAttribute_ptsz_v11000), [&]() -> cudaError_t {
+    return rt::record(rt::set_stream_attribute(hStream, attr, value, kPerThread));
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamGetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                                            cudaLaunchAttributeValue* value_out) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamGetAttribute_v11000), [&]() -> cudaError_t {
+    return rt::record(rt::get_stream_attribute(hStream, attr, value_out, kLegacy));
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamGetAttribute_ptsz(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                                                 cudaLaunchAttributeValue* value_out) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaStreamGetAttribute_ptsz_v11000), [&]() -> cudaError_t {
+    return rt::record(rt::get_stream_attribute(hStream, attr, value_out, kPerThread));
+  });
+}
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream,
                                                            cudaStreamCallback_t callback,

@@ -866,6 +866,30 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   });
 }
 
+// Rows padded to kPitchAlignment bytes, as the real driver pads them for coalesced access; the
+// element size must be one the driver documents.
+constexpr size_t kPitchAlignment = 512;
+
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                                    unsigned int element_size) {
+  return traced(SIMCUDA_DRIVER_CBID(cuMemAllocPitch_v2), [&]() -> CUresult {
+    if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0 ||
+        (element_size != 4 && element_size != 8 && element_size != 16)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    int device;
+    if (CUresult e = current_device(&device); e) return e;
+    const size_t padded = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+    void* p = nullptr;
+    if (Status s = memory().allocate(MemoryKind::kDevice, device, padded * height, 0, &p); s != Status::kOk) {
+      return from_status(s);
+    }
+    *dptr = CUdeviceptr(reinterpret_cast<uintptr_t>(p));
+    *pitch = padded;
+    return CUDA_SUCCESS;
+  });
+}
+
 // Waits for the device first, as the real cuMemFree does, so that no queued work still uses it.
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   return traced(SIMCUDA_DRIVER_CBID(cuMemFree_v2), [&]() -> CUresult {
@@ -1241,6 +1265,7 @@ EXPORT(cuGraphDestroy, (CUgraph g), (g))
 EXPORT(cuGraphExecDestroy, (CUgraphExec x), (x))
 
 EXPORT(cuMemAlloc_v2, (CUdeviceptr* p, size_t n), (p, n))
+EXPORT(cuMemAllocPitch_v2, (CUdeviceptr* p, size_t* pitch, size_t w, size_t h, unsigned int e), (p, pitch, w, h, e))
 EXPORT(cuMemFree_v2, (CUdeviceptr p), (p))
 EXPORT(cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
 EXPORT(cuMemcpy_ptds, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
@@ -1361,6 +1386,7 @@ const ProcVersion kProcVersions[] = {
     I("cuLibraryLoadData", 12000, false, cuLibraryLoadData),
     I("cuLibraryUnload", 12000, false, cuLibraryUnload),
     I("cuMemAlloc", 3020, false, cuMemAlloc_v2),
+    I("cuMemAllocPitch", 3020, false, cuMemAllocPitch_v2),
     I("cuMemFree", 3020, false, cuMemFree_v2),
     I("cuMemcpy", 4000, false, cuMemcpy),
     I("cuMemcpy", 7000, true, cuMemcpy_ptds),

@@ -560,6 +560,49 @@ TEST(Runtime, MemoryPoolsCountTheirAllocations) {
   cudaGetLastError();
 }
 
+TEST(Runtime, StreamAttributesAndPitchedAllocations) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, -2), cudaSuccess);
+  cudaStreamAttrValue value{};
+  ASSERT_EQ(cudaStreamGetAttribute(s, cudaStreamAttributeSynchronizationPolicy, &value), cudaSuccess);
+  EXPECT_EQ(value.syncPolicy, cudaSyncPolicyAuto);
+  ASSERT_EQ(cudaStreamGetAttribute(s, cudaStreamAttributePriority, &value), cudaSuccess);
+  EXPECT_EQ(value.priority, -2);
+  cudaStreamAttrValue window{};
+  window.accessPolicyWindow.base_ptr = reinterpret_cast<void*>(0x1000);
+  window.accessPolicyWindow.num_bytes = 1 << 20;
+  window.accessPolicyWindow.hitRatio = 0.6f;
+  window.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+  window.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  ASSERT_EQ(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &window), cudaSuccess);
+  ASSERT_EQ(cudaStreamGetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &value), cudaSuccess);
+  EXPECT_EQ(value.accessPolicyWindow.num_bytes, size_t(1) << 20);
+  EXPECT_EQ(value.accessPolicyWindow.hitRatio, 0.6f);
+  EXPECT_EQ(value.accessPolicyWindow.hitProp, cudaAccessPropertyPersisting);
+  EXPECT_EQ(cudaCtxResetPersistingL2Cache(), cudaSuccess);
+  window.accessPolicyWindow.hitRatio = 1.5f;
+  EXPECT_EQ(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &window), cudaErrorInvalidValue);
+  window.accessPolicyWindow.hitRatio = 0.5f;
+  window.accessPolicyWindow.num_bytes = size_t(1) << 40;  // beyond the device's window
+  EXPECT_EQ(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &window), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  EXPECT_EQ(cudaStreamGetAttribute(s, cudaStreamAttributePriority, &value), cudaErrorInvalidResourceHandle);
+
+  // Rows padded to 512 bytes; 2D copies respect the pitch.
+  char* p = nullptr;
+  size_t pitch = 0;
+  ASSERT_EQ(cudaMallocPitch(reinterpret_cast<void**>(&p), &pitch, 100, 3), cudaSuccess);
+  EXPECT_EQ(pitch, 512u);
+  char rows[3][100];
+  for (int r = 0; r < 3; ++r) std::memset(rows[r], 'a' + r, sizeof rows[r]);
+  ASSERT_EQ(cudaMemcpy2D(p, pitch, rows, 100, 100, 3, cudaMemcpyHostToDevice), cudaSuccess);
+  char back[3][100] = {};
+  ASSERT_EQ(cudaMemcpy2D(back, 100, p, pitch, 100, 3, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(std::memcmp(back, rows, sizeof rows), 0);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  cudaGetLastError();
+}
+
 TEST(Runtime, ModuleVariablesAndSymbols) {
   static int host_shadow[4] = {1, 2, 3, 4};
   static int* managed_pointer = nullptr;
