@@ -1,6 +1,8 @@
 #include "cupti_trial.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -140,6 +142,13 @@ CUTRACE_BORROWED uint64_t raw_now_ms() {
 // System calls only, as for the trial.
 CUTRACE_BORROWED int supervise_trial(void* arg) {
   const Exec* e = static_cast<const Exec*>(arg);
+  // This process's own copy of the descriptors: the trial writes nothing into the program's output
+  // (a CUPTI may print), and holds none of its files, pipes or sockets open.
+  const long null_fd = syscall(SYS_open, "/dev/null", O_RDWR);
+  if (null_fd >= 0) {
+    for (int fd = 0; fd < 3; ++fd) syscall(SYS_dup2, null_fd, fd);
+  }
+  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
   const long pid = clone(exec_trial, e->trial_stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, const_cast<Exec*>(e));
   if (pid <= 0) syscall(SYS_exit, kNotStarted);
   int status = 0;
