@@ -125,9 +125,12 @@ CUTRACE_BORROWED int exec_trial(void* arg) {
   return 127;
 }
 
-// Exit codes of the intermediate process, which hands the trial's end back: 0-127 the trial's exit
-// code, 128 + N the signal N that ended it, kHung when it was killed at the deadline.
+// Exit codes of the intermediate process, which hands the trial's end back: 0-126 the trial's exit
+// code, 127 its exec failing, 128 + N the signal N that ended it, kHung when it was killed at the
+// deadline.
 constexpr int kHung = 255, kNotStarted = 254;
+// cutrace-cupti-trial's own exit codes for a bad command line and for no verdict.
+constexpr int kTrialUsage = 2, kTrialNoVerdict = 3;
 
 CUTRACE_BORROWED uint64_t raw_now_ms() {
   timespec t{};
@@ -162,14 +165,15 @@ CUTRACE_BORROWED int supervise_trial(void* arg) {
     timespec pause{0, 2000000};
     syscall(SYS_nanosleep, &pause, nullptr);
   }
-  syscall(SYS_exit, WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status) & 127);
+  // 0-125 as the trial gave them; 126 for any higher code, which 128 + N must not be taken for.
+  syscall(SYS_exit, WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status) > 125 ? 126 : WEXITSTATUS(status));
   return 0;
 }
 
-enum class Ending { kNotRun, kReturned, kNoVerdict, kCrashed, kHung };
+enum class Ending { kNotRun, kReturned, kNoVerdict, kCrashed, kExited, kHung };
 
-// Runs the trial; `signal` is set for kCrashed.
-Ending run_trial(const std::string& trial, const char* driver_path, const char* cupti_path, int* signal) {
+// Runs the trial; `detail` is the signal for kCrashed, the exit code for kExited.
+Ending run_trial(const std::string& trial, const char* driver_path, const char* cupti_path, int* detail) {
   std::vector<std::string> environment = trial_environment();
   std::vector<char*> envp;
   for (std::string& e : environment) envp.push_back(e.data());
@@ -195,11 +199,12 @@ Ending run_trial(const std::string& trial, const char* driver_path, const char* 
   const int code = WEXITSTATUS(status);
   if (code == kHung) return Ending::kHung;
   if (code == kNotStarted || code == 127) return Ending::kNotRun;
-  if (code > 128) {
-    *signal = code - 128;
-    return Ending::kCrashed;
-  }
-  return code == 0 ? Ending::kReturned : Ending::kNoVerdict;
+  if (code == 0) return Ending::kReturned;
+  if (code == kTrialUsage || code == kTrialNoVerdict) return Ending::kNoVerdict;
+  // A signal, or any other exit: what would have ended the program (a sanitizer's report of a stack
+  // overflow, a CUPTI that calls exit).
+  *detail = code > 128 ? code - 128 : code;
+  return code > 128 ? Ending::kCrashed : Ending::kExited;
 }
 
 }  // namespace
@@ -217,8 +222,8 @@ bool cupti_trial_passes(const char* driver_path, const char* cupti_path, char* w
   const std::string trial = find_trial();
   if (trial.empty()) return true;
   const int saved_errno = errno;
-  int signal = 0;
-  const Ending ending = run_trial(trial, driver_path, cupti_path, &signal);
+  int detail = 0;
+  const Ending ending = run_trial(trial, driver_path, cupti_path, &detail);
   errno = saved_errno;
   switch (ending) {
     case Ending::kReturned:
@@ -233,7 +238,11 @@ bool cupti_trial_passes(const char* driver_path, const char* cupti_path, char* w
       break;
     case Ending::kCrashed:
       std::snprintf(why, why_size, "it crashed (signal %d) when tried beside this driver (%s) in a separate process",
-                    signal, driver_path);
+                    detail, driver_path);
+      break;
+    case Ending::kExited:
+      std::snprintf(why, why_size, "it ended its process (exit code %d) when tried beside this driver (%s) in a "
+                    "separate process", detail, driver_path);
       break;
   }
   g_session->cupti_trial.store(key | kFails, std::memory_order_release);
