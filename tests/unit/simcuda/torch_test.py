@@ -3,8 +3,9 @@ with cutrace as without, and the trace holds exactly the calls it makes.
 
 torch's wheel loads the CUDA libraries of its nvidia-* wheels by its RUNPATH, so the simulated ones are
 preloaded (LD_PRELOAD): a library already loaded under a soname satisfies every later reference to that
-soname. CUPTI is among them, so that cutrace's GPU activity comes from the simulated device (the
-wheel's CUPTI 13.2 cannot work with a driver that is not NVIDIA's). Kernels never execute
+soname. CUPTI is among them, so that cutrace's GPU activity comes from the simulated device: the
+wheel's CUPTI 13.2 cannot work with a driver that is not NVIDIA's, and cutrace's trial of it keeps it
+out (preload/cupti_trial.h), leaving the trace without GPU activity. Kernels never execute
 (simcuda.h), so what torch's own kernels compute reads as whatever the memory held, while copies and
 cuBLAS/cuBLASLt GEMMs are real: a matmul's result is exact. Skipped (exit 77) without the frameworks
 venv (scripts/check-frameworks.sh creates it).
