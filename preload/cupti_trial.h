@@ -1,9 +1,9 @@
-// Before CUPTI is loaded into the program's process, it is started once beside the same CUDA driver
-// in a process of its own (cutrace-cupti-trial, installed beside the recorder). A CUPTI that crashes
-// or hangs there (CUPTI 13.2 beside a driver it cannot use recurses until its stack overflows inside
-// cuptiSubscribe) is never loaded here: the run goes on with API calls only and says why, rather
-// than the program dying. The trial's verdict is kept in the session for the session's other
-// processes with the same driver and CUPTI, so that a job pays for it once.
+// Before CUPTI is started in the program's process (cuptiSubscribe and what follows), it is started
+// once beside the same CUDA driver in a process of its own (cutrace-cupti-trial, installed beside the
+// recorder). A CUPTI that crashes or hangs there (CUPTI 13.2 beside a driver it cannot use recurses
+// until its stack overflows inside cuptiSubscribe) is never started here: the run goes on with API
+// calls only and says why, rather than the program dying. The trial's verdict is kept in the session
+// for the session's other processes with the same driver and CUPTI, so that a job pays for it once.
 #pragma once
 
 #include <cstddef>

@@ -596,7 +596,7 @@ void start_cupti(ThreadState& ts) {
     char why[1024];
     if (!cupti_trial_passes(driver.dli_fname, path, why, sizeof why)) {
       char text[2400];
-      std::snprintf(text, sizeof text, "%s was not loaded, so the trace has no GPU activity: %s", path, why);
+      std::snprintf(text, sizeof text, "%s was not started, so the trace has no GPU activity: %s", path, why);
       report(ts, uint32_t(CUPTI_ERROR_NOT_COMPATIBLE), text);
       return;
     }

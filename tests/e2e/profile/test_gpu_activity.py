@@ -149,7 +149,7 @@ def test_a_cupti_that_hangs_costs_the_program_a_bounded_wait_and_is_said(tmp_pat
     # untried (CUTRACE_CUPTI_TRIAL=0), after the program's 10 s.
     _, reference = vector_add(tmp_path, name="reference")
     for trial, least, reason in (
-            ("1", 8, "was not loaded, so the trace has no GPU activity: it hung for 8 s when tried beside this driver"),
+            ("1", 8, "was not started, so the trace has no GPU activity: it hung for 8 s when tried beside this driver"),
             ("0", 10, "CUPTI had not started 10 s after the driver")):
         started = time.monotonic()
         proc, trace = vector_add(tmp_path, name="hung" + trial, SIMCUDA_CUPTI_SUBSCRIBE_DELAY_MS="60000",
@@ -194,7 +194,7 @@ def test_a_cupti_that_crashes_beside_the_driver_is_tried_apart_and_never_loaded(
                           env=dict(env, CUTRACE_CUPTI_PATH=str(cupti)), name="crashing")
     assert proc.stdout == plain.stdout * 2
     first, second = warnings(proc.stderr)
-    assert (f"has no GPU activity in the trace, only its API calls: {cupti} was not loaded, so the trace has no "
+    assert (f"has no GPU activity in the trace, only its API calls: {cupti} was not started, so the trace has no "
             f"GPU activity: it crashed (signal 11) when tried beside this driver ({SIM_LIB / 'libcuda.so.1'}) in a "
             "separate process") in first, first
     assert "it crashed or hung beside this driver" in second and "when another process of the session tried it" in second
