@@ -89,17 +89,43 @@ GraphNode kernel_node(const Kernel& k, dim3 grid, dim3 block, size_t shared_mem)
   return n;
 }
 
-GraphNode memset_node(void* ptr, int value, size_t pitch, size_t width, size_t height) {
+// Rows of `width` elements of `element_size` bytes (1, 2 or 4), each element the value's low bytes.
+GraphNode memset_node(void* ptr, unsigned value, unsigned element_size, size_t pitch, size_t width, size_t height) {
   GraphNode n;
   n.kind = OpKind::kMemset;
-  n.duration_ns = copy_duration_ns(uint64_t(width) * height, config().copy_gbps);
-  n.effect = [ptr, value, pitch, width, height] {
-    for (size_t row = 0; row < height; ++row) std::memset(static_cast<char*>(ptr) + row * pitch, value, width);
+  const uint64_t bytes = uint64_t(width) * element_size * height;
+  n.duration_ns = copy_duration_ns(bytes, config().copy_gbps);
+  n.effect = [ptr, value, element_size, pitch, width, height] {
+    for (size_t row = 0; row < height; ++row) {
+      char* line = static_cast<char*>(ptr) + row * pitch;
+      if (element_size == 1) {
+        std::memset(line, int(value), width);
+        continue;
+      }
+      for (size_t i = 0; i < width; ++i) std::memcpy(line + i * element_size, &value, element_size);
+    }
   };
   n.info.type = activity::OpType::kMemset;
   n.info.dst = activity::memory_of(ptr);
-  n.info.bytes = uint64_t(width) * height;
-  n.info.value = uint32_t(value);
+  n.info.bytes = bytes;
+  n.info.value = value;
+  return n;
+}
+
+// `rows` rows of `width` bytes, each at its own pitch on either side.
+GraphNode copy_rows_node(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {
+  GraphNode n;
+  n.kind = OpKind::kMemcpy;
+  n.duration_ns = copy_duration_ns(uint64_t(width) * rows, config().copy_gbps);
+  n.effect = [dst, dst_pitch, src, src_pitch, width, rows] {
+    for (size_t r = 0; r < rows; ++r) {
+      std::memmove(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, width);
+    }
+  };
+  n.info.type = activity::OpType::kMemcpy;
+  n.info.src = activity::memory_of(src);
+  n.info.dst = activity::memory_of(dst);
+  n.info.bytes = uint64_t(width) * rows;
   return n;
 }
 
@@ -114,6 +140,26 @@ GraphNode copy_node(void* dst, const void* src, size_t bytes) {
   n.info.bytes = bytes;
   return n;
 }
+
+namespace {
+
+// Whether the source (or the destination) of a copy of this kind is host memory; cudaMemcpyDefault
+// leaves it to the pointer, which may then be pageable.
+bool host_side(cudaMemcpyKind kind, bool source) {
+  if (kind == cudaMemcpyDefault || kind == cudaMemcpyHostToHost) return true;
+  return source ? kind == cudaMemcpyHostToDevice : kind == cudaMemcpyDeviceToHost;
+}
+
+// One side of a graph's copy node: device, managed or pinned memory lies inside one allocation; the
+// host side of a copy whose kind says it is host memory may also be pageable memory, which an
+// explicitly built node copies when it runs, as with the real runtime.
+bool copy_side_ok(const void* ptr, size_t bytes, bool may_be_pageable) {
+  std::optional<Allocation> a = memory().find(ptr);
+  if (a) return a->contains(ptr, bytes);
+  return may_be_pageable;
+}
+
+}  // namespace
 
 }  // namespace simcuda::rt
 
@@ -206,27 +252,57 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemsetNode(cudaGraphNode_t* nod
                                                             const cudaGraphNode_t* dependencies, size_t count,
                                                             const cudaMemsetParams* p) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddMemsetNode_v10000), [&] {
-    // Elements of 2 and 4 bytes repeat a value of that width; this device sets bytes only.
-    if (node == nullptr || p == nullptr || p->elementSize != 1 || p->width == 0 || p->height == 0)
+    // As documented: elements of 1, 2 or 4 bytes, `width` of them a row.
+    if (node == nullptr || p == nullptr || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) ||
+        p->width == 0 || p->height == 0)
       return rt::record(cudaErrorInvalidValue);
-    const size_t pitch = p->height == 1 ? p->width : p->pitch;
-    if (p->width > pitch) return rt::record(cudaErrorInvalidValue);
+    const size_t row_bytes = p->width * p->elementSize;
+    const size_t pitch = p->height == 1 ? row_bytes : p->pitch;
+    if (row_bytes > pitch) return rt::record(cudaErrorInvalidValue);
     std::optional<Allocation> a = memory().find(p->dst);
-    if (!a || !a->contains(p->dst, pitch * (p->height - 1) + p->width)) return rt::record(cudaErrorInvalidValue);
+    if (!a || !a->contains(p->dst, pitch * (p->height - 1) + row_bytes)) return rt::record(cudaErrorInvalidValue);
     return rt::record(rt::add(node, graph, dependencies, count,
-                              rt::memset_node(p->dst, int(p->value), pitch, p->width, p->height)));
+                              rt::memset_node(p->dst, p->value, p->elementSize, pitch, p->width, p->height)));
+  });
+}
+
+// Between pitched pointers (CUDA arrays are not simulated): extent.width bytes by height rows by depth
+// slices, from and to the given positions.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                            const cudaGraphNode_t* dependencies, size_t count,
+                                                            const cudaMemcpy3DParms* p) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddMemcpyNode_v10000), [&] {
+    if (node == nullptr || p == nullptr) return rt::record(cudaErrorInvalidValue);
+    if (p->srcArray != nullptr || p->dstArray != nullptr) return rt::record(cudaErrorNotSupported);
+    const cudaExtent e = p->extent;
+    if (e.width == 0 || e.height == 0 || e.depth == 0 || p->srcPtr.ptr == nullptr || p->dstPtr.ptr == nullptr ||
+        e.width + p->srcPos.x > p->srcPtr.pitch || e.width + p->dstPos.x > p->dstPtr.pitch)
+      return rt::record(cudaErrorInvalidValue);
+    // Rows of a slice are a pitch apart, slices ysize rows apart: one row sequence whenever a slice is
+    // exactly its rows (a copy of one slice, or ysize equal to the extent's height on both sides).
+    auto start = [](const cudaPitchedPtr& ptr, const cudaPos& pos) {
+      return static_cast<char*>(ptr.ptr) + (pos.z * ptr.ysize + pos.y) * ptr.pitch + pos.x;
+    };
+    if (e.depth > 1 && (p->srcPtr.ysize != e.height || p->dstPtr.ysize != e.height))
+      return rt::record(cudaErrorNotSupported);
+    char* dst = start(p->dstPtr, p->dstPos);
+    const char* src = start(p->srcPtr, p->srcPos);
+    const size_t rows = e.height * e.depth;
+    if (!rt::copy_side_ok(dst, (rows - 1) * p->dstPtr.pitch + e.width, rt::host_side(p->kind, false)) ||
+        !rt::copy_side_ok(src, (rows - 1) * p->srcPtr.pitch + e.width, rt::host_side(p->kind, true)))
+      return rt::record(cudaErrorInvalidValue);
+    return rt::record(rt::add(node, graph, dependencies, count,
+                              rt::copy_rows_node(dst, p->dstPtr.pitch, src, p->srcPtr.pitch, e.width, rows)));
   });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph,
                                                               const cudaGraphNode_t* dependencies, size_t count,
                                                               void* dst, const void* src, size_t bytes,
-                                                              cudaMemcpyKind) {
+                                                              cudaMemcpyKind kind) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddMemcpyNode1D_v11010), [&] {
     if (node == nullptr || dst == nullptr || src == nullptr || bytes == 0) return rt::record(cudaErrorInvalidValue);
-    // A graph copies between memories the device reaches: device, managed or pinned host memory.
-    std::optional<Allocation> to = memory().find(dst), from = memory().find(src);
-    if (!to || !to->contains(dst, bytes) || !from || !from->contains(src, bytes))
+    if (!rt::copy_side_ok(dst, bytes, rt::host_side(kind, false)) || !rt::copy_side_ok(src, bytes, rt::host_side(kind, true)))
       return rt::record(cudaErrorInvalidValue);
     return rt::record(rt::add(node, graph, dependencies, count, rt::copy_node(dst, src, bytes)));
   });

@@ -192,7 +192,7 @@ cudaError_t set(void* ptr, int value, size_t pitch, size_t width, size_t height,
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
   if (graphs().capturing(sid)) {
     if (synchronous) return cudaErrorStreamCaptureUnsupported;
-    return graphs().capture(sid, memset_node(ptr, value, pitch, width, height)) ? cudaSuccess
+    return graphs().capture(sid, memset_node(ptr, unsigned(value) & 0xffu, 1, pitch, width, height)) ? cudaSuccess
                                                                                  : cudaErrorStreamCaptureInvalidated;
   }
   if (synchronous && height == 1 && stream == nullptr) {

@@ -54,8 +54,9 @@ bool decode_event(cudaEvent_t event, EventId* out);
 
 // Graph nodes for the work a capturing stream receives or a graph is given (graph.cpp).
 GraphNode kernel_node(const Kernel& k, dim3 grid, dim3 block, size_t shared_mem);
-GraphNode memset_node(void* ptr, int value, size_t pitch, size_t width, size_t height);
+GraphNode memset_node(void* ptr, unsigned value, unsigned element_size, size_t pitch, size_t width, size_t height);
 GraphNode copy_node(void* dst, const void* src, size_t bytes);
+GraphNode copy_rows_node(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);
 
 // The usual translation of a device status; handles are streams, events or functions as the caller
 // says.

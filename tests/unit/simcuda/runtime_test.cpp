@@ -784,6 +784,48 @@ TEST(RuntimeGraphs, CaptureThenLaunchRunsTheNodesInOrder) {
   cudaGetLastError();
 }
 
+// A memset node of 4-byte elements, then a pitched copy node into pageable host memory, which an
+// explicitly built node may copy to (NVIDIA's jacobiCudaGraphs does).
+TEST(RuntimeGraphs, WideMemsetsAndPitchedCopiesToPageableMemory) {
+  uint32_t* d = nullptr;
+  size_t pitch = 0;
+  ASSERT_EQ(cudaMallocPitch(reinterpret_cast<void**>(&d), &pitch, 3 * sizeof(uint32_t), 2), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaGraphCreate(&graph, 0), cudaSuccess);
+  cudaMemsetParams set{};
+  set.dst = d;
+  set.value = 0x01020304;
+  set.elementSize = 4;
+  set.width = 3;
+  set.height = 2;
+  set.pitch = pitch;
+  cudaGraphNode_t set_node, copy_node;
+  ASSERT_EQ(cudaGraphAddMemsetNode(&set_node, graph, nullptr, 0, &set), cudaSuccess);
+  uint32_t host[2][3] = {};
+  cudaMemcpy3DParms copy{};
+  copy.srcPtr = make_cudaPitchedPtr(d, pitch, 3, 2);
+  copy.dstPtr = make_cudaPitchedPtr(host, sizeof host[0], 3, 2);
+  copy.extent = make_cudaExtent(sizeof host[0], 2, 1);
+  copy.kind = cudaMemcpyDeviceToHost;
+  ASSERT_EQ(cudaGraphAddMemcpyNode(&copy_node, graph, &set_node, 1, &copy), cudaSuccess);
+  set.elementSize = 3;
+  cudaGraphNode_t refused;
+  EXPECT_EQ(cudaGraphAddMemsetNode(&refused, graph, nullptr, 0, &set), cudaErrorInvalidValue);
+  copy.kind = cudaMemcpyDeviceToDevice;  // the host buffer is not device memory
+  EXPECT_EQ(cudaGraphAddMemcpyNode(&refused, graph, nullptr, 0, &copy), cudaErrorInvalidValue);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  for (auto& row : host) {
+    for (uint32_t v : row) EXPECT_EQ(v, 0x01020304u);
+  }
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  cudaGetLastError();
+}
+
 TEST(RuntimeGraphs, NodesDependOnlyOnNodesOfTheirOwnGraph) {
   cudaGraph_t one, two;
   ASSERT_EQ(cudaGraphCreate(&one, 0), cudaSuccess);
