@@ -114,6 +114,18 @@ struct Locked {
   ~Locked() { g_lock.clear(std::memory_order_release); }
 };
 
+// For the look for an interpreter, which asks the loader (dlsym) while it holds the lock: a thread
+// that finds the lock taken must not wait, for it may hold the loader's lock itself (a library's
+// constructor making a slow call), which the holder is waiting for. It goes without Python frames
+// this once; a later slow call looks again.
+struct TryLocked {
+  TryLocked() : held(!g_lock.test_and_set(std::memory_order_acquire)) {}
+  ~TryLocked() {
+    if (held) g_lock.clear(std::memory_order_release);
+  }
+  const bool held;
+};
+
 // A Python function's id: a hash of "qualified name" NUL "file", eight bytes a step. Every slow call
 // hashes each of its frames' names, so FNV's byte-serial multiply chain (name_hash) costs too much here.
 // Never 0, which marks an empty slot of SentNames.
@@ -750,7 +762,8 @@ uint32_t python_frames(ThreadState& ts, abi::PythonFrame* out, uint32_t capacity
   uint32_t state = g_frames_state.load(std::memory_order_acquire);
   if (state == kNotFound) {
     if (!loaded_objects_changed()) return 0;
-    Locked lock;
+    TryLocked lock;
+    if (!lock.held) return 0;
     find_interpreter();
     state = g_frames_state.load(std::memory_order_acquire);
   }
