@@ -35,12 +35,6 @@ constexpr const char* kTrialEnvVar = "CUTRACE_CUPTI_TRIAL";
 constexpr uint64_t kTrialLimitMs = 8000;
 constexpr uint32_t kVerdictMask = 3, kPasses = 1, kFails = 2;
 
-uint64_t now_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return uint64_t(t.tv_sec) * 1000 + uint64_t(t.tv_nsec) / 1000000;
-}
-
 // The session's memo of a verdict: the pair's hash with the verdict in its low bits.
 uint32_t pair_key(const char* driver_path, const char* cupti_path) {
   uint32_t h = 2166136261u;
@@ -184,7 +178,7 @@ Ending run_trial(const std::string& trial, const char* driver_path, const char* 
   auto* stacks = static_cast<char*>(
       mmap(nullptr, 2 * kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0));
   if (stacks == MAP_FAILED) return Ending::kNotRun;
-  Exec exec{trial.c_str(), argv, envp.data(), stacks + 2 * kStack, now_ms() + kTrialLimitMs};
+  Exec exec{trial.c_str(), argv, envp.data(), stacks + 2 * kStack, raw_now_ms() + kTrialLimitMs};
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
