@@ -255,16 +255,16 @@ void report_unloads(ThreadState& ts) {
   }
 }
 
-// Whether something loaded ahead of the shim (the program, a library preloaded before it) defines
-// `name`: a lazy binding would reach that definition rather than the wrapper.
-bool defined_before_shim(const char* name) {
-  bool found = false;
+// The definition of `name` in something loaded ahead of the shim (the program, a library preloaded
+// before it), or nullptr: a lazy binding would reach that definition rather than the wrapper.
+void* definition_before_shim(const char* name) {
+  void* found = nullptr;
   const uintptr_t self = self_address();
   elf::for_each_object([&](const elf::Object& o) {
     if (elf::contains(o, self)) return true;
     elf::Dynamic d;
-    found = elf::read_dynamic(o, &d) && elf::find_symbol(o, d, name);
-    return found;
+    if (elf::read_dynamic(o, &d)) found = elf::find_symbol(o, d, name);
+    return found != nullptr;
   });
   return found;
 }
@@ -359,24 +359,39 @@ void with_loaded(const elf::Object& claimed, Work&& work) {
 
 // The real functions of the wrapped functions `claimed` imports that are not known yet, looked up now:
 // a lookup is a dl call (dlvsym), so it happens outside the loader's list and any lock of the shim's.
+// In passes of a bounded batch, each starting at the import where the last one stopped: a framework's
+// library imports thousands of them (PyTorch's libtorch_cuda.so), and one left unknown would keep its
+// lazy slot from being pointed at its wrapper, so that its first call went unrecorded.
 void resolve_imported_functions(const elf::Object& claimed) {
-  constexpr size_t kMaxPerPass = 256;  // more are looked up at the next object's turn, or by their wrappers
+  constexpr size_t kMaxPerPass = 256;
   uint32_t wanted[kMaxPerPass];
-  size_t count = 0;
-  with_loaded(claimed, [&](const elf::Object& o) {
-    elf::Dynamic d;
-    if (elf::contains(o, self_address()) || !elf::read_dynamic(o, &d)) return;
-    for_each_wrapped_import(o, d, [&](const char*, const int32_t* ids, size_t candidates, void**, uint32_t) {
-      for (size_t k = 0; k < candidates; ++k) {
-        const uint32_t id = uint32_t(ids[k]);
-        if (!g_wrapper_addresses[id] || g_real_functions[id].load(std::memory_order_relaxed)) continue;
-        bool listed = false;
-        for (size_t j = 0; j < count && !listed; ++j) listed = wanted[j] == id;
-        if (!listed && count < kMaxPerPass) wanted[count++] = id;
-      }
+  size_t first_import = 0;
+  for (bool more = true; more;) {
+    size_t count = 0, import = 0;
+    more = false;
+    with_loaded(claimed, [&](const elf::Object& o) {
+      elf::Dynamic d;
+      if (elf::contains(o, self_address()) || !elf::read_dynamic(o, &d)) return;
+      for_each_wrapped_import(o, d, [&](const char*, const int32_t* ids, size_t candidates, void**, uint32_t) {
+        if (more || import++ < first_import) return;
+        for (size_t k = 0; k < candidates; ++k) {
+          const uint32_t id = uint32_t(ids[k]);
+          if (!g_wrapper_addresses[id] || g_real_functions[id].load(std::memory_order_relaxed)) continue;
+          bool listed = false;
+          for (size_t j = 0; j < count && !listed; ++j) listed = wanted[j] == id;
+          if (listed) continue;
+          if (count == kMaxPerPass) {
+            // This import starts the next pass.
+            more = true;
+            first_import = import - 1;
+            return;
+          }
+          wanted[count++] = id;
+        }
+      });
     });
-  });
-  for (size_t j = 0; j < count; ++j) real_function<void*>(wanted[j]);
+    for (size_t j = 0; j < count; ++j) real_function<void*>(wanted[j]);
+  }
 }
 
 // Points the imports of wrapped functions that bypass the shim at the wrappers: slots bound to the
@@ -407,6 +422,11 @@ bool redirect_imports(const elf::Object& o) {
     // Unbound (lazy): the wrapper of the one major version loaded; with two loaded, the slot's own
     // version is not read here, and the slot is left to bind as it would.
     const bool lazy = type == R_X86_64_JUMP_SLOT && elf::contains(o, reinterpret_cast<uintptr_t>(current));
+    // A lazy slot with a definition ahead of the shim will bind to it on its first call: decided
+    // now as it will be once bound, so that a library preloaded before cutrace (the simulated CUDA
+    // libraries, a build of one's own) loses no first call, while another tool's definition of the
+    // name, which is no wrapper's real function, keeps its calls.
+    void* bound = lazy ? definition_before_shim(name) : current;
     void* wrapper = nullptr;
     size_t loaded = 0;
     bool already = false;
@@ -417,11 +437,11 @@ bool redirect_imports(const elf::Object& o) {
       void* real = g_real_functions[ids[k]].load(std::memory_order_relaxed);
       if (!real) continue;
       ++loaded;
-      if (!lazy && wrapper_for(ids[k], current, real) == candidate) wrapper = candidate;
-      if (lazy && !wrapper) wrapper = candidate;
+      if (bound && wrapper_for(ids[k], bound, real) == candidate) wrapper = candidate;
+      if (!bound && !wrapper) wrapper = candidate;
     }
     if (already || !wrapper) return;
-    if (lazy && (loaded != 1 || defined_before_shim(name))) return;
+    if (!bound && loaded != 1) return;
     if (relocated < 0) relocated = relro_end > relro_start && page_writable(relro_start) ? 0 : 1;
     if (relocated == 1) write_slot(slot, wrapper, relro_start, relro_end);
   });

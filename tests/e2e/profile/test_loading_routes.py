@@ -172,3 +172,36 @@ def test_a_driver_entry_point_newer_than_the_build_is_named(tmp_path):
                                 "it are not recorded: cuSimFutureFunction."), warnings[0]
     events, _ = calls(trace, tmp_path, domains=("cuda_driver",))
     assert [e["name"] for e in events if not e["name"].startswith("cuGetProcAddress")] == ["cuInit"]
+
+
+def test_a_runtime_preloaded_ahead_of_cutrace_is_traced_from_the_first_call(tmp_path):
+    # The simulated device's runtime preloaded by hand, as one runs a framework on it: it comes ahead
+    # of the shim, so a lazily bound slot would bind to it on its first call. A library loaded later
+    # (a framework's extension, dlopen()ed) imports more wrapped functions than the shim looks up at a
+    # time, the ones it calls last; every call it makes is recorded all the same, the first included.
+    exports = subprocess.run(["nm", "-D", "--defined-only", str(SIM_LIB / "libcudart.so.13")], capture_output=True,
+                             text=True, check=True).stdout
+    names = sorted({line.split()[-1].split("@")[0] for line in exports.splitlines()
+                    if line.split()[-1].startswith("cuda")})
+    assert len(names) > 300
+    unused = [n for n in names if n not in RUNTIME_CALLS][:300]
+    source = tmp_path / "many_imports.c"
+    source.write_text(
+        "".join(f"extern int {n}();\n" for n in unused + sorted(RUNTIME_CALLS)) +
+        # Never taken: these calls only make the imports, ahead of the four the library makes.
+        "int many_imports(int never) {\n  if (never == 12345) {\n" +
+        "".join(f"    {n}();\n" for n in unused) +
+        "  }\n  int count = 0; void* p = 0;\n  cudaGetDeviceCount(&count);\n  cudaMalloc(&p, 64);\n"
+        "  cudaFree(p);\n  cudaDeviceSynchronize();\n  return count;\n}\n")
+    library = tmp_path / "libmany_imports.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-w", "-Wl,-z,lazy", "-o", str(library), str(source),
+                    f"-L{SIM_LIB}", "-l:libcudart.so.13"], check=True)
+    script = (f"import ctypes\nlib = ctypes.CDLL({str(library)!r})\n"
+              "print(lib.many_imports(0), lib.many_imports(0))\n")
+    env = sim_env(LD_PRELOAD=SIM_LIB / "libcudart.so.13")
+    command = [sys.executable, "-c", script]
+    plain = untraced(command, env)
+    assert plain.returncode == 0 and plain.stdout == "1 1\n", plain.stderr
+    proc, trace = profile(tmp_path, command, env=env)
+    assert proc.stdout == plain.stdout
+    assert recorded(trace) == {"cudaGetDeviceCount": 2, "cudaMalloc": 2, "cudaFree": 2, "cudaDeviceSynchronize": 2}
