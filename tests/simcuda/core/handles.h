@@ -49,4 +49,11 @@ SIMCUDA_API Status per_thread_stream(int device, StreamId* out);
 SIMCUDA_API void note_runtime_context(int device);
 SIMCUDA_API int runtime_context_device();
 
+// Whether the runtime has initialised itself, which initialises the driver: the real runtime calls
+// cuInit on its first call that needs a device (cudaGetDeviceCount, cudaSetDevice, ...), so a library
+// using the driver after such a call (PyTorch's cuDevicePrimaryCtxGetState) finds it initialised
+// without calling cuInit itself. Set by a way no tracer sees, as note_runtime_context.
+SIMCUDA_API void note_runtime_initialized();
+SIMCUDA_API bool runtime_initialized();
+
 }  // namespace simcuda

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <vector>
 
 #include "handles.h"
@@ -39,5 +40,16 @@ Status per_thread_stream(int device, StreamId* out) {
 
 void note_runtime_context(int device) { t_runtime_context_device = device; }
 int runtime_context_device() { return t_runtime_context_device; }
+
+namespace {
+std::atomic<bool> g_runtime_initialized{false};
+}  // namespace
+
+void note_runtime_initialized() {
+  // Read first: every runtime call passes here, and a store each time would bounce the line between cores.
+  if (!g_runtime_initialized.load(std::memory_order_relaxed))
+    g_runtime_initialized.store(true, std::memory_order_release);
+}
+bool runtime_initialized() { return g_runtime_initialized.load(std::memory_order_acquire); }
 
 }  // namespace simcuda

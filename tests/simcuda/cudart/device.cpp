@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/device.h"
+#include "core/handles.h"
 #include "runtime.h"
 #include "simcuda.h"
 
@@ -96,6 +97,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDeviceCount_v3020), [&]() -> cudaError_t {
     if (count == nullptr) return rt::record(cudaErrorInvalidValue);
     *count = config().device_count;
+    if (*count != 0) note_runtime_initialized();
     return rt::record(*count == 0 ? cudaErrorNoDevice : cudaSuccess);
   });
 }
@@ -156,15 +158,29 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int* flags) {
   });
 }
 
+namespace {
+cudaError_t device_properties(cudaDeviceProp* prop, int device) {
+  if (prop == nullptr) return rt::record(cudaErrorInvalidValue);
+  if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+  *prop = rt::properties_of(device);
+  return cudaSuccess;
+}
+}  // namespace
+
 // The export behind cudaGetDeviceProperties since CUDA 12, hence its cbid.
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDeviceProperties_v12000), [&]() -> cudaError_t {
-    if (prop == nullptr) return rt::record(cudaErrorInvalidValue);
-    if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
-    *prop = rt::properties_of(device);
-    return cudaSuccess;
-  });
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDeviceProperties_v12000),
+                    [&] { return device_properties(prop, device); });
 }
+
+#if CUDART_VERSION < 13000
+// CUDA 12's headers turn cudaGetDeviceProperties into this export (the plain name is the runtime's
+// entry for programs built against CUDA 11); CUDA 13 gave the plain name back. One cbid for both.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDeviceProperties_v2(cudaDeviceProp* prop, int device) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGetDeviceProperties_v12000),
+                    [&] { return device_properties(prop, device); });
+}
+#endif
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr,
                                                             int device) {

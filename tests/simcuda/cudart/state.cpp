@@ -36,12 +36,14 @@ void set_thread_device(int device) { t_device = device; }
 
 cudaError_t check_device(int device) {
   if (config().device_count == 0) return cudaErrorNoDevice;
+  note_runtime_initialized();
   if (device < 0 || device >= config().device_count) return cudaErrorInvalidDevice;
   return cudaSuccess;
 }
 
 cudaError_t current_device(int* device) {
   if (config().device_count == 0) return cudaErrorNoDevice;
+  note_runtime_initialized();
   *device = t_device;
   return cudaSuccess;
 }

@@ -116,7 +116,8 @@ CUresult from_status(Status s) {
 void mark_initialized() { g_initialized.store(true, std::memory_order_release); }
 
 CUresult check_initialized() {
-  return g_initialized.load(std::memory_order_acquire) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+  return g_initialized.load(std::memory_order_acquire) || runtime_initialized() ? CUDA_SUCCESS
+                                                                                : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 CUcontext primary_context(int device) {

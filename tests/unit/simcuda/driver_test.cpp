@@ -482,6 +482,15 @@ TEST(DriverRuntime, TheRuntimeLoadsTheDriverUnlessToldNot) {
   EXPECT_EQ(test::field(without.out, "driver-route"), "ok") << without.out;
 }
 
+// The real runtime initialises the driver on its first call that needs a device, so a library using
+// the driver after cudaGetDeviceCount works without a cuInit of its own (PyTorch's
+// cuDevicePrimaryCtxGetState, samples' cuCtxGetDevice after cudaSetDevice).
+TEST(DriverRuntime, TheRuntimesFirstDeviceCallInitialisesTheDriver) {
+  test::Result r = test::run({HELPER, "driver-init"}, test::on_simulator());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(test::field(r.out, "driver-init"), "ok") << r.out;
+}
+
 // As with the real runtime, a thread's first runtime work makes device 0's primary context current
 // in the driver (PyTorch checks with cuCtxGetCurrent before every cuBLAS call), until the thread sets
 // one itself.

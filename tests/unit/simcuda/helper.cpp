@@ -13,6 +13,9 @@
 //                                     runtime launches on a stream the driver is capturing must
 //                                     land in the graph (proof that the launch went through
 //                                     cuLaunchKernel). Prints "driver-route ok" or what went wrong
+//        simcuda_helper driver-init   the driver refuses work before anything initialised it and
+//                                     takes it once the runtime's cudaGetDeviceCount has, with no
+//                                     cuInit of the program's; prints "driver-init ok" or what failed
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -25,7 +28,7 @@
 
 namespace {
 
-constexpr const char kUsage[] = "simcuda_helper queued|late-sync|two-devices|driver-route";
+constexpr const char kUsage[] = "simcuda_helper queued|late-sync|two-devices|driver-route|driver-init";
 
 unsigned char* g_buffer = nullptr;
 
@@ -136,6 +139,30 @@ int driver_route() {
   return 0;
 }
 
+int driver_init() {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW);
+  using GetState = PFN_cuDevicePrimaryCtxGetState_v7000;
+  auto state = driver ? reinterpret_cast<GetState>(dlsym(driver, "cuDevicePrimaryCtxGetState")) : nullptr;
+  if (state == nullptr) {
+    std::printf("no cuDevicePrimaryCtxGetState in libcuda.so.1\n");
+    return 1;
+  }
+  unsigned flags = 0;
+  int active = -1;
+  if (CUresult r = state(0, &flags, &active); r != CUDA_ERROR_NOT_INITIALIZED) {
+    std::printf("before any initialisation: %d, expected CUDA_ERROR_NOT_INITIALIZED\n", int(r));
+    return 1;
+  }
+  int count = 0;
+  CHECK_RESULT(cudaGetDeviceCount(&count), cudaSuccess);
+  if (CUresult r = state(0, &flags, &active); r != CUDA_SUCCESS) {
+    std::printf("after cudaGetDeviceCount: %d, expected CUDA_SUCCESS\n", int(r));
+    return 1;
+  }
+  std::printf("driver-init ok\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s\n", kUsage);
@@ -143,6 +170,7 @@ int main(int argc, char** argv) {
   }
   if (std::strcmp(argv[1], "two-devices") == 0) return two_devices();
   if (std::strcmp(argv[1], "driver-route") == 0) return driver_route();
+  if (std::strcmp(argv[1], "driver-init") == 0) return driver_init();
   if (std::strcmp(argv[1], "late-sync") == 0) {
     // Registered before the first CUDA call, so it runs after the simulator's own exit handler.
     std::atexit(synchronise_late);
