@@ -1,15 +1,19 @@
 """Real PyTorch on the simulated device: a short training step runs its CUDA path to the end, the same
-with cutrace as without, and the trace holds exactly the calls it makes.
+with cutrace as without, and the trace holds exactly the calls it makes. Two stacks: torch 2.15.0
+(CUDA 13.2 wheels) on the CUDA 13 libraries, and torch 2.8.0 (CUDA 12.8 wheels) on the CUDA 12
+runtime and cuBLAS beside the same driver and cuDNN.
 
 torch's wheel loads the CUDA libraries of its nvidia-* wheels by its RUNPATH, so the simulated ones are
 preloaded (LD_PRELOAD): a library already loaded under a soname satisfies every later reference to that
 soname. CUPTI is among them, so that cutrace's GPU activity comes from the simulated device: the
 wheel's CUPTI 13.2 cannot work with a driver that is not NVIDIA's, and cutrace's trial of it keeps it
-out (preload/cupti_trial.h), leaving the trace without GPU activity. Kernels never execute
+out (preload/cupti_trial.h), leaving the trace without GPU activity. CUPTI 12 is not simulated, so the
+CUDA 12 stack runs with the wheel's own, which finds no driver it can use: that trace has the calls
+and no GPU activity. Kernels never execute
 (simcuda.h), so what torch's own kernels compute reads as whatever the memory held, while copies and
 cuBLAS/cuBLASLt GEMMs are real: a matmul's result is exact. Skipped (exit 77) without the frameworks
-venv (scripts/check-frameworks.sh creates it).
-Usage: torch_test.py SIMCUDA_LIB_DIR CUTRACE [PYTHON]"""
+venv of the stack (scripts/check-frameworks.sh creates both).
+Usage: torch_test.py cuda13|cuda12 SIMCUDA_LIB_DIR[:SIMCUDA_LIB12_DIR] CUTRACE [PYTHON]"""
 import json
 import os
 import subprocess
@@ -49,21 +53,38 @@ EXPECTED = ("available True 1\n"
             # a w^T + b through cuBLASLt's bias epilogue.
             "linear [[0.25, -4.0], [1.75, 0.5]]\n"
             "trained (16, 8) (4, 16)\n")
-LIBRARIES = ("libcudart.so.13", "libcuda.so.1", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9",
-             "libcupti.so.13")
-# What torch 2.15.0 calls for SCRIPT. Five GEMMs with a bias go to cuBLASLt with its bias epilogue
-# (the linear above, and each layer's forward in each of the two steps), each with one descriptor, four
-# attributes (the two transposes, the epilogue, the bias), three layouts and one heuristic. Seven go to
-# cublasGemmEx: the matmul, and per step the second layer's input and weight gradients and the first
-# layer's weight gradient (x needs none); torch sets the handle's workspace and math mode before each.
-# One handle for each thread that runs GEMMs: the main one and autograd's. cuBLAS's own calls into
+# The simulated libraries each stack preloads, in the order given: (directory index, soname).
+LIBRARIES = {
+    "cuda13": ((0, "libcudart.so.13"), (0, "libcuda.so.1"), (0, "libcublasLt.so.13"), (0, "libcublas.so.13"),
+               (0, "libcudnn.so.9"), (0, "libcupti.so.13")),
+    "cuda12": ((1, "libcudart.so.12"), (0, "libcuda.so.1"), (1, "libcublasLt.so.12"), (1, "libcublas.so.12"),
+               (0, "libcudnn.so.9")),
+}
+# What each torch calls for SCRIPT: 12 GEMMs in all. Five with a bias go to cuBLASLt with its bias
+# epilogue (the linear above, and each layer's forward in each of the two steps), each with one
+# descriptor, four attributes (the two transposes, the epilogue, the bias), three layouts, and a
+# preference with five attributes for its heuristic. Seven go to cuBLAS: the matmul, and per step the
+# second layer's input and weight gradients and the first layer's weight gradient (x needs none). One
+# cuBLAS handle for each thread that runs GEMMs: the main one and autograd's. cuBLAS's own calls into
 # cuBLASLt are cuBLAS's, not the program's, and are not counted.
-EXPECTED_CUBLAS = {
-    "cublasCreate_v2": 2, "cublasSetWorkspace_v2": 7, "cublasSetMathMode": 7, "cublasGemmEx": 7,
+LT_MATMULS = {
     "cublasLtMatmulDescCreate": 5, "cublasLtMatmulDescSetAttribute": 20, "cublasLtMatmulDescDestroy": 5,
     "cublasLtMatrixLayoutCreate": 15, "cublasLtMatrixLayoutDestroy": 15,
-    "cublasLtMatmulAlgoGetHeuristic": 5, "cublasLtMatmul": 5,
+    "cublasLtMatmulPreferenceCreate": 5, "cublasLtMatmulPreferenceSetAttribute": 25,
+    "cublasLtMatmulPreferenceDestroy": 5, "cublasLtMatmulAlgoGetHeuristic": 5, "cublasLtMatmul": 5,
 }
+EXPECTED_CUBLAS = {
+    # torch 2.15: cublasGemmEx after setting the handle's workspace and math mode; the handle's stream
+    # set before every GEMM and once more as each handle is first used.
+    "cuda13": {"cublasCreate_v2": 2, "cublasSetStream_v2": 14, "cublasSetWorkspace_v2": 7, "cublasSetMathMode": 7,
+               "cublasGemmEx": 7, **LT_MATMULS},
+    # torch 2.8: cublasSgemm_v2 for float, and the handle's stream, workspace and math mode set before
+    # every GEMM, cuBLASLt's included.
+    "cuda12": {"cublasCreate_v2": 2, "cublasSetStream_v2": 12, "cublasSetWorkspace_v2": 12, "cublasSetMathMode": 12,
+               "cublasSgemm_v2": 7, **LT_MATMULS},
+}
+GEMM_CALL = {"cuda13": "cublasGemmEx", "cuda12": "cublasSgemm_v2"}
+TORCH = {"cuda13": "2.15.0", "cuda12": "2.8.0"}
 
 
 def stats(cutrace, trace, report):
@@ -74,12 +95,20 @@ def stats(cutrace, trace, report):
     return [row for table in json.loads(r.stdout or "[]") for row in table["rows"]]
 
 
-def main(lib_dir, cutrace, python=str(Path.home() / ".cache/cutrace/frameworks-cuda13/bin/python")):
+def main(stack, lib_dirs, cutrace, python=None):
+    python = python or str(Path.home() / f".cache/cutrace/frameworks-{stack}/bin/python")
     if not Path(python).exists():
-        print(f"skipped: no frameworks venv ({python}); scripts/check-frameworks.sh creates it")
+        print(f"skipped: no {stack} frameworks venv ({python}); scripts/check-frameworks.sh creates it")
         return 77
-    env = dict(os.environ, LD_LIBRARY_PATH=lib_dir, PYTHONWARNINGS="ignore",
-               LD_PRELOAD=" ".join(str(Path(lib_dir) / name) for name in LIBRARIES))
+    dirs = lib_dirs.split(":")
+    env = dict(os.environ, LD_LIBRARY_PATH=":".join(reversed(dirs)), PYTHONWARNINGS="ignore",
+               LD_PRELOAD=" ".join(str(Path(dirs[i]) / name) for i, name in LIBRARIES[stack]))
+    version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], env=env, capture_output=True,
+                             text=True, timeout=300).stdout.strip()
+    if not version.startswith(TORCH[stack]):
+        print(f"the {stack} venv has torch {version or '(none)'}, not {TORCH[stack]}")
+        return 1
+    expected_cublas = EXPECTED_CUBLAS[stack]
     plain = subprocess.run([python, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     if plain.returncode != 0 or plain.stdout != EXPECTED:
         print(f"untraced: exit {plain.returncode}, expected:\n{EXPECTED}got:\n{plain.stdout}{plain.stderr[-3000:]}")
@@ -94,30 +123,33 @@ def main(lib_dir, cutrace, python=str(Path.home() / ".cache/cutrace/frameworks-c
             print(f"traced: exit {traced.returncode}, output:\n{traced.stdout}{traced.stderr[-3000:]}")
             return 1
         cublas = {row["Name"]: int(row["Num Calls"]) for row in stats(cutrace, trace, "cublas_api_sum")}
-        if cublas != EXPECTED_CUBLAS:
-            failures.append(f"cuBLAS calls: expected {EXPECTED_CUBLAS}, got {cublas}")
+        if cublas != expected_cublas:
+            failures.append(f"cuBLAS calls: expected {expected_cublas}, got {cublas}")
         api = {row["Name"]: int(row["Num Calls"]) for row in stats(cutrace, trace, "cuda_api_sum")}
-        kernels = stats(cutrace, trace, "cuda_gpu_kern_sum")
         instances = Counter()
-        for row in kernels:
-            instances[row["Name"]] += int(row["Instances"])
-        # Every kernel torch and its libraries launched went through cuLaunchKernel (torch 2.15 launches
-        # through the driver's entry points), and the simulated CUPTI saw each one run.
-        if sum(instances.values()) != api.get("cuLaunchKernel", 0) or not instances:
-            failures.append(f"{sum(instances.values())} kernels ran, {api.get('cuLaunchKernel', 0)} cuLaunchKernel calls")
-        gemms = instances.get("cublasLt_matmul_sim_128x128", 0)
-        if gemms != EXPECTED_CUBLAS["cublasGemmEx"] + EXPECTED_CUBLAS["cublasLtMatmul"]:
-            failures.append(f"{gemms} GEMM kernels for {EXPECTED_CUBLAS['cublasGemmEx']} cublasGemmEx and "
-                            f"{EXPECTED_CUBLAS['cublasLtMatmul']} cublasLtMatmul calls")
-        for name in ("cudaMalloc", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cuMemcpyHtoDAsync_v2",
-                     "cuMemcpyDtoHAsync_v2"):
+        if stack == "cuda13":
+            for row in stats(cutrace, trace, "cuda_gpu_kern_sum"):
+                instances[row["Name"]] += int(row["Instances"])
+            # The simulated CUPTI saw every kernel run that torch launched through the runtime and cuBLAS
+            # through the driver (the driver calls inside torch's cudaLaunchKernel are the runtime's own).
+            launches = api.get("cudaLaunchKernel", 0) + api.get("cuLaunchKernel", 0)
+            if sum(instances.values()) != launches or not instances:
+                failures.append(f"{sum(instances.values())} kernels ran, {launches} cudaLaunchKernel and cuLaunchKernel calls")
+            gemms = instances.get("cublasLt_matmul_sim_128x128", 0)
+            if gemms != expected_cublas[GEMM_CALL[stack]] + expected_cublas["cublasLtMatmul"]:
+                failures.append(f"{gemms} GEMM kernels for {expected_cublas[GEMM_CALL[stack]]} {GEMM_CALL[stack]} and "
+                                f"{expected_cublas['cublasLtMatmul']} cublasLtMatmul calls")
+        elif "has no GPU activity in the trace" not in traced.stderr:
+            failures.append("no warning that the trace has no GPU activity, without a CUPTI 12 that can work")
+        for name in ("cudaMalloc", "cudaMemcpyAsync", "cudaLaunchKernel", "cudaStreamSynchronize",
+                     "cudaDeviceSynchronize"):
             if api.get(name, 0) == 0:
                 failures.append(f"no {name} recorded")
     for failure in failures:
         print(failure)
     if not failures:
         print(plain.stdout, end="")
-        print(f"traced alike; {sum(cublas.values())} cuBLAS calls, {sum(api.values())} CUDA calls, "
+        print(f"torch {version} traced alike; {sum(cublas.values())} cuBLAS calls, {sum(api.values())} CUDA calls, "
               f"{sum(instances.values())} kernels")
     return 1 if failures else 0
 
