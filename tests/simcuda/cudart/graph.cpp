@@ -43,6 +43,8 @@ cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* out, DefaultStream fla
   if (out == nullptr) return cudaErrorInvalidValue;
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  // Only the stream that began a capture ends it; one that joined it must join back first.
+  if (graphs().capturing(sid) && !graphs().capture_origin(sid)) return cudaErrorStreamCaptureUnmatched;
   Graph* g = nullptr;
   if (graphs().end_capture(sid, &g) != Status::kOk) return cudaErrorIllegalState;
   *out = reinterpret_cast<cudaGraph_t>(g);
@@ -78,6 +80,7 @@ cudaError_t graph_upload(cudaGraphExec_t exec, cudaStream_t stream, DefaultStrea
 
 GraphNode kernel_node(const Kernel& k, dim3 grid, dim3 block, size_t shared_mem) {
   GraphNode n;
+  n.type = NodeType::kKernel;
   n.kind = OpKind::kKernel;
   n.duration_ns = k.duration_ns;
   n.kernel = &k;
@@ -92,6 +95,7 @@ GraphNode kernel_node(const Kernel& k, dim3 grid, dim3 block, size_t shared_mem)
 // Rows of `width` elements of `element_size` bytes (1, 2 or 4), each element the value's low bytes.
 GraphNode memset_node(void* ptr, unsigned value, unsigned element_size, size_t pitch, size_t width, size_t height) {
   GraphNode n;
+  n.type = NodeType::kMemset;
   n.kind = OpKind::kMemset;
   const uint64_t bytes = uint64_t(width) * element_size * height;
   n.duration_ns = copy_duration_ns(bytes, config().copy_gbps);
@@ -115,6 +119,7 @@ GraphNode memset_node(void* ptr, unsigned value, unsigned element_size, size_t p
 // `rows` rows of `width` bytes, each at its own pitch on either side.
 GraphNode copy_rows_node(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {
   GraphNode n;
+  n.type = NodeType::kMemcpy;
   n.kind = OpKind::kMemcpy;
   n.duration_ns = copy_duration_ns(uint64_t(width) * rows, config().copy_gbps);
   n.effect = [dst, dst_pitch, src, src_pitch, width, rows] {
@@ -131,6 +136,7 @@ GraphNode copy_rows_node(void* dst, size_t dst_pitch, const void* src, size_t sr
 
 GraphNode copy_node(void* dst, const void* src, size_t bytes) {
   GraphNode n;
+  n.type = NodeType::kMemcpy;
   n.kind = OpKind::kMemcpy;
   n.duration_ns = copy_duration_ns(bytes, config().copy_gbps);
   n.effect = [dst, src, bytes] { std::memmove(dst, src, bytes); };
@@ -139,6 +145,57 @@ GraphNode copy_node(void* dst, const void* src, size_t bytes) {
   n.info.dst = activity::memory_of(dst);
   n.info.bytes = bytes;
   return n;
+}
+
+// Runs the function on the device thread when the stream reaches it, as cudaLaunchHostFunc's work.
+GraphNode host_node(cudaHostFn_t fn, void* user_data) {
+  GraphNode n;
+  n.type = NodeType::kHost;
+  n.kind = OpKind::kHostFunc;
+  n.effect = [fn, user_data] { fn(user_data); };
+  return n;
+}
+
+GraphNode empty_node() {
+  GraphNode n;
+  n.type = NodeType::kEmpty;
+  n.empty = true;
+  return n;
+}
+
+// The address is the device's from now on (graphs().add_graph_allocation); the node only counts it.
+GraphNode alloc_node(void* address, uint64_t bytes, int device) {
+  GraphNode n;
+  n.type = NodeType::kMemAlloc;
+  n.empty = true;
+  n.address = address;
+  n.bytes = bytes;
+  n.device = device;
+  n.effect = [address] { graphs().use_graph_allocation(address); };
+  return n;
+}
+
+GraphNode free_node(void* address) {
+  GraphNode n;
+  n.type = NodeType::kMemFree;
+  n.empty = true;
+  n.address = address;
+  n.effect = [address] { graphs().free_graph_allocation(address); };
+  return n;
+}
+
+// Reserves the address an allocation node will hand out at every launch, on the device `location`
+// names: device memory of the device's graph memory pool.
+cudaError_t graph_allocation(const cudaMemPoolProps& props, size_t bytes, void** address, int* device) {
+  if (bytes == 0 || props.allocType != cudaMemAllocationTypePinned || props.location.type != cudaMemLocationTypeDevice ||
+      props.handleTypes != cudaMemHandleTypeNone)
+    return cudaErrorInvalidValue;
+  if (cudaError_t e = check_device(props.location.id); e) return e;
+  if (Status s = memory().allocate(MemoryKind::kDevice, props.location.id, bytes, 0, address); s != Status::kOk)
+    return from_status(s);
+  graphs().add_graph_allocation(*address, bytes, props.location.id);
+  *device = props.location.id;
+  return cudaSuccess;
 }
 
 namespace {
@@ -157,6 +214,45 @@ bool copy_side_ok(const void* ptr, size_t bytes, bool may_be_pageable) {
   std::optional<Allocation> a = memory().find(ptr);
   if (a) return a->contains(ptr, bytes);
   return may_be_pageable;
+}
+
+// A memset node from cudaMemsetParams or its V2: elements of 1, 2 or 4 bytes, `width` of them a row,
+// inside one allocation.
+template <class Params>
+cudaError_t memset_params_node(const Params& p, GraphNode* out) {
+  if ((p.elementSize != 1 && p.elementSize != 2 && p.elementSize != 4) || p.width == 0 || p.height == 0)
+    return cudaErrorInvalidValue;
+  const size_t row_bytes = p.width * p.elementSize;
+  const size_t pitch = p.height == 1 ? row_bytes : p.pitch;
+  if (row_bytes > pitch) return cudaErrorInvalidValue;
+  std::optional<Allocation> a = memory().find(p.dst);
+  if (!a || !a->contains(p.dst, pitch * (p.height - 1) + row_bytes)) return cudaErrorInvalidValue;
+  *out = memset_node(p.dst, p.value, p.elementSize, pitch, p.width, p.height);
+  return cudaSuccess;
+}
+
+// A copy node between pitched pointers (CUDA arrays are not simulated): extent.width bytes by height
+// rows by depth slices, from and to the given positions.
+cudaError_t copy3d_params_node(const cudaMemcpy3DParms& p, GraphNode* out) {
+  if (p.srcArray != nullptr || p.dstArray != nullptr) return cudaErrorNotSupported;
+  const cudaExtent e = p.extent;
+  if (e.width == 0 || e.height == 0 || e.depth == 0 || p.srcPtr.ptr == nullptr || p.dstPtr.ptr == nullptr ||
+      e.width + p.srcPos.x > p.srcPtr.pitch || e.width + p.dstPos.x > p.dstPtr.pitch)
+    return cudaErrorInvalidValue;
+  // Rows of a slice are a pitch apart, slices ysize rows apart: one row sequence whenever a slice is
+  // exactly its rows (a copy of one slice, or ysize equal to the extent's height on both sides).
+  auto start = [](const cudaPitchedPtr& ptr, const cudaPos& pos) {
+    return static_cast<char*>(ptr.ptr) + (pos.z * ptr.ysize + pos.y) * ptr.pitch + pos.x;
+  };
+  if (e.depth > 1 && (p.srcPtr.ysize != e.height || p.dstPtr.ysize != e.height)) return cudaErrorNotSupported;
+  char* dst = start(p.dstPtr, p.dstPos);
+  const char* src = start(p.srcPtr, p.srcPos);
+  const size_t rows = e.height * e.depth;
+  if (!copy_side_ok(dst, (rows - 1) * p.dstPtr.pitch + e.width, host_side(p.kind, false)) ||
+      !copy_side_ok(src, (rows - 1) * p.srcPtr.pitch + e.width, host_side(p.kind, true)))
+    return cudaErrorInvalidValue;
+  *out = copy_rows_node(dst, p.dstPtr.pitch, src, p.srcPtr.pitch, e.width, rows);
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -252,47 +348,21 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemsetNode(cudaGraphNode_t* nod
                                                             const cudaGraphNode_t* dependencies, size_t count,
                                                             const cudaMemsetParams* p) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddMemsetNode_v10000), [&] {
-    // As documented: elements of 1, 2 or 4 bytes, `width` of them a row.
-    if (node == nullptr || p == nullptr || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) ||
-        p->width == 0 || p->height == 0)
-      return rt::record(cudaErrorInvalidValue);
-    const size_t row_bytes = p->width * p->elementSize;
-    const size_t pitch = p->height == 1 ? row_bytes : p->pitch;
-    if (row_bytes > pitch) return rt::record(cudaErrorInvalidValue);
-    std::optional<Allocation> a = memory().find(p->dst);
-    if (!a || !a->contains(p->dst, pitch * (p->height - 1) + row_bytes)) return rt::record(cudaErrorInvalidValue);
-    return rt::record(rt::add(node, graph, dependencies, count,
-                              rt::memset_node(p->dst, p->value, p->elementSize, pitch, p->width, p->height)));
+    GraphNode n;
+    if (node == nullptr || p == nullptr) return rt::record(cudaErrorInvalidValue);
+    if (cudaError_t e = rt::memset_params_node(*p, &n); e) return rt::record(e);
+    return rt::record(rt::add(node, graph, dependencies, count, std::move(n)));
   });
 }
 
-// Between pitched pointers (CUDA arrays are not simulated): extent.width bytes by height rows by depth
-// slices, from and to the given positions.
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                                             const cudaGraphNode_t* dependencies, size_t count,
                                                             const cudaMemcpy3DParms* p) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddMemcpyNode_v10000), [&] {
+    GraphNode n;
     if (node == nullptr || p == nullptr) return rt::record(cudaErrorInvalidValue);
-    if (p->srcArray != nullptr || p->dstArray != nullptr) return rt::record(cudaErrorNotSupported);
-    const cudaExtent e = p->extent;
-    if (e.width == 0 || e.height == 0 || e.depth == 0 || p->srcPtr.ptr == nullptr || p->dstPtr.ptr == nullptr ||
-        e.width + p->srcPos.x > p->srcPtr.pitch || e.width + p->dstPos.x > p->dstPtr.pitch)
-      return rt::record(cudaErrorInvalidValue);
-    // Rows of a slice are a pitch apart, slices ysize rows apart: one row sequence whenever a slice is
-    // exactly its rows (a copy of one slice, or ysize equal to the extent's height on both sides).
-    auto start = [](const cudaPitchedPtr& ptr, const cudaPos& pos) {
-      return static_cast<char*>(ptr.ptr) + (pos.z * ptr.ysize + pos.y) * ptr.pitch + pos.x;
-    };
-    if (e.depth > 1 && (p->srcPtr.ysize != e.height || p->dstPtr.ysize != e.height))
-      return rt::record(cudaErrorNotSupported);
-    char* dst = start(p->dstPtr, p->dstPos);
-    const char* src = start(p->srcPtr, p->srcPos);
-    const size_t rows = e.height * e.depth;
-    if (!rt::copy_side_ok(dst, (rows - 1) * p->dstPtr.pitch + e.width, rt::host_side(p->kind, false)) ||
-        !rt::copy_side_ok(src, (rows - 1) * p->srcPtr.pitch + e.width, rt::host_side(p->kind, true)))
-      return rt::record(cudaErrorInvalidValue);
-    return rt::record(rt::add(node, graph, dependencies, count,
-                              rt::copy_rows_node(dst, p->dstPtr.pitch, src, p->srcPtr.pitch, e.width, rows)));
+    if (cudaError_t e = rt::copy3d_params_node(*p, &n); e) return rt::record(e);
+    return rt::record(rt::add(node, graph, dependencies, count, std::move(n)));
   });
 }
 
@@ -312,9 +382,137 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddEmptyNode(cudaGraphNode_t* node
                                                            const cudaGraphNode_t* dependencies, size_t count) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddEmptyNode_v10000), [&] {
     if (node == nullptr) return rt::record(cudaErrorInvalidValue);
-    GraphNode empty;
-    empty.empty = true;
-    return rt::record(rt::add(node, graph, dependencies, count, std::move(empty)));
+    return rt::record(rt::add(node, graph, dependencies, count, rt::empty_node()));
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddHostNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                          const cudaGraphNode_t* dependencies, size_t count,
+                                                          const cudaHostNodeParams* p) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddHostNode_v10000), [&] {
+    if (node == nullptr || p == nullptr || p->fn == nullptr) return rt::record(cudaErrorInvalidValue);
+    return rt::record(rt::add(node, graph, dependencies, count, rt::host_node(p->fn, p->userData)));
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                              const cudaGraphNode_t* dependencies, size_t count,
+                                                              cudaMemAllocNodeParams* p) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddMemAllocNode_v11040), [&] {
+    if (node == nullptr || p == nullptr) return rt::record(cudaErrorInvalidValue);
+    void* address = nullptr;
+    int device = 0;
+    if (cudaError_t e = rt::graph_allocation(p->poolProps, p->bytesize, &address, &device); e) return rt::record(e);
+    if (cudaError_t e = rt::add(node, graph, dependencies, count, rt::alloc_node(address, p->bytesize, device)); e) {
+      memory().release(address, {MemoryKind::kDevice});
+      return rt::record(e);
+    }
+    p->dptr = address;
+    return cudaSuccess;
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemFreeNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                             const cudaGraphNode_t* dependencies, size_t count,
+                                                             void* dptr) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddMemFreeNode_v11040), [&] {
+    if (node == nullptr || !graphs().is_graph_allocation(dptr)) return rt::record(cudaErrorInvalidValue);
+    return rt::record(rt::add(node, graph, dependencies, count, rt::free_node(dptr)));
+  });
+}
+
+#if CUDART_VERSION >= 13000
+// CUDA 13's one entry for every node type, with edge data (only the default edge is modelled). The
+// node types the simulation builds; the others (child graphs, events, semaphores, conditionals,
+// whose branches would depend on what kernels compute) answer "not supported".
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                      const cudaGraphNode_t* dependencies,
+                                                      const cudaGraphEdgeData* edges, size_t count,
+                                                      cudaGraphNodeParams* p) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddNode_v12030), [&]() -> cudaError_t {
+    if (node == nullptr || p == nullptr) return rt::record(cudaErrorInvalidValue);
+    if (edges != nullptr)
+      for (size_t i = 0; i < count; ++i)
+        if (edges[i].type != cudaGraphDependencyTypeDefault) return rt::record(cudaErrorNotSupported);
+    GraphNode n;
+    switch (p->type) {
+      case cudaGraphNodeTypeKernel: {
+        const Kernel* k = kernels().find(p->kernel.func);
+        if (k == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
+        n = rt::kernel_node(*k, p->kernel.gridDim, p->kernel.blockDim, p->kernel.sharedMemBytes);
+        break;
+      }
+      case cudaGraphNodeTypeMemcpy:
+        if (cudaError_t e = rt::copy3d_params_node(p->memcpy.copyParams, &n); e) return rt::record(e);
+        break;
+      case cudaGraphNodeTypeMemset:
+        if (cudaError_t e = rt::memset_params_node(p->memset, &n); e) return rt::record(e);
+        break;
+      case cudaGraphNodeTypeHost:
+        if (p->host.fn == nullptr) return rt::record(cudaErrorInvalidValue);
+        n = rt::host_node(p->host.fn, p->host.userData);
+        break;
+      case cudaGraphNodeTypeEmpty:
+        n = rt::empty_node();
+        break;
+      case cudaGraphNodeTypeMemAlloc: {
+        void* address = nullptr;
+        int device = 0;
+        if (cudaError_t e = rt::graph_allocation(p->alloc.poolProps, p->alloc.bytesize, &address, &device); e)
+          return rt::record(e);
+        if (cudaError_t e = rt::add(node, graph, dependencies, count, rt::alloc_node(address, p->alloc.bytesize, device));
+            e) {
+          memory().release(address, {MemoryKind::kDevice});
+          return rt::record(e);
+        }
+        p->alloc.dptr = address;
+        return cudaSuccess;
+      }
+      case cudaGraphNodeTypeMemFree:
+        if (!graphs().is_graph_allocation(p->free.dptr)) return rt::record(cudaErrorInvalidValue);
+        n = rt::free_node(p->free.dptr);
+        break;
+      default:
+        return rt::record(cudaErrorNotSupported);
+    }
+    return rt::record(rt::add(node, graph, dependencies, count, std::move(n)));
+  });
+}
+#endif
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphNodeGetType_v10000), [&] {
+    if (node == nullptr || type == nullptr) return rt::record(cudaErrorInvalidValue);
+    switch (reinterpret_cast<const GraphNode*>(node)->type) {
+      case NodeType::kKernel: *type = cudaGraphNodeTypeKernel; break;
+      case NodeType::kMemcpy: *type = cudaGraphNodeTypeMemcpy; break;
+      case NodeType::kMemset: *type = cudaGraphNodeTypeMemset; break;
+      case NodeType::kHost: *type = cudaGraphNodeTypeHost; break;
+      case NodeType::kEmpty: *type = cudaGraphNodeTypeEmpty; break;
+      case NodeType::kMemAlloc: *type = cudaGraphNodeTypeMemAlloc; break;
+      case NodeType::kMemFree: *type = cudaGraphNodeTypeMemFree; break;
+    }
+    return cudaSuccess;
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphClone(cudaGraph_t* clone, cudaGraph_t original) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphClone_v10000), [&] {
+    Graph* g = nullptr;
+    if (graphs().clone(rt::graph_of(original), &g) != Status::kOk) return rt::record(cudaErrorInvalidValue);
+    *clone = reinterpret_cast<cudaGraph_t>(g);
+    return cudaSuccess;
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphNodeFindInClone(cudaGraphNode_t* node, cudaGraphNode_t original,
+                                                              cudaGraph_t clone) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphNodeFindInClone_v10000), [&] {
+    if (node == nullptr) return rt::record(cudaErrorInvalidValue);
+    GraphNode* found = graphs().find_in_clone(rt::graph_of(clone), reinterpret_cast<const GraphNode*>(original));
+    if (found == nullptr) return rt::record(cudaErrorInvalidValue);
+    *node = reinterpret_cast<cudaGraphNode_t>(found);
+    return cudaSuccess;
   });
 }
 
@@ -353,6 +551,78 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec
                                                                    unsigned long long) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphInstantiateWithFlags_v11040),
                     [&] { return instantiate(exec, graph); });
+}
+
+// A kernel node of the graph the executable graph came from runs with new parameters from the next
+// launch on; the graph itself keeps its own.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                                      const cudaKernelNodeParams* p) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphExecKernelNodeSetParams_v10010), [&] {
+    if (node == nullptr || p == nullptr) return rt::record(cudaErrorInvalidValue);
+    const Kernel* k = kernels().find(p->func);
+    if (k == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
+    return rt::record(graphs().set_exec_node(rt::exec_of(exec), reinterpret_cast<const GraphNode*>(node),
+                                             rt::kernel_node(*k, p->gridDim, p->blockDim, p->sharedMemBytes)) ==
+                              Status::kOk
+                          ? cudaSuccess
+                          : cudaErrorInvalidValue);
+  });
+}
+
+// The executable graph takes the graph's nodes when they are of the same types in the same order:
+// the updates the simulation can tell apart from a change of topology.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
+                                                         cudaGraphExecUpdateResultInfo* info) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphExecUpdate_v10020), [&] {
+    const bool updated = graphs().update_exec(rt::exec_of(exec), rt::graph_of(graph)) == Status::kOk;
+    if (info != nullptr) {
+      info->result = updated ? cudaGraphExecUpdateSuccess : cudaGraphExecUpdateErrorTopologyChanged;
+      info->errorNode = nullptr;
+      info->errorFromNode = nullptr;
+    }
+    return rt::record(updated ? cudaSuccess : cudaErrorGraphExecUpdateFailure);
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetGraphMemAttribute(int device, cudaGraphMemAttributeType attr,
+                                                                    void* value) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceGetGraphMemAttribute_v11040), [&] {
+    if (value == nullptr) return rt::record(cudaErrorInvalidValue);
+    if (cudaError_t e = rt::check_device(device); e) return rt::record(e);
+    const GraphRegistry::MemoryUse use = graphs().graph_memory(device);
+    uint64_t out;
+    switch (attr) {
+      case cudaGraphMemAttrUsedMemCurrent: out = use.used; break;
+      case cudaGraphMemAttrUsedMemHigh: out = use.used_high; break;
+      case cudaGraphMemAttrReservedMemCurrent: out = use.reserved; break;
+      case cudaGraphMemAttrReservedMemHigh: out = use.reserved_high; break;
+      default: return rt::record(cudaErrorInvalidValue);
+    }
+    *static_cast<uint64_t*>(value) = out;
+    return cudaSuccess;
+  });
+}
+
+// Only the high marks can be set, and only to 0, which resets them to the current amounts.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceSetGraphMemAttribute(int device, cudaGraphMemAttributeType attr,
+                                                                    void* value) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceSetGraphMemAttribute_v11040), [&] {
+    if (value == nullptr || *static_cast<const uint64_t*>(value) != 0) return rt::record(cudaErrorInvalidValue);
+    if (cudaError_t e = rt::check_device(device); e) return rt::record(e);
+    if (attr != cudaGraphMemAttrUsedMemHigh && attr != cudaGraphMemAttrReservedMemHigh)
+      return rt::record(cudaErrorInvalidValue);
+    graphs().reset_graph_memory_high(device, attr == cudaGraphMemAttrUsedMemHigh,
+                                     attr == cudaGraphMemAttrReservedMemHigh);
+    return cudaSuccess;
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGraphMemTrim(int device) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceGraphMemTrim_v11040), [&] {
+    if (cudaError_t e = rt::check_device(device); e) return rt::record(e);
+    graphs().trim_graph_memory(device);
+    return cudaSuccess;
+  });
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {

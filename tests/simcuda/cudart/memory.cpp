@@ -136,11 +136,12 @@ cudaError_t copy(void* dst, const void* src, const Rect& r, cudaMemcpyKind kind,
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
   if (graphs().capturing(sid)) {
-    // A captured copy runs later, from memory the device reaches; waiting on a capturing stream, or
-    // staging pageable memory, cannot be captured.
-    if (synchronous || plan.src_pageable || plan.dst_pageable || r.height != 1)
-      return cudaErrorStreamCaptureUnsupported;
-    return graphs().capture(sid, copy_node(dst, src, r.width)) ? cudaSuccess : cudaErrorStreamCaptureInvalidated;
+    // A captured copy runs at each launch, from the memory as it is then, pageable memory included
+    // (as a graph's copy nodes may); waiting on a capturing stream cannot be captured.
+    if (synchronous) return cudaErrorStreamCaptureUnsupported;
+    return graphs().capture(sid, copy_rows_node(dst, r.dst_pitch, src, r.src_pitch, r.width, r.height))
+               ? cudaSuccess
+               : cudaErrorStreamCaptureInvalidated;
   }
   if (r.height == 1) {
     if (const DriverApi* d = driver()) {
@@ -254,6 +255,12 @@ cudaError_t free_device_memory(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   std::optional<Allocation> a = memory().find(ptr);
   if (!a || a->base != reinterpret_cast<uintptr_t>(ptr)) return cudaErrorInvalidValue;
+  // A graph's allocation freed outside the graph: its address stays the graph's, for its next launch.
+  if (graphs().is_graph_allocation(ptr)) {
+    timeline().synchronize_device(a->device);
+    graphs().free_graph_allocation(ptr);
+    return cudaSuccess;
+  }
   forget_pool_allocation(ptr);
   if (const DriverApi* d = driver(); d != nullptr && a->kind == MemoryKind::kDevice) {
     return from_driver(d->mem_free(dptr(ptr)));
@@ -339,6 +346,18 @@ cudaError_t malloc_async(void** ptr, size_t size, cudaMemPool_t pool, cudaStream
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
   StreamInfo info;
   if (Status s = timeline().stream_info(sid, &info); s != Status::kOk) return from_status(s);
+  // Captured, the allocation becomes a graph's allocation node (from the device's graph memory pool,
+  // whatever pool was asked for, as CUDA does).
+  if (graphs().capturing(sid)) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location = {cudaMemLocationTypeDevice, info.device};
+    int device = 0;
+    if (cudaError_t e = graph_allocation(props, size, ptr, &device); e) return e;
+    if (graphs().capture(sid, alloc_node(*ptr, size, device))) return cudaSuccess;
+    memory().release(*ptr, {MemoryKind::kDevice});
+    return cudaErrorStreamCaptureInvalidated;
+  }
   Pools& p = pools();
   MemPool* from = nullptr;
   {
@@ -366,6 +385,12 @@ cudaError_t free_async(void* ptr, cudaStream_t stream, DefaultStream flavour) {
   if (ptr == nullptr) return cudaSuccess;
   StreamId sid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (graphs().is_graph_allocation(ptr)) {
+    // Captured, a free node; outside a graph, the graph's address is free once the stream gets there.
+    if (graphs().capturing(sid))
+      return graphs().capture(sid, free_node(ptr)) ? cudaSuccess : cudaErrorStreamCaptureInvalidated;
+    return from_status(timeline().submit(sid, Work{OpKind::kFree, 0, [ptr] { graphs().free_graph_allocation(ptr); }, {}}));
+  }
   if (Status s = memory().mark_free_pending(ptr); s != Status::kOk) return from_status(s);
   Work work{OpKind::kFree, 0, [ptr] {
     forget_pool_allocation(ptr);

@@ -57,6 +57,11 @@ GraphNode kernel_node(const Kernel& k, dim3 grid, dim3 block, size_t shared_mem)
 GraphNode memset_node(void* ptr, unsigned value, unsigned element_size, size_t pitch, size_t width, size_t height);
 GraphNode copy_node(void* dst, const void* src, size_t bytes);
 GraphNode copy_rows_node(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);
+GraphNode host_node(cudaHostFn_t fn, void* user_data);
+GraphNode empty_node();
+GraphNode alloc_node(void* address, uint64_t bytes, int device);
+GraphNode free_node(void* address);
+cudaError_t graph_allocation(const cudaMemPoolProps& props, size_t bytes, void** address, int* device);
 
 // The usual translation of a device status; handles are streams, events or functions as the caller
 // says.

@@ -93,6 +93,9 @@ cudaError_t wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags,
   EventId eid;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
   if (cudaError_t e = event_id(event, &eid); e) return e;
+  // An event recorded in a capture: the stream joins that capture (or, in it already, depends on
+  // what came before, as every captured node does).
+  if (graphs().join_capture(sid, eid)) return cudaSuccess;
   return activity::timed_sync(activity::SyncType::kStreamWaitEvent, device_of(sid), sid, eid,
                               [&] { return from_status(timeline().stream_wait_event(sid, eid)); });
 }
@@ -104,6 +107,8 @@ cudaError_t record_event(cudaEvent_t event, cudaStream_t stream, unsigned flags,
   EventId eid;
   if (cudaError_t e = event_id(event, &eid); e) return e;
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  // In a capture the event marks the capture, for another stream to join it; nothing runs.
+  if (graphs().capture_event(sid, eid)) return cudaSuccess;
   return from_status(timeline().record_event(eid, sid));
 }
 
@@ -118,6 +123,9 @@ cudaError_t add_host_work(cudaStream_t stream, DefaultStream flavour, std::funct
 cudaError_t launch_host_func(cudaStream_t stream, cudaHostFn_t fn, void* user_data,
                              DefaultStream flavour) {
   if (fn == nullptr) return cudaErrorInvalidValue;
+  StreamId sid;
+  if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (graphs().capture(sid, host_node(fn, user_data))) return cudaSuccess;
   return add_host_work(stream, flavour, [fn, user_data] { fn(user_data); });
 }
 

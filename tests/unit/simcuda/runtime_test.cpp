@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <numeric>
@@ -729,9 +730,7 @@ TEST(RuntimeGraphs, CaptureThenLaunchRunsTheNodesInOrder) {
   ASSERT_EQ(cudaMemsetAsync(a, 9, 1000, s), cudaSuccess);
   ASSERT_EQ(launch(kernel_30ms(), s), cudaSuccess);
   ASSERT_EQ(cudaMemcpyAsync(b, a, 1000, cudaMemcpyDeviceToDevice, s), cudaSuccess);
-  // A copy the stream would have to wait for cannot be captured.
   std::vector<unsigned char> host(1000, 1);
-  EXPECT_EQ(cudaMemcpyAsync(host.data(), a, 1000, cudaMemcpyDeviceToHost, s), cudaErrorStreamCaptureUnsupported);
   cudaStreamCaptureStatus status;
   ASSERT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
   EXPECT_EQ(status, cudaStreamCaptureStatusActive);
@@ -863,6 +862,256 @@ TEST(RuntimeGraphs, NodesDependOnlyOnNodesOfTheirOwnGraph) {
   EXPECT_EQ(cudaGraphDestroy(one), cudaSuccess);
   EXPECT_EQ(cudaGraphDestroy(two), cudaSuccess);
   cudaFree(d);
+  cudaGetLastError();
+}
+
+const void* kernel_10ms() {
+  static const void* k = register_kernel(3, "_Z18ten_sleep_us_10000v");
+  return k;
+}
+
+// How long the executable graph takes to run on the stream: behind a long kernel, so that the
+// stream is never idle between the two events.
+double graph_ms(cudaGraphExec_t exec, cudaStream_t s) {
+  cudaEvent_t start, stop;
+  EXPECT_EQ(cudaEventCreate(&start), cudaSuccess);
+  EXPECT_EQ(cudaEventCreate(&stop), cudaSuccess);
+  EXPECT_EQ(launch(kernel_30ms(), s), cudaSuccess);
+  EXPECT_EQ(cudaEventRecord(start, s), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  EXPECT_EQ(cudaEventRecord(stop, s), cudaSuccess);
+  EXPECT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+  float ms = -1;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaSuccess);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms;
+}
+
+// Fork and join across streams with events, and host functions, as cudaGraphsUsingStreamCapture
+// captures them; and a host node built by hand.
+TEST(RuntimeGraphs, StreamsJoinACaptureThroughEventsAndHostFunctionsBecomeNodes) {
+  cudaStream_t origin, other;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&origin, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t fork, join;
+  ASSERT_EQ(cudaEventCreate(&fork), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&join), cudaSuccess);
+  unsigned char* d;
+  ASSERT_EQ(cudaMalloc(&d, 64), cudaSuccess);
+  std::atomic<int> calls{0};
+  auto count = [](void* data) { static_cast<std::atomic<int>*>(data)->fetch_add(1); };
+
+  ASSERT_EQ(cudaStreamBeginCapture(origin, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(d, 7, 64, origin), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(fork, origin), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(other, fork, 0), cudaSuccess);
+  cudaStreamCaptureStatus status;
+  ASSERT_EQ(cudaStreamIsCapturing(other, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  ASSERT_EQ(launch(kernel_10ms(), other), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(other, count, &calls), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(join, other), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(origin, join, 0), cudaSuccess);
+  cudaGraph_t graph;
+  // Only the stream that began the capture ends it.
+  EXPECT_EQ(cudaStreamEndCapture(other, &graph), cudaErrorStreamCaptureUnmatched);
+  ASSERT_EQ(cudaStreamEndCapture(origin, &graph), cudaSuccess);
+  ASSERT_EQ(cudaStreamIsCapturing(other, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  EXPECT_EQ(calls.load(), 0);  // nothing ran while capturing
+
+  cudaGraphNode_t nodes[3];
+  size_t n = 3;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nodes, &n), cudaSuccess);
+  ASSERT_EQ(n, 3u);
+  const cudaGraphNodeType expected[] = {cudaGraphNodeTypeMemset, cudaGraphNodeTypeKernel, cudaGraphNodeTypeHost};
+  for (size_t i = 0; i < n; ++i) {
+    cudaGraphNodeType type;
+    ASSERT_EQ(cudaGraphNodeGetType(nodes[i], &type), cudaSuccess);
+    EXPECT_EQ(type, expected[i]) << i;
+  }
+  // And a host node by hand, after the captured ones.
+  cudaHostNodeParams host{count, &calls};
+  cudaGraphNode_t by_hand;
+  ASSERT_EQ(cudaGraphAddHostNode(&by_hand, graph, &nodes[2], 1, &host), cudaSuccess);
+  host.fn = nullptr;
+  EXPECT_EQ(cudaGraphAddHostNode(&by_hand, graph, nullptr, 0, &host), cudaErrorInvalidValue);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  const double ms = graph_ms(exec, origin);
+  EXPECT_NEAR(ms, (copy_duration_ns(64, config().copy_gbps) + 10 * kMs) / 1e6, 1e-6);
+  ASSERT_EQ(cudaGraphLaunch(exec, origin), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(origin), cudaSuccess);
+  EXPECT_EQ(calls.load(), 4);  // two host nodes, two launches
+
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  cudaEventDestroy(fork);
+  cudaEventDestroy(join);
+  cudaStreamDestroy(origin);
+  cudaStreamDestroy(other);
+  cudaFree(d);
+  cudaGetLastError();
+}
+
+// A captured copy from pageable memory reads it at each launch, not when it was captured.
+TEST(RuntimeGraphs, CapturedCopiesReadPageableMemoryWhenTheyRun) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<unsigned char> in(256, 1), out(256, 0);
+  unsigned char* d;
+  ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d, in.data(), 256, cudaMemcpyHostToDevice, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DAsync(out.data(), 16, d, 16, 8, 16, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  std::fill(in.begin(), in.end(), 5);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  for (size_t row = 0; row < 16; ++row) {
+    for (size_t i = 0; i < 16; ++i) EXPECT_EQ(out[row * 16 + i], i < 8 ? 5 : 0) << row << "," << i;
+  }
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  cudaStreamDestroy(s);
+  cudaFree(d);
+}
+
+// jacobiCudaGraphs' and simpleCudaGraphs' updates of an instantiated graph.
+TEST(RuntimeGraphs, ExecutableGraphsTakeNewKernelParametersAndUpdates) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaGraphCreate(&graph, 0), cudaSuccess);
+  cudaKernelNodeParams p{};
+  p.func = const_cast<void*>(kernel_30ms());
+  p.gridDim = dim3(1);
+  p.blockDim = dim3(32);
+  cudaGraphNode_t kernel;
+  ASSERT_EQ(cudaGraphAddKernelNode(&kernel, graph, nullptr, 0, &p), cudaSuccess);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  EXPECT_NEAR(graph_ms(exec, s), 30.0, 1e-6);
+  p.func = const_cast<void*>(kernel_10ms());
+  ASSERT_EQ(cudaGraphExecKernelNodeSetParams(exec, kernel, &p), cudaSuccess);
+  EXPECT_NEAR(graph_ms(exec, s), 10.0, 1e-6);
+  p.func = reinterpret_cast<void*>(&p);
+  EXPECT_EQ(cudaGraphExecKernelNodeSetParams(exec, kernel, &p), cudaErrorInvalidDeviceFunction);
+
+  // A clone keeps the original's parameters (30 ms); an update from it brings them back.
+  cudaGraph_t clone;
+  ASSERT_EQ(cudaGraphClone(&clone, graph), cudaSuccess);
+  cudaGraphNode_t copy;
+  ASSERT_EQ(cudaGraphNodeFindInClone(&copy, kernel, clone), cudaSuccess);
+  EXPECT_NE(copy, kernel);
+  EXPECT_EQ(cudaGraphNodeFindInClone(&copy, kernel, graph), cudaErrorInvalidValue);
+  cudaGraphExecUpdateResultInfo info{};
+  ASSERT_EQ(cudaGraphExecUpdate(exec, clone, &info), cudaSuccess);
+  EXPECT_EQ(info.result, cudaGraphExecUpdateSuccess);
+  EXPECT_NEAR(graph_ms(exec, s), 30.0, 1e-6);
+  // Another node makes another topology.
+  cudaGraphNode_t empty;
+  ASSERT_EQ(cudaGraphAddEmptyNode(&empty, clone, &copy, 1), cudaSuccess);
+  EXPECT_EQ(cudaGraphExecUpdate(exec, clone, &info), cudaErrorGraphExecUpdateFailure);
+  EXPECT_EQ(info.result, cudaGraphExecUpdateErrorTopologyChanged);
+  EXPECT_NEAR(graph_ms(exec, s), 30.0, 1e-6);
+
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(clone), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  cudaStreamDestroy(s);
+  cudaGetLastError();
+}
+
+uint64_t graph_memory(cudaGraphMemAttributeType attr) {
+  uint64_t value = ~0ull;
+  EXPECT_EQ(cudaDeviceGetGraphMemAttribute(0, attr, &value), cudaSuccess);
+  return value;
+}
+
+// Allocation and free nodes, built or captured: an address for every launch, bytes used from the
+// allocation's run to the free's, reserved until trimmed (graphMemoryNodes, graphMemoryFootprint).
+TEST(RuntimeGraphs, GraphMemoryIsUsedBetweenItsNodesAndReservedUntilTrimmed) {
+  ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
+  uint64_t zero = 0;
+  ASSERT_EQ(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &zero), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrReservedMemHigh, &zero), cudaSuccess);
+  ASSERT_EQ(graph_memory(cudaGraphMemAttrUsedMemCurrent), 0u);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaGraphCreate(&graph, 0), cudaSuccess);
+  cudaMemAllocNodeParams alloc{};
+  alloc.bytesize = 1 << 20;
+  alloc.poolProps.allocType = cudaMemAllocationTypePinned;
+  alloc.poolProps.location = {cudaMemLocationTypeDevice, 0};
+  cudaGraphNode_t allocated, set;
+  ASSERT_EQ(cudaGraphAddMemAllocNode(&allocated, graph, nullptr, 0, &alloc), cudaSuccess);
+  ASSERT_NE(alloc.dptr, nullptr);
+  void* address = alloc.dptr;
+  cudaMemsetParams fill{};
+  fill.dst = address;
+  fill.value = 3;
+  fill.elementSize = 1;
+  fill.width = 1 << 20;
+  fill.height = 1;
+  ASSERT_EQ(cudaGraphAddMemsetNode(&set, graph, &allocated, 1, &fill), cudaSuccess);
+  EXPECT_EQ(cudaGraphAddMemFreeNode(&set, graph, nullptr, 0, &fill), cudaErrorInvalidValue);  // not the graph's
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  EXPECT_EQ(graph_memory(cudaGraphMemAttrUsedMemCurrent), 0u);  // nothing ran yet
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(graph_memory(cudaGraphMemAttrUsedMemCurrent), 1u << 20);
+  unsigned char byte = 0;
+  ASSERT_EQ(cudaMemcpy(&byte, static_cast<char*>(address) + 12345, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(byte, 3);
+  // Freed outside the graph: no longer used, still reserved, and the same address at the next launch.
+  ASSERT_EQ(cudaFreeAsync(address, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(graph_memory(cudaGraphMemAttrUsedMemCurrent), 0u);
+  EXPECT_EQ(graph_memory(cudaGraphMemAttrReservedMemCurrent), 1u << 20);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(graph_memory(cudaGraphMemAttrUsedMemCurrent), 1u << 20);
+  ASSERT_EQ(cudaFree(address), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGraphMemTrim(0), cudaSuccess);
+  EXPECT_EQ(graph_memory(cudaGraphMemAttrReservedMemCurrent), 0u);
+  EXPECT_EQ(graph_memory(cudaGraphMemAttrUsedMemHigh), 1u << 20);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+
+  // Captured: cudaMallocAsync and cudaFreeAsync become the two nodes, used only in between.
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  void* captured = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&captured, 4096, s), cudaSuccess);
+  ASSERT_NE(captured, nullptr);
+  ASSERT_EQ(cudaMemsetAsync(captured, 1, 4096, s), cudaSuccess);
+  ASSERT_EQ(cudaFreeAsync(captured, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  cudaGraphNode_t nodes[3];
+  size_t n = 3;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nodes, &n), cudaSuccess);
+  ASSERT_EQ(n, 3u);
+  cudaGraphNodeType first, last;
+  ASSERT_EQ(cudaGraphNodeGetType(nodes[0], &first), cudaSuccess);
+  ASSERT_EQ(cudaGraphNodeGetType(nodes[2], &last), cudaSuccess);
+  EXPECT_EQ(first, cudaGraphNodeTypeMemAlloc);
+  EXPECT_EQ(last, cudaGraphNodeTypeMemFree);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(graph_memory(cudaGraphMemAttrUsedMemCurrent), 0u);
+  EXPECT_EQ(graph_memory(cudaGraphMemAttrReservedMemCurrent), 4096u);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  uint64_t one = 1;
+  EXPECT_EQ(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &one), cudaErrorInvalidValue);
+  cudaStreamDestroy(s);
   cudaGetLastError();
 }
 
