@@ -562,6 +562,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttribu
     attributes->devicePointer = const_cast<void*>(ptr);
     switch (a->kind) {
       case MemoryKind::kDevice:
+      case MemoryKind::kArray:
         attributes->type = cudaMemoryTypeDevice;
         break;
       case MemoryKind::kManaged:
