@@ -266,14 +266,16 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemsetNode(cudaGraphNode_t* nod
   });
 }
 
-// Between pitched pointers (CUDA arrays are not simulated): extent.width bytes by height rows by depth
-// slices, from and to the given positions.
+// Between pitched pointers, an array taking part as its storage (rt::linear_copy_params): extent.width
+// bytes by height rows by depth slices, from and to the given positions.
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                                             const cudaGraphNode_t* dependencies, size_t count,
                                                             const cudaMemcpy3DParms* p) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddMemcpyNode_v10000), [&] {
     if (node == nullptr || p == nullptr) return rt::record(cudaErrorInvalidValue);
-    if (p->srcArray != nullptr || p->dstArray != nullptr) return rt::record(cudaErrorNotSupported);
+    cudaMemcpy3DParms linear;
+    if (cudaError_t e = rt::linear_copy_params(*p, &linear); e) return rt::record(e);
+    p = &linear;
     const cudaExtent e = p->extent;
     if (e.width == 0 || e.height == 0 || e.depth == 0 || p->srcPtr.ptr == nullptr || p->dstPtr.ptr == nullptr ||
         e.width + p->srcPos.x > p->srcPtr.pitch || e.width + p->dstPos.x > p->dstPtr.pitch)
