@@ -1,5 +1,6 @@
-// CUDA arrays on the simulated runtime: the bytes every kind of array copy moves and the copies the
-// real runtime refuses.
+// CUDA arrays and texture and surface objects on the simulated runtime: the bytes every kind of array
+// copy moves, the copies the real runtime refuses, and the handles and descriptors of texture and
+// surface objects.
 #include <cuda_runtime.h>  // with the typed C++ overloads
 #include <gtest/gtest.h>
 
@@ -314,6 +315,125 @@ TEST(RuntimeArrays, GraphCopyNodesReachArrays) {
   EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
   EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
   EXPECT_EQ(cudaFreeArray(array), cudaSuccess);
+  cudaGetLastError();
+}
+
+TEST(RuntimeTextures, TextureObjectsOverArraysAndPitchedMemory) {
+  const cudaChannelFormatDesc channels = cudaCreateChannelDesc<float>();
+  cudaArray_t array = nullptr;
+  ASSERT_EQ(cudaMallocArray(&array, &channels, 64, 32), cudaSuccess);
+  cudaResourceDesc over_array{};
+  over_array.resType = cudaResourceTypeArray;
+  over_array.res.array.array = array;
+  cudaTextureDesc sampling{};
+  sampling.addressMode[0] = cudaAddressModeWrap;
+  sampling.addressMode[1] = cudaAddressModeClamp;
+  sampling.filterMode = cudaFilterModeLinear;
+  sampling.readMode = cudaReadModeElementType;
+  sampling.normalizedCoords = 1;
+  cudaTextureObject_t on_array = 0;
+  ASSERT_EQ(cudaCreateTextureObject(&on_array, &over_array, &sampling, nullptr), cudaSuccess);
+  EXPECT_NE(on_array, 0u);
+
+  float* pitched = nullptr;
+  size_t pitch = 0;
+  ASSERT_EQ(cudaMallocPitch(reinterpret_cast<void**>(&pitched), &pitch, 64 * sizeof(float), 32), cudaSuccess);
+  cudaResourceDesc over_pitched{};
+  over_pitched.resType = cudaResourceTypePitch2D;
+  over_pitched.res.pitch2D.devPtr = pitched;
+  over_pitched.res.pitch2D.desc = channels;
+  over_pitched.res.pitch2D.width = 64;
+  over_pitched.res.pitch2D.height = 32;
+  over_pitched.res.pitch2D.pitchInBytes = pitch;
+  cudaTextureObject_t on_pitched = 0;
+  ASSERT_EQ(cudaCreateTextureObject(&on_pitched, &over_pitched, &sampling, nullptr), cudaSuccess);
+  EXPECT_NE(on_pitched, 0u);
+  EXPECT_NE(on_pitched, on_array);
+
+  // What was given comes back.
+  cudaResourceDesc resource{};
+  ASSERT_EQ(cudaGetTextureObjectResourceDesc(&resource, on_pitched), cudaSuccess);
+  EXPECT_EQ(resource.resType, cudaResourceTypePitch2D);
+  EXPECT_EQ(resource.res.pitch2D.devPtr, pitched);
+  EXPECT_EQ(resource.res.pitch2D.pitchInBytes, pitch);
+  EXPECT_EQ(resource.res.pitch2D.width, 64u);
+  ASSERT_EQ(cudaGetTextureObjectResourceDesc(&resource, on_array), cudaSuccess);
+  EXPECT_EQ(resource.resType, cudaResourceTypeArray);
+  EXPECT_EQ(resource.res.array.array, array);
+  cudaTextureDesc texture{};
+  ASSERT_EQ(cudaGetTextureObjectTextureDesc(&texture, on_array), cudaSuccess);
+  EXPECT_EQ(texture.addressMode[0], cudaAddressModeWrap);
+  EXPECT_EQ(texture.addressMode[1], cudaAddressModeClamp);
+  EXPECT_EQ(texture.filterMode, cudaFilterModeLinear);
+  EXPECT_EQ(texture.normalizedCoords, 1);
+
+  // The pitch must be a multiple of the device's texturePitchAlignment and hold a row; the memory
+  // must be an allocation, the whole of it inside.
+  int pitch_alignment = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&pitch_alignment, cudaDevAttrTexturePitchAlignment, 0), cudaSuccess);
+  ASSERT_GT(pitch_alignment, 1);
+  cudaTextureObject_t refused = 0;
+  cudaResourceDesc bad = over_pitched;
+  bad.res.pitch2D.pitchInBytes = 64 * sizeof(float) + pitch_alignment / 2;
+  EXPECT_EQ(cudaCreateTextureObject(&refused, &bad, &sampling, nullptr), cudaErrorInvalidValue);
+  bad.res.pitch2D.pitchInBytes = 32 * sizeof(float);
+  EXPECT_EQ(cudaCreateTextureObject(&refused, &bad, &sampling, nullptr), cudaErrorInvalidValue);
+  bad = over_pitched;
+  bad.res.pitch2D.height = 33;
+  EXPECT_EQ(cudaCreateTextureObject(&refused, &bad, &sampling, nullptr), cudaErrorInvalidValue);
+  std::vector<float> host(64 * 32);
+  bad = over_pitched;
+  bad.res.pitch2D.devPtr = host.data();
+  EXPECT_EQ(cudaCreateTextureObject(&refused, &bad, &sampling, nullptr), cudaErrorInvalidValue);
+  bad = over_array;
+  bad.res.array.array = reinterpret_cast<cudaArray_t>(host.data());
+  EXPECT_EQ(cudaCreateTextureObject(&refused, &bad, &sampling, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaCreateTextureObject(&refused, &over_array, nullptr, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(refused, 0u);
+
+  // Linear memory, which has no view.
+  cudaResourceDesc linear{};
+  linear.resType = cudaResourceTypeLinear;
+  linear.res.linear.devPtr = pitched;
+  linear.res.linear.desc = channels;
+  linear.res.linear.sizeInBytes = pitch * 32;
+  cudaTextureObject_t on_linear = 0;
+  ASSERT_EQ(cudaCreateTextureObject(&on_linear, &linear, &sampling, nullptr), cudaSuccess);
+  cudaResourceViewDesc view{};
+  view.format = cudaResViewFormatFloat1;
+  view.width = 64;
+  EXPECT_EQ(cudaCreateTextureObject(&refused, &linear, &sampling, &view), cudaErrorInvalidValue);
+
+  for (cudaTextureObject_t t : {on_array, on_pitched, on_linear}) EXPECT_EQ(cudaDestroyTextureObject(t), cudaSuccess);
+  EXPECT_EQ(cudaDestroyTextureObject(on_array), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetTextureObjectTextureDesc(&texture, on_array), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFreeArray(array), cudaSuccess);
+  EXPECT_EQ(cudaFree(pitched), cudaSuccess);
+  cudaGetLastError();
+}
+
+TEST(RuntimeTextures, SurfaceObjectsNeedArraysMadeForThem) {
+  const cudaChannelFormatDesc channels = cudaCreateChannelDesc<uchar4>();
+  cudaArray_t plain = nullptr, writable = nullptr;
+  ASSERT_EQ(cudaMallocArray(&plain, &channels, 16, 16), cudaSuccess);
+  ASSERT_EQ(cudaMallocArray(&writable, &channels, 16, 16, cudaArraySurfaceLoadStore), cudaSuccess);
+  cudaResourceDesc resource{};
+  resource.resType = cudaResourceTypeArray;
+  resource.res.array.array = plain;
+  cudaSurfaceObject_t surface = 0;
+  EXPECT_EQ(cudaCreateSurfaceObject(&surface, &resource), cudaErrorInvalidValue);
+  resource.res.array.array = writable;
+  ASSERT_EQ(cudaCreateSurfaceObject(&surface, &resource), cudaSuccess);
+  EXPECT_NE(surface, 0u);
+  cudaResourceDesc got{};
+  ASSERT_EQ(cudaGetSurfaceObjectResourceDesc(&got, surface), cudaSuccess);
+  EXPECT_EQ(got.res.array.array, writable);
+  // A surface is not a texture.
+  EXPECT_EQ(cudaDestroyTextureObject(surface), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDestroySurfaceObject(surface), cudaSuccess);
+  EXPECT_EQ(cudaDestroySurfaceObject(surface), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFreeArray(plain), cudaSuccess);
+  EXPECT_EQ(cudaFreeArray(writable), cudaSuccess);
   cudaGetLastError();
 }
 
