@@ -16,6 +16,21 @@ void* handle_of(uint64_t id) { return reinterpret_cast<void*>(kArrayBase + id * 
 
 }  // namespace
 
+Status check_array_extent(size_t width, size_t height, size_t depth, unsigned flags) {
+  constexpr unsigned kKnown = kArrayLayered | kArraySurfaceLoadStore | kArrayCubemap | kArrayTextureGather;
+  if ((flags & ~kKnown) != 0 || width == 0) return Status::kInvalidValue;
+  const bool layered = (flags & kArrayLayered) != 0;
+  bool ok;
+  if ((flags & kArrayCubemap) != 0) {
+    ok = height == width && (layered ? depth != 0 && depth % 6 == 0 : depth == 6);
+  } else if ((flags & kArrayTextureGather) != 0) {
+    ok = !layered && height != 0 && depth == 0;
+  } else {
+    ok = layered ? depth != 0 : height != 0 || depth == 0;
+  }
+  return ok ? Status::kOk : Status::kInvalidValue;
+}
+
 Status ArrayRegistry::create(const CudaArray& shape, void** out) {
   CudaArray a = shape;
   if (Status s = memory().allocate(MemoryKind::kArray, a.device, a.bytes(), 0, &a.data); s != Status::kOk) return s;

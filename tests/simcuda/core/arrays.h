@@ -43,6 +43,11 @@ struct CudaArray {
   size_t bytes() const { return row_bytes() * rows() * slices(); }
 };
 
+// The extents cudaMalloc3DArray and cuArray3DCreate document: 1D {w, 0, 0}, 2D {w, h, 0}, 3D {w, h,
+// d}; layered 1D {w, 0, layers} and 2D {w, h, layers}; a cubemap {w, w, 6}, six faces per layer when
+// layered. Texture gather is for 2D arrays only. kInvalidValue otherwise, or for an unknown flag.
+SIMCUDA_API Status check_array_extent(size_t width, size_t height, size_t depth, unsigned flags);
+
 class SIMCUDA_API ArrayRegistry {
  public:
   // Allocates the storage of `shape` (its data ignored) on its device; *out is the new handle.

@@ -14,6 +14,9 @@ namespace {
 constexpr DefaultStream kLegacy = DefaultStream::kLegacy;
 constexpr DefaultStream kPerThread = DefaultStream::kPerThread;
 
+static_assert(cudaArrayLayered == kArrayLayered && cudaArraySurfaceLoadStore == kArraySurfaceLoadStore &&
+              cudaArrayCubemap == kArrayCubemap && cudaArrayTextureGather == kArrayTextureGather);
+
 // As the real runtime takes them: one, two or four channels of the same width, 8, 16 or 32 bits (16
 // or 32 for floats). The other kinds (normalized, block-compressed, NV12) are formats the simulated
 // arrays do not model.
@@ -29,21 +32,10 @@ cudaError_t check_channels(const cudaChannelFormatDesc& d) {
   return width_ok && (one || two || four) ? cudaSuccess : cudaErrorInvalidChannelDescriptor;
 }
 
-// The dimensions cudaMalloc3DArray documents: 1D {w, 0, 0}, 2D {w, h, 0}, 3D {w, h, d}; layered 1D
-// {w, 0, layers} and 2D {w, h, layers}; a cubemap {w, w, 6}, six faces per layer when layered.
-// Texture gather is for 2D arrays only. Sparse and deferred-mapping arrays are not modelled.
+// Sparse and deferred-mapping arrays are not modelled; the rest as core/arrays.h checks it.
 cudaError_t check_extent(cudaExtent e, unsigned flags) {
-  constexpr unsigned kKnown = cudaArrayLayered | cudaArraySurfaceLoadStore | cudaArrayCubemap | cudaArrayTextureGather;
   if ((flags & (cudaArraySparse | cudaArrayDeferredMapping)) != 0) return cudaErrorNotSupported;
-  if ((flags & ~kKnown) != 0 || e.width == 0) return cudaErrorInvalidValue;
-  const bool layered = (flags & cudaArrayLayered) != 0;
-  if ((flags & cudaArrayCubemap) != 0) {
-    const bool faces = layered ? e.depth != 0 && e.depth % 6 == 0 : e.depth == 6;
-    return e.height == e.width && faces ? cudaSuccess : cudaErrorInvalidValue;
-  }
-  if ((flags & cudaArrayTextureGather) != 0 && (layered || e.height == 0 || e.depth != 0)) return cudaErrorInvalidValue;
-  if (layered) return e.depth != 0 ? cudaSuccess : cudaErrorInvalidValue;
-  return e.height == 0 && e.depth != 0 ? cudaErrorInvalidValue : cudaSuccess;
+  return check_array_extent(e.width, e.height, e.depth, flags) == Status::kOk ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 cudaError_t malloc_array(cudaArray_t* array, const cudaChannelFormatDesc* desc, cudaExtent extent, unsigned flags) {
