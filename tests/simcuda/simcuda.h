@@ -79,6 +79,17 @@
 // sizes, each rounded up to 256 bytes. Device pointers are 256-byte aligned. Copies and memsets
 // check that the device side lies inside one allocation (cudaErrorInvalidValue otherwise).
 //
+// CUDA arrays (core/arrays.h; cudaMallocArray, cudaMalloc3DArray with the layered, cubemap, surface
+// load-store and texture-gather flags, and the driver's cuArrayCreate/cuArray3DCreate, one handle for
+// both) are device memory holding their elements densely: width x height x depth (layers, 6 faces a
+// cubemap layer) elements of (x+y+z+w)/8 bytes, counted by cudaMemGetInfo. Copies to, from and
+// between them (the 2D, run and 3D copies and copy nodes) move exactly the box asked for, are refused
+// with cudaErrorInvalidValue when it leaves the array, and are copies like any other: same timing,
+// waiting and staging, made by the runtime itself as its 2D copies, with CUPTI's array copy kinds
+// (HTOA, ATOH, ATOA, ATOD, DTOA; memory kind ARRAY). Texture and surface objects are validated handles
+// that keep their descriptors: kernels never execute, so nothing ever fetches, filters or writes
+// through one. Sparse, mipmapped and normalized-format arrays answer "not supported".
+//
 // Errors are the real runtime's codes, names and descriptions; failures are recorded as the calling
 // thread's last error (cudaGetLastError, cudaPeekAtLastError), cudaErrorNotReady is not.
 //

@@ -26,13 +26,13 @@
 namespace simcuda::activity {
 
 // Bumped whenever a struct below changes; a sink built for another version is refused.
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 
 // The values of CUpti_CallbackDomain.
 enum class Domain : uint8_t { kDriver = 1, kRuntime = 2 };
 
 // Memory as a copy or memset sees it; the profiler maps it to CUpti_ActivityMemoryKind.
-enum class Memory : uint8_t { kUnknown, kPageable, kPinned, kDevice, kManaged };
+enum class Memory : uint8_t { kUnknown, kPageable, kPinned, kDevice, kManaged, kArray };
 
 // kGraph: the end of a graph launch (core/graphs.h), reported after its last node.
 enum class OpType : uint8_t { kKernel, kMemcpy, kMemset, kFree, kGraph };

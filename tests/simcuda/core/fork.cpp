@@ -2,6 +2,7 @@
 // cannot, but a tracer has to follow children that do, and tests fork freely).
 #include <pthread.h>
 
+#include "arrays.h"
 #include "graphs.h"
 #include "kernels.h"
 #include "memory.h"
@@ -16,11 +17,13 @@ void prepare() {
   timeline().prepare_fork();
   graphs().prepare_fork();
   kernels().prepare_fork();
+  arrays().prepare_fork();
   memory().prepare_fork();
 }
 
 void parent() {
   memory().parent_after_fork();
+  arrays().parent_after_fork();
   kernels().parent_after_fork();
   graphs().parent_after_fork();
   timeline().parent_after_fork();
@@ -28,6 +31,7 @@ void parent() {
 
 void child() {
   memory().child_after_fork();
+  arrays().child_after_fork();
   kernels().child_after_fork();
   graphs().child_after_fork();
   timeline().child_after_fork();

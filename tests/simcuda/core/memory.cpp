@@ -20,13 +20,15 @@ size_t rounded(size_t size) {
 }
 
 bool counts_against_device(MemoryKind k) {
-  return k == MemoryKind::kDevice || k == MemoryKind::kManaged;
+  return k == MemoryKind::kDevice || k == MemoryKind::kManaged || k == MemoryKind::kArray;
 }
 
-// Allocations the application made (not module storage, not its own registered memory), reported
-// to a profiler as they happen; frees by a stream are reported by the stream's free operation.
+// Allocations the application made (not module storage, not its own registered memory, not an
+// array's storage, whose address the application never sees), reported to a profiler as they
+// happen; frees by a stream are reported by the stream's free operation.
 void report(bool allocation, const Allocation& a) {
-  if (!activity::active() || a.module_owned || a.kind == MemoryKind::kRegisteredHost) return;
+  if (!activity::active() || a.module_owned || a.kind == MemoryKind::kRegisteredHost || a.kind == MemoryKind::kArray)
+    return;
   activity::Memory kind = a.kind == MemoryKind::kDevice    ? activity::Memory::kDevice
                           : a.kind == MemoryKind::kManaged ? activity::Memory::kManaged
                                                            : activity::Memory::kPinned;
@@ -225,6 +227,7 @@ activity::Memory activity::memory_of(const void* p) {
     case MemoryKind::kManaged: return Memory::kManaged;
     case MemoryKind::kPinnedHost:
     case MemoryKind::kRegisteredHost: return Memory::kPinned;
+    case MemoryKind::kArray: return Memory::kArray;
   }
   return Memory::kUnknown;
 }

@@ -20,6 +20,7 @@ enum class MemoryKind : uint8_t {
   kManaged,         // cudaMallocManaged, __managed__ variables
   kPinnedHost,      // cudaMallocHost, cudaHostAlloc
   kRegisteredHost,  // cudaHostRegister: the caller's memory, never freed here
+  kArray,           // the storage of a CUDA array (arrays.h), reached only through its handle
 };
 
 // Host memory the device reaches directly (with unified addressing, at the same address); host

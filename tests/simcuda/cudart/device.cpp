@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/arrays.h"
 #include "core/device.h"
 #include "core/handles.h"
 #include "runtime.h"
@@ -244,6 +245,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceReset() {
     int device;
     if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
     timeline().reset_device(device);
+    arrays().release_device(device);
     memory().release_device(device);
     rt::g_device_flags[device].store(0, std::memory_order_relaxed);
     return cudaSuccess;

@@ -231,10 +231,11 @@ cudaError_t memset_params_node(const Params& p, GraphNode* out) {
   return cudaSuccess;
 }
 
-// A copy node between pitched pointers (CUDA arrays are not simulated): extent.width bytes by height
-// rows by depth slices, from and to the given positions.
-cudaError_t copy3d_params_node(const cudaMemcpy3DParms& p, GraphNode* out) {
-  if (p.srcArray != nullptr || p.dstArray != nullptr) return cudaErrorNotSupported;
+// A copy node between pitched pointers, an array taking part as its storage (linear_copy_params):
+// extent.width bytes by height rows by depth slices, from and to the given positions.
+cudaError_t copy3d_params_node(const cudaMemcpy3DParms& given, GraphNode* out) {
+  cudaMemcpy3DParms p;
+  if (cudaError_t e = linear_copy_params(given, &p); e) return e;
   const cudaExtent e = p.extent;
   if (e.width == 0 || e.height == 0 || e.depth == 0 || p.srcPtr.ptr == nullptr || p.dstPtr.ptr == nullptr ||
       e.width + p.srcPos.x > p.srcPtr.pitch || e.width + p.dstPos.x > p.dstPtr.pitch)

@@ -24,6 +24,7 @@ struct CopyPlan {
   bool src_pageable = false;
   bool dst_pageable = false;
   bool device_to_device = false;
+  bool touches_array = false;
 };
 
 bool valid_kind(cudaMemcpyKind kind) {
@@ -34,7 +35,7 @@ bool valid_kind(cudaMemcpyKind kind) {
 
 // Checks one side of a copy that touches `extent` bytes from ptr. A device side must lie inside one
 // allocation; a host side is pageable unless it is pinned, registered or managed memory.
-cudaError_t check_side(const void* ptr, size_t extent, bool device_side, bool* pageable) {
+cudaError_t check_side(const void* ptr, size_t extent, bool device_side, bool* pageable, bool* array) {
   std::optional<Allocation> a = memory().find(ptr);
   if (device_side) {
     if (!a || !a->contains(ptr, extent)) return cudaErrorInvalidValue;
@@ -42,6 +43,7 @@ cudaError_t check_side(const void* ptr, size_t extent, bool device_side, bool* p
   } else {
     *pageable = !a.has_value();
   }
+  *array = *array || (a && a->kind == MemoryKind::kArray);
   return cudaSuccess;
 }
 
@@ -61,31 +63,23 @@ cudaError_t plan_copy(void* dst, const void* src, size_t dst_extent, size_t src_
     dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   }
-  if (cudaError_t e = check_side(dst, dst_extent, dst_device, &plan->dst_pageable); e) return e;
-  if (cudaError_t e = check_side(src, src_extent, src_device, &plan->src_pageable); e) return e;
+  if (cudaError_t e = check_side(dst, dst_extent, dst_device, &plan->dst_pageable, &plan->touches_array); e) return e;
+  if (cudaError_t e = check_side(src, src_extent, src_device, &plan->src_pageable, &plan->touches_array); e) return e;
   plan->device_to_device = dst_device && src_device;
   return cudaSuccess;
 }
 
-// A rectangle of `height` rows of `width` bytes, rows `pitch` bytes apart.
-struct Rect {
-  size_t width;
-  size_t height;
-  size_t dst_pitch;
-  size_t src_pitch;
-  size_t dst_extent() const { return height == 0 ? 0 : dst_pitch * (height - 1) + width; }
-  size_t src_extent() const { return height == 0 ? 0 : src_pitch * (height - 1) + width; }
-};
-
 void copy_rect(void* dst, const void* src, const Rect& r) {
-  if (r.dst_pitch == r.width && r.src_pitch == r.width) {
+  if (r.dst_pitch == r.width && r.src_pitch == r.width &&
+      (r.depth == 1 || (r.dst_slice_pitch == r.width * r.height && r.src_slice_pitch == r.width * r.height))) {
     // Overlapping device-to-device copies are undefined in CUDA; here they at least stay memory safe.
-    std::memmove(dst, src, r.width * r.height);
+    std::memmove(dst, src, r.bytes());
     return;
   }
-  for (size_t row = 0; row < r.height; ++row) {
-    std::memcpy(static_cast<char*>(dst) + row * r.dst_pitch,
-                static_cast<const char*>(src) + row * r.src_pitch, r.width);
+  for (size_t slice = 0; slice < r.depth; ++slice) {
+    char* to = static_cast<char*>(dst) + slice * r.dst_slice_pitch;
+    const char* from = static_cast<const char*>(src) + slice * r.src_slice_pitch;
+    for (size_t row = 0; row < r.height; ++row) std::memcpy(to + row * r.dst_pitch, from + row * r.src_pitch, r.width);
   }
 }
 
@@ -122,13 +116,15 @@ cudaError_t driver_copy(const DriverApi& d, void* dst, const void* src, size_t n
   return from_driver(r);
 }
 
+}  // namespace
+
 // Every copy entry point ends here. `synchronous` is the cudaMemcpy family, which waits for the
 // copy except device to device; async copies wait only when the destination is pageable memory,
 // and stage a pageable source so that the caller may reuse it as soon as the call returns.
 cudaError_t copy(void* dst, const void* src, const Rect& r, cudaMemcpyKind kind,
                  cudaStream_t stream, DefaultStream flavour, bool synchronous) {
   if (r.width > r.dst_pitch || r.width > r.src_pitch) return cudaErrorInvalidPitchValue;
-  if (r.width == 0 || r.height == 0) {
+  if (r.width == 0 || r.height == 0 || r.depth == 0) {
     return valid_kind(kind) ? cudaSuccess : cudaErrorInvalidMemcpyDirection;
   }
   CopyPlan plan;
@@ -137,13 +133,18 @@ cudaError_t copy(void* dst, const void* src, const Rect& r, cudaMemcpyKind kind,
   if (cudaError_t e = resolve_stream(stream, flavour, &sid); e) return e;
   if (graphs().capturing(sid)) {
     // A captured copy runs at each launch, from the memory as it is then, pageable memory included
-    // (as a graph's copy nodes may); waiting on a capturing stream cannot be captured.
-    if (synchronous) return cudaErrorStreamCaptureUnsupported;
-    return graphs().capture(sid, copy_rows_node(dst, r.dst_pitch, src, r.src_pitch, r.width, r.height))
+    // (as a graph's copy nodes may); waiting on a capturing stream cannot be captured, nor slices
+    // whose rows are not one sequence on both sides.
+    const bool rows_in_sequence = r.depth == 1 || (r.dst_slice_pitch == r.dst_pitch * r.height &&
+                                                   r.src_slice_pitch == r.src_pitch * r.height);
+    if (synchronous || !rows_in_sequence) return cudaErrorStreamCaptureUnsupported;
+    return graphs().capture(sid, copy_rows_node(dst, r.dst_pitch, src, r.src_pitch, r.width, r.height * r.depth))
                ? cudaSuccess
                : cudaErrorStreamCaptureInvalidated;
   }
-  if (r.height == 1) {
+  // The driver's one-dimensional copies are between linear memories; the runtime copies to and from
+  // arrays itself, as it makes 2D copies.
+  if (r.height == 1 && r.depth == 1 && !plan.touches_array) {
     if (const DriverApi* d = driver()) {
       return driver_copy(*d, dst, src, r.width, kind, stream, flavour, synchronous);
     }
@@ -151,12 +152,14 @@ cudaError_t copy(void* dst, const void* src, const Rect& r, cudaMemcpyKind kind,
   bool wait = synchronous ? !plan.device_to_device : plan.dst_pageable;
   Work work;
   work.kind = OpKind::kMemcpy;
-  work.duration_ns = copy_duration_ns(uint64_t(r.width) * r.height, config().copy_gbps);
+  work.duration_ns = copy_duration_ns(r.bytes(), config().copy_gbps);
   if (plan.src_pageable && !wait) {
     Rect packed = r;
     packed.src_pitch = r.width;
-    auto staged = std::make_shared<std::vector<char>>(r.width * r.height);
-    copy_rect(staged->data(), src, Rect{r.width, r.height, r.width, r.src_pitch});
+    packed.src_slice_pitch = r.width * r.height;
+    auto staged = std::make_shared<std::vector<char>>(r.bytes());
+    copy_rect(staged->data(), src, Rect{r.width, r.height, r.width, r.src_pitch, r.depth, packed.src_slice_pitch,
+                                        r.src_slice_pitch});
     work.effect = [dst, staged, packed] { copy_rect(dst, staged->data(), packed); };
   } else {
     work.effect = [dst, src, r] { copy_rect(dst, src, r); };
@@ -165,7 +168,7 @@ cudaError_t copy(void* dst, const void* src, const Rect& r, cudaMemcpyKind kind,
     auto info = activity::new_op_info(activity::OpType::kMemcpy);
     info->src = activity::memory_of(src);
     info->dst = activity::memory_of(dst);
-    info->bytes = uint64_t(r.width) * r.height;
+    info->bytes = r.bytes();
     work.info = std::move(info);
   }
   OpTimes times;
@@ -175,6 +178,8 @@ cudaError_t copy(void* dst, const void* src, const Rect& r, cudaMemcpyKind kind,
   if (wait) timeline().wait(times.key);
   return cudaSuccess;
 }
+
+namespace {
 
 cudaError_t copy_1d(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                     cudaStream_t stream, DefaultStream flavour, bool synchronous) {
@@ -587,6 +592,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttribu
     attributes->devicePointer = const_cast<void*>(ptr);
     switch (a->kind) {
       case MemoryKind::kDevice:
+      case MemoryKind::kArray:
         attributes->type = cudaMemoryTypeDevice;
         break;
       case MemoryKind::kManaged:

@@ -63,6 +63,33 @@ GraphNode alloc_node(void* address, uint64_t bytes, int device);
 GraphNode free_node(void* address);
 cudaError_t graph_allocation(const cudaMemPoolProps& props, size_t bytes, void** address, int* device);
 
+// A copy of `depth` slices of `height` rows of `width` bytes: rows `pitch` bytes apart, slices
+// `slice_pitch` bytes apart (unused for one slice), on either side.
+struct Rect {
+  size_t width;
+  size_t height;
+  size_t dst_pitch;
+  size_t src_pitch;
+  size_t depth = 1;
+  size_t dst_slice_pitch = 0;
+  size_t src_slice_pitch = 0;
+  size_t bytes() const { return width * height * depth; }
+  size_t dst_extent() const { return extent(dst_pitch, dst_slice_pitch); }
+  size_t src_extent() const { return extent(src_pitch, src_slice_pitch); }
+  size_t extent(size_t pitch, size_t slice_pitch) const {
+    return height == 0 || depth == 0 ? 0 : slice_pitch * (depth - 1) + pitch * (height - 1) + width;
+  }
+};
+// Every copy, 1D, 2D, 3D, to and from arrays (memory.cpp): validated, queued on the stream with the
+// copy's duration, and waited for as the entry point's family says.
+cudaError_t copy(void* dst, const void* src, const Rect& r, cudaMemcpyKind kind, cudaStream_t stream,
+                 DefaultStream flavour, bool synchronous);
+
+// A cudaMemcpy3DParms whose arrays are replaced by their storage as pitched pointers (array.cpp):
+// positions and the extent's width then in bytes, as for pointers. cudaErrorInvalidValue for an
+// unknown array, a side given twice or not at all, or a box outside an array.
+cudaError_t linear_copy_params(const cudaMemcpy3DParms& p, cudaMemcpy3DParms* out);
+
 // The usual translation of a device status; handles are streams, events or functions as the caller
 // says.
 cudaError_t from_status(Status s, cudaError_t invalid_handle = cudaErrorInvalidResourceHandle);

@@ -442,6 +442,7 @@ uint8_t memory_kind(activity::Memory m) {
     case activity::Memory::kPinned: return CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
     case activity::Memory::kDevice: return CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
     case activity::Memory::kManaged: return CUPTI_ACTIVITY_MEMORY_KIND_MANAGED;
+    case activity::Memory::kArray: return CUPTI_ACTIVITY_MEMORY_KIND_ARRAY;
     case activity::Memory::kUnknown: break;
   }
   return CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN;
@@ -452,6 +453,13 @@ bool on_device(activity::Memory m) {
 }
 
 uint8_t copy_kind(activity::Memory src, activity::Memory dst) {
+  constexpr activity::Memory kArray = activity::Memory::kArray;
+  if (src == kArray) {
+    return dst == kArray ? CUPTI_ACTIVITY_MEMCPY_KIND_ATOA
+           : on_device(dst) ? CUPTI_ACTIVITY_MEMCPY_KIND_ATOD
+                            : CUPTI_ACTIVITY_MEMCPY_KIND_ATOH;
+  }
+  if (dst == kArray) return on_device(src) ? CUPTI_ACTIVITY_MEMCPY_KIND_DTOA : CUPTI_ACTIVITY_MEMCPY_KIND_HTOA;
   if (on_device(src)) return on_device(dst) ? CUPTI_ACTIVITY_MEMCPY_KIND_DTOD : CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
   return on_device(dst) ? CUPTI_ACTIVITY_MEMCPY_KIND_HTOD : CUPTI_ACTIVITY_MEMCPY_KIND_HTOH;
 }

@@ -327,6 +327,68 @@ TEST_F(CuptiTest, RecordsEveryOperationOnceWithTheDeviceTimesAndItsCorrelation) 
   EXPECT_EQ(cudaStreamDestroy(s2), cudaSuccess);
 }
 
+TEST_F(CuptiTest, ArrayCopiesCarryTheArrayKinds) {
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), CUPTI_SUCCESS);
+  const cudaChannelFormatDesc channels = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
+  constexpr size_t kRow = 16 * sizeof(float), kRows = 8, kBytes = kRow * kRows;
+  cudaArray_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaMallocArray(&a, &channels, 16, kRows), cudaSuccess);
+  ASSERT_EQ(cudaMallocArray(&b, &channels, 16, kRows), cudaSuccess);
+  std::vector<float> host(16 * kRows, 1.0f);
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, kBytes), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DToArray(a, 0, 0, host.data(), kRow, kRow, kRows, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DArrayToArray(b, 0, 0, a, 0, 0, kRow, kRows), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DFromArray(device, kRow, b, 0, 0, kRow, kRows, cudaMemcpyDeviceToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DToArray(a, 0, 0, device, kRow, kRow, kRows, cudaMemcpyDeviceToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyFromArray(host.data(), a, 0, 0, 100, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), CUPTI_SUCCESS);
+  std::vector<Record> records = take();
+  std::map<uint32_t, CUpti_ActivityAPI> api;  // by correlation id
+  for (const auto& r : of_kind<CUpti_ActivityAPI>(records, CUPTI_ACTIVITY_KIND_RUNTIME)) api[r.correlationId] = r;
+  auto copies = of_kind<CUpti_ActivityMemcpy6>(records, CUPTI_ACTIVITY_KIND_MEMCPY);
+  ASSERT_EQ(copies.size(), 5u);
+  std::sort(copies.begin(), copies.end(), [](const auto& x, const auto& y) { return x.correlationId < y.correlationId; });
+  struct Expected {
+    const char* call;
+    CUpti_ActivityMemcpyKind kind;
+    CUpti_ActivityMemoryKind src, dst;
+    uint64_t bytes;
+  };
+  const Expected expected[] = {
+      {"cudaMemcpy2DToArray_v3020", CUPTI_ACTIVITY_MEMCPY_KIND_HTOA, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+       CUPTI_ACTIVITY_MEMORY_KIND_ARRAY, kBytes},
+      {"cudaMemcpy2DArrayToArray_v3020", CUPTI_ACTIVITY_MEMCPY_KIND_ATOA, CUPTI_ACTIVITY_MEMORY_KIND_ARRAY,
+       CUPTI_ACTIVITY_MEMORY_KIND_ARRAY, kBytes},
+      {"cudaMemcpy2DFromArray_v3020", CUPTI_ACTIVITY_MEMCPY_KIND_ATOD, CUPTI_ACTIVITY_MEMORY_KIND_ARRAY,
+       CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, kBytes},
+      {"cudaMemcpy2DToArray_v3020", CUPTI_ACTIVITY_MEMCPY_KIND_DTOA, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+       CUPTI_ACTIVITY_MEMORY_KIND_ARRAY, kBytes},
+      {"cudaMemcpyFromArray_v3020", CUPTI_ACTIVITY_MEMCPY_KIND_ATOH, CUPTI_ACTIVITY_MEMORY_KIND_ARRAY,
+       CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE, 100},
+  };
+  for (size_t i = 0; i < copies.size(); ++i) {
+    SCOPED_TRACE(expected[i].call);
+    const CUpti_ActivityMemcpy6& c = copies[i];
+    EXPECT_EQ(c.copyKind, expected[i].kind);
+    EXPECT_EQ(c.srcKind, expected[i].src);
+    EXPECT_EQ(c.dstKind, expected[i].dst);
+    EXPECT_EQ(c.bytes, expected[i].bytes);
+    EXPECT_EQ(c.end - c.start, copy_duration_ns(expected[i].bytes, config().copy_gbps));
+    // The runtime makes array copies itself, as 2D copies: both ids are the runtime call's.
+    EXPECT_EQ(c.correlationId, c.runtimeCorrelationId);
+    ASSERT_EQ(api.count(c.runtimeCorrelationId), 1u);
+    EXPECT_EQ(callback_name(CUPTI_CB_DOMAIN_RUNTIME_API, api[c.runtimeCorrelationId].cbid), expected[i].call);
+  }
+  EXPECT_EQ(cudaFreeArray(a), cudaSuccess);
+  EXPECT_EQ(cudaFreeArray(b), cudaSuccess);
+  EXPECT_EQ(cudaFree(device), cudaSuccess);
+}
+
 TEST_F(CuptiTest, TimestampsAreRealtimeWithoutACallback) {
   // A fresh session: no timestamp callback.
   ASSERT_EQ(cuptiFinalize(), CUPTI_SUCCESS);

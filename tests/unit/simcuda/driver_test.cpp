@@ -11,6 +11,7 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/config.h"
 #include "core/sync.h"
@@ -59,6 +60,65 @@ std::string library_of(void* address) {
   if (dladdr(address, &info) == 0 || info.dli_fname == nullptr) return "";
   std::string path = info.dli_fname;
   return path.substr(path.rfind('/') + 1);
+}
+
+// A CUarray is a cudaArray_t: made by the driver, described and copied by the runtime, and back.
+TEST(DriverArrays, AreTheRuntimesArrays) {
+  init();
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  d.Width = 8;
+  d.Height = 4;
+  d.Depth = 3;
+  d.Format = CU_AD_FORMAT_UNSIGNED_INT16;
+  d.NumChannels = 2;
+  d.Flags = CUDA_ARRAY3D_LAYERED;
+  CUarray array = nullptr;
+  ASSERT_EQ(cuArray3DCreate(&array, &d), CUDA_SUCCESS);
+  cudaChannelFormatDesc channels{};
+  cudaExtent extent{};
+  unsigned flags = 0;
+  ASSERT_EQ(cudaArrayGetInfo(&channels, &extent, &flags, reinterpret_cast<cudaArray_t>(array)), cudaSuccess);
+  EXPECT_EQ(channels.x, 16);
+  EXPECT_EQ(channels.y, 16);
+  EXPECT_EQ(channels.z, 0);
+  EXPECT_EQ(channels.f, cudaChannelFormatKindUnsigned);
+  EXPECT_EQ(extent.depth, 3u);
+  EXPECT_EQ(flags, unsigned(cudaArrayLayered));
+  std::vector<uint32_t> in(8 * 4 * 3), out(in.size(), 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = uint32_t(i * 2654435761u);
+  cudaMemcpy3DParms p{};
+  p.srcPtr = cudaPitchedPtr{in.data(), 8 * sizeof(uint32_t), 8, 4};
+  p.dstArray = reinterpret_cast<cudaArray_t>(array);
+  p.extent = cudaExtent{8, 4, 3};
+  p.kind = cudaMemcpyHostToDevice;
+  ASSERT_EQ(cudaMemcpy3D(&p), cudaSuccess);
+  std::swap(p.srcArray, p.dstArray);
+  p.dstPtr = cudaPitchedPtr{out.data(), 8 * sizeof(uint32_t), 8, 4};
+  p.srcPtr = cudaPitchedPtr{};
+  p.kind = cudaMemcpyDeviceToHost;
+  ASSERT_EQ(cudaMemcpy3D(&p), cudaSuccess);
+  EXPECT_EQ(out, in);
+
+  cudaArray_t made = nullptr;
+  const cudaChannelFormatDesc f = cudaCreateChannelDesc(32, 32, 32, 32, cudaChannelFormatKindFloat);
+  ASSERT_EQ(cudaMallocArray(&made, &f, 5, 0), cudaSuccess);
+  CUDA_ARRAY_DESCRIPTOR got{};
+  ASSERT_EQ(cuArrayGetDescriptor(&got, reinterpret_cast<CUarray>(made)), CUDA_SUCCESS);
+  EXPECT_EQ(got.Width, 5u);
+  EXPECT_EQ(got.Height, 0u);
+  EXPECT_EQ(got.Format, CU_AD_FORMAT_FLOAT);
+  EXPECT_EQ(got.NumChannels, 4u);
+  EXPECT_EQ(cuArrayDestroy(reinterpret_cast<CUarray>(made)), CUDA_SUCCESS);
+  EXPECT_EQ(cudaFreeArray(made), cudaErrorInvalidValue);
+
+  d.NumChannels = 3;
+  EXPECT_EQ(cuArray3DCreate(&array, &d), CUDA_ERROR_INVALID_VALUE);
+  d.NumChannels = 1;
+  d.Flags = CUDA_ARRAY3D_CUBEMAP;  // not square, not six faces
+  EXPECT_EQ(cuArray3DCreate(&array, &d), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuArrayDestroy(reinterpret_cast<CUarray>(p.srcArray)), CUDA_SUCCESS);
+  EXPECT_EQ(cuArrayDestroy(reinterpret_cast<CUarray>(p.srcArray)), CUDA_ERROR_INVALID_HANDLE);
+  cudaGetLastError();
 }
 
 TEST(DriverProcAddress, PicksTheNewestVersionNotNewerThanTheOneAskedFor) {
