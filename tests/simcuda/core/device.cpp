@@ -2,6 +2,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace simcuda {
@@ -67,6 +68,24 @@ int device_attribute(int attribute, int device, bool* known) {
 
 void device_name(int device, char* out, size_t size) {
   std::snprintf(out, size, "Simulated CUDA Device %d", device);
+}
+
+// The fewest blocks that the threads, the warps' registers (allocated in units of 256 a warp), the
+// shared memory (with the bytes each block reserves) and the block limit of one multiprocessor allow.
+int active_blocks(int device, int block_size, size_t dynamic_smem, int regs, size_t static_smem) {
+  auto attribute = [device](CUdevice_attribute a) { return device_attribute(int(a), device); };
+  const int warp = attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  if (block_size <= 0 || block_size > attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)) return 0;
+  const int warps = (block_size + warp - 1) / warp;
+  int blocks = std::min(attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR),
+                        attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR) / (warps * warp));
+  const int regs_per_warp = ((regs * warp + 255) / 256) * 256;
+  if (regs_per_warp > 0)
+    blocks = std::min(blocks, attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR) / (regs_per_warp * warps));
+  if (static_smem + dynamic_smem > size_t(attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))) return 0;
+  const size_t smem = static_smem + dynamic_smem + size_t(attribute(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
+  blocks = std::min<int>(blocks, int(size_t(attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)) / smem));
+  return std::max(blocks, 0);
 }
 
 }  // namespace simcuda

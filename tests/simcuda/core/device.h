@@ -17,4 +17,12 @@ SIMCUDA_API int device_attribute(int attribute, int device, bool* known = nullpt
 // cudaDeviceProp::name and cuDeviceGetName.
 SIMCUDA_API void device_name(int device, char* out, size_t size);
 
+// What cudaFuncGetAttributes and cuFuncGetAttribute report of every kernel here.
+inline constexpr int kKernelRegisters = 32;
+
+// The occupancy calculator's arithmetic, for the runtime's and the driver's occupancy calls: how
+// many blocks of `block_size` threads of a kernel of `regs` registers a thread and `static_smem`
+// bytes of static shared memory fit on one multiprocessor of the device.
+SIMCUDA_API int active_blocks(int device, int block_size, size_t dynamic_smem, int regs, size_t static_smem);
+
 }  // namespace simcuda

@@ -305,24 +305,6 @@ std::atomic<size_t>* limits_of(int device) {
   return all + size_t(device) * kLimitCount;
 }
 
-// The occupancy calculator's arithmetic for a kernel of `regs` registers a thread and `static_smem`
-// bytes of static shared memory: the fewest blocks that the threads, the warps' registers (allocated
-// in units of 256 a warp), the shared memory (with the 1 KiB each block reserves) and the block
-// limit of one multiprocessor allow.
-int active_blocks(const cudaDeviceProp& p, int block_size, size_t dynamic_smem, int regs, size_t static_smem) {
-  if (block_size <= 0 || block_size > p.maxThreadsPerBlock) return 0;
-  const int warps = (block_size + p.warpSize - 1) / p.warpSize;
-  int blocks = std::min(p.maxBlocksPerMultiProcessor, p.maxThreadsPerMultiProcessor / (warps * p.warpSize));
-  const int regs_per_warp = ((regs * p.warpSize + 255) / 256) * 256;
-  if (regs_per_warp > 0) blocks = std::min(blocks, p.regsPerMultiprocessor / (regs_per_warp * warps));
-  const size_t smem = static_smem + dynamic_smem + p.reservedSharedMemPerBlock;
-  if (static_smem + dynamic_smem > p.sharedMemPerBlockOptin) return 0;
-  blocks = std::min<int>(blocks, int(p.sharedMemPerMultiprocessor / smem));
-  return std::max(blocks, 0);
-}
-
-constexpr int kKernelRegisters = 32;  // what cudaFuncGetAttributes reports of every kernel here
-
 cudaError_t occupancy(int* num_blocks, const void* func, int block_size, size_t dynamic_smem, unsigned flags) {
   if (num_blocks == nullptr || (flags & ~unsigned(cudaOccupancyDisableCachingOverride)) != 0) {
     return record(cudaErrorInvalidValue);
@@ -330,7 +312,7 @@ cudaError_t occupancy(int* num_blocks, const void* func, int block_size, size_t 
   if (kernels().find(func) == nullptr) return record(cudaErrorInvalidDeviceFunction);
   int device;
   if (cudaError_t e = current_device(&device); e != cudaSuccess) return record(e);
-  *num_blocks = active_blocks(properties_of(device), block_size, dynamic_smem, kKernelRegisters, 0);
+  *num_blocks = active_blocks(device, block_size, dynamic_smem, kKernelRegisters, 0);
   return cudaSuccess;
 }
 
@@ -396,7 +378,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaOccupancyAvailableDynamicSMemPerBlock(s
     if (cudaError_t e = rt::current_device(&device); e != cudaSuccess) return rt::record(e);
     const cudaDeviceProp p = rt::properties_of(device);
     if (numBlocks <= 0 || blockSize <= 0 || blockSize > p.maxThreadsPerBlock ||
-        rt::active_blocks(p, blockSize, 0, rt::kKernelRegisters, 0) < numBlocks) {
+        active_blocks(device, blockSize, 0, kKernelRegisters, 0) < numBlocks) {
       *dynamicSmemSize = 0;
       return cudaSuccess;
     }

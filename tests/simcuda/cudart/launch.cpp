@@ -6,6 +6,7 @@
 // (crt/host_runtime.h, crt/device_functions.h). Kernel names come from __cudaRegisterFunction.
 #include <cstring>
 
+#include "core/device.h"
 #include "runtime.h"
 
 using namespace simcuda;
@@ -261,7 +262,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFuncGetAttributes(cudaFuncAttributes* a
     if (kernels().find(func) == nullptr) return rt::record(cudaErrorInvalidDeviceFunction);
     std::memset(attr, 0, sizeof *attr);
     attr->maxThreadsPerBlock = int(rt::kMaxThreadsPerBlock);
-    attr->numRegs = 32;
+    attr->numRegs = kKernelRegisters;
     attr->ptxVersion = 75;
     attr->binaryVersion = 75;
     attr->maxDynamicSharedSizeBytes = 48 << 10;

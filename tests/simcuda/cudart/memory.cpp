@@ -286,6 +286,9 @@ struct MemPool {
   uint64_t used = 0;
   uint64_t used_high = 0;
   uint64_t reserved_high = 0;
+  // cudaMemPoolSetAccess: what other devices may do with the pool's memory (its own device always
+  // reads and writes it).
+  cudaMemAccessFlags access[kMaxDeviceCount] = {};
 };
 
 struct Pools {
@@ -705,6 +708,42 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool) {
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t /*minBytesToKeep*/) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolTrimTo_v11020), [&]() -> cudaError_t {
     return rt::with_pool(memPool, [](rt::Pools&, rt::MemPool&) { return cudaSuccess; });
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool, const cudaMemAccessDesc* descs,
+                                                          size_t count) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolSetAccess_v11020), [&]() -> cudaError_t {
+    if (count > 0 && descs == nullptr) return rt::record(cudaErrorInvalidValue);
+    for (size_t i = 0; i < count; ++i) {
+      const cudaMemAccessDesc& d = descs[i];
+      if (d.location.type != cudaMemLocationTypeDevice || rt::check_device(d.location.id) != cudaSuccess ||
+          (d.flags != cudaMemAccessFlagsProtNone && d.flags != cudaMemAccessFlagsProtRead &&
+           d.flags != cudaMemAccessFlagsProtReadWrite))
+        return rt::record(cudaErrorInvalidValue);
+    }
+    return rt::with_pool(memPool, [&](rt::Pools&, rt::MemPool& pool) {
+      for (size_t i = 0; i < count; ++i) {
+        // The pool's own device keeps its access.
+        if (descs[i].location.id == pool.device && descs[i].flags != cudaMemAccessFlagsProtReadWrite)
+          return cudaErrorInvalidDevice;
+        pool.access[descs[i].location.id] = descs[i].flags;
+      }
+      return cudaSuccess;
+    });
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMemPoolGetAccess(cudaMemAccessFlags* flags, cudaMemPool_t memPool,
+                                                          cudaMemLocation* location) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaMemPoolGetAccess_v11020), [&]() -> cudaError_t {
+    if (flags == nullptr || location == nullptr || location->type != cudaMemLocationTypeDevice ||
+        rt::check_device(location->id) != cudaSuccess)
+      return rt::record(cudaErrorInvalidValue);
+    return rt::with_pool(memPool, [&](rt::Pools&, rt::MemPool& pool) {
+      *flags = location->id == pool.device ? cudaMemAccessFlagsProtReadWrite : pool.access[location->id];
+      return cudaSuccess;
+    });
   });
 }
 

@@ -542,6 +542,38 @@ TEST(DriverRuntime, TheRuntimeLoadsTheDriverUnlessToldNot) {
   EXPECT_EQ(test::field(without.out, "driver-route"), "ok") << without.out;
 }
 
+// The driver's occupancy calculator answers as the runtime's (the header's
+// cudaOccupancyMaxPotentialBlockSize gives 1024 threads and a grid of 264 for every kernel here), and
+// its function attributes are those cudaFuncGetAttributes reports.
+TEST(DriverOccupancy, AnswersAsTheRuntimes) {
+  init();
+  CUmodule m;
+  ASSERT_EQ(cuModuleLoadData(&m, kImage), CUDA_SUCCESS);
+  CUfunction f;
+  ASSERT_EQ(cuModuleGetFunction(&f, m, "first_kernel"), CUDA_SUCCESS);
+  int grid = 0, block = 0;
+  ASSERT_EQ(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, nullptr, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(block, 1024);
+  EXPECT_EQ(grid, 264);
+  ASSERT_EQ(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, nullptr, 0, 100), CUDA_SUCCESS);
+  // Under a limit of 100: 64 threads a block fill a multiprocessor (32 blocks), where 100 leave 1600
+  // of its 2048 threads resident.
+  EXPECT_EQ(block, 64);
+  EXPECT_EQ(grid, 32 * 132);
+  int blocks = 0;
+  ASSERT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 256, 0), CUDA_SUCCESS);
+  EXPECT_EQ(blocks, 8);
+  EXPECT_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, f, 256, 0, 8), CUDA_ERROR_INVALID_VALUE);
+  size_t smem = 0;
+  ASSERT_EQ(cuOccupancyAvailableDynamicSMemPerBlock(&smem, f, 2, 256), CUDA_SUCCESS);
+  EXPECT_GT(smem, 0u);
+  int regs = 0;
+  ASSERT_EQ(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f), CUDA_SUCCESS);
+  EXPECT_EQ(regs, 32);
+  EXPECT_EQ(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
 // The real runtime initialises the driver on its first call that needs a device, so a library using
 // the driver after cudaGetDeviceCount works without a cuInit of its own (PyTorch's
 // cuDevicePrimaryCtxGetState, samples' cuCtxGetDevice after cudaSetDevice).

@@ -83,6 +83,59 @@ int two_devices() {
   CHECK_RESULT(cudaEventRecord(event0, stream1), cudaErrorInvalidResourceHandle);
   CHECK_RESULT(cudaEventDestroy(event0), cudaSuccess);
 
+  // Peer access: each may reach the other once enabled; a copy between them moves the bytes.
+  int can = 0;
+  CHECK_RESULT(cudaDeviceCanAccessPeer(&can, 0, 1), cudaSuccess);
+  CHECK_RESULT(cudaDeviceCanAccessPeer(&can, 0, 0), cudaSuccess);
+  if (can != 0) {
+    std::printf("a device reports peer access to itself\n");
+    return 1;
+  }
+  CHECK_RESULT(cudaDeviceCanAccessPeer(&can, 1, 0), cudaSuccess);
+  if (can != 1) {
+    std::printf("device 1 cannot reach device 0\n");
+    return 1;
+  }
+  CHECK_RESULT(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess);
+  CHECK_RESULT(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessAlreadyEnabled);
+  CHECK_RESULT(cudaDeviceEnablePeerAccess(0, 0), cudaErrorInvalidDevice);
+  CHECK_RESULT(cudaDeviceDisablePeerAccess(1), cudaSuccess);
+  CHECK_RESULT(cudaDeviceDisablePeerAccess(1), cudaErrorPeerAccessNotEnabled);
+  int supported = 0;
+  CHECK_RESULT(cudaDeviceGetP2PAttribute(&supported, cudaDevP2PAttrAccessSupported, 0, 1), cudaSuccess);
+  if (supported != 1) {
+    std::printf("no P2P access between devices 0 and 1\n");
+    return 1;
+  }
+  void* on0 = nullptr;
+  CHECK_RESULT(cudaMalloc(&on0, 256), cudaSuccess);
+  unsigned char pattern[256], back[256] = {};
+  for (int i = 0; i < 256; ++i) pattern[i] = static_cast<unsigned char>(i);
+  CHECK_RESULT(cudaMemcpy(on0, pattern, sizeof pattern, cudaMemcpyHostToDevice), cudaSuccess);
+  CHECK_RESULT(cudaMemcpyPeerAsync(on1, 1, on0, 0, sizeof pattern, nullptr), cudaSuccess);
+  CHECK_RESULT(cudaMemcpyPeer(on1, 0, on0, 0, sizeof pattern), cudaErrorInvalidValue);  // on1 is device 1's
+  CHECK_RESULT(cudaDeviceSynchronize(), cudaSuccess);
+  CHECK_RESULT(cudaMemcpy(back, on1, sizeof back, cudaMemcpyDeviceToHost), cudaSuccess);
+  if (std::memcmp(pattern, back, sizeof back) != 0) {
+    std::printf("a peer copy did not move the bytes\n");
+    return 1;
+  }
+  CHECK_RESULT(cudaFree(on0), cudaSuccess);
+  // A pool of device 0 opened to device 1.
+  cudaMemPool_t pool;
+  CHECK_RESULT(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
+  cudaMemAccessDesc access{};
+  access.location = {cudaMemLocationTypeDevice, 1};
+  access.flags = cudaMemAccessFlagsProtReadWrite;
+  CHECK_RESULT(cudaMemPoolSetAccess(pool, &access, 1), cudaSuccess);
+  cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+  cudaMemLocation where{cudaMemLocationTypeDevice, 1};
+  CHECK_RESULT(cudaMemPoolGetAccess(&flags, pool, &where), cudaSuccess);
+  if (flags != cudaMemAccessFlagsProtReadWrite) {
+    std::printf("device 1's access to device 0's pool reads %d\n", int(flags));
+    return 1;
+  }
+
   CHECK_RESULT(cudaSetDevice(1), cudaSuccess);
   CHECK_RESULT(cudaStreamQuery(nullptr), cudaErrorNotReady);
   CHECK_RESULT(cudaDeviceReset(), cudaSuccess);
