@@ -576,6 +576,13 @@ TraceReader::ReadResult TraceReader::read_chunk() {
     return fail_corrupt(at, "the zstd frame size disagrees with the chunk header", &ch);
   if (ZSTD_findFrameCompressedSize(stored_.data(), stored_.size()) != stored_.size())
     return fail_corrupt(at, "the chunk is not exactly one zstd frame", &ch);
+  // The previous events chunk left its decoded records in raw_ and its payload's buffer in decoded_:
+  // swapped back, each buffer keeps to one size (payloads, decoded records), so that neither has to
+  // grow again to the other's size, and the reader holds one buffer of each at its peak.
+  if (decoded_in_raw_) {
+    raw_.swap(decoded_);
+    decoded_in_raw_ = false;
+  }
   if (raw_.size() < ch.raw_bytes) raw_.resize(ch.raw_bytes);
   size_t n = ZSTD_decompressDCtx(dctx_, raw_.data(), ch.raw_bytes, stored_.data(), stored_.size());
   if (ZSTD_isError(n))
@@ -754,7 +761,13 @@ bool TraceReader::validate_events() {
   size_t decoded_size = 0;
   auto room_for = [&](size_t bytes) {
     const size_t need = decoded_size + bytes + abi::kMaxRecordBytes + kDeliverySlack;
-    if (decoded_.size() < need) decoded_.resize(std::max(need, decoded_.size() * 2));
+    if (decoded_.size() >= need) return;
+    // Only the bytes decoded so far move, in one copy: resize() would move the whole old buffer a
+    // byte at a time (the allocator's construct, which leaves new bytes uninitialised, rules out
+    // its memmove).
+    ByteBuffer bigger(std::max(need, decoded_.size() * 2));
+    if (decoded_size) std::memcpy(bigger.data(), decoded_.data(), decoded_size);
+    decoded_.swap(bigger);
   };
   auto append = [&](const void* data, size_t bytes) {
     room_for(bytes);
@@ -846,6 +859,7 @@ bool TraceReader::validate_events() {
   }
   room_for(0);
   raw_.swap(decoded_);
+  decoded_in_raw_ = true;
   raw_size_ = decoded_size;
   return true;
 }

@@ -501,6 +501,7 @@ class TraceReader {
   };
   using ByteBuffer = std::vector<uint8_t, UninitializedAllocator<uint8_t>>;
   ByteBuffer stored_, raw_, decoded_;
+  bool decoded_in_raw_ = false;  // raw_ and decoded_ swapped by the last events chunk
   // Bytes raw_ holds past raw_size_ after validate_events(), so deliveries can copy fixed widths.
   static constexpr size_t kDeliverySlack = 8 * abi::kMaxApiArgs;
   // What apply_events() must look at: a thread definition (offset of its block header) or a record.
