@@ -223,9 +223,9 @@ struct ProtoSink::State {
         case TimelineArg::Type::kSigned: d->set_int_value(a.s); break;
         case TimelineArg::Type::kText:
           if (a.repeats)
-            d->set_string_value_iid(recent ? iid(seq, kValues, a.text, recent->values[slot], false)
-                                            : iid(seq, kValues, a.text));
-          else d->set_string_value(a.text);
+            d->set_string_value_iid(recent ? iid(seq, kValues, a.text(), recent->values[slot], a.lasting)
+                                            : iid(seq, kValues, a.text()));
+          else d->set_string_value(a.text().data(), a.text().size());
           break;
         case TimelineArg::Type::kTexts:
           for (const std::string& t : a.texts) d->add_array_values()->set_string_value(t);
@@ -460,12 +460,13 @@ struct ProtoSink::State {
         case TimelineArg::Type::kText:
           if (a.repeats) {
             f.field = pb::DebugAnnotation::kStringValueIidFieldNumber;
-            f.number = known_iid(t.calls, kValues, a.text, recent.values[slot], false, defined);
+            f.number = known_iid(t.calls, kValues, a.text(), recent.values[slot], a.lasting, defined);
           } else {
-            if (a.text.size() > 256) return false;
+            const std::string_view text = a.text();
+            if (text.size() > 256) return false;
             f.field = pb::DebugAnnotation::kStringValueFieldNumber;
-            f.text = a.text.data();
-            f.text_size = uint32_t(a.text.size());
+            f.text = text.data();
+            f.text_size = uint32_t(text.size());
           }
           break;
         default: return false;
