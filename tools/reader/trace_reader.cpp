@@ -761,13 +761,7 @@ bool TraceReader::validate_events() {
   size_t decoded_size = 0;
   auto room_for = [&](size_t bytes) {
     const size_t need = decoded_size + bytes + abi::kMaxRecordBytes + kDeliverySlack;
-    if (decoded_.size() >= need) return;
-    // Only the bytes decoded so far move, in one copy: resize() would move the whole old buffer a
-    // byte at a time (the allocator's construct, which leaves new bytes uninitialised, rules out
-    // its memmove).
-    ByteBuffer bigger(std::max(need, decoded_.size() * 2));
-    if (decoded_size) std::memcpy(bigger.data(), decoded_.data(), decoded_size);
-    decoded_.swap(bigger);
+    if (decoded_.size() < need) decoded_.resize(std::max(need, decoded_.size() * 2));
   };
   auto append = [&](const void* data, size_t bytes) {
     room_for(bytes);
