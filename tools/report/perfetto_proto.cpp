@@ -135,28 +135,34 @@ struct ProtoSink::State {
     const char* data = nullptr;
     std::string text;
     uint64_t id = 0;
+    uint32_t defined_on = 0;  // a sequence found to have `id` defined already (0: none)
   };
-  uint64_t iid(Sequence& seq, InternTable table, std::string_view s, Recent& recent, bool unmoving) {
+  // Makes `recent` hold `s` and its id.
+  void remember(InternTable table, std::string_view s, Recent& recent, bool unmoving) {
     const bool same_place = unmoving && recent.data == s.data() && recent.text.size() == s.size();
     if (recent.id == 0 || (!same_place && recent.text != s)) {
       recent.text.assign(s);
-      recent.id = tables[table].id(s);
+      const uint64_t id = tables[table].id(s);
+      if (id != recent.id) recent.defined_on = 0;
+      recent.id = id;
     }
     recent.data = unmoving ? s.data() : nullptr;
+  }
+  uint64_t iid(Sequence& seq, InternTable table, std::string_view s, Recent& recent, bool unmoving) {
+    remember(table, s, recent, unmoving);
     return define(seq, table, s, recent.id);
   }
 
   // The id `iid` would give, and whether the sequence has its definition already; defines nothing.
+  // A sequence never forgets a definition, so one found there once needs no second look.
   uint64_t known_iid(const Sequence& seq, InternTable table, std::string_view s, Recent& recent, bool unmoving,
                      bool& defined) {
-    const bool same_place = unmoving && recent.data == s.data() && recent.text.size() == s.size();
-    if (recent.id == 0 || (!same_place && recent.text != s)) {
-      recent.text.assign(s);
-      recent.id = tables[table].id(s);
+    remember(table, s, recent, unmoving);
+    if (recent.defined_on != seq.id) {
+      const std::vector<bool>& have = seq.defined[table];
+      if (recent.id < have.size() && have[recent.id]) recent.defined_on = seq.id;
+      else defined = false;
     }
-    recent.data = unmoving ? s.data() : nullptr;
-    const std::vector<bool>& have = seq.defined[table];
-    defined = defined && recent.id < have.size() && have[recent.id];
     return recent.id;
   }
 
