@@ -576,6 +576,13 @@ TraceReader::ReadResult TraceReader::read_chunk() {
     return fail_corrupt(at, "the zstd frame size disagrees with the chunk header", &ch);
   if (ZSTD_findFrameCompressedSize(stored_.data(), stored_.size()) != stored_.size())
     return fail_corrupt(at, "the chunk is not exactly one zstd frame", &ch);
+  // The previous events chunk left its decoded records in raw_ and its payload's buffer in decoded_:
+  // swapped back, each buffer keeps to one size (payloads, decoded records), so that neither has to
+  // grow again to the other's size, and the reader holds one buffer of each at its peak.
+  if (decoded_in_raw_) {
+    raw_.swap(decoded_);
+    decoded_in_raw_ = false;
+  }
   if (raw_.size() < ch.raw_bytes) raw_.resize(ch.raw_bytes);
   size_t n = ZSTD_decompressDCtx(dctx_, raw_.data(), ch.raw_bytes, stored_.data(), stored_.size());
   if (ZSTD_isError(n))
@@ -846,6 +853,7 @@ bool TraceReader::validate_events() {
   }
   room_for(0);
   raw_.swap(decoded_);
+  decoded_in_raw_ = true;
   raw_size_ = decoded_size;
   return true;
 }

@@ -28,6 +28,7 @@
 #include "reader/nvtx_payload.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <deque>
 #include <map>
@@ -483,24 +484,40 @@ class TraceReader {
   // block by its decoded records (ring layout, absolute times) so the rest of the reader walks
   // fixed-layout records.
   // Growing a buffer leaves the new bytes uninitialised: they are about to be overwritten, and zeroing
-  // them would touch every page of the largest chunk twice.
-  template <class T>
-  struct UninitializedAllocator : std::allocator<T> {
-    template <class U>
-    struct rebind {
-      using other = UninitializedAllocator<U>;
-    };
-    template <class U>
-    void construct(U* p) noexcept {
-      ::new (static_cast<void*>(p)) U;
+  // them would touch every page of the largest chunk twice. It grows by realloc, which moves a large
+  // buffer's pages (mremap) instead of copying its bytes into new ones.
+  class ByteBuffer {
+   public:
+    ByteBuffer() = default;
+    ByteBuffer(const ByteBuffer&) = delete;
+    ByteBuffer& operator=(const ByteBuffer&) = delete;
+    ~ByteBuffer() { std::free(data_); }
+    uint8_t* data() { return data_; }
+    const uint8_t* data() const { return data_; }
+    size_t size() const { return size_; }
+    uint8_t operator[](size_t i) const { return data_[i]; }
+    // Keeps the first min(size(), bytes) bytes.
+    void resize(size_t bytes) {
+      if (bytes > capacity_) {
+        void* more = std::realloc(data_, bytes);
+        if (!more) throw std::bad_alloc();
+        data_ = static_cast<uint8_t*>(more);
+        capacity_ = bytes;
+      }
+      size_ = bytes;
     }
-    template <class U, class... Args>
-    void construct(U* p, Args&&... args) {
-      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    void swap(ByteBuffer& other) noexcept {
+      std::swap(data_, other.data_);
+      std::swap(size_, other.size_);
+      std::swap(capacity_, other.capacity_);
     }
+
+   private:
+    uint8_t* data_ = nullptr;
+    size_t size_ = 0, capacity_ = 0;
   };
-  using ByteBuffer = std::vector<uint8_t, UninitializedAllocator<uint8_t>>;
   ByteBuffer stored_, raw_, decoded_;
+  bool decoded_in_raw_ = false;  // raw_ and decoded_ swapped by the last events chunk
   // Bytes raw_ holds past raw_size_ after validate_events(), so deliveries can copy fixed widths.
   static constexpr size_t kDeliverySlack = 8 * abi::kMaxApiArgs;
   // What apply_events() must look at: a thread definition (offset of its block header) or a record.

@@ -193,7 +193,7 @@ class JsonSink final : public TimelineSink {
       switch (a.type) {
         case TimelineArg::Type::kUnsigned: append_number(buf_, a.u); break;
         case TimelineArg::Type::kSigned: append_number(buf_, a.s); break;
-        case TimelineArg::Type::kText: append_json_string(buf_, a.text); break;
+        case TimelineArg::Type::kText: append_json_string(buf_, a.text()); break;
         case TimelineArg::Type::kTexts: append_json_strings(buf_, a.texts); break;
         case TimelineArg::Type::kNumbers:
           buf_ += '[';

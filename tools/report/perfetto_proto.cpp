@@ -4,6 +4,7 @@
 #include <google/protobuf/wire_format_lite.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <iterator>
 #include <deque>
@@ -101,19 +102,25 @@ struct ProtoSink::State {
 
   void write() {
     const size_t size = packet.ByteSizeLong();
-    uint8_t head[16];
-    head[0] = 0x0a;  // Trace.packet: field 1, length-delimited
-    uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(uint32_t(size), head + 1);
-    const size_t at = buf.size();
-    buf.resize(at + size_t(end - head) + size);
-    std::copy(head, end, buf.data() + at);
-    packet.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(buf.data() + at + (end - head)));
-    if (buf.size() >= 1 << 16) flush();
+    uint8_t* p = room(size + kPacketHeadBytes);
+    *p++ = kPacketTag;
+    p = Coded::WriteVarint32ToArray(uint32_t(size), p);
+    p = packet.SerializeWithCachedSizesToArray(p);
+    used = size_t(p - buf.data());
+  }
+
+  // Where `bytes` more can be written into the buffer, which is flushed first when they would not fit.
+  uint8_t* room(size_t bytes) {
+    if (buf.size() - used < bytes) {
+      flush();
+      if (buf.size() < bytes) buf.resize(bytes);
+    }
+    return buf.data() + used;
   }
 
   void flush() {
-    std::fwrite(buf.data(), 1, buf.size(), out);
-    buf.clear();
+    if (used) std::fwrite(buf.data(), 1, used, out);
+    used = 0;
   }
 
   // The iid of `s` in `table` on `seq`, its definition added to the packet when the sequence has not
@@ -128,28 +135,34 @@ struct ProtoSink::State {
     const char* data = nullptr;
     std::string text;
     uint64_t id = 0;
+    uint32_t defined_on = 0;  // a sequence found to have `id` defined already (0: none)
   };
-  uint64_t iid(Sequence& seq, InternTable table, std::string_view s, Recent& recent, bool unmoving) {
+  // Makes `recent` hold `s` and its id.
+  void remember(InternTable table, std::string_view s, Recent& recent, bool unmoving) {
     const bool same_place = unmoving && recent.data == s.data() && recent.text.size() == s.size();
     if (recent.id == 0 || (!same_place && recent.text != s)) {
       recent.text.assign(s);
-      recent.id = tables[table].id(s);
+      const uint64_t id = tables[table].id(s);
+      if (id != recent.id) recent.defined_on = 0;
+      recent.id = id;
     }
     recent.data = unmoving ? s.data() : nullptr;
+  }
+  uint64_t iid(Sequence& seq, InternTable table, std::string_view s, Recent& recent, bool unmoving) {
+    remember(table, s, recent, unmoving);
     return define(seq, table, s, recent.id);
   }
 
   // The id `iid` would give, and whether the sequence has its definition already; defines nothing.
+  // A sequence never forgets a definition, so one found there once needs no second look.
   uint64_t known_iid(const Sequence& seq, InternTable table, std::string_view s, Recent& recent, bool unmoving,
                      bool& defined) {
-    const bool same_place = unmoving && recent.data == s.data() && recent.text.size() == s.size();
-    if (recent.id == 0 || (!same_place && recent.text != s)) {
-      recent.text.assign(s);
-      recent.id = tables[table].id(s);
+    remember(table, s, recent, unmoving);
+    if (recent.defined_on != seq.id) {
+      const std::vector<bool>& have = seq.defined[table];
+      if (recent.id < have.size() && have[recent.id]) recent.defined_on = seq.id;
+      else defined = false;
     }
-    recent.data = unmoving ? s.data() : nullptr;
-    const std::vector<bool>& have = seq.defined[table];
-    defined = defined && recent.id < have.size() && have[recent.id];
     return recent.id;
   }
 
@@ -216,9 +229,9 @@ struct ProtoSink::State {
         case TimelineArg::Type::kSigned: d->set_int_value(a.s); break;
         case TimelineArg::Type::kText:
           if (a.repeats)
-            d->set_string_value_iid(recent ? iid(seq, kValues, a.text, recent->values[slot], false)
-                                            : iid(seq, kValues, a.text));
-          else d->set_string_value(a.text);
+            d->set_string_value_iid(recent ? iid(seq, kValues, a.text(), recent->values[slot], a.lasting)
+                                            : iid(seq, kValues, a.text()));
+          else d->set_string_value(a.text().data(), a.text().size());
           break;
         case TimelineArg::Type::kTexts:
           for (const std::string& t : a.texts) d->add_array_values()->set_string_value(t);
@@ -271,8 +284,13 @@ struct ProtoSink::State {
   }
 
   Thread& thread(uint32_t pid, uint32_t tid, const std::string* name = nullptr) {
-    auto [it, added] = threads.try_emplace(uint64_t(pid) << 32 | tid);
+    const uint64_t key = uint64_t(pid) << 32 | tid;
+    // Calls come thread by thread in runs: the last thread is usually the one asked for.
+    if (!name && last_thread && last_thread_key == key) return *last_thread;
+    auto [it, added] = threads.try_emplace(key);
     Thread& t = it->second;
+    last_thread_key = key;
+    last_thread = &t;
     if (added) t.uuid = next_uuid++;
     if (added || name) {
       const uint64_t parent = process_track(pid);
@@ -345,13 +363,14 @@ struct ProtoSink::State {
     const uint64_t end = t.open.back().end;
     t.open.pop_back();
     if (t.calls.id != 0 && end >= t.clock) {
-      CallPacket packet(buf, 32);
+      const uint32_t event_size = varint_field_size(pb::TrackEvent::kTypeFieldNumber, pb::TrackEvent::TYPE_SLICE_END);
+      CallPacket packet(*this, call_packet_size(end - t.clock, t.calls.id, event_size));
       packet.varint(pb::TracePacket::kTimestampFieldNumber, end - t.clock);
       packet.varint(pb::TracePacket::kTrustedPacketSequenceIdFieldNumber, t.calls.id);
-      packet.message(pb::TracePacket::kTrackEventFieldNumber, 2);
+      packet.message(pb::TracePacket::kTrackEventFieldNumber, event_size);
       packet.varint(pb::TrackEvent::kTypeFieldNumber, pb::TrackEvent::TYPE_SLICE_END);
       t.clock = end;
-      finish(packet);
+      packet.close();
       return;
     }
     call_event(t, pb::TrackEvent::TYPE_SLICE_END, end);
@@ -365,11 +384,12 @@ struct ProtoSink::State {
   // interned or short strings; anything else goes through the messages.
   class CallPacket {
    public:
-    // Room for a packet of at most `most` bytes after the Trace's field header.
-    CallPacket(std::string& buf, size_t most) : buf_(buf), at_(buf.size()) {
-      buf_.resize(at_ + 6 + most);
-      start_ = reinterpret_cast<uint8_t*>(buf_.data()) + at_ + 6;  // the packet's length goes before it
-      p_ = start_;
+    // A packet of `size` bytes, sized beforehand so that its length goes first and nothing moves.
+    CallPacket(State& state, uint32_t size) : state_(state) {
+      p_ = state.room(size + kPacketHeadBytes);
+      *p_++ = kPacketTag;
+      p_ = Coded::WriteVarint32ToArray(size, p_);
+      end_ = p_ + size;
     }
     void varint(int field, uint64_t v) {
       p_ = WireFormat::WriteUInt64ToArray(field, v, p_);
@@ -383,36 +403,28 @@ struct ProtoSink::State {
       message(field, uint32_t(s.size()));
       p_ = Coded::WriteRawToArray(s.data(), int(s.size()), p_);
     }
-    // Closes the packet: its header goes in front, the gap closes up.
     void close() {
-      const uint32_t size = uint32_t(p_ - start_);
-      uint8_t head[6];
-      head[0] = 0x0a;  // Trace.packet: field 1, length-delimited
-      uint8_t* head_end = Coded::WriteVarint32ToArray(size, head + 1);
-      const size_t head_size = size_t(head_end - head);
-      uint8_t* base = reinterpret_cast<uint8_t*>(buf_.data()) + at_;
-      std::memmove(base + head_size, start_, size);
-      std::memcpy(base, head, head_size);
-      buf_.resize(at_ + head_size + size);
+      assert(p_ == end_ && "a call packet's fields disagree with its size");
+      state_.used = size_t(p_ - state_.buf.data());
     }
 
    private:
-    std::string& buf_;
-    size_t at_;
-    uint8_t* start_;
+    State& state_;
     uint8_t* p_;
+    uint8_t* end_;
   };
-
-  void finish(CallPacket& packet) {
-    packet.close();
-    if (buf.size() >= 1 << 16) flush();
-  }
 
   static uint32_t varint_field_size(int field, uint64_t v) {
     return uint32_t(Coded::VarintSize32(uint32_t(field) << 3) + Coded::VarintSize64(v));
   }
   static uint32_t message_field_size(int field, uint32_t size) {
     return uint32_t(Coded::VarintSize32(uint32_t(field) << 3 | 2) + Coded::VarintSize32(size)) + size;
+  }
+  // A call's packet: its time, its sequence and a track event of `event_size` bytes.
+  static uint32_t call_packet_size(uint64_t delta, uint32_t sequence, uint32_t event_size) {
+    return varint_field_size(pb::TracePacket::kTimestampFieldNumber, delta) +
+           varint_field_size(pb::TracePacket::kTrustedPacketSequenceIdFieldNumber, sequence) +
+           message_field_size(pb::TracePacket::kTrackEventFieldNumber, event_size);
   }
 
   // A call's begin packet through CallPacket, when it qualifies (see there); false: it did not.
@@ -425,13 +437,15 @@ struct ProtoSink::State {
       recent.keys.resize(s.args.size());
       recent.values.resize(s.args.size());
     }
-    // Each annotation: its name's iid and its value's field, sized first.
+    // Each annotation: its name's iid and its value's field, sized first. Trivial, so that the array
+    // is not initialised call after call.
     struct Field {
       uint64_t name_iid;
-      int field;
       uint64_t number;
-      std::string_view text;
+      const char* text;
+      uint32_t text_size;
       uint32_t size;
+      int field;
     };
     Field fields[24];
     size_t n = 0;
@@ -452,18 +466,20 @@ struct ProtoSink::State {
         case TimelineArg::Type::kText:
           if (a.repeats) {
             f.field = pb::DebugAnnotation::kStringValueIidFieldNumber;
-            f.number = known_iid(t.calls, kValues, a.text, recent.values[slot], false, defined);
+            f.number = known_iid(t.calls, kValues, a.text(), recent.values[slot], a.lasting, defined);
           } else {
-            if (a.text.size() > 256) return false;
+            const std::string_view text = a.text();
+            if (text.size() > 256) return false;
             f.field = pb::DebugAnnotation::kStringValueFieldNumber;
-            f.text = a.text;
+            f.text = text.data();
+            f.text_size = uint32_t(text.size());
           }
           break;
         default: return false;
       }
       f.size = varint_field_size(pb::DebugAnnotation::kNameIidFieldNumber, f.name_iid) +
                (f.field == pb::DebugAnnotation::kStringValueFieldNumber
-                    ? message_field_size(f.field, uint32_t(f.text.size()))
+                    ? message_field_size(f.field, f.text_size)
                     : varint_field_size(f.field, f.number));
       event_size += message_field_size(pb::TrackEvent::kDebugAnnotationsFieldNumber, f.size);
     }
@@ -478,7 +494,7 @@ struct ProtoSink::State {
       event_size += uint32_t(Coded::VarintSize32(uint32_t(pb::TrackEvent::kFlowIdsFieldNumber) << 3)) + 8;
     }
     if (!defined) return false;  // the messages write the definitions
-    CallPacket packet(buf, 32 + event_size);
+    CallPacket packet(*this, call_packet_size(begin - t.clock, t.calls.id, event_size));
     packet.varint(pb::TracePacket::kTimestampFieldNumber, begin - t.clock);
     packet.varint(pb::TracePacket::kTrustedPacketSequenceIdFieldNumber, t.calls.id);
     packet.message(pb::TracePacket::kTrackEventFieldNumber, event_size);
@@ -489,12 +505,12 @@ struct ProtoSink::State {
       const Field& f = fields[i];
       packet.message(pb::TrackEvent::kDebugAnnotationsFieldNumber, f.size);
       packet.varint(pb::DebugAnnotation::kNameIidFieldNumber, f.name_iid);
-      if (f.field == pb::DebugAnnotation::kStringValueFieldNumber) packet.bytes(f.field, f.text);
+      if (f.field == pb::DebugAnnotation::kStringValueFieldNumber) packet.bytes(f.field, {f.text, f.text_size});
       else packet.varint(f.field, f.number);
     }
     if (flow) packet.fixed64(pb::TrackEvent::kFlowIdsFieldNumber, flow);
     t.clock = begin;
-    finish(packet);
+    packet.close();
     return true;
   }
 
@@ -600,8 +616,14 @@ struct ProtoSink::State {
   static constexpr size_t kMaxQueued = 1 << 18;
   static constexpr size_t kMaxEarlyLinks = 256;
 
+  // Trace.packet's field header: field 1, length-delimited; then the packet's length, a varint.
+  static constexpr uint8_t kPacketTag = 0x0a;
+  static constexpr size_t kPacketHeadBytes = 6;
+
   FILE* out;
-  std::string buf;
+  // Packets are laid out here, then written in large pieces.
+  std::vector<uint8_t> buf = std::vector<uint8_t>(size_t(1) << 18);
+  size_t used = 0;
   pb::TracePacket packet;  // reused from packet to packet: Clear keeps what it allocated
   StringTable tables[kTables];
   Sequence misc;
@@ -609,6 +631,8 @@ struct ProtoSink::State {
   uint64_t next_uuid = 1;
   std::unordered_map<uint32_t, uint64_t> processes;  // pid -> track
   std::unordered_map<uint64_t, Thread> threads;      // pid << 32 | tid
+  uint64_t last_thread_key = 0;
+  Thread* last_thread = nullptr;  // threads' elements stay where they are
   std::unordered_map<std::string, uint64_t> child_tracks;
   std::unordered_map<std::string, std::vector<Lane>> lanes;
   std::vector<ApiStrings> api_strings;  // by api id  // per process and name: tracks of spans

@@ -419,6 +419,21 @@ class Timeline {
     if (c.depth == 0 || pending.size() >= 4096) hand_over(t.index, pending);
   }
 
+  // reader::result_name, which searches its domain's status table, remembered per domain for the
+  // last result: almost every call of a domain returns the same (success). The names are the
+  // table's, so they live as long as the program.
+  std::string_view result_name(const reader::ApiSpec& api, uint64_t result) {
+    const size_t domain = size_t(api.domain);
+    if (domain >= std::size(last_result_)) return reader::result_name(api, result);
+    LastResult& last = last_result_[domain];
+    if (!last.known || last.result != result) {
+      last.name = reader::result_name(api, result);
+      last.result = result;
+      last.known = true;
+    }
+    return last.name;
+  }
+
   // Read at the first call: the trace's metadata comes before its calls.
   bool has_links() {
     if (!links_checked_) {
@@ -456,8 +471,8 @@ class Timeline {
       case format::ResultKind::kSigned: args.add_signed("result", int64_t(c.result)); break;
       case format::ResultKind::kErrorCode: {
         args.add_signed("result", int64_t(c.result));
-        std::string_view name = reader::result_name(api, c.result);
-        if (!name.empty()) args.add_text("result_name", name, true);
+        std::string_view name = result_name(api, c.result);
+        if (!name.empty()) args.add_lasting_text("result_name", name, true);
         break;
       }
     }
@@ -508,6 +523,12 @@ class Timeline {
   bool links_ = false;  // the trace has GPU activity: calls that give the device work get API links
   TimelineSlice call_, range_, gpu_;  // reused from item to item
   TimelineArgs args_;
+  struct LastResult {
+    bool known = false;
+    uint64_t result = 0;
+    std::string_view name;
+  };
+  LastResult last_result_[64];  // by domain
   bool memory_usage_checked_ = false, memory_usage_ = false;
   std::unordered_map<uint64_t, int64_t> device_memory_;  // pid << 32 | device -> bytes allocated
   std::unordered_map<uint64_t, uint64_t> allocations_;   // of an allocation by address -> its bytes

@@ -32,9 +32,14 @@ struct TimelineArg {
   Type type = Type::kUnsigned;
   // A value of few distinct values (a result's name, a domain): formats that intern strings intern it.
   bool repeats = false;
+  // The text is a name from a table of the program's own (an enumerator's): it lives, unchanged, as
+  // long as the program, so that a format may know it by where it is and it needs no copy.
+  bool lasting = false;
   uint64_t u = 0;
   int64_t s = 0;
-  std::string text;
+  std::string_view text() const { return lasting ? lasting_text : owned_text; }
+  std::string owned_text;
+  std::string_view lasting_text;
   std::vector<std::string> texts;
   std::vector<int64_t> numbers;
 };
@@ -53,7 +58,14 @@ class TimelineArgs {
   void add_signed(std::string_view key, int64_t v) { next(key, TimelineArg::Type::kSigned).s = v; }
   void add_text(std::string_view key, std::string_view v, bool repeats = false) {
     TimelineArg& a = next(key, TimelineArg::Type::kText);
-    a.text.assign(v);
+    a.owned_text.assign(v);
+    a.repeats = repeats;
+  }
+  // A text that lives as long as the program (TimelineArg::lasting).
+  void add_lasting_text(std::string_view key, std::string_view v, bool repeats = false) {
+    TimelineArg& a = next(key, TimelineArg::Type::kText);
+    a.lasting_text = v;
+    a.lasting = true;
     a.repeats = repeats;
   }
   void add_texts(std::string_view key, std::vector<std::string> v) { next(key, TimelineArg::Type::kTexts).texts = std::move(v); }
@@ -68,6 +80,7 @@ class TimelineArgs {
     a.key = key;
     a.type = type;
     a.repeats = false;
+    a.lasting = false;
     return a;
   }
 
