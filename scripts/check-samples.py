@@ -68,11 +68,12 @@ def nvcc_alone_samples(root: Path) -> list[Sample]:
     return samples
 
 
-# The fatbins a driver API sample loads at run time: built beside its binary, where it looks first.
-def fatbins(text: str, directory: Path) -> list[tuple[str, Path]]:
-    names = re.findall(r'set\(CUDA_FATBIN_FILE\s+"\$\{CMAKE_CURRENT_BINARY_DIR\}/([^"]+)"\)', text)
+# The fatbins and PTX files a driver API sample loads at run time (nvcc -fatbin or -ptx): built beside
+# its binary, where it looks first.
+def modules(text: str, directory: Path) -> list[tuple[str, str, Path]]:
+    built = re.findall(r'set\(CUDA_(FATBIN|PTX)_FILE\s+"\$\{CMAKE_CURRENT_BINARY_DIR\}/([^"]+)"\)', text)
     kernels = re.findall(r'set\(CUDA_KERNEL_SOURCE\s+"\$\{CMAKE_CURRENT_SOURCE_DIR\}/([^"]+)"\)', text)
-    return [(name, directory / kernel) for name, kernel in zip(names, kernels)]
+    return [("-" + kind.lower(), name, directory / kernel) for (kind, name), kernel in zip(built, kernels)]
 
 
 def build(sample: Sample, root: Path, out: Path) -> tuple[bool, str]:
@@ -80,13 +81,13 @@ def build(sample: Sample, root: Path, out: Path) -> tuple[bool, str]:
     flags = ["-std=c++17", "-O1", "-arch=sm_90", "-Wno-deprecated-gpu-targets",
              "-I", str(root / "Common"), "-I", str(sample.directory)]
     out.parent.mkdir(parents=True, exist_ok=True)
-    modules = fatbins(text, sample.directory)
-    for name, kernel in modules:
-        r = subprocess.run([NVCC, *flags, "-fatbin", str(kernel), "-o", str(out.parent / name)],
+    loaded = modules(text, sample.directory)
+    for kind, name, kernel in loaded:
+        r = subprocess.run([NVCC, *flags, kind, str(kernel), "-o", str(out.parent / name)],
                            capture_output=True, text=True, timeout=900)
         if r.returncode != 0:
             return False, (r.stderr.strip().splitlines() or [""])[-1]
-    kernel_sources = {str(kernel) for _, kernel in modules}
+    kernel_sources = {str(kernel) for _, _, kernel in loaded}
     sources = sorted(str(p) for p in sample.directory.iterdir()
                      if p.suffix in (".cu", ".cpp", ".c") and str(p) not in kernel_sources)
     flags += ["-cudart", "shared"]

@@ -636,6 +636,20 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
   });
 }
 
+// cuModuleLoadData with JIT options for a PTX image (link.cpp says what they get).
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int n, CUjit_option* options,
+                                    void** values) {
+  return traced(SIMCUDA_DRIVER_CBID(cuModuleLoadDataEx), [&]() -> CUresult {
+    Module* m;
+    if (module == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_initialized(); e) return e;
+    if (CUresult e = apply_jit_options(n, options, values); e) return e;
+    if (CUresult e = load_module(image, false, &m); e) return e;
+    *module = reinterpret_cast<CUmodule>(m);
+    return CUDA_SUCCESS;
+  });
+}
+
 CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule module, const char* name) {
   return traced(SIMCUDA_DRIVER_CBID(cuModuleGetFunction), [&]() -> CUresult {
     const Kernel* k;
@@ -1219,6 +1233,7 @@ EXPORT(cuGetProcAddress_v2,
 
 EXPORT(cuModuleLoadData, (CUmodule* m, const void* i), (m, i))
 EXPORT(cuModuleGetFunction, (CUfunction* f, CUmodule m, const char* n), (f, m, n))
+EXPORT(cuModuleLoadDataEx, (CUmodule* m, const void* i, unsigned int n, CUjit_option* o, void** v), (m, i, n, o, v))
 EXPORT(cuModuleUnload, (CUmodule m), (m))
 EXPORT(cuLibraryLoadData,
        (CUlibrary* l, const void* c, CUjit_option* jo, void** jv, unsigned int nj,
@@ -1414,6 +1429,7 @@ const ProcVersion kProcVersions[] = {
     I("cuMemsetD8Async", 7000, true, cuMemsetD8Async_ptsz),
     I("cuModuleGetFunction", 2000, false, cuModuleGetFunction),
     I("cuModuleLoadData", 2000, false, cuModuleLoadData),
+    I("cuModuleLoadDataEx", 2010, false, cuModuleLoadDataEx),
     I("cuModuleUnload", 2000, false, cuModuleUnload),
     I("cuSimFutureFunction", 13020, false, cuSimFutureFunction),
     I("cuStreamBeginCapture", 10000, false, cuStreamBeginCapture),

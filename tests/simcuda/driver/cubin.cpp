@@ -44,9 +44,46 @@ void cubin_kernels(const unsigned char* elf, std::vector<std::string>* out) {
 
 }  // namespace
 
+std::vector<std::string> ptx_kernels(const char* text, size_t size) {
+  std::vector<std::string> kernels;
+  const char* end = text + size;
+  const char* nul = static_cast<const char*>(std::memchr(text, '\0', size));
+  if (nul != nullptr) end = nul;
+  auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  for (const char* p = text; p < end;) {
+    const char* entry = std::search(p, end, ".entry", ".entry" + 6);
+    if (entry == end) break;
+    p = entry + 6;
+    // A directive stands alone: ".entry" after a space or a line's start and before a space.
+    if ((entry != text && !is_space(entry[-1])) || p == end || !is_space(*p)) continue;
+    while (p < end && is_space(*p)) ++p;
+    const char* name = p;
+    while (p < end && !is_space(*p) && *p != '(' && *p != '{' && *p != ';') ++p;
+    if (p != name) kernels.emplace_back(name, p);
+  }
+  return kernels;
+}
+
+namespace {
+// PTX is text that declares its version before anything but comments and blank lines.
+bool is_ptx(const char* text) {
+  for (const char* p = text; *p != '\0';) {
+    if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
+      ++p;
+    } else if (p[0] == '/' && p[1] == '/') {
+      while (*p != '\0' && *p != '\n') ++p;
+    } else {
+      return std::strncmp(p, ".version", 8) == 0;
+    }
+  }
+  return false;
+}
+}  // namespace
+
 std::vector<std::string> image_kernels(const void* image) {
   std::vector<std::string> kernels;
   const auto* p = static_cast<const unsigned char*>(image);
+  if (const auto* text = static_cast<const char*>(image); is_ptx(text)) return ptx_kernels(text, std::strlen(text));
   if (is_elf64(p)) {
     cubin_kernels(p, &kernels);
     return kernels;

@@ -7,9 +7,12 @@
 
 namespace simcuda::drv {
 
-// The kernel names of the image's uncompressed cubins, in the order their sections appear; empty
-// for an image of another kind (PTX alone, a compressed cubin), whose kernels the simulation cannot
-// name without compiling it.
+// The kernel names of the image's uncompressed cubins, in the order their sections appear, or of PTX
+// text (its .entry directives); empty for an image of another kind (a compressed cubin), whose
+// kernels the simulation cannot name.
 std::vector<std::string> image_kernels(const void* image);
+
+// The kernels PTX text of `size` bytes (or up to its NUL) declares: the names of its .entry directives.
+std::vector<std::string> ptx_kernels(const char* text, size_t size);
 
 }  // namespace simcuda::drv

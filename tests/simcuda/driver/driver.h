@@ -39,6 +39,10 @@ inline CUresult traced(uint32_t cbid, F&& body) {
 
 CUresult from_status(Status s);
 
+// cuLinkCreate's and cuModuleLoadDataEx's JIT options (link.cpp): the outputs a program asked for are
+// written (empty logs, a wall time of 0); an unknown option is an invalid value.
+CUresult apply_jit_options(unsigned n, CUjit_option* options, void** values);
+
 // CUDA_ERROR_NOT_INITIALIZED before cuInit, else the device of the calling thread's context.
 CUresult current_device(int* device);
 CUresult check_initialized();

@@ -574,6 +574,61 @@ TEST(DriverOccupancy, AnswersAsTheRuntimes) {
   EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
 }
 
+constexpr char kPtx[] =
+    "// a comment\n.version 8.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry jit_scale(\n .param .u64 p\n)\n{\n ret;\n}\n"
+    ".entry jit_sleep_us_500()\n{\n ret;\n}\n"
+    ".func not_a_kernel()\n{\n ret;\n}\n";
+
+// ptxjit's route: PTX linked at run time into an image that loads as a module naming its kernels;
+// and PTX loaded directly, with and without JIT options.
+TEST(DriverModules, PtxIsLinkedAndLoadedWithItsKernels) {
+  init();
+  float wall = -1;
+  char info[16] = "x", error[16] = "x";
+  CUjit_option options[] = {CU_JIT_WALL_TIME, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                            CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_LOG_VERBOSE};
+  void* values[] = {&wall, info, reinterpret_cast<void*>(uintptr_t(sizeof info)), error,
+                    reinterpret_cast<void*>(uintptr_t(sizeof error)), reinterpret_cast<void*>(uintptr_t(1))};
+  CUlinkState link;
+  ASSERT_EQ(cuLinkCreate(6, options, values, &link), CUDA_SUCCESS);
+  EXPECT_EQ(wall, 0.0f);
+  EXPECT_STREQ(info, "");
+  EXPECT_STREQ(error, "");
+  void* image = nullptr;
+  size_t size = 0;
+  EXPECT_EQ(cuLinkComplete(link, &image, &size), CUDA_ERROR_INVALID_IMAGE);  // nothing added
+  ASSERT_EQ(cuLinkAddData(link, CU_JIT_INPUT_PTX, const_cast<char*>(kPtx), sizeof kPtx, "jit.ptx", 0, nullptr,
+                          nullptr),
+            CUDA_SUCCESS);
+  EXPECT_EQ(cuLinkAddData(link, CU_JIT_INPUT_NVVM, const_cast<char*>(kPtx), sizeof kPtx, "jit.ll", 0, nullptr,
+                          nullptr),
+            CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuLinkAddFile(link, CU_JIT_INPUT_PTX, "/nonexistent.ptx", 0, nullptr, nullptr), CUDA_ERROR_FILE_NOT_FOUND);
+  ASSERT_EQ(cuLinkComplete(link, &image, &size), CUDA_SUCCESS);
+  CUmodule m;
+  ASSERT_EQ(cuModuleLoadData(&m, image), CUDA_SUCCESS);
+  CUfunction scale, sleeper, missing;
+  EXPECT_EQ(cuModuleGetFunction(&scale, m, "jit_scale"), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleGetFunction(&sleeper, m, "jit_sleep_us_500"), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleGetFunction(&missing, m, "not_a_kernel"), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(cuLinkDestroy(link), CUDA_SUCCESS);
+  EXPECT_EQ(cuLinkDestroy(link), CUDA_ERROR_INVALID_HANDLE);
+  // The module outlives the link.
+  ASSERT_EQ(cuLaunchKernel(sleeper, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+
+  ASSERT_EQ(cuModuleLoadData(&m, kPtx), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleGetFunction(&scale, m, "jit_scale"), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+  std::strcpy(info, "x");
+  ASSERT_EQ(cuModuleLoadDataEx(&m, kPtx, 3, options, values), CUDA_SUCCESS);
+  EXPECT_STREQ(info, "");
+  EXPECT_EQ(cuModuleGetFunction(&sleeper, m, "jit_sleep_us_500"), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
 // The real runtime initialises the driver on its first call that needs a device, so a library using
 // the driver after cudaGetDeviceCount works without a cuInit of its own (PyTorch's
 // cuDevicePrimaryCtxGetState, samples' cuCtxGetDevice after cudaSetDevice).
