@@ -19,6 +19,8 @@ SIMCUDA_API void device_name(int device, char* out, size_t size);
 
 // What cudaFuncGetAttributes and cuFuncGetAttribute report of every kernel here.
 inline constexpr int kKernelRegisters = 32;
+// The PTX and binary version of every kernel: built for the device's own compute capability (90).
+SIMCUDA_API int kernel_architecture(int device);
 
 // The occupancy calculator's arithmetic, for the runtime's and the driver's occupancy calls: how
 // many blocks of `block_size` threads of a kernel of `regs` registers a thread and `static_smem`

@@ -263,8 +263,11 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFuncGetAttributes(cudaFuncAttributes* a
     std::memset(attr, 0, sizeof *attr);
     attr->maxThreadsPerBlock = int(rt::kMaxThreadsPerBlock);
     attr->numRegs = kKernelRegisters;
-    attr->ptxVersion = 75;
-    attr->binaryVersion = 75;
+    // Built for the device it runs on: CUB picks its tuning by this version, and finds no policy at
+    // all (cudaErrorInvalidDeviceFunction) for one older than the architectures it was compiled for.
+    int device;
+    if (cudaError_t e = rt::current_device(&device); e) return rt::record(e);
+    attr->ptxVersion = attr->binaryVersion = kernel_architecture(device);
     attr->maxDynamicSharedSizeBytes = 48 << 10;
     attr->preferredShmemCarveout = -1;
     return cudaSuccess;

@@ -71,7 +71,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int* value, CUfunction_attrib
         break;
       case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = kKernelRegisters; break;
       case CU_FUNC_ATTRIBUTE_PTX_VERSION:
-      case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *value = 75; break;
+      case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *value = kernel_architecture(device); break;
       case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *value = kMaxDynamicSharedBytes; break;
       case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *value = -1; break;
       default:

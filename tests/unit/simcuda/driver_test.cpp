@@ -570,6 +570,9 @@ TEST(DriverOccupancy, AnswersAsTheRuntimes) {
   int regs = 0;
   ASSERT_EQ(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f), CUDA_SUCCESS);
   EXPECT_EQ(regs, 32);
+  int ptx = 0;
+  ASSERT_EQ(cuFuncGetAttribute(&ptx, CU_FUNC_ATTRIBUTE_PTX_VERSION, f), CUDA_SUCCESS);
+  EXPECT_EQ(ptx, 90);
   EXPECT_EQ(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, nullptr), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
 }

@@ -313,6 +313,9 @@ TEST(Runtime, LaunchPathsAndLaunchErrors) {
   EXPECT_STREQ(name, "_Z13plain_kernelPf");
   cudaFuncAttributes attr;
   EXPECT_EQ(cudaFuncGetAttributes(&attr, k), cudaSuccess);
+  // Built for the device (compute capability 9.0): CUB chooses its tuning, or finds none, by this.
+  EXPECT_EQ(attr.ptxVersion, 90);
+  EXPECT_EQ(attr.binaryVersion, 90);
 
   // The <<<...>>> sequence nvcc emits.
   EXPECT_EQ(__cudaPushCallConfiguration(dim3(4), dim3(128), 0, nullptr), 0u);
