@@ -102,7 +102,9 @@ def build(sample: Sample, root: Path, out: Path) -> tuple[bool, str]:
 
 
 def masked(text: str) -> str:
-    return re.sub(r"\d+", "#", text)
+    # A number in a fixed-width column is padded by as many spaces as it lacks digits: the padding
+    # goes with the number.
+    return re.sub(r" *\d+", " #", text)
 
 
 # A program that dies of signal N: cutrace exits with 128 + N, as a shell reports it.

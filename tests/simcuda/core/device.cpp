@@ -46,6 +46,11 @@ int device_attribute(int attribute, int device, bool* known) {
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return 228 << 10;
     case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: return 65536;
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
+    // The driver's virtual memory management (driver/vmm.cpp), with generic compression as Hopper
+    // parts have it (bytes read back as written, so nothing of it shows but the allocation's flag),
+    // without shareable handles.
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID: return device;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: return 1;

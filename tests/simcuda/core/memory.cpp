@@ -38,7 +38,7 @@ void report(bool allocation, const Allocation& a) {
 }  // namespace
 
 void MemoryTracker::free_storage(const Allocation& a) {
-  if (a.kind == MemoryKind::kRegisteredHost) return;
+  if (a.kind == MemoryKind::kRegisteredHost || a.mapped) return;
   if (rounded(a.size) >= kMapThreshold) {
     munmap(reinterpret_cast<void*>(a.base), rounded(a.size));
   } else {
@@ -94,7 +94,7 @@ Status MemoryTracker::release_where(void* ptr, Pred accept) {
   {
     Lock lock(mu_);
     auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == allocations_.end() || !accept(it->second)) return Status::kInvalidValue;
+    if (it == allocations_.end() || it->second.mapped || !accept(it->second)) return Status::kInvalidValue;
     a = it->second;
     allocations_.erase(it);
     if (counts_against_device(a.kind)) used_[a.device] -= rounded(a.size);
@@ -126,7 +126,7 @@ void MemoryTracker::release_pending(void* ptr) {
 Status MemoryTracker::mark_free_pending(void* ptr) {
   Lock lock(mu_);
   auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == allocations_.end() || it->second.module_owned || it->second.free_pending ||
+  if (it == allocations_.end() || it->second.module_owned || it->second.free_pending || it->second.mapped ||
       it->second.kind != MemoryKind::kDevice) {
     return Status::kInvalidValue;
   }
@@ -140,20 +140,19 @@ void MemoryTracker::cancel_free_pending(void* ptr) {
   if (it != allocations_.end()) it->second.free_pending = false;
 }
 
+bool MemoryTracker::overlaps_locked(uintptr_t base, size_t size) {
+  auto next = allocations_.lower_bound(base);
+  if (next != allocations_.end() && next->first < base + size) return true;
+  return next != allocations_.begin() && std::prev(next)->first + std::prev(next)->second.size > base;
+}
+
 Status MemoryTracker::register_host(void* ptr, size_t size, unsigned flags, int device) {
   if (ptr == nullptr || size == 0) return Status::kInvalidValue;
   uintptr_t base = reinterpret_cast<uintptr_t>(ptr);
   if (base + size < base) return Status::kInvalidValue;
   Lock lock(mu_);
   // Any overlap with a known allocation is refused, as the real runtime refuses double registration.
-  auto next = allocations_.lower_bound(base);
-  if (next != allocations_.end() && next->first < base + size) return Status::kAlreadyRegistered;
-  if (next != allocations_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second.size > base) {
-      return Status::kAlreadyRegistered;
-    }
-  }
+  if (overlaps_locked(base, size)) return Status::kAlreadyRegistered;
   Allocation a;
   a.base = base;
   a.size = size;
@@ -161,6 +160,43 @@ Status MemoryTracker::register_host(void* ptr, size_t size, unsigned flags, int 
   a.device = device;
   a.flags = flags;
   allocations_[base] = a;
+  return Status::kOk;
+}
+
+Status MemoryTracker::charge_physical(int device, uint64_t bytes) {
+  if (device < 0 || device >= config().device_count) return Status::kInvalidDevice;
+  Lock lock(mu_);
+  if (used_.size() < size_t(config().device_count)) used_.resize(config().device_count, 0);
+  if (used_[device] + bytes > config().device_memory_bytes) return Status::kOutOfMemory;
+  used_[device] += bytes;
+  return Status::kOk;
+}
+
+void MemoryTracker::refund_physical(int device, uint64_t bytes) {
+  Lock lock(mu_);
+  if (device >= 0 && size_t(device) < used_.size()) used_[device] -= bytes;
+}
+
+Status MemoryTracker::add_mapping(void* ptr, size_t size, int device) {
+  if (ptr == nullptr || size == 0) return Status::kInvalidValue;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(ptr);
+  Lock lock(mu_);
+  if (overlaps_locked(base, size)) return Status::kAlreadyRegistered;
+  Allocation a;
+  a.base = base;
+  a.size = size;
+  a.kind = MemoryKind::kDevice;
+  a.device = device;
+  a.mapped = true;
+  allocations_[base] = a;
+  return Status::kOk;
+}
+
+Status MemoryTracker::remove_mapping(void* ptr) {
+  Lock lock(mu_);
+  auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == allocations_.end() || !it->second.mapped) return Status::kInvalidValue;
+  allocations_.erase(it);
   return Status::kOk;
 }
 
@@ -201,7 +237,8 @@ void MemoryTracker::release_device(int device) {
     Lock lock(mu_);
     for (auto it = allocations_.begin(); it != allocations_.end();) {
       const Allocation& a = it->second;
-      if (a.device == device && !a.module_owned) {
+      // A mapping outlives a reset: the driver's reservation and physical memory still hold it.
+      if (a.device == device && !a.module_owned && !a.mapped) {
         if (counts_against_device(a.kind)) used_[a.device] -= rounded(a.size);
         freed.push_back(a);
         it = allocations_.erase(it);

@@ -39,6 +39,9 @@ struct Allocation {
   bool module_owned = false;
   // Handed to cudaFreeAsync: freed when the stream reaches the free, not usable again before.
   bool free_pending = false;
+  // Device memory the driver's virtual memory management mapped (cuMemMap): its storage belongs to
+  // the mapping, which the driver unmaps, not to the table.
+  bool mapped = false;
 
   bool contains(const void* p, size_t n) const {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
@@ -62,6 +65,14 @@ class SIMCUDA_API MemoryTracker {
   void release_pending(void* ptr);
   Status register_host(void* ptr, size_t size, unsigned flags, int device);
   Status unregister_host(void* ptr);
+  // Physical memory of the driver's virtual memory management (cuMemCreate, cuMemRelease): counted
+  // as the device's memory in use; kOutOfMemory when the device has not that much left.
+  Status charge_physical(int device, uint64_t bytes);
+  void refund_physical(int device, uint64_t bytes);
+  // A range of device memory mapped at `ptr` (cuMemMap), and its unmapping (cuMemUnmap): device
+  // memory to every check from then on; kAlreadyRegistered if it overlaps a known allocation.
+  Status add_mapping(void* ptr, size_t size, int device);
+  Status remove_mapping(void* ptr);
   // The allocation containing ptr, if any.
   std::optional<Allocation> find(const void* ptr);
   // Bytes of device and managed memory in use on a device, each allocation rounded to the granularity.
@@ -79,6 +90,7 @@ class SIMCUDA_API MemoryTracker {
   template <class Pred>
   Status release_where(void* ptr, Pred accept);
   std::map<uintptr_t, Allocation>::iterator find_locked(const void* ptr);
+  bool overlaps_locked(uintptr_t base, size_t size);
 
   Mutex mu_;
   std::map<uintptr_t, Allocation> allocations_;  // by base address

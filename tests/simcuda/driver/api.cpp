@@ -866,6 +866,19 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec exec) {
 
 // memory
 
+// The current context's device: its memory less what its allocations (and physical allocations of
+// virtual memory management) hold, as the runtime's cudaMemGetInfo says.
+CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+  return traced(SIMCUDA_DRIVER_CBID(cuMemGetInfo_v2), [&]() -> CUresult {
+    if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    int device;
+    if (CUresult e = current_device(&device); e) return e;
+    *total = config().device_memory_bytes;
+    *free = *total - memory().used(device);
+    return CUDA_SUCCESS;
+  });
+}
+
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   return traced(SIMCUDA_DRIVER_CBID(cuMemAlloc_v2), [&]() -> CUresult {
     if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -1280,6 +1293,7 @@ EXPORT(cuGraphDestroy, (CUgraph g), (g))
 EXPORT(cuGraphExecDestroy, (CUgraphExec x), (x))
 
 EXPORT(cuMemAlloc_v2, (CUdeviceptr* p, size_t n), (p, n))
+EXPORT(cuMemGetInfo_v2, (size_t* f, size_t* t), (f, t))
 EXPORT(cuMemAllocPitch_v2, (CUdeviceptr* p, size_t* pitch, size_t w, size_t h, unsigned int e), (p, pitch, w, h, e))
 EXPORT(cuMemFree_v2, (CUdeviceptr p), (p))
 EXPORT(cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
@@ -1403,6 +1417,7 @@ const ProcVersion kProcVersions[] = {
     I("cuMemAlloc", 3020, false, cuMemAlloc_v2),
     I("cuMemAllocPitch", 3020, false, cuMemAllocPitch_v2),
     I("cuMemFree", 3020, false, cuMemFree_v2),
+    I("cuMemGetInfo", 3020, false, cuMemGetInfo_v2),
     I("cuMemcpy", 4000, false, cuMemcpy),
     I("cuMemcpy", 7000, true, cuMemcpy_ptds),
     I("cuMemcpyAsync", 4000, false, cuMemcpyAsync),

@@ -632,6 +632,77 @@ TEST(DriverModules, PtxIsLinkedAndLoadedWithItsKernels) {
   EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
 }
 
+// Virtual memory management, as PyTorch's expandable segments use it: one physical allocation
+// mapped at two reserved addresses reads back through both what was copied through either, counts
+// once against the device, and goes when both its handle and its mappings are gone.
+TEST(DriverVirtualMemory, MappingsShareTheirPhysicalAllocation) {
+  init();
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  size_t granularity = 0;
+  ASSERT_EQ(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  ASSERT_EQ(granularity, size_t(2) << 20);
+  int vmm = 0;
+  ASSERT_EQ(cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0), CUDA_SUCCESS);
+  EXPECT_EQ(vmm, 1);
+
+  size_t free_before = 0, free = 0, total = 0;
+  ASSERT_EQ(cuMemGetInfo(&free_before, &total), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle handle;
+  EXPECT_EQ(cuMemCreate(&handle, granularity + 1, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemCreate(&handle, 2 * granularity, &prop, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, free_before - 2 * granularity);
+
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAddressReserve(&a, 4 * granularity, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressReserve(&b, 2 * granularity, 0, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(a % granularity, 0u);
+  EXPECT_EQ(cuMemMap(a + granularity, 4 * granularity, 0, handle, 0), CUDA_ERROR_INVALID_VALUE);  // too large
+  ASSERT_EQ(cuMemMap(a, 2 * granularity, 0, handle, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(b, granularity, granularity, handle, 0), CUDA_SUCCESS);  // its second half
+  EXPECT_EQ(cuMemMap(a, granularity, 0, handle, 0), CUDA_ERROR_INVALID_VALUE);  // already mapped
+  CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  ASSERT_EQ(cuMemSetAccess(a, 2 * granularity, &access, 1), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemSetAccess(a, 3 * granularity, &access, 1), CUDA_ERROR_INVALID_VALUE);  // not all mapped
+
+  // Device memory to the runtime: copied into through one address, read back through the other.
+  std::vector<unsigned char> pattern(4096), back(4096, 0);
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<unsigned char>(i * 7);
+  void* second_half = reinterpret_cast<void*>(a + granularity);
+  ASSERT_EQ(cudaMemcpy(second_half, pattern.data(), pattern.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), reinterpret_cast<void*>(b), back.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, pattern);
+  cudaPointerAttributes attributes;
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, reinterpret_cast<void*>(b)), cudaSuccess);
+  EXPECT_EQ(attributes.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(cudaFree(reinterpret_cast<void*>(a)), cudaErrorInvalidValue);  // not the runtime's to free
+
+  CUmemGenericAllocationHandle retained;
+  ASSERT_EQ(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(b + 100)), CUDA_SUCCESS);
+  EXPECT_EQ(retained, handle);
+  CUmemAllocationProp read{};
+  ASSERT_EQ(cuMemGetAllocationPropertiesFromHandle(&read, handle), CUDA_SUCCESS);
+  EXPECT_EQ(read.location.id, 0);
+  ASSERT_EQ(cuMemRelease(retained), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(handle), CUDA_ERROR_INVALID_VALUE);
+  // Still mapped, so still there and still counted.
+  ASSERT_EQ(cudaMemcpy(back.data(), second_half, back.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, pattern);
+  EXPECT_EQ(cuMemAddressFree(a, 4 * granularity), CUDA_ERROR_INVALID_VALUE);  // a mapping is in it
+  ASSERT_EQ(cuMemUnmap(a, 2 * granularity), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemUnmap(b, granularity), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, free_before);
+  EXPECT_EQ(cudaMemcpy(back.data(), second_half, 16, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+  EXPECT_EQ(cuMemAddressFree(a, 2 * granularity), CUDA_ERROR_INVALID_VALUE);  // not the whole reservation
+  EXPECT_EQ(cuMemAddressFree(a, 4 * granularity), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(b, 2 * granularity), CUDA_SUCCESS);
+  cudaGetLastError();
+}
+
 // The real runtime initialises the driver on its first call that needs a device, so a library using
 // the driver after cudaGetDeviceCount works without a cuInit of its own (PyTorch's
 // cuDevicePrimaryCtxGetState, samples' cuCtxGetDevice after cudaSetDevice).
