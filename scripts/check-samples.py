@@ -103,8 +103,8 @@ def build(sample: Sample, root: Path, out: Path) -> tuple[bool, str]:
 
 def masked(text: str) -> str:
     # A number in a fixed-width column is padded by as many spaces as it lacks digits: the padding
-    # goes with the number.
-    return re.sub(r" *\d+", " #", text)
+    # goes with the number, and so does its sign (a speed-up measured negative on a loaded machine).
+    return re.sub(r" *-?\d+", " #", text)
 
 
 # A program that dies of signal N: cutrace exits with 128 + N, as a shell reports it.
@@ -119,7 +119,8 @@ def run(command: list[str], env: dict[str, str], cwd: Path, timeout: int) -> tup
         return 128 + 9, text(e.stdout), text(e.stderr) + "\n(timed out)"
 
 
-def check(sample: Sample, root: Path, work: Path, cutrace: Path, lib_dir: Path, timeout: int) -> Outcome:
+def check(sample: Sample, root: Path, work: Path, cutrace: Path, lib_dir: Path, timeout: int,
+          devices: int) -> Outcome:
     binary = work / "bin" / sample.name / sample.name
     ok, error = build(sample, root, binary)
     if not ok:
@@ -130,7 +131,7 @@ def check(sample: Sample, root: Path, work: Path, cutrace: Path, lib_dir: Path, 
         link = binary.parent / entry.name
         if not link.exists():
             link.symlink_to(entry)
-    env = dict(os.environ, LD_LIBRARY_PATH=str(lib_dir))
+    env = dict(os.environ, LD_LIBRARY_PATH=str(lib_dir), SIMCUDA_DEVICE_COUNT=str(devices))
     env.pop("LD_PRELOAD", None)
     plain = run([str(binary)], env, binary.parent, timeout)
     trace = work / "traces" / sample.name
@@ -163,6 +164,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", default="", help="comma-separated sample names")
     ap.add_argument("--work", type=Path, help="where binaries and traces go (default: a temporary directory)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds for each run")
+    ap.add_argument("--devices", type=int, default=2,
+                    help="simulated devices (default 2: the peer-to-peer samples waive with fewer)")
     args = ap.parse_args(argv)
     cutrace = args.build / "bin" / "cutrace"
     lib_dir = args.build / "simcuda" / "lib"
@@ -182,7 +185,8 @@ def main(argv: list[str]) -> int:
     (work / "bin").mkdir(parents=True, exist_ok=True)
     (work / "traces").mkdir(parents=True, exist_ok=True)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        outcomes = list(pool.map(lambda s: check(s, args.samples, work, cutrace, lib_dir, args.timeout), samples))
+        outcomes = list(pool.map(lambda s: check(s, args.samples, work, cutrace, lib_dir, args.timeout, args.devices),
+                                 samples))
     built = [o for o in outcomes if o.built]
     running = [o for o in built if o.plain_exit == 0]
     differing = [o for o in built if not o.alike]
