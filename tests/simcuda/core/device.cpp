@@ -70,6 +70,8 @@ void device_name(int device, char* out, size_t size) {
   std::snprintf(out, size, "Simulated CUDA Device %d", device);
 }
 
+void device_uuid(int device, char (&out)[16]) { std::snprintf(out, sizeof out, "simcuda-dev%04d", device); }
+
 // The fewest blocks that the threads, the warps' registers (allocated in units of 256 a warp), the
 // shared memory (with the bytes each block reserves) and the block limit of one multiprocessor allow.
 int active_blocks(int device, int block_size, size_t dynamic_smem, int regs, size_t static_smem) {
