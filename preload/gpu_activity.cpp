@@ -283,6 +283,49 @@ void convert(ThreadState& ts, const CUpti_Activity* record) {
       write(ts, r);
       break;
     }
+    case CUPTI_ACTIVITY_KIND_DEVICE: {
+      // Read as CUpti_ActivityDevice5: CUPTI 13.2's Device6 only appends fields (numTpcs) to it. A
+      // description of the hardware, kept whatever the capture ranges say.
+      const auto* d = reinterpret_cast<const CUpti_ActivityDevice5*>(record);
+      const size_t name_bytes = d->name ? strnlen(d->name, abi::kMaxGpuDeviceNameBytes) : 0;
+      WritingRecord writing(ts);
+      const uint32_t bytes = abi::align_record(uint32_t(sizeof(abi::GpuDeviceRecord) + name_bytes));
+      uint8_t* p = ts.producer.reserve(bytes);
+      if (!p) break;
+      abi::GpuDeviceRecord r{};
+      r.header = {uint16_t(abi::RecordKind::kGpuDevice), uint16_t(bytes), 0};
+      r.global_memory_bytes = d->globalMemorySize;
+      r.memory_bandwidth = d->globalMemoryBandwidth;
+      r.device = d->id;
+      r.compute_major = d->computeCapabilityMajor;
+      r.compute_minor = d->computeCapabilityMinor;
+      r.sm_count = d->numMultiprocessors;
+      r.core_clock_khz = d->coreClockRate;
+      r.l2_cache_bytes = d->l2CacheSize;
+      r.constant_memory_bytes = d->constantMemorySize;
+      r.threads_per_warp = d->numThreadsPerWarp;
+      r.memcpy_engines = d->numMemcpyEngines;
+      r.max_ipc = d->maxIPC;
+      r.max_warps_per_sm = d->maxWarpsPerMultiprocessor;
+      r.max_blocks_per_sm = d->maxBlocksPerMultiprocessor;
+      r.max_shared_per_sm = d->maxSharedMemoryPerMultiprocessor;
+      r.max_registers_per_sm = d->maxRegistersPerMultiprocessor;
+      r.max_registers_per_block = d->maxRegistersPerBlock;
+      r.max_shared_per_block = d->maxSharedMemoryPerBlock;
+      r.max_threads_per_block = d->maxThreadsPerBlock;
+      r.max_block_dim[0] = d->maxBlockDimX, r.max_block_dim[1] = d->maxBlockDimY, r.max_block_dim[2] = d->maxBlockDimZ;
+      r.max_grid_dim[0] = d->maxGridDimX, r.max_grid_dim[1] = d->maxGridDimY, r.max_grid_dim[2] = d->maxGridDimZ;
+      r.ecc_enabled = d->eccEnabled;
+      r.flags = uint32_t(d->flags);
+      r.name_bytes = uint32_t(name_bytes);
+      static_assert(sizeof r.uuid == sizeof d->uuid.bytes);
+      std::memcpy(r.uuid, d->uuid.bytes, sizeof r.uuid);
+      std::memset(p, 0, bytes);
+      std::memcpy(p, &r, sizeof r);
+      if (name_bytes) std::memcpy(p + sizeof r, d->name, name_bytes);
+      ts.producer.commit(bytes);
+      break;
+    }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
       const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
@@ -666,6 +709,9 @@ void start_cupti(ThreadState& ts) {
     if (!step && (g_session->gpu_activity & abi::kGpuActivityGraphNodes) == 0) {
       graph_level = g_cupti.enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE) == CUPTI_SUCCESS;
     }
+    // The devices' descriptions (TARGET_INFO_GPU): CUPTI gives one record per device once the kind is
+    // on. A CUPTI that refuses it costs the trace that table only.
+    if (!step) g_cupti.enable(CUPTI_ACTIVITY_KIND_DEVICE);
   }
   if (all && step) {
     char what[1400];

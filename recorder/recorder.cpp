@@ -387,6 +387,7 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
     case abi::RecordKind::kThreadStart:
     case abi::RecordKind::kNvtx:
     case abi::RecordKind::kBacktrace:
+    case abi::RecordKind::kGpuDevice:
       break;
     case abi::RecordKind::kCaptureState:
       batch_capture_ranges_ = true;

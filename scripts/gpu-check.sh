@@ -168,7 +168,8 @@ if [[ -f $train ]]; then
     "SELECT 'kernels', count(*), sum(\"end\" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL;
      SELECT 'copies', count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY;
      SELECT 'calls', count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME;
-     SELECT 'samples', count(*) FROM COMPOSITE_EVENTS;"
+     SELECT 'samples', count(*) FROM COMPOSITE_EVENTS;
+     SELECT 'gpus', id, name, smCount, computeMajor || '.' || computeMinor, uuid FROM TARGET_INFO_GPU;"
   timeout 60 "$cutrace" stats -r cuda_gpu_kern_sum -f csv "$train" | awk -F, 'NR > 1 {n += $3; t += $2} END {print "cuda_gpu_kern_sum: kernels", n, "ns", t}'
   # The same trace twice stands for a two-rank job.
   mkdir -p "$results/job"

@@ -26,7 +26,7 @@ namespace cutrace::abi {
 
 // Bumped whenever any layout in this header changes; a shim and a recorder of different versions
 // refuse to talk to each other rather than misread records.
-inline constexpr uint32_t kAbiVersion = 10;
+inline constexpr uint32_t kAbiVersion = 11;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
 // Capture ranges, set by the launcher for every process of the session (each gates itself):
@@ -73,7 +73,8 @@ enum class RecordKind : uint16_t {
   kCpuSample = 10,     // CpuSampleRecord: a CPU sample of a thread (-s cpu): the recorder's, or the timer sampler's
   kContextSwitch = 11, // ContextSwitchRecord: a thread left or got a CPU (--cpuctxsw); the recorder's alone
   kPythonSample = 12,  // PythonSampleRecord: the Python stack of a thread (--python-sampling)
-  kKindCount = 13,
+  kGpuDevice = 13,     // GpuDeviceRecord: a GPU as CUPTI describes it (CUPTI_ACTIVITY_KIND_DEVICE)
+  kKindCount = 14,
 };
 
 struct RecordHeader {
@@ -413,6 +414,42 @@ struct GpuDroppedRecord {
 };
 static_assert(sizeof(GpuDroppedRecord) == 24);
 
+// A device of the process as CUPTI describes it (its CUPTI_ACTIVITY_KIND_DEVICE record), once per device
+// CUPTI reports, in the records of the thread that received it. A kind of its own rather than a
+// GpuActivity: a reader that predates it skips it as a record of an unknown kind, where an unknown
+// GpuActivity aux would make it call the record damaged. Sizes are CUPTI's units. aux = 0; the
+// device's name follows, name_bytes long.
+struct GpuDeviceRecord {
+  RecordHeader header;          // kind = kGpuDevice, aux = 0
+  uint64_t global_memory_bytes;
+  uint64_t memory_bandwidth;    // kB/s, as CUPTI gives it
+  uint32_t device;              // CUPTI's device id, the CUDA ordinal in the process
+  uint32_t compute_major;
+  uint32_t compute_minor;
+  uint32_t sm_count;
+  uint32_t core_clock_khz;
+  uint32_t l2_cache_bytes;
+  uint32_t constant_memory_bytes;
+  uint32_t threads_per_warp;
+  uint32_t memcpy_engines;
+  uint32_t max_ipc;
+  uint32_t max_warps_per_sm;
+  uint32_t max_blocks_per_sm;
+  uint32_t max_shared_per_sm;
+  uint32_t max_registers_per_sm;
+  uint32_t max_registers_per_block;
+  uint32_t max_shared_per_block;
+  uint32_t max_threads_per_block;
+  uint32_t max_block_dim[3];
+  uint32_t max_grid_dim[3];
+  uint32_t ecc_enabled;
+  uint32_t flags;               // CUpti_ActivityFlag (1: concurrent kernels)
+  uint32_t name_bytes;
+  uint8_t uuid[16];
+};
+static_assert(sizeof(GpuDeviceRecord) == 144);
+inline constexpr uint32_t kMaxGpuDeviceNameBytes = 256;
+
 // The size of a GPU activity record of kind `aux`; 0 for an unknown kind.
 inline constexpr uint32_t gpu_activity_bytes(uint32_t aux) {
   switch (GpuActivity(aux)) {
@@ -649,6 +686,8 @@ inline constexpr RecordKindInfo kRecordKinds[] = {
     // The sampler's record names another thread; the recorder files it there and converts its time.
     {RecordKind::kPythonSample, "a Python sample record", "frames", sizeof(PythonSampleRecord), RecordTail::kAuxUnits, 0,
      0, sizeof(PythonFrame), 1, kMaxPythonFrames, 1, kMaxPythonFrames, kNoRingTime, true},
+    {RecordKind::kGpuDevice, "a GPU device record", "name", sizeof(GpuDeviceRecord), RecordTail::kFieldText,
+     offsetof(GpuDeviceRecord, name_bytes), 4, 1, 0, kMaxGpuDeviceNameBytes, 0, 0, kNoRingTime, true},
 };
 
 namespace detail {

@@ -21,7 +21,7 @@ except ImportError as _e:  # `python3 -m cutrace export` says what is missing, i
     pa = None
     _PYARROW_ERROR = _e
 
-__all__ = ["open", "Trace", "TraceError", "table_names"]
+__all__ = ["open", "Trace", "TraceError", "table_names", "read_arrow_export"]
 
 _ABI_VERSION = 2
 
@@ -225,3 +225,23 @@ class Trace:
 def open(path, show_internal=False, start_ns=0, end_ns=None):  # noqa: A001 (as builtins.open and sqlite3.connect)
     """Opens a trace; raises TraceError with the reason when it cannot be read."""
     return Trace(path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns)
+
+
+def read_arrow_export(path):
+    """{table name: pyarrow.Table} of a `cutrace export --type arrow` file: one Arrow IPC stream per
+    table, one after the other, each naming its table in its schema's metadata ("table"), which the
+    tables returned no longer carry. Needs no trace and no libcutrace-tables.so."""
+    import pyarrow.ipc as ipc
+    tables = {}
+    with pa.OSFile(str(path), "rb") as f:
+        size = f.size()
+        while f.tell() < size:
+            at = f.tell()
+            reader = ipc.open_stream(f)
+            table = reader.read_all()
+            name = (reader.schema.metadata or {}).get(b"table")
+            if name is None:
+                raise TraceError(f"{path}: the Arrow stream at byte {at} names no table; it is not a cutrace "
+                                 "arrow export")
+            tables[name.decode()] = table.replace_schema_metadata(None)
+    return tables

@@ -51,7 +51,7 @@ def main(argv):
     print("usage: python3 -m cutrace view [options] TRACE|DIR|EXPORT", file=sys.stderr)
     print("usage: python3 -m cutrace analyze [-r RULE[,RULE...]] [options] TRACE|DIR...", file=sys.stderr)
     print("usage: python3 -m cutrace recipe NAME --input DIR|FILE... [options]", file=sys.stderr)
-    print("usage: python3 -m cutrace export --type parquetdir|arrowdir [options] FILE.cutrace", file=sys.stderr)
+    print("usage: python3 -m cutrace export --type parquetdir|arrowdir|arrow [options] FILE.cutrace", file=sys.stderr)
     return 2
 
 

@@ -1,7 +1,9 @@
 """`cutrace export --type parquetdir|arrowdir`: the tables of a trace as one file per table, as nsys lays
 out its Parquet export (NAME_pqtdir/TABLE.parquet), with the columns and rows of the SQLite export;
-`--type kineto`: the Kineto-style JSON of each rank (kineto.py). `cutrace export` runs this module for
-those types; `python3 -m cutrace export ...` runs it directly."""
+`--type arrow`: the same tables in one file, NAME.arrows, an Arrow IPC stream per table one after the
+other (cutrace.read_arrow_export reads it back); `--type kineto`: the Kineto-style JSON of each rank
+(kineto.py). `cutrace export` runs this module for those types; `python3 -m cutrace export ...` runs it
+directly."""
 import argparse
 import os
 import re
@@ -19,7 +21,7 @@ from . import TraceError, open as open_trace, table_names
 
 PROG = "cutrace export"
 # The suffix nsys gives each type's output directory, after the trace's name.
-SUFFIXES = {"parquetdir": "_pqtdir", "arrowdir": "_arwdir", "kineto": "_kineto"}
+SUFFIXES = {"parquetdir": "_pqtdir", "arrowdir": "_arwdir", "arrow": ".arrows", "kineto": "_kineto"}
 EXTENSIONS = {"parquetdir": ".parquet", "arrowdir": ".arrow"}
 
 
@@ -110,6 +112,55 @@ def size_text(n):
     return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
 
 
+def export_streams(trace_path, output, tables=None, show_internal=False, start_ns=0, end_ns=None, force=False,
+                   progress=None):
+    """Writes the tables of `trace_path` with rows (those whose name matches `tables`) into the one file
+    `output`: for each, in the tables' order, an Arrow IPC stream (its schema, with the table's name
+    under the metadata key "table", its batches, the end-of-stream marker). Returns (rows per table,
+    the trace object)."""
+    output = Path(output)
+    if output.is_dir():
+        raise UsageError(f"{output} is a directory; choose another name with -o")
+    if output.exists() and not force:
+        raise UsageError(f"{output} already exists; pass -f true to overwrite it or choose another name with -o")
+    pattern = re.compile(tables) if tables else None
+    trace = open_trace(trace_path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns)
+    parent = output.resolve().parent
+    if not parent.is_dir():
+        raise TraceError(f"cannot create {output} (its directory does not exist); check that it exists and is writable")
+    # The trace gives the rows of all tables interleaved, and a stream holds one table: each table's
+    # stream is written to a file of its own first, so memory stays bounded, then the streams are
+    # joined in the tables' order.
+    temp = Path(tempfile.mkdtemp(prefix=output.name + ".tmp-", dir=parent))
+    try:
+        writers, files, rows = {}, {}, {}
+        try:
+            for name, batch in trace.batches(progress):
+                if pattern is not None and not pattern.fullmatch(name):
+                    continue
+                writer = writers.get(name)
+                if writer is None:
+                    files[name] = pa.OSFile(str(temp / (name + ".stream")), "wb")
+                    writer = ipc.new_stream(files[name], batch.schema.with_metadata({"table": name}))
+                    writers[name], rows[name] = writer, 0
+                writer.write_batch(batch)
+                rows[name] += batch.num_rows
+        finally:
+            for name, writer in writers.items():
+                writer.close()
+                files[name].close()
+        joined = temp / output.name
+        with open(joined, "wb") as out:
+            for name in table_names():
+                if name in rows:
+                    with open(temp / (name + ".stream"), "rb") as part:
+                        shutil.copyfileobj(part, out, 1 << 20)
+        os.replace(joined, output)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    return {name: rows[name] for name in table_names() if name in rows}, trace
+
+
 def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=0, end_ns=None, force=False,
            progress=None):
     """Writes the tables of `trace_path` (those whose name matches the regular expression `tables`, all
@@ -151,7 +202,8 @@ def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=
 
 def main(argv):
     ap = argparse.ArgumentParser(prog=PROG, add_help=True,
-                                 description="Writes a trace's tables, one file per table, or its Kineto-style JSON.")
+                                 description="Writes a trace's tables, one file per table or all in one Arrow IPC "
+                                             "file, or its Kineto-style JSON.")
     ap.add_argument("-t", "--type", required=True, choices=sorted(SUFFIXES))
     ap.add_argument("-o", "--output")
     ap.add_argument("-f", "--force-overwrite", default="false")
@@ -176,7 +228,8 @@ def main(argv):
                 raise UsageError(f"--tables takes a regular expression; '{args.tables}' is not one ({e})") from None
         output = Path(args.output) if args.output else default_output(args.trace, args.type)
         if args.type == "kineto" and args.tables:
-            raise UsageError("--tables is for the exports made of tables (sqlite, parquetdir and arrowdir), not kineto")
+            raise UsageError("--tables is for the exports made of tables (sqlite, parquetdir, arrowdir and arrow), "
+                             "not kineto")
         bar = ProgressBar(not args.quiet)
         try:
             if args.type == "kineto":
@@ -185,6 +238,8 @@ def main(argv):
                     written, notes, trace = kineto.export(args.trace, output, show_internal, start, end, force, bar)
                 except kineto.UsageError as e:
                     raise UsageError(str(e)) from None
+            elif args.type == "arrow":
+                rows, trace = export_streams(args.trace, output, args.tables, show_internal, start, end, force, bar)
             else:
                 rows, trace = export(args.trace, args.type, output, args.tables, show_internal, start, end, force, bar)
         finally:

@@ -828,6 +828,7 @@ bool TraceReader::validate_events() {
           } else {
             if (const char* why = check_record(record, size)) return chunk_error_ = why, false;
             if (kind == abi::RecordKind::kString || kind == abi::RecordKind::kModuleMap ||
+                kind == abi::RecordKind::kGpuDevice ||
                 (kind == abi::RecordKind::kNvtx && is_nvtx_naming(load<uint32_t>(record + 4))))
               to_apply_.push_back({decoded_size, bh.thread_index, false});
           }
@@ -978,8 +979,36 @@ void TraceReader::apply_events() {
       apply_module(t, r);
     } else if (abi::RecordKind(h.kind) == abi::RecordKind::kNvtx) {
       apply_nvtx_name(t, r);
+    } else if (abi::RecordKind(h.kind) == abi::RecordKind::kGpuDevice) {
+      apply_gpu_device(t, r);
     }
   }
+}
+
+void TraceReader::apply_gpu_device(Thread& t, const uint8_t* rec) {
+  GpuDevice d;
+  d.record = load<abi::GpuDeviceRecord>(rec);
+  d.name.assign(reinterpret_cast<const char*>(rec + sizeof(abi::GpuDeviceRecord)), d.record.name_bytes);
+  // CUPTI describes a device once; a second description of the same id (a CUPTI restarted in the
+  // process) is the newer word on it.
+  std::vector<GpuDevice>& devices = processes_[t.process].gpu_devices;
+  for (GpuDevice& known : devices)
+    if (known.record.device == d.record.device) {
+      known = std::move(d);
+      return;
+    }
+  devices.push_back(std::move(d));
+}
+
+std::string gpu_uuid_text(const uint8_t (&uuid)[16]) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string text = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    text += kHex[uuid[i] >> 4];
+    text += kHex[uuid[i] & 15];
+  }
+  return text;
 }
 
 void TraceReader::deliver_gpu_activity(Event& ev, const uint8_t* r, uint32_t aux) {
@@ -1266,6 +1295,8 @@ bool TraceReader::deliver_event(Event& ev) {
           ev.kind = EventKind::kRecord;
           ev.record = {h.kind, h.aux, r, h.size};
           return true;
+        case abi::RecordKind::kGpuDevice:  // applied to its process before delivery (Process::gpu_devices)
+          break;
         case abi::RecordKind::kInvalid:  // refused by check_record; here for the compiler's count
         case abi::RecordKind::kPad:
         case abi::RecordKind::kKindCount:

@@ -94,6 +94,15 @@ struct Module {
 };
 
 // A process instance: (pid, start time) tells a reused pid apart.
+// A GPU as CUPTI described it to one process (a kGpuDevice record): its fields as recorded, and its name.
+struct GpuDevice {
+  abi::GpuDeviceRecord record{};
+  std::string name;
+};
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi writes a UUID.
+std::string gpu_uuid_text(const uint8_t (&uuid)[16]);
+
 struct Process {
   uint32_t index = 0;  // position in TraceReader::processes()
   uint32_t pid = 0;
@@ -128,6 +137,8 @@ struct Process {
   // said nothing (-1: no slow call in a CPython process), and the interpreter and why.
   int64_t python_frames_code = -1;
   std::string python_frames_status;
+  // kGpuDevice: the devices CUPTI described to the process, by its device id, in the order first seen.
+  std::vector<GpuDevice> gpu_devices;
 
   // The module whose executable range held `address` at `time` (ns): of the objects there, the one
   // loaded last by then and not unloaded yet. An address in an object the shim found loaded only after
@@ -457,6 +468,7 @@ class TraceReader {
   void apply_module(Thread& t, const uint8_t* rec);
   void deliver_gpu_activity(Event& ev, const uint8_t* record, uint32_t aux);
   void apply_nvtx_name(Thread& t, const uint8_t* rec);
+  void apply_gpu_device(Thread& t, const uint8_t* rec);
   void deliver_nvtx(Event& ev, const uint8_t* rec);
   bool deliver_event(Event& ev);
   Process& process_for(const format::ThreadDef& def);

@@ -65,7 +65,7 @@ void print_help() {
       "                                  name, path or build-id; default $CUTRACE_SYMBOL_PATH), to name\n"
       "                                  the frames of stacks and samples\n"
       "      --tables REGEX              only the tables whose whole name matches REGEX (sqlite, parquetdir,\n"
-      "                                  arrowdir; e.g. 'CUPTI_ACTIVITY_KIND_.*|StringIds')\n"
+      "                                  arrowdir, arrow; e.g. 'CUPTI_ACTIVITY_KIND_.*|StringIds')\n"
       "      --show-internal true        also export the CUDA runtime's internal calls (kernel registration,\n"
       "                                  __cudaPushCallConfiguration, ...), which are left out by default\n"
       "  -q, --quiet                     no progress bar on a terminal\n"
@@ -354,8 +354,8 @@ int export_main(int argc, char** argv) {
   const bool made_of_tables = exporter->write_file || exporter->python_module;
   if (!options.tables.empty()) {
     if (!made_of_tables) {
-      std::fprintf(stderr, "cutrace export: --tables is for the exports made of tables (sqlite, parquetdir and "
-                           "arrowdir), not %s.\n", exporter->type);
+      std::fprintf(stderr, "cutrace export: --tables is for the exports made of tables (sqlite, parquetdir, "
+                           "arrowdir and arrow), not %s.\n", exporter->type);
       return kExitUsage;
     }
     try {

@@ -40,6 +40,23 @@ const std::vector<TableDef>& export_tables() {
        {{"globalVid", I, kNull}, {"devStateName", T, kNotNull}, {"name", T, kNotNull}, {"nameEnum", I, kNotNull},
         {"value", T, kNotNull}},
        nullptr},
+      // The GPUs, as CUPTI described them to the traced processes (one row per device UUID). CUPTI's
+      // device record has no PCI location, chip name, LUID or PerfWorks id, nor the opt-in shared
+      // memory or the multiprocessor version: those stay NULL. nsys 2026.4 adds numaNodeId, after the
+      // schema version these tables follow.
+      {TableId::kTargetInfoGpu, "TARGET_INFO_GPU",
+       {{"vmId", I, kNotNull}, {"id", I, kNotNull}, {"name", T, kNull}, {"busLocation", T, kNull},
+        {"isDiscrete", I, kNull}, {"l2CacheSize", I, kNull}, {"totalMemory", I, kNull}, {"memoryBandwidth", I, kNull},
+        {"clockRate", I, kNull}, {"smCount", I, kNull}, {"pwGpuId", I, kNull}, {"uuid", T, kNull}, {"luid", I, kNull},
+        {"chipName", T, kNull}, {"cuDevice", I, kNull}, {"ctxswDevPath", T, kNull}, {"ctrlDevPath", T, kNull},
+        {"revision", I, kNull}, {"nodeMask", I, kNull}, {"constantMemory", I, kNull}, {"maxIPC", I, kNull},
+        {"maxRegistersPerBlock", I, kNull}, {"maxShmemPerBlock", I, kNull}, {"maxShmemPerBlockOptin", I, kNull},
+        {"maxShmemPerSm", I, kNull}, {"maxRegistersPerSm", I, kNull}, {"threadsPerWarp", I, kNull},
+        {"asyncEngines", I, kNull}, {"maxWarpsPerSm", I, kNull}, {"maxBlocksPerSm", I, kNull},
+        {"maxThreadsPerBlock", I, kNull}, {"maxBlockDimX", I, kNull}, {"maxBlockDimY", I, kNull},
+        {"maxBlockDimZ", I, kNull}, {"maxGridDimX", I, kNull}, {"maxGridDimY", I, kNull}, {"maxGridDimZ", I, kNull},
+        {"computeMajor", I, kNull}, {"computeMinor", I, kNull}, {"smMajor", I, kNull}, {"smMinor", I, kNull}},
+       nullptr},
       {TableId::kAnalysisDetails, "ANALYSIS_DETAILS",
        {{"globalVid", I, kNotNull}, {"duration", I, kNotNull}, {"startTime", I, kNotNull}, {"stopTime", I, kNotNull}},
        nullptr},
@@ -307,6 +324,7 @@ class TableProducer {
     links_.release_all();
     write_enums();
     write_threads_and_processes();
+    write_gpus();
     write_session();
     return ok_;
   }
@@ -660,6 +678,29 @@ class TableProducer {
             p.python_frames_code >= 0 ? text_value(p.python_frames_status) : n, opt(p.rank >= 0, p.rank),
             opt(p.local_rank >= 0, p.local_rank), opt(p.world_size >= 0, p.world_size)});
     }
+  }
+
+  // Each GPU once, by its UUID, as the first process that described it numbered it (a device is its
+  // CUDA ordinal in a process, which CUDA_VISIBLE_DEVICES may change from one process to the next).
+  void write_gpus() {
+    std::unordered_set<std::string> seen;
+    const Value n = null_value();
+    for (const reader::Process& p : reader_.processes())
+      for (const reader::GpuDevice& d : p.gpu_devices) {
+        const std::string uuid = reader::gpu_uuid_text(d.record.uuid);
+        if (!seen.insert(uuid).second) continue;
+        const abi::GpuDeviceRecord& r = d.record;
+        auto u = [](uint64_t v) { return int_value(int64_t(v)); };
+        // CUPTI gives the bandwidth in kB/s and the clock in kHz; nsys's columns are B/s and Hz.
+        emit(TableId::kTargetInfoGpu,
+             {int_value(0), u(r.device), text_value(d.name), n, n, u(r.l2_cache_bytes), u(r.global_memory_bytes),
+              u(r.memory_bandwidth * 1000), u(uint64_t(r.core_clock_khz) * 1000), u(r.sm_count), n, text_value(uuid), n,
+              n, u(r.device), n, n, n, n, u(r.constant_memory_bytes), u(r.max_ipc), u(r.max_registers_per_block),
+              u(r.max_shared_per_block), n, u(r.max_shared_per_sm), u(r.max_registers_per_sm), u(r.threads_per_warp),
+              u(r.memcpy_engines), u(r.max_warps_per_sm), u(r.max_blocks_per_sm), u(r.max_threads_per_block),
+              u(r.max_block_dim[0]), u(r.max_block_dim[1]), u(r.max_block_dim[2]), u(r.max_grid_dim[0]),
+              u(r.max_grid_dim[1]), u(r.max_grid_dim[2]), u(r.compute_major), u(r.compute_minor), n, n});
+      }
   }
 
   // The wall-clock time of a CLOCK_MONOTONIC time, by the recorder's start anchor (a paired reading,

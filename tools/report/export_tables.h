@@ -35,6 +35,7 @@ enum class TableId : uint16_t {
   kProcessStreams,
   kSessionStartTime,
   kSystemEnv,
+  kTargetInfoGpu,
   kAnalysisDetails,
   kMetaDataCapture,
   kMetaDataExport,

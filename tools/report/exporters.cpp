@@ -69,6 +69,8 @@ const std::vector<ExporterInfo>& exporters() {
        nullptr, nullptr, "cutrace", nullptr},
       {"arrowdir", "a directory of Arrow IPC files, one per table of the SQLite export (needs pyarrow)", "_arwdir",
        nullptr, nullptr, "cutrace", nullptr},
+      {"arrow", "the same tables in one file, NAME.arrows, an Arrow IPC stream each (needs pyarrow)", ".arrows",
+       nullptr, nullptr, "cutrace", nullptr},
       {"kineto", "PyTorch's Kineto JSON, NAME_kineto/rank-N.json per rank, for HTA (needs pyarrow)", "_kineto",
        nullptr, nullptr, "cutrace", nullptr},
   };

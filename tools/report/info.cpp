@@ -165,6 +165,23 @@ int info_main(int argc, char** argv) {
     for (const std::string& path : runtimes) std::printf("  CUDA runtime library: %s\n", path.c_str());
   }
 
+  // The GPUs CUPTI described to each process (GPU activity on): what the device numbers mean.
+  {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& p : trace.processes())
+      for (const reader::GpuDevice& d : p.gpu_devices) {
+        const abi::GpuDeviceRecord& r = d.record;
+        rows.push_back({std::to_string(p.pid), std::to_string(r.device), d.name,
+                        std::to_string(r.compute_major) + "." + std::to_string(r.compute_minor),
+                        std::to_string(r.sm_count), size_text(r.global_memory_bytes), reader::gpu_uuid_text(r.uuid)});
+      }
+    if (!rows.empty()) {
+      std::printf("\nGPUs (%zu):\n", rows.size());
+      print_rows({"PID", "Device", "Name", "CC", "SMs", "Memory", "UUID"}, rows,
+                 {true, true, false, false, true, true, false});
+    }
+  }
+
   std::printf("\nThreads (%zu):\n", trace.threads().size());
   {
     std::vector<std::vector<std::string>> rows;

@@ -80,6 +80,23 @@ def test_vector_add_on_the_gpu_every_call_recorded_and_successful(tmp_path):
         f"CUDA runtime library: {REAL_CUDA_LIB / 'libcudart.so.13'}" in text, text
 
 
+def test_the_real_cupti_describes_each_gpu_in_target_info_gpu(tmp_path):
+    # What the simulated CUPTI cannot show: that the real one delivers its DEVICE records when the shim
+    # enables the kind after cuInit, with the fields the table takes.
+    import sqlite3
+    _, trace = profile(tmp_path, [app("sim_vector_add"), "2"], env=gpu_env(), timeout=300)
+    subprocess.run([str(CUTRACE), "export", "--type", "sqlite", "-o", str(tmp_path / "gpus.sqlite"), str(trace)],
+                   check=True, capture_output=True, timeout=120)
+    db = sqlite3.connect(tmp_path / "gpus.sqlite")
+    rows = db.execute("SELECT id, name, smCount, computeMajor, totalMemory, clockRate, uuid FROM TARGET_INFO_GPU").fetchall()
+    visible = subprocess.run(["nvidia-smi", "--query-gpu=name,uuid", "--format=csv,noheader"], capture_output=True,
+                             text=True).stdout.splitlines()
+    assert len(rows) >= 1, rows
+    for gpu_id, name, sms, major, memory, clock, uuid in rows:
+        assert name and sms > 0 and major >= 5 and memory > 1 << 30 and clock > 100_000_000, rows
+        assert any(line.split(", ")[-1] == uuid for line in visible), (uuid, visible)
+
+
 def test_streams_and_threads_on_the_gpu(tmp_path):
     proc, trace = run_both(tmp_path, [app("sim_streams"), "262144", "5"], gpu_env())
     expected = app_calls(proc.stdout)

@@ -242,8 +242,8 @@ def test_tables_chosen_by_a_regular_expression(vector_add, tmp_path):
         "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "StringIds"]
     assert db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0] == 20
     proc = run_tool("export", "--type", "perfetto", "--tables", "StringIds", trace, expect=2)
-    assert proc.stderr == ("cutrace export: --tables is for the exports made of tables (sqlite, parquetdir and arrowdir), "
-                           "not perfetto.\n")
+    assert proc.stderr == ("cutrace export: --tables is for the exports made of tables (sqlite, parquetdir, arrowdir "
+                           "and arrow), not perfetto.\n")
 
 
 def test_a_progress_bar_on_a_terminal_only_and_not_with_quiet(vector_add, tmp_path):

@@ -98,6 +98,52 @@ def test_a_file_per_table_with_the_rows_of_the_sqlite_export(traced, kind):
     assert {f.stem for f in files} == with_rows
 
 
+def test_one_arrow_file_holds_the_tables_of_the_arrowdir_export_as_streams(traced):
+    trace, db, tmp = traced
+    out, directory = tmp / "all.arrows", tmp / "all_arwdir"
+    proc = run_tool("export", "--type", "arrow", "-o", out, trace)
+    assert proc.stderr.startswith(f"cutrace export: wrote {out} (") and proc.stderr.endswith(" tables).\n"), proc.stderr
+    run_tool("export", "--type", "arrowdir", "-o", directory, trace)
+    tables = cutrace.read_arrow_export(out)
+    # The tables with rows, in the tables' export order, each as the arrowdir export has it.
+    with_rows = [f.stem for f in directory.iterdir()]
+    assert list(tables) == [name for name in cutrace.table_names() if name in with_rows]
+    assert "TARGET_INFO_GPU" in tables and "CUPTI_ACTIVITY_KIND_KERNEL" in tables
+    for name, table in tables.items():
+        alone = pyarrow.ipc.open_file(directory / f"{name}.arrow").read_all()
+        assert table.schema == alone.schema, name
+        assert arrow_rows(table) == arrow_rows(alone) == sqlite_rows(db, name), name
+    # As a reader without the package reads it: one stream after another on one file, each naming its table.
+    names = []
+    with open(out, "rb") as f:
+        while f.peek(1):
+            reader = pyarrow.ipc.open_stream(f)
+            reader.read_all()
+            names.append(reader.schema.metadata[b"table"].decode())
+    assert names == list(tables)
+
+
+def test_the_arrow_file_takes_tables_and_keeps_an_existing_file(traced, tmp_path):
+    trace, _, tmp = traced
+    copy = tmp / "streams.cutrace"
+    copy.write_bytes(trace.read_bytes())
+    run_tool("export", "--type", "arrow", "--tables", "CUPTI_ACTIVITY_KIND_.*|StringIds", copy)
+    out = tmp / "streams.arrows"
+    assert list(cutrace.read_arrow_export(out)) == ["StringIds", "CUPTI_ACTIVITY_KIND_RUNTIME",
+                                                    "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"]
+    before = out.read_bytes()
+    proc = run_tool("export", "--type", "arrow", "-o", out, trace, expect=2)
+    assert proc.stderr == (f"cutrace export: {out} already exists; pass -f true to overwrite it or choose another name "
+                           "with -o.\n")
+    assert out.read_bytes() == before
+    run_tool("export", "--type", "arrow", "-f", "true", "--tables", "StringIds", "-o", out, trace)
+    assert list(cutrace.read_arrow_export(out)) == ["StringIds"]
+    proc = run_tool("export", "--type", "arrow", "-f", "true", "-o", tmp_path, trace, expect=2)
+    assert proc.stderr == f"cutrace export: {tmp_path} is a directory; choose another name with -o.\n"
+    # Nothing is left beside the output.
+    assert sorted(f.name for f in tmp.iterdir() if ".tmp-" in f.name) == []
+
+
 def test_duckdb_over_a_parquet_directory_sums_as_cutrace_stats(traced):
     duckdb = pytest.importorskip("duckdb")
     trace, db, tmp = traced
@@ -123,6 +169,12 @@ def test_the_parquet_export_takes_the_sqlite_exports_time_and_nvtx_filters(tmp_p
         assert "CUPTI_ACTIVITY_KIND_RUNTIME" in [f.stem for f in files]
         for f in files:
             assert arrow_rows(pyarrow.parquet.read_table(f)) == sqlite_rows(db, f.stem), (options, f.name)
+        # The one-file Arrow export takes the same window.
+        run_tool("export", "--type", "arrow", "-o", tmp_path / f"f{k}.arrows", *options, trace)
+        streams = cutrace.read_arrow_export(tmp_path / f"f{k}.arrows")
+        assert sorted(streams) == [f.stem for f in files]
+        for name, table in streams.items():
+            assert arrow_rows(table) == sqlite_rows(db, name), (options, name)
     # The window holds fewer calls than the whole trace: the filter reached the export.
     run_tool("export", "--type", "sqlite", "-o", tmp_path / "all.sqlite", trace)
     whole = sqlite3.connect(tmp_path / "all.sqlite")
@@ -199,9 +251,10 @@ def test_a_cut_off_trace_gives_its_intact_part_and_says_so(tmp_path):
     assert f"cutrace export: warning: {cut}: truncated" in proc.stderr, proc.stderr
 
 
-def test_a_progress_bar_on_a_terminal(traced, tmp_path):
+@pytest.mark.parametrize("kind", ["parquetdir", "arrow"])
+def test_a_progress_bar_on_a_terminal(traced, tmp_path, kind):
     trace, _, _ = traced
-    code, shown = on_a_terminal(["export", "--type", "parquetdir", "-o", tmp_path / "bar_pqtdir", trace])
+    code, shown = on_a_terminal(["export", "--type", kind, "-o", tmp_path / "bar", trace])
     assert code == 0 and "\rcutrace export: [" in shown and "\r\x1b[Kcutrace export: wrote " in shown, repr(shown)
-    code, shown = on_a_terminal(["export", "--type", "parquetdir", "-q", "-o", tmp_path / "quiet_pqtdir", trace])
+    code, shown = on_a_terminal(["export", "--type", kind, "-q", "-o", tmp_path / "quiet", trace])
     assert code == 0 and shown.startswith("cutrace export: wrote "), repr(shown)

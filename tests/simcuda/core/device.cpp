@@ -80,6 +80,8 @@ int kernel_architecture(int device) {
          device_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
 }
 
+void device_uuid(int device, char (&out)[16]) { std::snprintf(out, sizeof out, "simcuda-dev%04d", device); }
+
 // The fewest blocks that the threads, the warps' registers (allocated in units of 256 a warp), the
 // shared memory (with the bytes each block reserves) and the block limit of one multiprocessor allow.
 int active_blocks(int device, int block_size, size_t dynamic_smem, int regs, size_t static_smem) {

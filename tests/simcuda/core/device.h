@@ -16,6 +16,8 @@ namespace simcuda {
 SIMCUDA_API int device_attribute(int attribute, int device, bool* known = nullptr);
 // cudaDeviceProp::name and cuDeviceGetName.
 SIMCUDA_API void device_name(int device, char* out, size_t size);
+// cudaDeviceProp::uuid and CUPTI's device record: "simcuda-dev0000" and its NUL, 16 bytes.
+SIMCUDA_API void device_uuid(int device, char (&out)[16]);
 
 // What cudaFuncGetAttributes and cuFuncGetAttribute report of every kernel here.
 inline constexpr int kKernelRegisters = 32;

@@ -35,7 +35,7 @@ cudaDeviceProp properties_of(int device) {
   cudaDeviceProp p;
   std::memset(&p, 0, sizeof p);
   device_name(device, p.name, sizeof p.name);
-  std::snprintf(p.uuid.bytes, sizeof p.uuid.bytes, "simcuda-dev%04d", device);
+  device_uuid(device, p.uuid.bytes);
   p.totalGlobalMem = config().device_memory_bytes;
   p.sharedMemPerBlock = size_t(attr(cudaDevAttrMaxSharedMemoryPerBlock, device));
   p.regsPerBlock = attr(cudaDevAttrMaxRegistersPerBlock, device);

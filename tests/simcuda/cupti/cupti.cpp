@@ -18,6 +18,8 @@
 //     node's end). Otherwise their records carry graphId and graphNodeId.
 //   - EXTERNAL_CORRELATION: one record per API call (runtime and driver) entered while an id is
 //     pushed on the calling thread, for each kind pushed, written before that call's API record.
+//   - DEVICE: no correlation id; one CUpti_ActivityDevice5 per device (SIMCUDA_DEVICE_COUNT), from
+//     core/device.h's description, written when the kind is enabled.
 //
 // Records go into the client's buffers (cuptiActivityRegisterCallbacks) packed back to back, each
 // sizeof its struct (a multiple of 8). API records are written when the call returns, on its thread;
@@ -61,7 +63,10 @@
 #include <limits>
 
 #include "core/activity.h"
+#include "core/config.h"
+#include "core/device.h"
 #include "core/sync.h"
+#include "simcuda.h"
 
 #define SIMCUDA_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -616,8 +621,58 @@ constexpr CUpti_ActivityKind kSupported[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
     CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_MEMORY2,
     CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-    CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
+    CUPTI_ACTIVITY_KIND_GRAPH_TRACE, CUPTI_ACTIVITY_KIND_DEVICE,
 };
+
+// One CUpti_ActivityDevice5 per device, from the description the runtime and the driver report
+// (core/device.h), written when the kind is turned on: the device records come once, as the real
+// CUPTI's do. Their names live as long as the library.
+void write_device_records() {
+  static char names[kMaxDeviceCount][64];
+  auto attribute = [](CUdevice_attribute a, int device) { return uint32_t(device_attribute(int(a), device)); };
+  for (int device = 0; device < config().device_count && device < kMaxDeviceCount; ++device) {
+    CUpti_ActivityDevice5 r;
+    std::memset(&r, 0, sizeof r);
+    r.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+    r.flags = attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, device) ? CUPTI_ACTIVITY_FLAG_DEVICE_CONCURRENT_KERNELS
+                                                                        : CUPTI_ACTIVITY_FLAG_NONE;
+    // kHz times bytes a transfer is kB/s; double data rate moves two transfers a clock.
+    r.globalMemoryBandwidth = 2ull * attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, device) *
+                              (attribute(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, device) / 8);
+    r.globalMemorySize = config().device_memory_bytes;
+    r.constantMemorySize = attribute(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, device);
+    r.l2CacheSize = attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device);
+    r.numThreadsPerWarp = attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE, device);
+    r.coreClockRate = attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device);
+    r.numMemcpyEngines = attribute(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, device);
+    r.numMultiprocessors = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+    r.maxIPC = 4;  // four schedulers a multiprocessor, one instruction each a cycle
+    r.maxWarpsPerMultiprocessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, device) /
+                                  r.numThreadsPerWarp;
+    r.maxBlocksPerMultiprocessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, device);
+    r.maxSharedMemoryPerMultiprocessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, device);
+    r.maxRegistersPerMultiprocessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, device);
+    r.maxRegistersPerBlock = attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, device);
+    r.maxSharedMemoryPerBlock = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, device);
+    r.maxThreadsPerBlock = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device);
+    r.maxBlockDimX = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, device);
+    r.maxBlockDimY = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, device);
+    r.maxBlockDimZ = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, device);
+    r.maxGridDimX = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, device);
+    r.maxGridDimY = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, device);
+    r.maxGridDimZ = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, device);
+    r.computeCapabilityMajor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+    r.computeCapabilityMinor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+    r.id = uint32_t(device);
+    r.eccEnabled = attribute(CU_DEVICE_ATTRIBUTE_ECC_ENABLED, device);
+    device_uuid(device, r.uuid.bytes);
+    device_name(device, names[device], sizeof names[device]);
+    r.name = names[device];
+    r.isCudaVisible = 1;
+    r.numaId = attribute(CU_DEVICE_ATTRIBUTE_NUMA_ID, device);
+    write(&r, sizeof r);
+  }
+}
 
 CUptiResult set_enabled(CUpti_ActivityKind kind, bool on) {
   if (unsigned(kind) == 0 || unsigned(kind) >= unsigned(CUPTI_ACTIVITY_KIND_COUNT)) return CUPTI_ERROR_INVALID_KIND;
@@ -625,12 +680,17 @@ CUptiResult set_enabled(CUpti_ActivityKind kind, bool on) {
     return CUPTI_ERROR_NOT_COMPATIBLE;
   }
   State& s = state();
-  Lock lock(s.mu);
-  uint64_t bit = uint64_t(1) << unsigned(kind);
-  uint64_t mask = on ? g_enabled.load() | bit : g_enabled.load() & ~bit;
-  g_enabled.store(mask);
-  if (std::atomic<int8_t>* overrides = api_overrides(kind)) reset_api_overrides_locked(overrides);
-  install_sink_locked();
+  bool describe_devices = false;
+  {
+    Lock lock(s.mu);
+    uint64_t bit = uint64_t(1) << unsigned(kind);
+    describe_devices = kind == CUPTI_ACTIVITY_KIND_DEVICE && on && !(g_enabled.load() & bit);
+    uint64_t mask = on ? g_enabled.load() | bit : g_enabled.load() & ~bit;
+    g_enabled.store(mask);
+    if (std::atomic<int8_t>* overrides = api_overrides(kind)) reset_api_overrides_locked(overrides);
+    install_sink_locked();
+  }
+  if (describe_devices) write_device_records();  // write() takes the lock
   return CUPTI_SUCCESS;
 }
 
@@ -670,6 +730,7 @@ size_t record_size(CUpti_ActivityKind kind) {
     case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
     case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: return sizeof(CUpti_ActivityGraphTrace2);
+    case CUPTI_ACTIVITY_KIND_DEVICE: return sizeof(CUpti_ActivityDevice5);
     default: return 0;
   }
 }

@@ -623,6 +623,65 @@ TEST(Reader, DamagedRecordsAreNamedByTheirKind) {
   EXPECT_EQ(damage_of(Records().raw(abi::RecordKind::kKindCount, 7, 16)), "");
 }
 
+// A GPU device record (CUPTI's description of a device) is applied to its process before the chunk's
+// events are delivered, once per device id (a later one of the same id replaces it), with its name;
+// a name longer than its record is damage, named by the kind's row.
+TEST(Reader, EachProcessKnowsTheGpusCuptiDescribedToIt) {
+  auto device = [](uint32_t id, uint32_t sms, std::string_view name) {
+    std::vector<uint8_t> bytes(abi::align_record(uint32_t(sizeof(abi::GpuDeviceRecord) + name.size())));
+    abi::GpuDeviceRecord r{};
+    r.header = {uint16_t(abi::RecordKind::kGpuDevice), uint16_t(bytes.size()), 0};
+    r.device = id;
+    r.sm_count = sms;
+    r.compute_major = 9;
+    r.global_memory_bytes = 16ull << 30;
+    r.name_bytes = uint32_t(name.size());
+    for (int i = 0; i < 16; ++i) r.uuid[i] = uint8_t(i * 17 + id);
+    std::memcpy(bytes.data(), &r, sizeof r);
+    std::memcpy(bytes.data() + sizeof r, name.data(), name.size());
+    return bytes;
+  };
+  Records r;
+  r.thread_start(10, 700, 700, 1, abi::kThreadFlagFirstInProcess);
+  for (const auto& d : {device(0, 132, "Device Zero"), device(1, 66, "Device One"), device(0, 100, "Zero Again")})
+    r.bytes_of(d.data(), uint32_t(d.size()));
+  auto events = block(format::BlockType::kThreadDef, 0, def_bytes(thread_def(0, 700, 700)), 0);
+  auto recs = block(format::BlockType::kRecords, 0, r.encoded(), r.count());
+  events.insert(events.end(), recs.begin(), recs.end());
+  const std::string path = temp_path("gpu_devices.cutrace");
+  write_file(path, frame_chunks({{format::ChunkType::kEvents, events}}));
+  TraceReader t;
+  ASSERT_TRUE(t.open(path)) << t.error();
+  Event ev;
+  uint64_t raw = 0;
+  while (t.next(ev)) raw += ev.kind == EventKind::kRecord && ev.record.kind == uint16_t(abi::RecordKind::kGpuDevice);
+  EXPECT_EQ(t.status().damaged_chunks, 0u) << t.status().describe();
+  EXPECT_EQ(raw, 3u);
+  ASSERT_EQ(t.processes().size(), 1u);
+  const std::vector<reader::GpuDevice>& gpus = t.processes()[0].gpu_devices;
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0].name, "Zero Again");
+  EXPECT_EQ(gpus[0].record.sm_count, 100u);
+  EXPECT_EQ(gpus[1].name, "Device One");
+  EXPECT_EQ(gpus[1].record.device, 1u);
+  EXPECT_EQ(gpus[1].record.compute_major, 9u);
+  EXPECT_EQ(gpus[1].record.global_memory_bytes, 16ull << 30);
+  EXPECT_EQ(reader::gpu_uuid_text(gpus[0].record.uuid), "GPU-00112233-4455-6677-8899-aabbccddeeff");
+
+  // A name longer than the record that holds it.
+  std::vector<uint8_t> cut = device(2, 1, "Short");
+  uint32_t claimed = 4000;
+  std::memcpy(cut.data() + offsetof(abi::GpuDeviceRecord, name_bytes), &claimed, sizeof claimed);
+  Records bad;
+  bad.bytes_of(cut.data(), uint32_t(cut.size()));
+  auto events2 = block(format::BlockType::kThreadDef, 5, def_bytes(thread_def(5, 10, 11)), 0);
+  auto recs2 = block(format::BlockType::kRecords, 5, bad.encoded(), bad.count());
+  events2.insert(events2.end(), recs2.begin(), recs2.end());
+  const std::string path2 = temp_path("gpu_device_cut.cutrace");
+  write_file(path2, frame_chunks({{format::ChunkType::kEvents, events2}}));
+  EXPECT_EQ(damage(read_all(path2).status), "the events chunk is malformed: a GPU device record is shorter than its name");
+}
+
 // A process's job variables (kProcessJob) name its rank by cutrace/job.h's precedence; the text comes
 // from the traced program's environment, so anything in it is read without harm.
 TEST(Reader, EachProcessHasTheRankItsJobVariablesGive) {

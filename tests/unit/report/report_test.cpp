@@ -529,10 +529,10 @@ TEST_F(ReportTest, PerfettoExportHonoursForceOverwriteAndLeavesNoTemporaryFiles)
 TEST_F(ReportTest, ExportRefusesBadUsageWithOneSentence) {
   Result r = cli({"export", trace_});
   EXPECT_EQ(r.exit, 2);
-  EXPECT_EQ(r.err, "cutrace export: no export type given; add --type TYPE (perfetto, perfetto-json, sqlite, parquetdir, arrowdir and kineto).\n");
+  EXPECT_EQ(r.err, "cutrace export: no export type given; add --type TYPE (perfetto, perfetto-json, sqlite, parquetdir, arrowdir, arrow and kineto).\n");
   r = cli({"export", "--type", "parquet", trace_});
   EXPECT_EQ(r.exit, 2);
-  EXPECT_EQ(r.err, "cutrace export: unknown export type 'parquet'; the available types are perfetto, perfetto-json, sqlite, parquetdir, arrowdir and kineto.\n");
+  EXPECT_EQ(r.err, "cutrace export: unknown export type 'parquet'; the available types are perfetto, perfetto-json, sqlite, parquetdir, arrowdir, arrow and kineto.\n");
   r = cli({"export", "--type", "perfetto-json", "-o", "/nonexistent/dir/out.json", trace_});
   EXPECT_EQ(r.exit, 1);
   EXPECT_EQ(count_lines(r.err), 1u) << r.err;

@@ -1,0 +1,61 @@
+"""TARGET_INFO_GPU: the GPUs as CUPTI describes them (its DEVICE records, one per device), carried by the
+trace's GPU device records into nsys's table, here for the simulated device(s) of tests/simcuda/core/device.h
+exactly; none without GPU activity; `cutrace info` lists them."""
+import sqlite3
+
+from conftest import app, profile, run_tool, sim_env
+
+
+def uuid_text(device):
+    # The simulated device's UUID bytes (device_uuid in core/device.cpp), written as nvidia-smi writes one.
+    h = f"simcuda-dev{device:04d}".encode().ljust(16, b"\0").hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def expected_row(device):
+    """The simulated Hopper-class part of core/device.h, in nsys's columns and units (B/s, Hz)."""
+    return {
+        "vmId": 0, "id": device, "name": f"Simulated CUDA Device {device}", "busLocation": None, "isDiscrete": None,
+        "l2CacheSize": 50 << 20, "totalMemory": 16384 << 20,
+        # Double data rate: 2 x 2,619,000 kHz x 5120 bits / 8, CUPTI's kB/s in B/s.
+        "memoryBandwidth": 2 * 2619000 * 640 * 1000, "clockRate": 1755000 * 1000, "smCount": 132,
+        "pwGpuId": None, "uuid": uuid_text(device), "luid": None, "chipName": None, "cuDevice": device,
+        "ctxswDevPath": None, "ctrlDevPath": None, "revision": None, "nodeMask": None, "constantMemory": 64 << 10,
+        "maxIPC": 4, "maxRegistersPerBlock": 65536, "maxShmemPerBlock": 48 << 10, "maxShmemPerBlockOptin": None,
+        "maxShmemPerSm": 228 << 10, "maxRegistersPerSm": 65536, "threadsPerWarp": 32, "asyncEngines": 3,
+        "maxWarpsPerSm": 64, "maxBlocksPerSm": 32, "maxThreadsPerBlock": 1024, "maxBlockDimX": 1024,
+        "maxBlockDimY": 1024, "maxBlockDimZ": 64, "maxGridDimX": 2147483647, "maxGridDimY": 65535,
+        "maxGridDimZ": 65535, "computeMajor": 9, "computeMinor": 0, "smMajor": None, "smMinor": None,
+    }
+
+
+def gpu_rows(trace, out):
+    run_tool("export", "--type", "sqlite", "-o", out, trace)
+    db = sqlite3.connect(out)
+    db.row_factory = sqlite3.Row
+    return [dict(r) for r in db.execute("SELECT * FROM TARGET_INFO_GPU ORDER BY rowid")]
+
+
+def test_the_simulated_device_is_one_row_with_nsys_columns(tmp_path):
+    _, trace = profile(tmp_path, [app("sim_vector_add"), "2"])
+    rows = gpu_rows(trace, tmp_path / "one.sqlite")
+    assert rows == [expected_row(0)]
+    # The columns in nsys's order (its schema reference), every one of them.
+    assert list(rows[0]) == list(expected_row(0))
+    # cutrace info says what the device numbers of the trace mean.
+    text = run_tool("info", trace).stdout
+    section = text.split("\nGPUs (1):\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert section[0].split() == ["PID", "Device", "Name", "CC", "SMs", "Memory", "UUID"]
+    assert section[1].split()[1:] == ["0", "Simulated", "CUDA", "Device", "0", "9.0", "132", "16.00", "GiB",
+                                      uuid_text(0)]
+
+
+def test_two_devices_are_two_rows(tmp_path):
+    _, trace = profile(tmp_path, [app("sim_vector_add"), "2"], env=sim_env(SIMCUDA_DEVICE_COUNT=2))
+    assert gpu_rows(trace, tmp_path / "two.sqlite") == [expected_row(0), expected_row(1)]
+
+
+def test_without_gpu_activity_the_table_is_empty(tmp_path):
+    _, trace = profile(tmp_path, [app("sim_vector_add"), "2"], options=["--gpu-activity", "false"])
+    assert gpu_rows(trace, tmp_path / "none.sqlite") == []
+    assert "\nGPUs (" not in run_tool("info", trace).stdout
