@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
+#include <set>
+#include <utility>
 
 namespace simcuda {
 
@@ -75,6 +78,27 @@ void device_name(int device, char* out, size_t size) {
   std::snprintf(out, size, "Simulated CUDA Device %d", device);
 }
 
+namespace {
+struct PeerAccess {
+  std::mutex mu;
+  std::set<std::pair<int, int>> enabled;  // (from, to)
+};
+PeerAccess& peers() {
+  static PeerAccess* p = new PeerAccess;  // never destroyed: used until the last atexit
+  return *p;
+}
+}  // namespace
+
+Status enable_peer_access(int from, int to) {
+  std::lock_guard<std::mutex> lock(peers().mu);
+  return peers().enabled.emplace(from, to).second ? Status::kOk : Status::kAlreadyRegistered;
+}
+
+Status disable_peer_access(int from, int to) {
+  std::lock_guard<std::mutex> lock(peers().mu);
+  return peers().enabled.erase({from, to}) != 0 ? Status::kOk : Status::kNotRegistered;
+}
+
 int kernel_architecture(int device) {
   return device_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) * 10 +
          device_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
@@ -92,11 +116,13 @@ int active_blocks(int device, int block_size, size_t dynamic_smem, int regs, siz
   int blocks = std::min(attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR),
                         attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR) / (warps * warp));
   const int regs_per_warp = ((regs * warp + 255) / 256) * 256;
-  if (regs_per_warp > 0)
-    blocks = std::min(blocks, attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR) / (regs_per_warp * warps));
-  if (static_smem + dynamic_smem > size_t(attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))) return 0;
-  const size_t smem = static_smem + dynamic_smem + size_t(attribute(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
-  blocks = std::min<int>(blocks, int(size_t(attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)) / smem));
+  const int regs_per_sm = attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+  if (regs_per_warp > 0) blocks = std::min(blocks, regs_per_sm / (regs_per_warp * warps));
+  const size_t smem_per_block = size_t(attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+  const size_t smem_per_sm = size_t(attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+  const size_t reserved = size_t(attribute(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
+  if (static_smem + dynamic_smem > smem_per_block) return 0;
+  blocks = std::min<int>(blocks, int(smem_per_sm / (static_smem + dynamic_smem + reserved)));
   return std::max(blocks, 0);
 }
 

@@ -19,6 +19,12 @@ SIMCUDA_API void device_name(int device, char* out, size_t size);
 // cudaDeviceProp::uuid and CUPTI's device record: "simcuda-dev0000" and its NUL, 16 bytes.
 SIMCUDA_API void device_uuid(int device, char (&out)[16]);
 
+// Peer access between devices, one state for the runtime (cudaDeviceEnablePeerAccess) and the driver
+// (cuCtxEnablePeerAccess): kAlreadyRegistered if `from` already reaches `to`'s memory, and
+// kNotRegistered for disabling access that is not enabled.
+SIMCUDA_API Status enable_peer_access(int from, int to);
+SIMCUDA_API Status disable_peer_access(int from, int to);
+
 // What cudaFuncGetAttributes and cuFuncGetAttribute report of every kernel here.
 inline constexpr int kKernelRegisters = 32;
 // The PTX and binary version of every kernel: built for the device's own compute capability (90).

@@ -1,10 +1,7 @@
 // Peer access between the simulated devices. Every device's memory is the process's own memory, so
 // any two devices can reach each other: peer access only has to be enabled, as on a machine whose
 // GPUs share NVLink, and copies between devices are device-to-device copies on the stream given.
-#include <mutex>
-#include <set>
-#include <utility>
-
+#include "core/device.h"
 #include "runtime.h"
 #include "simcuda.h"
 
@@ -12,16 +9,6 @@ using namespace simcuda;
 
 namespace simcuda::rt {
 namespace {
-
-struct PeerAccess {
-  std::mutex mu;
-  std::set<std::pair<int, int>> enabled;  // (from, to): `from` may reach `to`'s memory
-};
-
-PeerAccess& peer_access() {
-  static PeerAccess* access = new PeerAccess;  // never destroyed: used until the last atexit
-  return *access;
-}
 
 cudaError_t check_pair(int device, int peer) {
   if (cudaError_t e = check_device(device); e) return e;
@@ -64,10 +51,8 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peer, unsign
     if (flags != 0) return rt::record(cudaErrorInvalidValue);
     if (cudaError_t e = rt::check_device(peer); e) return rt::record(e);
     if (peer == device) return rt::record(cudaErrorInvalidDevice);
-    rt::PeerAccess& access = rt::peer_access();
-    std::lock_guard<std::mutex> lock(access.mu);
-    return access.enabled.emplace(device, peer).second ? cudaSuccess
-                                                      : rt::record(cudaErrorPeerAccessAlreadyEnabled);
+    return enable_peer_access(device, peer) == Status::kOk ? cudaSuccess
+                                                          : rt::record(cudaErrorPeerAccessAlreadyEnabled);
   });
 }
 
@@ -76,9 +61,8 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceDisablePeerAccess(int peer) {
     int device;
     if (cudaError_t e = rt::current_device(&device); e) return rt::record(e);
     if (cudaError_t e = rt::check_device(peer); e) return rt::record(e);
-    rt::PeerAccess& access = rt::peer_access();
-    std::lock_guard<std::mutex> lock(access.mu);
-    return access.enabled.erase({device, peer}) != 0 ? cudaSuccess : rt::record(cudaErrorPeerAccessNotEnabled);
+    return disable_peer_access(device, peer) == Status::kOk ? cudaSuccess
+                                                           : rt::record(cudaErrorPeerAccessNotEnabled);
   });
 }
 

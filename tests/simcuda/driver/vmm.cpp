@@ -172,15 +172,16 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t of
     auto* p = reinterpret_cast<Physical*>(uintptr_t(handle));
     const uintptr_t base = uintptr_t(ptr);
     std::lock_guard<std::mutex> lock(vm().mu);
-    if (vm().physicals.count(p) == 0 || p->references == 0 || flags != 0 || !granular(size) || offset % kGranularity != 0 ||
-        offset > p->size || size > p->size - offset || base % kGranularity != 0 || !reserved_locked(base, size) ||
-        overlaps_mapping_locked(base, size))
+    if (vm().physicals.count(p) == 0 || p->references == 0 || flags != 0 || !granular(size) ||
+        offset % kGranularity != 0 || offset > p->size || size > p->size - offset || base % kGranularity != 0 ||
+        !reserved_locked(base, size) || overlaps_mapping_locked(base, size))
       return CUDA_ERROR_INVALID_VALUE;
     if (mmap(reinterpret_cast<void*>(base), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, p->fd,
              off_t(offset)) == MAP_FAILED)
       return CUDA_ERROR_OUT_OF_MEMORY;
     if (memory().add_mapping(reinterpret_cast<void*>(base), size, p->prop.location.id) != Status::kOk) {
-      mmap(reinterpret_cast<void*>(base), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+      mmap(reinterpret_cast<void*>(base), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+           -1, 0);
       return CUDA_ERROR_INVALID_VALUE;
     }
     vm().mappings[base] = Mapping{size, p};
@@ -189,23 +190,35 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t of
   });
 }
 
-// A whole mapping at a time (the simulation does not split them); the range becomes reserved
-// address space again.
+// Whole mappings, one or several that tile the range end to end (a mapping cannot be split); the
+// range becomes reserved address space again.
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   return traced(SIMCUDA_DRIVER_CBID(cuMemUnmap), [&]() -> CUresult {
     if (CUresult e = check_initialized(); e) return e;
     std::lock_guard<std::mutex> lock(vm().mu);
-    auto it = vm().mappings.find(uintptr_t(ptr));
-    if (it == vm().mappings.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+    const uintptr_t end = uintptr_t(ptr) + size;
+    uintptr_t at = uintptr_t(ptr);
+    while (at < end) {
+      auto it = vm().mappings.find(at);
+      if (it == vm().mappings.end() || it->second.size > end - at) return CUDA_ERROR_INVALID_VALUE;
+      at += it->second.size;
+    }
+    if (size == 0) return CUDA_ERROR_INVALID_VALUE;
     // The device finishes what it was doing with the memory first, as the real unmap synchronises.
     int count = 0;
     cuDeviceGetCount(&count);
     for (int d = 0; d < count; ++d) timeline().synchronize_device(d);
-    memory().remove_mapping(reinterpret_cast<void*>(ptr));
-    mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-    Physical* p = it->second.physical;
-    vm().mappings.erase(it);
-    if (--p->mappings == 0 && p->references == 0) drop_locked(p);
+    for (at = uintptr_t(ptr); at < end;) {
+      auto it = vm().mappings.find(at);
+      const size_t length = it->second.size;
+      memory().remove_mapping(reinterpret_cast<void*>(at));
+      mmap(reinterpret_cast<void*>(at), length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+           -1, 0);
+      Physical* p = it->second.physical;
+      vm().mappings.erase(it);
+      if (--p->mappings == 0 && p->references == 0) drop_locked(p);
+      at += length;
+    }
     return CUDA_SUCCESS;
   });
 }

@@ -700,6 +700,17 @@ TEST(DriverVirtualMemory, MappingsShareTheirPhysicalAllocation) {
   EXPECT_EQ(cuMemAddressFree(a, 2 * granularity), CUDA_ERROR_INVALID_VALUE);  // not the whole reservation
   EXPECT_EQ(cuMemAddressFree(a, 4 * granularity), CUDA_SUCCESS);
   EXPECT_EQ(cuMemAddressFree(b, 2 * granularity), CUDA_SUCCESS);
+
+  // Mappings side by side (vectorAddMMAP stripes its buffers so) unmap together, whole; a range that
+  // would split one is refused.
+  ASSERT_EQ(cuMemCreate(&handle, 2 * granularity, &prop, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressReserve(&a, 3 * granularity, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(a, granularity, 0, handle, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(a + granularity, 2 * granularity, 0, handle, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemUnmap(a, 2 * granularity), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemUnmap(a, 3 * granularity), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(a, 3 * granularity), CUDA_SUCCESS);
   cudaGetLastError();
 }
 

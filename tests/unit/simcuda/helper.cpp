@@ -101,6 +101,23 @@ int two_devices() {
   CHECK_RESULT(cudaDeviceEnablePeerAccess(0, 0), cudaErrorInvalidDevice);
   CHECK_RESULT(cudaDeviceDisablePeerAccess(1), cudaSuccess);
   CHECK_RESULT(cudaDeviceDisablePeerAccess(1), cudaErrorPeerAccessNotEnabled);
+  // The driver's peer access is the runtime's: enabled through a context, it is enabled for the device.
+  {
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW);
+    auto can_access = reinterpret_cast<PFN_cuDeviceCanAccessPeer_v4000>(dlsym(driver, "cuDeviceCanAccessPeer"));
+    auto enable = reinterpret_cast<PFN_cuCtxEnablePeerAccess_v4000>(dlsym(driver, "cuCtxEnablePeerAccess"));
+    auto retain = reinterpret_cast<PFN_cuDevicePrimaryCtxRetain_v7000>(dlsym(driver, "cuDevicePrimaryCtxRetain"));
+    int driver_can = 0;
+    CUcontext peer_context = nullptr;
+    if (can_access == nullptr || enable == nullptr || retain == nullptr ||
+        can_access(&driver_can, 0, 1) != CUDA_SUCCESS || driver_can != 1 ||
+        retain(&peer_context, 1) != CUDA_SUCCESS || enable(peer_context, 0) != CUDA_SUCCESS) {
+      std::printf("the driver's peer access from device 0 to 1 failed\n");
+      return 1;
+    }
+    CHECK_RESULT(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessAlreadyEnabled);
+    CHECK_RESULT(cudaDeviceDisablePeerAccess(1), cudaSuccess);
+  }
   int supported = 0;
   CHECK_RESULT(cudaDeviceGetP2PAttribute(&supported, cudaDevP2PAttrAccessSupported, 0, 1), cudaSuccess);
   if (supported != 1) {
