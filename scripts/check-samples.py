@@ -103,8 +103,9 @@ def build(sample: Sample, root: Path, out: Path) -> tuple[bool, str]:
 
 def masked(text: str) -> str:
     # A number in a fixed-width column is padded by as many spaces as it lacks digits: the padding
-    # goes with the number, and so does its sign (a speed-up measured negative on a loaded machine).
-    return re.sub(r" *-?\d+", " #", text)
+    # goes with the number, and so do its sign (a speed-up measured negative on a loaded machine),
+    # fraction and exponent (a rate printed with %g is "80" one run and "71.9424" the next).
+    return re.sub(r" *-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", " #", text)
 
 
 # A program that dies of signal N: cutrace exits with 128 + N, as a shell reports it.
