@@ -1,5 +1,6 @@
 #include "report/export_tables.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -9,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "reader/decode.h"
 #include "report/call_links.h"
@@ -228,7 +230,7 @@ using reader::TraceReader;
 // ENUM_NSYS_EVENT_CLASS values of the nsys schema ("SQLite Schema Event Values").
 constexpr int kClassCudaRuntime = 0, kClassCudaDriver = 1, kClassOsRuntime = 27, kClassCudnn = 28, kClassCublas = 29;
 // ENUM_NSYS_EVENT_TYPE values of NVTX_EVENTS.
-constexpr int kNvtxMark = 34, kNvtxPushPop = 59, kNvtxStartEnd = 60, kNvtxDomainCreate = 75;
+constexpr int kNvtxCategory = 33, kNvtxMark = 34, kNvtxPushPop = 59, kNvtxStartEnd = 60, kNvtxDomainCreate = 75;
 
 struct EnumRow {
   int id;
@@ -243,6 +245,7 @@ constexpr EnumRow kEventClasses[] = {
     {kClassCublas, "TRACE_PROCESS_EVENT_CUBLAS", "cuBLAS"},
 };
 constexpr EnumRow kEventTypes[] = {
+    {kNvtxCategory, "NvtxCategory", "NVTX category"},
     {kNvtxMark, "NvtxMark", "NVTX mark"},
     {kNvtxPushPop, "NvtxPushPopRange", "NVTX push/pop range"},
     {kNvtxStartEnd, "NvtxStartEndRange", "NVTX start/end range"},
@@ -670,6 +673,16 @@ class TableProducer {
       for (const auto& [domain, name] : p.nvtx_domains)
         emit(TableId::kNvtxEvents, {int_value(0), n, int_value(kNvtxDomainCreate), n, n, n, text_value(name),
                                     int_value(global_pid(p.pid)), n, n, int_value(domain), n, n, n, n, n, n, n, n});
+      // A category's name, as nsys gives it: a row of type 33 with the category and its domain, which
+      // NVIDIA's "Resolve NVTX Category Name" example joins marks and ranges to by (category, domainId).
+      // The naming call's time is not recorded: 0, as for a domain. Sorted, for the same rows every export.
+      std::vector<std::pair<uint64_t, const std::string*>> categories;
+      for (const auto& [key, name] : p.nvtx_categories) categories.emplace_back(key, &name);
+      std::sort(categories.begin(), categories.end());
+      for (const auto& [key, name] : categories)
+        emit(TableId::kNvtxEvents, {int_value(0), n, int_value(kNvtxCategory), n, int_value(int64_t(key & 0xffffffffu)),
+                                    n, text_value(*name), int_value(global_pid(p.pid)), n, n,
+                                    int_value(int64_t(key >> 32)), n, n, n, n, n, n, n, n});
       const bool runtime = p.cuda_runtime_version != 0;
       emit(TableId::kProcesses,
            {int_value(global_pid(p.pid)), int_value(p.pid), int_value(p.ppid), text_value(p.command), text_value(p.exe),

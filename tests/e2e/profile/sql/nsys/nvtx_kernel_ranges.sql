@@ -1,0 +1,20 @@
+-- NVIDIA Nsight Systems Analysis Guide, "Common SQLite Examples": "Rename CUDA Kernels with NVTX".
+ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN nvtxRange TEXT;
+CREATE INDEX nvtx_start ON NVTX_EVENTS (start);
+
+
+UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET nvtxRange = (
+    SELECT NVTX_EVENTS.text
+    FROM NVTX_EVENTS JOIN CUPTI_ACTIVITY_KIND_RUNTIME ON
+        NVTX_EVENTS.eventType == 59 AND
+        NVTX_EVENTS.globalTid == CUPTI_ACTIVITY_KIND_RUNTIME.globalTid AND
+        NVTX_EVENTS.start <= CUPTI_ACTIVITY_KIND_RUNTIME.start AND
+        NVTX_EVENTS.end >= CUPTI_ACTIVITY_KIND_RUNTIME.end
+    WHERE
+        CUPTI_ACTIVITY_KIND_KERNEL.correlationId == CUPTI_ACTIVITY_KIND_RUNTIME.correlationId
+    ORDER BY NVTX_EVENTS.start DESC LIMIT 1
+);
+
+SELECT start, end, globalPid, StringIds.value as shortName, nvtxRange
+FROM CUPTI_ACTIVITY_KIND_KERNEL JOIN StringIds ON shortName == id
+ORDER BY start LIMIT 6;
