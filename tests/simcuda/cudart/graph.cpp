@@ -2,6 +2,7 @@
 // empty nodes), instantiation and launch, over the device's graph registry (core/graphs.h), which the
 // driver's graph calls share.
 #include <cstring>
+#include <functional>
 
 #include "core/graphs.h"
 #include "runtime.h"
@@ -185,16 +186,24 @@ GraphNode free_node(void* address) {
 }
 
 // Reserves the address an allocation node will hand out at every launch, on the device `location`
-// names: device memory of the device's graph memory pool.
-cudaError_t graph_allocation(const cudaMemPoolProps& props, size_t bytes, void** address, int* device) {
+// names (device memory of the device's graph memory pool), and has `place` add the node to a graph or
+// a capture. The address becomes the graph's once the node is placed, and is given back if it is not.
+cudaError_t graph_allocation(const cudaMemPoolProps& props, size_t bytes, void** address,
+                             const std::function<cudaError_t(GraphNode)>& place) {
   if (bytes == 0 || props.allocType != cudaMemAllocationTypePinned || props.location.type != cudaMemLocationTypeDevice ||
       props.handleTypes != cudaMemHandleTypeNone)
     return cudaErrorInvalidValue;
-  if (cudaError_t e = check_device(props.location.id); e) return e;
-  if (Status s = memory().allocate(MemoryKind::kDevice, props.location.id, bytes, 0, address); s != Status::kOk)
+  const int device = props.location.id;
+  if (cudaError_t e = check_device(device); e) return e;
+  void* reserved = nullptr;
+  if (Status s = memory().allocate(MemoryKind::kDevice, device, bytes, 0, &reserved); s != Status::kOk)
     return from_status(s);
-  graphs().add_graph_allocation(*address, bytes, props.location.id);
-  *device = props.location.id;
+  if (cudaError_t e = place(alloc_node(reserved, bytes, device)); e) {
+    memory().release(reserved, {MemoryKind::kDevice});
+    return e;
+  }
+  graphs().add_graph_allocation(reserved, bytes, device);
+  *address = reserved;
   return cudaSuccess;
 }
 
@@ -214,6 +223,12 @@ bool copy_side_ok(const void* ptr, size_t bytes, bool may_be_pageable) {
   std::optional<Allocation> a = memory().find(ptr);
   if (a) return a->contains(ptr, bytes);
   return may_be_pageable;
+}
+
+cudaError_t add_alloc_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                           size_t count, const cudaMemPoolProps& props, size_t bytes, void** address) {
+  return graph_allocation(props, bytes, address,
+                          [&](GraphNode n) { return add(node, graph, dependencies, count, std::move(n)); });
 }
 
 // A memset node from cudaMemsetParams or its V2: elements of 1, 2 or 4 bytes, `width` of them a row,
@@ -401,15 +416,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t* n
                                                               cudaMemAllocNodeParams* p) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaGraphAddMemAllocNode_v11040), [&] {
     if (node == nullptr || p == nullptr) return rt::record(cudaErrorInvalidValue);
-    void* address = nullptr;
-    int device = 0;
-    if (cudaError_t e = rt::graph_allocation(p->poolProps, p->bytesize, &address, &device); e) return rt::record(e);
-    if (cudaError_t e = rt::add(node, graph, dependencies, count, rt::alloc_node(address, p->bytesize, device)); e) {
-      memory().release(address, {MemoryKind::kDevice});
-      return rt::record(e);
-    }
-    p->dptr = address;
-    return cudaSuccess;
+    return rt::record(rt::add_alloc_node(node, graph, dependencies, count, p->poolProps, p->bytesize, &p->dptr));
   });
 }
 
@@ -456,19 +463,9 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphAddNode(cudaGraphNode_t* node, cud
       case cudaGraphNodeTypeEmpty:
         n = rt::empty_node();
         break;
-      case cudaGraphNodeTypeMemAlloc: {
-        void* address = nullptr;
-        int device = 0;
-        if (cudaError_t e = rt::graph_allocation(p->alloc.poolProps, p->alloc.bytesize, &address, &device); e)
-          return rt::record(e);
-        if (cudaError_t e = rt::add(node, graph, dependencies, count, rt::alloc_node(address, p->alloc.bytesize, device));
-            e) {
-          memory().release(address, {MemoryKind::kDevice});
-          return rt::record(e);
-        }
-        p->alloc.dptr = address;
-        return cudaSuccess;
-      }
+      case cudaGraphNodeTypeMemAlloc:
+        return rt::record(rt::add_alloc_node(node, graph, dependencies, count, p->alloc.poolProps, p->alloc.bytesize,
+                                             &p->alloc.dptr));
       case cudaGraphNodeTypeMemFree:
         if (!graphs().is_graph_allocation(p->free.dptr)) return rt::record(cudaErrorInvalidValue);
         n = rt::free_node(p->free.dptr);

@@ -360,11 +360,9 @@ cudaError_t malloc_async(void** ptr, size_t size, cudaMemPool_t pool, cudaStream
     cudaMemPoolProps props{};
     props.allocType = cudaMemAllocationTypePinned;
     props.location = {cudaMemLocationTypeDevice, info.device};
-    int device = 0;
-    if (cudaError_t e = graph_allocation(props, size, ptr, &device); e) return e;
-    if (graphs().capture(sid, alloc_node(*ptr, size, device))) return cudaSuccess;
-    memory().release(*ptr, {MemoryKind::kDevice});
-    return cudaErrorStreamCaptureInvalidated;
+    return graph_allocation(props, size, ptr, [&](GraphNode n) {
+      return graphs().capture(sid, std::move(n)) ? cudaSuccess : cudaErrorStreamCaptureInvalidated;
+    });
   }
   Pools& p = pools();
   MemPool* from = nullptr;

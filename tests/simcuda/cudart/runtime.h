@@ -11,6 +11,7 @@
 #include <cudaTypedefs.h>
 
 #include <cstdint>
+#include <functional>
 
 // The CUPTI cbids of CUDA 13 (copied beside the build, see CMakeLists.txt, so that the CUDA 12 build
 // of this runtime, which has no CUPTI headers of its own, reports the same ids).
@@ -61,7 +62,8 @@ GraphNode host_node(cudaHostFn_t fn, void* user_data);
 GraphNode empty_node();
 GraphNode alloc_node(void* address, uint64_t bytes, int device);
 GraphNode free_node(void* address);
-cudaError_t graph_allocation(const cudaMemPoolProps& props, size_t bytes, void** address, int* device);
+cudaError_t graph_allocation(const cudaMemPoolProps& props, size_t bytes, void** address,
+                             const std::function<cudaError_t(GraphNode)>& place);
 
 // A copy of `depth` slices of `height` rows of `width` bytes: rows `pitch` bytes apart, slices
 // `slice_pitch` bytes apart (unused for one slice), on either side.
