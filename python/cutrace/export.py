@@ -112,6 +112,16 @@ def size_text(n):
     return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
 
 
+def open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns):
+    """The table-name pattern, the opened trace, and the directory the output goes to (which must exist)."""
+    pattern = re.compile(tables) if tables else None
+    trace = open_trace(trace_path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns)
+    parent = output.resolve().parent
+    if not parent.is_dir():
+        raise TraceError(f"cannot create {output} (its directory does not exist); check that it exists and is writable")
+    return pattern, trace, parent
+
+
 def export_streams(trace_path, output, tables=None, show_internal=False, start_ns=0, end_ns=None, force=False,
                    progress=None):
     """Writes the tables of `trace_path` with rows (those whose name matches `tables`) into the one file
@@ -123,11 +133,7 @@ def export_streams(trace_path, output, tables=None, show_internal=False, start_n
         raise UsageError(f"{output} is a directory; choose another name with -o")
     if output.exists() and not force:
         raise UsageError(f"{output} already exists; pass -f true to overwrite it or choose another name with -o")
-    pattern = re.compile(tables) if tables else None
-    trace = open_trace(trace_path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns)
-    parent = output.resolve().parent
-    if not parent.is_dir():
-        raise TraceError(f"cannot create {output} (its directory does not exist); check that it exists and is writable")
+    pattern, trace, parent = open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns)
     # The trace gives the rows of all tables interleaved, and a stream holds one table: each table's
     # stream is written to a file of its own first, so memory stays bounded, then the streams are
     # joined in the tables' order.
@@ -173,11 +179,7 @@ def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=
         raise UsageError(f"{output} is a directory with files other than an export's; choose another name with -o")
     if output.exists() and not output.is_dir():
         raise UsageError(f"{output} is not a directory; choose another name with -o")
-    pattern = re.compile(tables) if tables else None
-    trace = open_trace(trace_path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns)
-    parent = output.resolve().parent
-    if not parent.is_dir():
-        raise TraceError(f"cannot create {output} (its directory does not exist); check that it exists and is writable")
+    pattern, trace, parent = open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns)
     temp = Path(tempfile.mkdtemp(prefix=output.name + ".tmp-", dir=parent))
     try:
         files = TableFiles(kind, temp)
