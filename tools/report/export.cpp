@@ -66,6 +66,8 @@ void print_help() {
       "                                  the frames of stacks and samples\n"
       "      --tables REGEX              only the tables whose whole name matches REGEX (sqlite, parquetdir,\n"
       "                                  arrowdir, arrow; e.g. 'CUPTI_ACTIVITY_KIND_.*|StringIds')\n"
+      "      --ts-normalize true         accepted as nsys takes it: the table exports' times are always\n"
+      "                                  counted from the session's start\n"
       "      --show-internal true        also export the CUDA runtime's internal calls (kernel registration,\n"
       "                                  __cudaPushCallConfiguration, ...), which are left out by default\n"
       "  -q, --quiet                     no progress bar on a terminal\n"
@@ -257,9 +259,11 @@ int export_main(int argc, char** argv) {
   std::string type, output_arg, trace_path, from_arg, to_arg, filter_arg, symbol_path_arg;
   std::vector<std::string> traces;
   bool overwrite = false, gzip = false, quiet = false;
+  // nsys's --ts-normalize: whether it was given, and its value.
+  bool ts_normalize_given = false, ts_normalize = false;
   ExportOptions options;
   enum Option : int { kHelp, kQuiet, kType, kOutput, kFrom, kTo, kFilterNvtx, kTables, kGzip, kForce, kShowInternal,
-                      kSymbolPath };
+                      kSymbolPath, kTsNormalize };
   constexpr cli::OptionSpec kOptions[] = {
       {'h', "help", cli::Arity::kNone, kHelp},
       {'q', "quiet", cli::Arity::kNone, kQuiet},
@@ -273,6 +277,7 @@ int export_main(int argc, char** argv) {
       {'f', "force-overwrite", cli::Arity::kSwitch, kForce},
       {0, "show-internal", cli::Arity::kSwitch, kShowInternal},
       {0, "symbol-path", cli::Arity::kValue, kSymbolPath},
+      {0, "ts-normalize", cli::Arity::kSwitch, kTsNormalize},
   };
   cli::Scanner words(argc, argv, kOptions);
   for (cli::Arg arg; words.next(arg);) {
@@ -305,6 +310,10 @@ int export_main(int argc, char** argv) {
       case kGzip: ok = switch_into(gzip); break;
       case kForce: ok = switch_into(overwrite); break;
       case kShowInternal: ok = switch_into(options.show_internal); break;
+      case kTsNormalize:
+        ts_normalize_given = true;
+        ok = switch_into(ts_normalize);
+        break;
       case kSymbolPath: {
         std::string value;
         if (!words.value(arg, value) || value.empty()) {
@@ -352,6 +361,22 @@ int export_main(int argc, char** argv) {
   }
   trace_path = traces[0];
   const bool made_of_tables = exporter->write_file || exporter->python_module;
+  // Scripts written for nsys export with --ts-normalize=true: the table exports' times are always
+  // counted from the session's start, which is what it asks for.
+  if (ts_normalize_given) {
+    const std::string t = exporter->type;
+    if (t != "sqlite" && t != "parquetdir" && t != "arrowdir" && t != "arrow") {
+      std::fprintf(stderr, "cutrace export: --ts-normalize is for the table exports (sqlite, parquetdir, arrowdir "
+                           "and arrow), not %s.\n", exporter->type);
+      return kExitUsage;
+    }
+    if (!ts_normalize) {
+      std::fprintf(stderr, "cutrace export: --ts-normalize false is not supported: the table exports' times are "
+                           "always counted from the session's start (as nsys's --ts-normalize true gives them); "
+                           "TARGET_INFO_SESSION_START_TIME has its wall-clock time, so leave the option out.\n");
+      return kExitUsage;
+    }
+  }
   if (!options.tables.empty()) {
     if (!made_of_tables) {
       std::fprintf(stderr, "cutrace export: --tables is for the exports made of tables (sqlite, parquetdir, "

@@ -223,6 +223,26 @@ def test_refusals(traced, tmp_path):
         cutrace.open(trace).table("NOPE")
 
 
+def test_an_nsys_export_line_with_ts_normalize_runs_as_it_is(traced, tmp_path):
+    # Scripts written for nsys export with --ts-normalize=true, which asks for what the table exports
+    # always give: times counted from the session's start. The same rows as without it.
+    trace, db, _ = traced
+    out = tmp_path / "nsys_style.sqlite"
+    run_tool("export", "--type=sqlite", "--ts-normalize=true", "--force-overwrite=true", f"--output={out}", trace)
+    again = sqlite3.connect(out)
+    for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "TARGET_INFO_SESSION_START_TIME"):
+        assert sqlite_rows(again, table) == sqlite_rows(db, table)
+    run_tool("export", "--type=parquetdir", "--ts-normalize=true", "-o", tmp_path / "p_pqtdir", trace)
+    proc = run_tool("export", "--type", "sqlite", "--ts-normalize", "false", "-o", tmp_path / "raw.sqlite", trace,
+                    expect=2)
+    assert proc.stderr.startswith("cutrace export: --ts-normalize false is not supported: the table exports' times "
+                                  "are always counted from the session's start"), proc.stderr
+    assert not (tmp_path / "raw.sqlite").exists()
+    proc = run_tool("export", "--type", "perfetto", "--ts-normalize", "true", trace, expect=2)
+    assert proc.stderr == ("cutrace export: --ts-normalize is for the table exports (sqlite, parquetdir, arrowdir and "
+                           "arrow), not perfetto.\n")
+
+
 def test_without_pyarrow_the_export_says_what_it_needs(traced, tmp_path):
     trace, _, _ = traced
     bare = "/usr/bin/python3"
