@@ -11,9 +11,6 @@ using rt::DefaultStream;
 namespace simcuda::rt {
 namespace {
 
-constexpr DefaultStream kLegacy = DefaultStream::kLegacy;
-constexpr DefaultStream kPerThread = DefaultStream::kPerThread;
-
 static_assert(cudaArrayLayered == kArrayLayered && cudaArraySurfaceLoadStore == kArraySurfaceLoadStore &&
               cudaArrayCubemap == kArrayCubemap && cudaArrayTextureGather == kArrayTextureGather);
 

@@ -14,9 +14,6 @@ using rt::DefaultStream;
 namespace simcuda::rt {
 namespace {
 
-constexpr DefaultStream kLegacy = DefaultStream::kLegacy;
-constexpr DefaultStream kPerThread = DefaultStream::kPerThread;
-
 Graph* graph_of(cudaGraph_t g) { return reinterpret_cast<Graph*>(g); }
 GraphExec* exec_of(cudaGraphExec_t x) { return reinterpret_cast<GraphExec*>(x); }
 

@@ -15,9 +15,6 @@ using rt::DefaultStream;
 namespace simcuda::rt {
 namespace {
 
-constexpr DefaultStream kLegacy = DefaultStream::kLegacy;
-constexpr DefaultStream kPerThread = DefaultStream::kPerThread;
-
 constexpr unsigned kMaxThreadsPerBlock = 1024;
 constexpr unsigned kMaxBlockDim[3] = {1024, 1024, 64};
 constexpr unsigned kMaxGridDim[3] = {2147483647u, 65535, 65535};

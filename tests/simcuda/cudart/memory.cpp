@@ -16,9 +16,6 @@ using rt::DefaultStream;
 namespace simcuda::rt {
 namespace {
 
-constexpr DefaultStream kLegacy = DefaultStream::kLegacy;
-constexpr DefaultStream kPerThread = DefaultStream::kPerThread;
-
 // A copy's two sides once its direction is known.
 struct CopyPlan {
   bool src_pageable = false;

@@ -34,6 +34,8 @@ namespace simcuda::rt {
 // per-thread default stream (the _ptsz and _ptds exports, used by code built with
 // --default-stream per-thread).
 enum class DefaultStream : uint8_t { kLegacy, kPerThread };
+inline constexpr DefaultStream kLegacy = DefaultStream::kLegacy;
+inline constexpr DefaultStream kPerThread = DefaultStream::kPerThread;
 
 // Records a failure as the calling thread's last error (cudaGetLastError) and returns it.
 // cudaErrorNotReady is a status, not an error, and is not recorded, as in the real runtime.

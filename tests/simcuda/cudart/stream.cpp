@@ -12,9 +12,6 @@ using rt::DefaultStream;
 namespace simcuda::rt {
 namespace {
 
-constexpr DefaultStream kLegacy = DefaultStream::kLegacy;
-constexpr DefaultStream kPerThread = DefaultStream::kPerThread;
-
 // Priorities the device supports: 0 (least) to -5 (greatest); others are clamped, as documented.
 constexpr int kLeastPriority = 0;
 constexpr int kGreatestPriority = -5;
