@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -26,7 +27,27 @@ struct SampleFixed {
   uint64_t nr;
 };
 
+// The sample_id trailer of every other record (sample_id_all): TID | TIME | CPU of sample_type.
+struct SampleId {
+  uint32_t pid, tid;
+  uint64_t time;
+  uint32_t cpu, res;
+};
+
 }  // namespace
+
+void CpuSampleReader::note_switch(uint32_t tid, uint64_t time, abi::ContextSwitch change) {
+  ThreadSwitches& t = threads_[tid];
+  uint64_t& last = change == abi::ContextSwitch::kIn ? t.last_in : t.last_out;
+  last = std::max(last, time);
+}
+
+bool CpuSampleReader::on_cpu(uint32_t tid) const {
+  // Each CPU's buffer is read in turn, so a thread's switches can arrive out of order; but a thread's
+  // latest switch in was on the CPU it runs on now, whose buffer holds it before this record.
+  const auto t = threads_.find(tid);
+  return t != threads_.end() && t->second.last_in > t->second.last_out;
+}
 
 CpuSampleReader::~CpuSampleReader() {
   for (Buffer& b : buffers_) {
@@ -91,27 +112,38 @@ uint64_t CpuSampleReader::drain(const std::function<void(const CpuSample&)>& sin
         lost_ += lost;
         continue;
       }
-      if (h.type == PERF_RECORD_SWITCH) {
-        // The sample_id trailer (sample_id_all) of the sample_type asked for: pid, tid, time, cpu, res.
-        struct {
-          uint32_t pid, tid;
-          uint64_t time;
-          uint32_t cpu, res;
-        } id;
+      if (h.type == PERF_RECORD_SWITCH || h.type == PERF_RECORD_COMM || h.type == PERF_RECORD_EXIT) {
+        // The sample_id trailer (sample_id_all) of the sample_type asked for, at the record's end: pid,
+        // tid, time, cpu, res.
+        SampleId id;
         if (h.size < sizeof h + sizeof id) {
           ++malformed_;
           continue;
         }
-        std::memcpy(&id, record_.data() + sizeof h, sizeof id);
-        CpuSample change;
-        change.pid = id.pid;
-        change.tid = id.tid;
-        change.cpu = id.cpu;
-        change.time_ns = id.time;
-        change.context_switch = uint32_t(!(h.misc & PERF_RECORD_MISC_SWITCH_OUT)          ? abi::ContextSwitch::kIn
-                                         : (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? abi::ContextSwitch::kPreempted
-                                                                                          : abi::ContextSwitch::kOut);
-        sink(change);
+        std::memcpy(&id, record_.data() + h.size - sizeof id, sizeof id);
+        abi::ContextSwitch change;
+        if (h.type == PERF_RECORD_SWITCH) {
+          change = !(h.misc & PERF_RECORD_MISC_SWITCH_OUT)          ? abi::ContextSwitch::kIn
+                   : (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? abi::ContextSwitch::kPreempted
+                                                                    : abi::ContextSwitch::kOut;
+        } else if (h.type == PERF_RECORD_COMM) {
+          // The events start at the command's exec, on the CPU it is running on, so its first switch
+          // would be a switch out: the exec's record is its switch in. Renames of threads are not.
+          if (!(h.misc & PERF_RECORD_MISC_COMM_EXEC) || on_cpu(id.tid)) continue;
+          change = abi::ContextSwitch::kIn;
+        } else {
+          // The switch out of an ending thread comes after its events are gone; its exit is that switch.
+          change = abi::ContextSwitch::kOut;
+        }
+        note_switch(id.tid, id.time, change);
+        if (h.type == PERF_RECORD_EXIT) threads_.erase(id.tid);
+        CpuSample switched;
+        switched.pid = id.pid;
+        switched.tid = id.tid;
+        switched.cpu = id.cpu;
+        switched.time_ns = id.time;
+        switched.context_switch = uint32_t(change);
+        sink(switched);
         ++delivered;
         continue;
       }

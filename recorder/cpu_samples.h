@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "cutrace/abi.h"
 
 namespace cutrace::recorder {
 
@@ -40,7 +43,14 @@ class CpuSampleReader {
     uint8_t* base = nullptr;
     size_t mapped = 0;
   };
+  struct ThreadSwitches {
+    uint64_t last_in = 0, last_out = 0;
+  };
+  void note_switch(uint32_t tid, uint64_t time, abi::ContextSwitch change);
+  bool on_cpu(uint32_t tid) const;
+
   std::vector<Buffer> buffers_;
+  std::unordered_map<uint32_t, ThreadSwitches> threads_;  // the threads with switches, until they exit
   std::vector<uint8_t> record_;
   std::vector<uint64_t> frames_;
   uint64_t lost_ = 0;

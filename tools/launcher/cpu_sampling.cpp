@@ -42,6 +42,11 @@ void open_cpu_sampling(pid_t pid, uint32_t frequency, bool context_switches, Cpu
   }
   // Switch records carry the thread, time and CPU too (sample_id_all).
   attr.context_switch = context_switches;
+  // The command's exec and each thread's end, which no switch record marks: the exec happens on a CPU
+  // (the events start there) and an ending thread's last switch comes after its events are gone.
+  attr.comm = context_switches;
+  attr.comm_exec = context_switches;
+  attr.task = context_switches;
   attr.sample_id_all = 1;
   attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN;
   attr.exclude_kernel = 1;

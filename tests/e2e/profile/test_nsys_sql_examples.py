@@ -172,6 +172,32 @@ def test_thread_summary_by_scheduling_events(cpu_burn):
     assert rows[0][3] > 50 > rows[1][3] and abs(rows[0][3] + rows[1][3] - 100) <= 0.02
 
 
+def test_scheduling_events_cover_each_threads_cpu_time(cpu_burn):
+    # The query above counts a thread's time from each switch in to its next switch; that holds only if
+    # a thread's events open with a switch in (the command's exec, where the events start, and a new
+    # thread's first run) and close with a switch out (its exit), however seldom it was preempted.
+    with sqlite3.connect(cpu_burn) as db:
+        (pid,) = db.execute("SELECT pid FROM CUTRACE_PROCESSES").fetchone()
+        events = db.execute("""SELECT globalTid % 16777216, start, isSchedIn FROM SCHED_EVENTS
+                               ORDER BY globalTid, start, isSchedIn DESC""").fetchall()
+        (first_call,) = db.execute("SELECT min(start) FROM CUTRACE_API_CALLS").fetchone()
+    by_thread = {}
+    for tid, start, into in events:
+        by_thread.setdefault(tid, []).append((start, into))
+    assert len(by_thread) == 2 and pid in by_thread
+    on_cpu = {}
+    for tid, switches in by_thread.items():
+        assert switches[0][1] == 1 and switches[-1][1] == 0, (tid, switches[:2], switches[-2:])
+        # Switches in and out alternate, once put in time order.
+        assert all(a[1] != b[1] for a, b in zip(switches, switches[1:])), tid
+        on_cpu[tid] = sum(b[0] - a[0] for a, b in zip(switches[::2], switches[1::2]))
+    assert by_thread[pid][0][0] < first_call
+    # A thread uses CPU time only while on a CPU: main burned 180 ms of it, the other thread 60. The
+    # switches' clock (CLOCK_MONOTONIC, slewed) and the CPU-time clock may part by a few hundred ppm.
+    (worker,) = set(by_thread) - {pid}
+    assert on_cpu[pid] >= 0.99 * 180_000_000 and on_cpu[worker] >= 0.99 * 60_000_000, on_cpu
+
+
 def test_function_table_flat_and_bottom_up(cpu_burn):
     # As for the thread summary by cycles: the views are listed, their percentages of cycles NULL.
     db, [(flat_columns, flat), (self_columns, bottom_up)] = run_example(cpu_burn, "function_table")
