@@ -23,7 +23,7 @@ except ImportError as _e:  # `python3 -m cutrace export` says what is missing, i
 
 __all__ = ["open", "Trace", "TraceError", "table_names", "read_arrow_export"]
 
-_ABI_VERSION = 2
+_ABI_VERSION = 3
 
 
 class TraceError(Exception):
@@ -76,7 +76,8 @@ def _library():
     lib.cutrace_tables_schema.argtypes = [ctypes.c_int, ctypes.POINTER(_ArrowSchema)]
     lib.cutrace_tables_open.restype = ctypes.c_void_p
     lib.cutrace_tables_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
-                                        ctypes.c_char_p, ctypes.c_size_t]
+                                        ctypes.c_char_p, ctypes.c_int, ctypes.c_int64, ctypes.c_char_p,
+                                        ctypes.c_size_t]
     lib.cutrace_tables_next.restype = ctypes.c_int
     lib.cutrace_tables_next.argtypes = [ctypes.c_void_p, ctypes.POINTER(_ArrowArray)]
     lib.cutrace_tables_complete.restype = ctypes.c_int
@@ -112,11 +113,15 @@ def _schemas():
 class Trace:
     """A cutrace trace, read as tables. Each of batches(), table() and tables_of() reads the trace once."""
 
-    def __init__(self, path, show_internal=False, start_ns=0, end_ns=None):
+    def __init__(self, path, show_internal=False, start_ns=0, end_ns=None, times=None, ts_normalize=False,
+                 ts_shift_ns=0):
         self.path = str(path)
         self.show_internal = show_internal
         self.start_ns = start_ns
         self.end_ns = (1 << 64) - 1 if end_ns is None else end_ns
+        self.times = [times] if isinstance(times, str) else list(times or [])
+        self.ts_normalize = ts_normalize
+        self.ts_shift_ns = ts_shift_ns
         self.complete = None  # after a read: whether the trace was whole
         self.status = None    # and the reader's sentence about it
         self._metadata = None
@@ -126,8 +131,9 @@ class Trace:
     def _open(self):
         lib = _library()
         error = ctypes.create_string_buffer(1024)
+        times = ",".join(self.times).encode() if self.times else None
         handle = lib.cutrace_tables_open(os.fsencode(self.path), int(self.show_internal), self.start_ns, self.end_ns,
-                                         error, len(error))
+                                         times, int(self.ts_normalize), self.ts_shift_ns, error, len(error))
         if not handle:
             raise TraceError(error.value.decode(errors="replace"))
         return handle
@@ -222,9 +228,14 @@ class Trace:
         return self.tables_of([name])[name]
 
 
-def open(path, show_internal=False, start_ns=0, end_ns=None):  # noqa: A001 (as builtins.open and sqlite3.connect)
-    """Opens a trace; raises TraceError with the reason when it cannot be read."""
-    return Trace(path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns)
+def open(path, show_internal=False, start_ns=0, end_ns=None, times=None, ts_normalize=False,  # noqa: A001
+         ts_shift_ns=0):
+    """Opens a trace; raises TraceError with the reason when it cannot be read. start_ns and end_ns
+    choose a window counted from the session's start; times (nsys export's --times ranges, a string or
+    a list of them), ts_normalize (times in ns since the epoch) and ts_shift_ns move and filter the
+    tables' times as nsys export's options of those names do."""
+    return Trace(path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns, times=times,
+                 ts_normalize=ts_normalize, ts_shift_ns=ts_shift_ns)
 
 
 def read_arrow_export(path):

@@ -112,10 +112,10 @@ def size_text(n):
     return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
 
 
-def open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns):
+def open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns, time_options):
     """The table-name pattern, the opened trace, and the directory the output goes to (which must exist)."""
     pattern = re.compile(tables) if tables else None
-    trace = open_trace(trace_path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns)
+    trace = open_trace(trace_path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns, **(time_options or {}))
     parent = output.resolve().parent
     if not parent.is_dir():
         raise TraceError(f"cannot create {output} (its directory does not exist); check that it exists and is writable")
@@ -123,7 +123,7 @@ def open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns)
 
 
 def export_streams(trace_path, output, tables=None, show_internal=False, start_ns=0, end_ns=None, force=False,
-                   progress=None):
+                   progress=None, time_options=None):
     """Writes the tables of `trace_path` with rows (those whose name matches `tables`) into the one file
     `output`: for each, in the tables' order, an Arrow IPC stream (its schema, with the table's name
     under the metadata key "table", its batches, the end-of-stream marker). Returns (rows per table,
@@ -133,7 +133,7 @@ def export_streams(trace_path, output, tables=None, show_internal=False, start_n
         raise UsageError(f"{output} is a directory; choose another name with -o")
     if output.exists() and not force:
         raise UsageError(f"{output} already exists; pass -f true to overwrite it or choose another name with -o")
-    pattern, trace, parent = open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns)
+    pattern, trace, parent = open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns, time_options)
     # The trace gives the rows of all tables interleaved, and a stream holds one table: each table's
     # stream is written to a file of its own first, so memory stays bounded, then the streams are
     # joined in the tables' order.
@@ -168,9 +168,10 @@ def export_streams(trace_path, output, tables=None, show_internal=False, start_n
 
 
 def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=0, end_ns=None, force=False,
-           progress=None):
+           progress=None, time_options=None):
     """Writes the tables of `trace_path` (those whose name matches the regular expression `tables`, all
-    by default) into the directory `output`. Returns (rows per table, the trace object)."""
+    by default) into the directory `output`. time_options: open()'s times, ts_normalize and ts_shift_ns.
+    Returns (rows per table, the trace object)."""
     output = Path(output)
     if output.exists() and not force:
         raise UsageError(f"{output} already exists; pass -f true to overwrite it or choose another name with -o")
@@ -179,7 +180,7 @@ def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=
         raise UsageError(f"{output} is a directory with files other than an export's; choose another name with -o")
     if output.exists() and not output.is_dir():
         raise UsageError(f"{output} is not a directory; choose another name with -o")
-    pattern, trace, parent = open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns)
+    pattern, trace, parent = open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns, time_options)
     temp = Path(tempfile.mkdtemp(prefix=output.name + ".tmp-", dir=parent))
     try:
         files = TableFiles(kind, temp)
@@ -213,6 +214,9 @@ def main(argv):
     ap.add_argument("--from", dest="start")
     ap.add_argument("--to", dest="end")
     ap.add_argument("--show-internal", default="false")
+    ap.add_argument("--times", action="append", help="nsys's time ranges (START/END, comma-separated)")
+    ap.add_argument("--ts-normalize", default="false")
+    ap.add_argument("--ts-shift", default="0")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar on a terminal")
     ap.add_argument("trace")
     args = ap.parse_args(argv)
@@ -228,10 +232,19 @@ def main(argv):
                 re.compile(args.tables)
             except re.error as e:
                 raise UsageError(f"--tables takes a regular expression; '{args.tables}' is not one ({e})") from None
+        try:
+            ts_shift_ns = int(args.ts_shift)
+        except ValueError:
+            raise UsageError(f"--ts-shift takes a whole number of nanoseconds, not '{args.ts_shift}'") from None
+        time_options = {"times": args.times, "ts_normalize": parse_bool("--ts-normalize", args.ts_normalize),
+                        "ts_shift_ns": ts_shift_ns}
         output = Path(args.output) if args.output else default_output(args.trace, args.type)
-        if args.type == "kineto" and args.tables:
-            raise UsageError("--tables is for the exports made of tables (sqlite, parquetdir, arrowdir and arrow), "
-                             "not kineto")
+        if args.type == "kineto":
+            for given, option in ((args.tables, "--tables"), (args.times, "--times"),
+                                  (time_options["ts_normalize"], "--ts-normalize"), (ts_shift_ns, "--ts-shift")):
+                if given:
+                    raise UsageError(f"{option} is for the exports made of tables (sqlite, parquetdir, arrowdir and "
+                                     "arrow), not kineto")
         bar = ProgressBar(not args.quiet)
         try:
             if args.type == "kineto":
@@ -241,9 +254,11 @@ def main(argv):
                 except kineto.UsageError as e:
                     raise UsageError(str(e)) from None
             elif args.type == "arrow":
-                rows, trace = export_streams(args.trace, output, args.tables, show_internal, start, end, force, bar)
+                rows, trace = export_streams(args.trace, output, args.tables, show_internal, start, end, force, bar,
+                                             time_options)
             else:
-                rows, trace = export(args.trace, args.type, output, args.tables, show_internal, start, end, force, bar)
+                rows, trace = export(args.trace, args.type, output, args.tables, show_internal, start, end, force, bar,
+                                     time_options)
         finally:
             bar.finish()
     except UsageError as e:

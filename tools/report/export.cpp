@@ -1,6 +1,7 @@
 // `cutrace export`: converts a trace for other tools.
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,8 +67,15 @@ void print_help() {
       "                                  the frames of stacks and samples\n"
       "      --tables REGEX              only the tables whose whole name matches REGEX (sqlite, parquetdir,\n"
       "                                  arrowdir, arrow; e.g. 'CUPTI_ACTIVITY_KIND_.*|StringIds')\n"
-      "      --ts-normalize true         accepted as nsys takes it: the table exports' times are always\n"
-      "                                  counted from the session's start\n"
+      "      --times RANGE[,RANGE...]    nsys's time filter for the table exports: only the events within a\n"
+      "                                  range, START/END (either may be left out), each a sum such as\n"
+      "                                  1s500ms or 2.5e9 (ns when no unit; us, ms, s, m, h); a ':' before\n"
+      "                                  START or after END keeps the events that cross that bound too;\n"
+      "                                  applied after --ts-normalize and --ts-shift; may be repeated\n"
+      "      --ts-normalize true         the table exports' times in ns since the Unix epoch (UTC), from\n"
+      "                                  the session's wall-clock start, rather than from the session's\n"
+      "                                  start; to line up traces of several hosts (as good as their clocks)\n"
+      "      --ts-shift NS               add NS (may be negative) to the table exports' times\n"
       "      --show-internal true        also export the CUDA runtime's internal calls (kernel registration,\n"
       "                                  __cudaPushCallConfiguration, ...), which are left out by default\n"
       "  -q, --quiet                     no progress bar on a terminal\n"
@@ -259,11 +267,12 @@ int export_main(int argc, char** argv) {
   std::string type, output_arg, trace_path, from_arg, to_arg, filter_arg, symbol_path_arg;
   std::vector<std::string> traces;
   bool overwrite = false, gzip = false, quiet = false;
-  // nsys's --ts-normalize: whether it was given, and its value.
-  bool ts_normalize_given = false, ts_normalize = false;
+  // nsys's time options, which only the table exports take: which were given.
+  std::vector<std::string> given_time_options, times_args;
+  std::string ts_shift_arg;
   ExportOptions options;
   enum Option : int { kHelp, kQuiet, kType, kOutput, kFrom, kTo, kFilterNvtx, kTables, kGzip, kForce, kShowInternal,
-                      kSymbolPath, kTsNormalize };
+                      kSymbolPath, kTsNormalize, kTsShift, kTimes };
   constexpr cli::OptionSpec kOptions[] = {
       {'h', "help", cli::Arity::kNone, kHelp},
       {'q', "quiet", cli::Arity::kNone, kQuiet},
@@ -278,6 +287,8 @@ int export_main(int argc, char** argv) {
       {0, "show-internal", cli::Arity::kSwitch, kShowInternal},
       {0, "symbol-path", cli::Arity::kValue, kSymbolPath},
       {0, "ts-normalize", cli::Arity::kSwitch, kTsNormalize},
+      {0, "ts-shift", cli::Arity::kValue, kTsShift},
+      {0, "times", cli::Arity::kValue, kTimes},
   };
   cli::Scanner words(argc, argv, kOptions);
   for (cli::Arg arg; words.next(arg);) {
@@ -311,9 +322,24 @@ int export_main(int argc, char** argv) {
       case kForce: ok = switch_into(overwrite); break;
       case kShowInternal: ok = switch_into(options.show_internal); break;
       case kTsNormalize:
-        ts_normalize_given = true;
-        ok = switch_into(ts_normalize);
+        given_time_options.push_back("--ts-normalize");
+        ok = switch_into(options.ts_normalize);
         break;
+      case kTsShift:
+        given_time_options.push_back("--ts-shift");
+        ok = value_into(ts_shift_arg);
+        break;
+      case kTimes: {
+        given_time_options.push_back("--times");
+        std::string value, error;
+        ok = value_into(value);
+        if (ok && !parse_time_ranges(value, options.times, error)) {
+          std::fprintf(stderr, "cutrace export: %s.\n", error.c_str());
+          return kExitUsage;
+        }
+        times_args.push_back(value);
+        break;
+      }
       case kSymbolPath: {
         std::string value;
         if (!words.value(arg, value) || value.empty()) {
@@ -361,19 +387,18 @@ int export_main(int argc, char** argv) {
   }
   trace_path = traces[0];
   const bool made_of_tables = exporter->write_file || exporter->python_module;
-  // Scripts written for nsys export with --ts-normalize=true: the table exports' times are always
-  // counted from the session's start, which is what it asks for.
-  if (ts_normalize_given) {
-    const std::string t = exporter->type;
-    if (t != "sqlite" && t != "parquetdir" && t != "arrowdir" && t != "arrow") {
-      std::fprintf(stderr, "cutrace export: --ts-normalize is for the table exports (sqlite, parquetdir, arrowdir "
-                           "and arrow), not %s.\n", exporter->type);
-      return kExitUsage;
-    }
-    if (!ts_normalize) {
-      std::fprintf(stderr, "cutrace export: --ts-normalize false is not supported: the table exports' times are "
-                           "always counted from the session's start (as nsys's --ts-normalize true gives them); "
-                           "TARGET_INFO_SESSION_START_TIME has its wall-clock time, so leave the option out.\n");
+  if (!given_time_options.empty() && !made_of_tables) {
+    std::fprintf(stderr, "cutrace export: %s is for the exports made of tables (sqlite, parquetdir, arrowdir and "
+                         "arrow), not %s; --from and --to choose the time of a timeline.\n",
+                 given_time_options.front().c_str(), exporter->type);
+    return kExitUsage;
+  }
+  if (!ts_shift_arg.empty()) {
+    const char* first = ts_shift_arg.data() + (ts_shift_arg.front() == '+');
+    const auto [end, failure] = std::from_chars(first, ts_shift_arg.data() + ts_shift_arg.size(), options.ts_shift_ns);
+    if (failure != std::errc() || end != ts_shift_arg.data() + ts_shift_arg.size()) {
+      std::fprintf(stderr, "cutrace export: --ts-shift takes a whole number of nanoseconds, such as 1000000 or "
+                           "-250, not '%s'.\n", ts_shift_arg.c_str());
       return kExitUsage;
     }
   }
@@ -453,6 +478,9 @@ int export_main(int argc, char** argv) {
     if (options.window_end_ns != UINT64_MAX) args.insert(args.end(), {"--to", std::to_string(options.window_end_ns) + "ns"});
     if (!output_arg.empty()) args.insert(args.end(), {"-o", output_arg});
     if (!options.tables.empty()) args.insert(args.end(), {"--tables", options.tables});
+    for (const std::string& times : times_args) args.insert(args.end(), {"--times", times});
+    if (options.ts_normalize) args.insert(args.end(), {"--ts-normalize", "true"});
+    if (options.ts_shift_ns) args.insert(args.end(), {"--ts-shift", std::to_string(options.ts_shift_ns)});
     if (quiet) args.push_back("-q");
     args.insert(args.end(), {"--", trace_path});
     if (!symbol_path_arg.empty()) ::setenv("CUTRACE_SYMBOL_PATH", symbol_path_arg.c_str(), 1);

@@ -19,6 +19,7 @@
 #include "report/report_support.h"
 #include "report/reports.h"
 #include "report/symbolizer.h"
+#include "report/time_ranges.h"
 
 namespace cutrace::report {
 
@@ -301,11 +302,8 @@ class TableProducer {
         ranges_([this](const NvtxRange& r) { add_range(r); }) {}
 
   bool add(const Event& ev) {
-    if (!started_) {
-      origin_ = reader_.file_header().created_monotonic_ns;
-      linked_ = trace_has_gpu_activity(reader_);
-      started_ = true;
-    }
+    // After the metadata the trace opens with, which holds the wall-clock anchor.
+    if (!started_ && ev.kind != EventKind::kMetadata && ev.kind != EventKind::kApiTable) start();
     switch (ev.kind) {
       case EventKind::kApiCall: add_call(ev); break;
       case EventKind::kGpuActivity: add_gpu(ev); break;
@@ -324,6 +322,7 @@ class TableProducer {
   // After the last event: the calls still waiting for a link, the tables of threads, processes and
   // the session, the enums.
   bool finish() {
+    if (!started_) start();
     links_.release_all();
     write_enums();
     write_threads_and_processes();
@@ -341,6 +340,13 @@ class TableProducer {
   }
 
  private:
+  void start() {
+    origin_ = reader_.file_header().created_monotonic_ns;
+    shift_ = options_.ts_shift_ns + (options_.ts_normalize ? int64_t(session_epoch_ns()) : 0);
+    linked_ = trace_has_gpu_activity(reader_);
+    started_ = true;
+  }
+
   // A call waiting for its CorrID (call_links.h): the values of its rows in CUTRACE_API_CALLS and, where
   // cuda_api_sum counts it, CUPTI_ACTIVITY_KIND_RUNTIME.
   struct Pending {
@@ -368,10 +374,14 @@ class TableProducer {
     return it->second;
   }
 
-  int64_t time(uint64_t ns) const { return int64_t(ns > origin_ ? ns - origin_ : 0); }
+  // A time as the tables give it: from the session's start, moved by --ts-normalize and --ts-shift.
+  int64_t time(uint64_t ns) const { return since_start(ns) + shift_; }
+  int64_t since_start(uint64_t ns) const { return int64_t(ns > origin_ ? ns - origin_ : 0); }
 
+  // --from/--to count from the session's start; nsys's --times, the times as exported.
   bool overlaps(uint64_t begin, uint64_t end) const {
-    return uint64_t(time(end)) >= options_.window_begin_ns && uint64_t(time(begin)) < options_.window_end_ns;
+    return uint64_t(since_start(end)) >= options_.window_begin_ns &&
+           uint64_t(since_start(begin)) < options_.window_end_ns && any_keeps(options_.times, time(begin), time(end));
   }
 
   void emit_call(const Pending& p) {
@@ -730,9 +740,14 @@ class TableProducer {
     return monotonic_ns + (r - m);  // unsigned wrap-around gives the right sum when r < m
   }
 
-  void write_session() {
+  // The wall-clock time of the session's start, ns since the epoch.
+  uint64_t session_epoch_ns() const {
     const format::FileHeader& h = reader_.file_header();
-    const uint64_t epoch = wall_clock_of(h.created_monotonic_ns).value_or(h.created_realtime_ns);
+    return wall_clock_of(h.created_monotonic_ns).value_or(h.created_realtime_ns);
+  }
+
+  void write_session() {
+    const uint64_t epoch = session_epoch_ns();
     char utc[64] = "", local[64] = "";
     const time_t seconds = time_t(epoch / 1000000000);
     struct tm tm_utc, tm_local;
@@ -754,9 +769,9 @@ class TableProducer {
     // The session: from the file's creation to the last end the recorder saw.
     uint64_t stop = 0;
     if (const std::string* end = reader_.metadata_value("end.monotonic_ns")) stop = std::strtoull(end->c_str(), nullptr, 10);
-    emit(TableId::kAnalysisDetails, {int_value(0), int_value(time(stop)), int_value(0), int_value(time(stop))});
+    emit(TableId::kAnalysisDetails, {int_value(0), int_value(since_start(stop)), int_value(time(origin_)), int_value(time(stop))});
 
-    const std::string format_version = std::to_string(h.format_version);
+    const std::string format_version = std::to_string(reader_.file_header().format_version);
     for (const auto& [name, value] :
          {std::pair<const char*, std::string_view>{"EXPORT_SCHEMA_VERSION", kNsysSchemaVersion},
           {"EXPORT_PRODUCT", "cutrace"},
@@ -770,6 +785,7 @@ class TableProducer {
   ExportOptions options_;
   RowSink& sink_;
   uint64_t origin_ = 0;
+  int64_t shift_ = 0;
   bool started_ = false;
   bool linked_ = false;  // the trace has GPU activity's API links (CorrIDs from CUPTI)
   bool ok_ = true;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "reader/trace_reader.h"
+#include "report/time_ranges.h"
 
 namespace cutrace::report {
 
@@ -23,6 +24,12 @@ struct ExportOptions {
   // --tables: only the tables whose whole name matches this ECMAScript regular expression ("": all),
   // for the formats made of tables.
   std::string tables;
+  // nsys's --ts-normalize (times since the epoch, from the session's wall-clock start) and --ts-shift
+  // (ns added): for the formats made of tables, whose times otherwise count from the session's start.
+  bool ts_normalize = false;
+  int64_t ts_shift_ns = 0;
+  // nsys's --times: only the events some range keeps, by their times as exported (none: all).
+  std::vector<TimeRange> times;
 };
 
 struct ExportResult {

@@ -30,7 +30,7 @@ struct cutrace_tables {
 #define CUTRACE_TABLES_API extern "C" __attribute__((visibility("default")))
 
 // Bumped when a function below changes; the package refuses a library of another version.
-CUTRACE_TABLES_API int cutrace_tables_abi_version() { return 2; }
+CUTRACE_TABLES_API int cutrace_tables_abi_version() { return 3; }
 
 CUTRACE_TABLES_API int cutrace_tables_count() { return int(TableId::kCount); }
 
@@ -43,19 +43,27 @@ CUTRACE_TABLES_API void cutrace_tables_schema(int table, ArrowSchema* out) {
   cutrace::report::export_arrow_schema(TableId(table), out);
 }
 
-// Opens a trace; null with `error` set to one sentence when it cannot be read. show_internal, from_ns
-// and to_ns are `cutrace export`'s --show-internal, --from and --to.
+// Opens a trace; null with `error` set to one sentence when it cannot be read or `times` is not
+// understood. show_internal, from_ns, to_ns, times (null for none), ts_normalize and ts_shift_ns are
+// `cutrace export`'s --show-internal, --from, --to, --times, --ts-normalize and --ts-shift.
 CUTRACE_TABLES_API cutrace_tables* cutrace_tables_open(const char* path, int show_internal, uint64_t from_ns,
-                                                       uint64_t to_ns, char* error, size_t error_bytes) {
+                                                       uint64_t to_ns, const char* times, int ts_normalize,
+                                                       int64_t ts_shift_ns, char* error, size_t error_bytes) {
+  ExportOptions options;
+  options.show_internal = show_internal != 0;
+  options.window_begin_ns = from_ns;
+  options.window_end_ns = to_ns;
+  options.ts_normalize = ts_normalize != 0;
+  options.ts_shift_ns = ts_shift_ns;
+  if (std::string why; times && !cutrace::report::parse_time_ranges(times, options.times, why)) {
+    if (error && error_bytes) std::snprintf(error, error_bytes, "%s.", why.c_str());
+    return nullptr;
+  }
   auto t = std::make_unique<cutrace_tables>();
   if (!t->reader.open(path)) {
     if (error && error_bytes) std::snprintf(error, error_bytes, "%s", t->reader.error().c_str());
     return nullptr;
   }
-  ExportOptions options;
-  options.show_internal = show_internal != 0;
-  options.window_begin_ns = from_ns;
-  options.window_end_ns = to_ns;
   t->stream = std::make_unique<TableStream>(t->reader, options, t->sink);
   return t.release();
 }

@@ -223,24 +223,123 @@ def test_refusals(traced, tmp_path):
         cutrace.open(trace).table("NOPE")
 
 
-def test_an_nsys_export_line_with_ts_normalize_runs_as_it_is(traced, tmp_path):
-    # Scripts written for nsys export with --ts-normalize=true, which asks for what the table exports
-    # always give: times counted from the session's start. The same rows as without it.
+TIME_COLUMNS = ("start", "end", "startTime", "stopTime")
+
+
+def time_columns(db, table):
+    return [i for i, c in enumerate(db.execute(f'PRAGMA table_info("{table}")')) if c[1] in TIME_COLUMNS]
+
+
+def shifted(rows, columns, by):
+    return [tuple(v + by if i in columns else v for i, v in enumerate(row)) for row in rows]
+
+
+def tables_of(db):
+    return [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
+
+
+def test_ts_shift_and_ts_normalize_move_every_time_as_nsys_export_does(traced, tmp_path):
+    # nsys's --ts-normalize true: times in ns since the Unix epoch, from the session's wall-clock start;
+    # --ts-shift N: N ns more. Every time column moves, nothing else changes.
     trace, db, _ = traced
-    out = tmp_path / "nsys_style.sqlite"
-    run_tool("export", "--type=sqlite", "--ts-normalize=true", "--force-overwrite=true", f"--output={out}", trace)
-    again = sqlite3.connect(out)
-    for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "TARGET_INFO_SESSION_START_TIME"):
-        assert sqlite_rows(again, table) == sqlite_rows(db, table)
+    (epoch,) = db.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+    assert epoch > 1_700_000_000 * 10**9
+    for options, by in ((["--ts-shift", "-1500"], -1500), (["--ts-normalize=true"], epoch),
+                        (["--ts-normalize", "true", "--ts-shift=1000000000"], epoch + 10**9),
+                        (["--ts-normalize", "false"], 0)):
+        out = tmp_path / "moved.sqlite"
+        run_tool("export", "--type=sqlite", "--force-overwrite=true", f"--output={out}", *options, trace)
+        moved = sqlite3.connect(out)
+        assert tables_of(moved) == tables_of(db)
+        timed = 0
+        for table in tables_of(db):
+            columns = time_columns(db, table)
+            timed += bool(columns) and db.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] > 0
+            assert sqlite_rows(moved, table) == shifted(sqlite_rows(db, table), columns, by), (options, table)
+        assert timed == 6  # calls, kernels, copies, OS calls, cutrace's calls, the session
+        moved.close()
+    # The package and the Parquet export move them alike.
+    t = cutrace.open(trace, ts_normalize=True, ts_shift_ns=7)
+    columns = time_columns(db, "CUPTI_ACTIVITY_KIND_KERNEL")
+    assert arrow_rows(t.table("CUPTI_ACTIVITY_KIND_KERNEL")) == \
+        shifted(sqlite_rows(db, "CUPTI_ACTIVITY_KIND_KERNEL"), columns, epoch + 7)
     run_tool("export", "--type=parquetdir", "--ts-normalize=true", "-o", tmp_path / "p_pqtdir", trace)
-    proc = run_tool("export", "--type", "sqlite", "--ts-normalize", "false", "-o", tmp_path / "raw.sqlite", trace,
-                    expect=2)
-    assert proc.stderr.startswith("cutrace export: --ts-normalize false is not supported: the table exports' times "
-                                  "are always counted from the session's start"), proc.stderr
-    assert not (tmp_path / "raw.sqlite").exists()
-    proc = run_tool("export", "--type", "perfetto", "--ts-normalize", "true", trace, expect=2)
-    assert proc.stderr == ("cutrace export: --ts-normalize is for the table exports (sqlite, parquetdir, arrowdir and "
-                           "arrow), not perfetto.\n")
+    parquet = pyarrow.parquet.read_table(tmp_path / "p_pqtdir" / "CUPTI_ACTIVITY_KIND_RUNTIME.parquet")
+    assert arrow_rows(parquet) == shifted(sqlite_rows(db, "CUPTI_ACTIVITY_KIND_RUNTIME"),
+                                          time_columns(db, "CUPTI_ACTIVITY_KIND_RUNTIME"), epoch)
+
+
+def event_times(db, table):
+    """(start, end) of each row of an event table; ids of strings differ between exports, times not."""
+    start_at, end_at = time_columns(db, table)[:2]
+    return [(row[start_at], row[end_at]) for row in sqlite_rows(db, table)]
+
+
+def expected_by_times(db, table, ranges):
+    """The (start, end) of the rows of `table` nsys's --times rule keeps: (start, end, loose start, loose
+    end) each."""
+    return [(begin, end) for begin, end in event_times(db, table)
+            if any((max(end, begin) >= s if loose_s else begin >= s) and (begin <= e if loose_e else max(end, begin) <= e)
+                   for s, e, loose_s, loose_e in ranges)]
+
+
+def test_times_keeps_the_events_within_a_range_as_nsys_export_does(traced, tmp_path):
+    trace, db, _ = traced
+    # Ranges that cut through the kernels: the 3rd to 7th kernel's starts, and the 15th's middle.
+    kernels = db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start").fetchall()
+    a, b = kernels[2][0] + 1, kernels[6][0] + 1
+    c = (kernels[14][0] + kernels[14][1]) // 2
+    events = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "OSRT_API",
+              "CUTRACE_API_CALLS")
+    for times, ranges in ((f"{a}/{b}", [(a, b, False, False)]),
+                          (f":{a}/{b}", [(a, b, True, False)]),
+                          (f"{a}/{b}:", [(a, b, False, True)]),
+                          (f":{a}/{b}:,{c}ns/", [(a, b, True, True), (c, 2**63 - 1, False, False)]),
+                          (f"/{a / 1e3}us", [(-2**63, round(a / 1e3 * 1e3), False, False)])):
+        out = tmp_path / "times.sqlite"
+        run_tool("export", "--type", "sqlite", "-f", "true", "-o", out, "--times", times, trace)
+        kept = sqlite3.connect(out)
+        for table in events:
+            assert event_times(kept, table) == expected_by_times(db, table, ranges), (times, table)
+        assert 0 < len(event_times(kept, "CUPTI_ACTIVITY_KIND_KERNEL")) < len(kernels), times
+        # The tables of things rather than events are whole.
+        for table in ("TARGET_INFO_GPU", "CUTRACE_PROCESSES", "CUTRACE_THREADS"):
+            assert sqlite_rows(kept, table) == sqlite_rows(db, table), (times, table)
+        kept.close()
+    # The filter sees the times as shifted; a repeated --times adds ranges; Parquet keeps the same rows.
+    (epoch,) = db.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+    options = ["--ts-normalize=true", f"--times={epoch + a}/{epoch + b}", "--times", f"{epoch + c}/"]
+    run_tool("export", "--type", "sqlite", "-o", tmp_path / "both.sqlite", *options, trace)
+    both = sqlite3.connect(tmp_path / "both.sqlite")
+    expected = [(start + epoch, end + epoch) for start, end in
+                expected_by_times(db, "CUPTI_ACTIVITY_KIND_KERNEL", [(a, b, False, False), (c, 2**63 - 1, False, False)])]
+    assert event_times(both, "CUPTI_ACTIVITY_KIND_KERNEL") == expected and expected
+    run_tool("export", "--type", "parquetdir", "-o", tmp_path / "both_pqtdir", *options, trace)
+    for f in (tmp_path / "both_pqtdir").iterdir():
+        assert arrow_rows(pyarrow.parquet.read_table(f)) == sqlite_rows(both, f.stem), f.name
+
+
+def test_the_time_options_refuse_what_they_cannot_take(traced, tmp_path):
+    trace, _, _ = traced
+    out = tmp_path / "never.sqlite"
+    for options, message in (
+            (["--times", "2s/1s"], "--times: '2s/1s' ends before it starts; a range is START/END"),
+            (["--times", "1s/2s,5"], "--times: '5' (in '1s/2s,5') needs one '/' between its start and its end"),
+            (["--times", "1x/"], "--times: '1x/' has a start that is not a time ('x' is not a unit: ns, us, ms, s, m "
+                                 "or h (or nsec, usec, msec, sec, min or hour))"),
+            (["--times", "/"], "--times: '/' gives neither a start nor an end"),
+            (["--ts-shift", "1.5"], "--ts-shift takes a whole number of nanoseconds, such as 1000000 or -250, not "
+                                    "'1.5'.\n"),
+            (["--ts-normalize=maybe"], "--ts-normalize takes true or false.\n")):
+        proc = run_tool("export", "--type", "sqlite", "-o", out, *options, trace, expect=2)
+        assert proc.stderr.startswith("cutrace export: " + message), proc.stderr
+        assert not out.exists()
+    for option in (["--times", "1s/"], ["--ts-normalize", "true"], ["--ts-shift", "5"]):
+        proc = run_tool("export", "--type", "perfetto", *option, trace, expect=2)
+        assert proc.stderr == (f"cutrace export: {option[0]} is for the exports made of tables (sqlite, parquetdir, "
+                               "arrowdir and arrow), not perfetto; --from and --to choose the time of a timeline.\n")
+    with pytest.raises(cutrace.TraceError, match="--times: '1s' needs one '/'"):
+        cutrace.open(trace, times="1s")
 
 
 def test_without_pyarrow_the_export_says_what_it_needs(traced, tmp_path):
