@@ -114,7 +114,7 @@ def size_text(n):
 
 def open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns, time_options):
     """The table-name pattern, the opened trace, and the directory the output goes to (which must exist)."""
-    pattern = re.compile(tables) if tables else None
+    pattern = re.compile(tables, re.IGNORECASE) if tables else None
     trace = open_trace(trace_path, show_internal=show_internal, start_ns=start_ns, end_ns=end_ns, **(time_options or {}))
     parent = output.resolve().parent
     if not parent.is_dir():
@@ -210,7 +210,9 @@ def main(argv):
     ap.add_argument("-t", "--type", required=True, choices=sorted(SUFFIXES))
     ap.add_argument("-o", "--output")
     ap.add_argument("-f", "--force-overwrite", default="false")
-    ap.add_argument("--tables", help="only the tables whose whole name matches this regular expression")
+    ap.add_argument("--tables", action="append",
+                    help="only the tables whose whole name matches one of these regular expressions (comma-separated), "
+                         "in any case")
     ap.add_argument("--from", dest="start")
     ap.add_argument("--to", dest="end")
     ap.add_argument("--show-internal", default="false")
@@ -228,10 +230,13 @@ def main(argv):
         if end is not None and end <= start:
             raise UsageError("--to must come after --from")
         if args.tables:
-            try:
-                re.compile(args.tables)
-            except re.error as e:
-                raise UsageError(f"--tables takes a regular expression; '{args.tables}' is not one ({e})") from None
+            patterns = [p for value in args.tables for p in value.split(",")]
+            for p in patterns:
+                try:
+                    re.compile(p)
+                except re.error as e:
+                    raise UsageError(f"--tables takes regular expressions; '{p}' is not one ({e})") from None
+            args.tables = "|".join(f"(?:{p})" for p in patterns)
         try:
             ts_shift_ns = int(args.ts_shift)
         except ValueError:

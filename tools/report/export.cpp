@@ -65,8 +65,9 @@ void print_help() {
       "      --symbol-path DIR[:DIR]     also look for the traced binaries here (a copy of them, found by\n"
       "                                  name, path or build-id; default $CUTRACE_SYMBOL_PATH), to name\n"
       "                                  the frames of stacks and samples\n"
-      "      --tables REGEX              only the tables whose whole name matches REGEX (sqlite, parquetdir,\n"
-      "                                  arrowdir, arrow; e.g. 'CUPTI_ACTIVITY_KIND_.*|StringIds')\n"
+      "      --tables REGEX[,REGEX...]   only the tables whose whole name matches a REGEX, in any case\n"
+      "                                  (sqlite, parquetdir, arrowdir, arrow; e.g.\n"
+      "                                  'CUPTI_ACTIVITY_KIND_.*,StringIds'); may be repeated\n"
       "      --times RANGE[,RANGE...]    nsys's time filter for the table exports: only the events within a\n"
       "                                  range, START/END (either may be left out), each a sum such as\n"
       "                                  1s500ms or 2.5e9 (ns when no unit; us, ms, s, m, h); a ':' before\n"
@@ -270,6 +271,7 @@ int export_main(int argc, char** argv) {
   // nsys's time options, which only the table exports take: which were given.
   std::vector<std::string> given_time_options, times_args;
   std::string ts_shift_arg;
+  std::vector<std::string> tables_args;  // each --tables value, several patterns by commas as nsys takes them
   ExportOptions options;
   enum Option : int { kHelp, kQuiet, kType, kOutput, kFrom, kTo, kFilterNvtx, kTables, kGzip, kForce, kShowInternal,
                       kSymbolPath, kTsNormalize, kTsShift, kTimes };
@@ -317,7 +319,12 @@ int export_main(int argc, char** argv) {
       case kFrom: ok = value_into(from_arg); break;
       case kTo: ok = value_into(to_arg); break;
       case kFilterNvtx: ok = value_into(filter_arg); break;
-      case kTables: ok = value_into(options.tables); break;
+      case kTables: {
+        std::string value;
+        ok = value_into(value);
+        tables_args.push_back(value);
+        break;
+      }
       case kGzip: ok = switch_into(gzip); break;
       case kForce: ok = switch_into(overwrite); break;
       case kShowInternal: ok = switch_into(options.show_internal); break;
@@ -402,18 +409,26 @@ int export_main(int argc, char** argv) {
       return kExitUsage;
     }
   }
-  if (!options.tables.empty()) {
-    if (!made_of_tables) {
-      std::fprintf(stderr, "cutrace export: --tables is for the exports made of tables (sqlite, parquetdir, "
-                           "arrowdir and arrow), not %s.\n", exporter->type);
-      return kExitUsage;
-    }
-    try {
-      std::regex check(options.tables);
-    } catch (const std::regex_error& e) {
-      std::fprintf(stderr, "cutrace export: --tables takes a regular expression; '%s' is not one (%s).\n",
-                   options.tables.c_str(), e.what());
-      return kExitUsage;
+  if (!tables_args.empty() && !made_of_tables) {
+    std::fprintf(stderr, "cutrace export: --tables is for the exports made of tables (sqlite, parquetdir, "
+                         "arrowdir and arrow), not %s.\n", exporter->type);
+    return kExitUsage;
+  }
+  // Every pattern of every --tables, one alternative each of the one expression the exports match.
+  for (const std::string& value : tables_args) {
+    for (size_t from = 0;;) {
+      const size_t comma = value.find(',', from);
+      const std::string pattern = value.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+      try {
+        std::regex check(pattern, std::regex::icase);
+      } catch (const std::regex_error& e) {
+        std::fprintf(stderr, "cutrace export: --tables takes regular expressions; '%s' is not one (%s).\n",
+                     pattern.c_str(), e.what());
+        return kExitUsage;
+      }
+      options.tables += (options.tables.empty() ? "(?:" : "|(?:") + pattern + ")";
+      if (comma == std::string::npos) break;
+      from = comma + 1;
     }
   }
 

@@ -21,8 +21,8 @@ struct ExportOptions {
   // start, the export's time 0).
   uint64_t window_begin_ns = 0;
   uint64_t window_end_ns = UINT64_MAX;
-  // --tables: only the tables whose whole name matches this ECMAScript regular expression ("": all),
-  // for the formats made of tables.
+  // --tables: only the tables whose whole name matches this ECMAScript regular expression, in any case
+  // ("": all), for the formats made of tables.
   std::string tables;
   // nsys's --ts-normalize (times since the epoch, from the session's wall-clock start) and --ts-shift
   // (ns added): for the formats made of tables, whose times otherwise count from the session's start.

@@ -146,7 +146,7 @@ ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, 
   char* message = nullptr;
   std::vector<bool> kept(export_tables().size(), true);
   if (!options.tables.empty()) {
-    const std::regex pattern(options.tables);  // checked by the command line
+    const std::regex pattern(options.tables, std::regex::icase);  // checked by the command line
     for (const TableDef& t : export_tables()) kept[size_t(t.id)] = std::regex_match(t.name, pattern);
   }
   const std::string setup = "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE; "

@@ -193,6 +193,17 @@ def test_tables_chosen_by_a_regular_expression_and_the_default_name(traced):
                                                      "CUPTI_ACTIVITY_KIND_RUNTIME", "StringIds"]
 
 
+def test_tables_as_nsys_export_takes_them_comma_separated_repeated_and_in_any_case(traced, tmp_path):
+    trace, _, _ = traced
+    options = ["--tables", "cupti_activity_kind_kernel,StringIds", "--tables=osrt_.*"]
+    run_tool("export", "--type", "sqlite", "-o", tmp_path / "some.sqlite", *options, trace)
+    names = [r[0] for r in sqlite3.connect(tmp_path / "some.sqlite").execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    assert names == ["CUPTI_ACTIVITY_KIND_KERNEL", "OSRT_API", "OSRT_CALLCHAINS", "StringIds"]
+    run_tool("export", "--type", "parquetdir", "-o", tmp_path / "some_pqtdir", *options, trace)
+    assert sorted(f.stem for f in (tmp_path / "some_pqtdir").iterdir()) == names
+
+
 def test_refusals(traced, tmp_path):
     trace, _, _ = traced
     out = tmp_path / "exists_pqtdir"
@@ -212,7 +223,9 @@ def test_refusals(traced, tmp_path):
     run_tool("export", "--type", "parquetdir", "-f", "true", "--tables", "StringIds", "-o", again, trace)
     assert [f.name for f in again.iterdir()] == ["StringIds.parquet"]
     proc = run_tool("export", "--type", "parquetdir", "--tables", "(", trace, expect=2)
-    assert proc.stderr.startswith("cutrace export: --tables takes a regular expression; '(' is not one ("), proc.stderr
+    assert proc.stderr.startswith("cutrace export: --tables takes regular expressions; '(' is not one ("), proc.stderr
+    proc = run_tool("export", "--type", "sqlite", "--tables", "StringIds,(", trace, expect=2)
+    assert proc.stderr.startswith("cutrace export: --tables takes regular expressions; '(' is not one ("), proc.stderr
     missing = tmp_path / "missing.cutrace"
     proc = run_tool("export", "--type", "arrowdir", "-o", tmp_path / "x", missing, expect=1)
     assert proc.stderr.startswith(f"cutrace export: {missing}"), proc.stderr
