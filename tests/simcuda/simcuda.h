@@ -11,6 +11,9 @@
 //
 //   SIMCUDA_DEVICE_COUNT       devices reported by cudaGetDeviceCount, 0..64 (default 1). With 0,
 //                              device calls fail with cudaErrorNoDevice.
+//   CUDA_VISIBLE_DEVICES       as CUDA takes it: comma-separated indices of those devices, which the
+//                              process then sees as devices 0, 1, ... (names, UUIDs and PCI bus ids stay
+//                              the installed devices'); the list ends at an entry that is no index.
 //   SIMCUDA_KERNEL_NS          device time of one kernel launch in ns (default 20000).
 //   SIMCUDA_COPY_GBPS          copy and memset bandwidth in GB/s = bytes per ns (default 10).
 //   SIMCUDA_DEVICE_MEMORY_MIB  memory of each device in MiB (default 16384).

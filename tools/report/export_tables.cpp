@@ -6,6 +6,7 @@
 #include <ctime>
 #include <initializer_list>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -59,6 +60,11 @@ const std::vector<TableDef>& export_tables() {
         {"maxThreadsPerBlock", I, kNull}, {"maxBlockDimX", I, kNull}, {"maxBlockDimY", I, kNull},
         {"maxBlockDimZ", I, kNull}, {"maxGridDimX", I, kNull}, {"maxGridDimY", I, kNull}, {"maxGridDimZ", I, kNull},
         {"computeMajor", I, kNull}, {"computeMinor", I, kNull}, {"smMajor", I, kNull}, {"smMinor", I, kNull}},
+       nullptr},
+      // Each process's CUDA devices (CUDA_VISIBLE_DEVICES numbers them per process): which GPU row each is.
+      {TableId::kTargetInfoCudaDevice, "TARGET_INFO_CUDA_DEVICE",
+       {{"gpuId", I, kNull}, {"cudaId", I, kNotNull}, {"pid", I, kNotNull}, {"uuid", T, kNull},
+        {"numMultiprocessors", I, kNull}},
        nullptr},
       {TableId::kAnalysisDetails, "ANALYSIS_DETAILS",
        {{"globalVid", I, kNotNull}, {"duration", I, kNotNull}, {"startTime", I, kNotNull}, {"stopTime", I, kNotNull}},
@@ -703,26 +709,52 @@ class TableProducer {
     }
   }
 
-  // Each GPU once, by its UUID, as the first process that described it numbered it (a device is its
-  // CUDA ordinal in a process, which CUDA_VISIBLE_DEVICES may change from one process to the next).
+  // Each GPU once, by its UUID. Its id is its CUDA ordinal in the process that saw the most GPUs (the
+  // first such), which CUDA_VISIBLE_DEVICES narrowed least; a GPU only other processes saw takes its
+  // ordinal there when no other GPU has it, else the smallest free id. TARGET_INFO_CUDA_DEVICE then
+  // maps each process's ordinals to these ids.
   void write_gpus() {
-    std::unordered_set<std::string> seen;
+    std::vector<const reader::Process*> by_devices;
+    for (const reader::Process& p : reader_.processes()) by_devices.push_back(&p);
+    std::stable_sort(by_devices.begin(), by_devices.end(), [](const reader::Process* a, const reader::Process* b) {
+      return a->gpu_devices.size() > b->gpu_devices.size();
+    });
+    std::unordered_map<std::string, int64_t> id_of;  // by UUID
+    std::set<int64_t> taken;
+    std::vector<std::pair<int64_t, const reader::GpuDevice*>> gpus;
+    for (const reader::Process* p : by_devices)
+      for (const reader::GpuDevice& d : p->gpu_devices) {
+        const std::string uuid = reader::gpu_uuid_text(d.record.uuid);
+        if (id_of.count(uuid)) continue;
+        int64_t id = int64_t(d.record.device);
+        if (taken.count(id))
+          for (id = 0; taken.count(id);) ++id;
+        taken.insert(id);
+        id_of.emplace(uuid, id);
+        gpus.emplace_back(id, &d);
+      }
+    std::sort(gpus.begin(), gpus.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     const Value n = null_value();
+    for (const auto& [id, device] : gpus) {
+      const reader::GpuDevice& d = *device;
+      const std::string uuid = reader::gpu_uuid_text(d.record.uuid);
+      const abi::GpuDeviceRecord& r = d.record;
+      auto u = [](uint64_t v) { return int_value(int64_t(v)); };
+      // CUPTI gives the bandwidth in kB/s and the clock in kHz; nsys's columns are B/s and Hz.
+      emit(TableId::kTargetInfoGpu,
+           {int_value(0), int_value(id), text_value(d.name), n, n, u(r.l2_cache_bytes), u(r.global_memory_bytes),
+            u(r.memory_bandwidth * 1000), u(uint64_t(r.core_clock_khz) * 1000), u(r.sm_count), n, text_value(uuid), n,
+            n, u(r.device), n, n, n, n, u(r.constant_memory_bytes), u(r.max_ipc), u(r.max_registers_per_block),
+            u(r.max_shared_per_block), n, u(r.max_shared_per_sm), u(r.max_registers_per_sm), u(r.threads_per_warp),
+            u(r.memcpy_engines), u(r.max_warps_per_sm), u(r.max_blocks_per_sm), u(r.max_threads_per_block),
+            u(r.max_block_dim[0]), u(r.max_block_dim[1]), u(r.max_block_dim[2]), u(r.max_grid_dim[0]),
+            u(r.max_grid_dim[1]), u(r.max_grid_dim[2]), u(r.compute_major), u(r.compute_minor), n, n});
+    }
     for (const reader::Process& p : reader_.processes())
       for (const reader::GpuDevice& d : p.gpu_devices) {
         const std::string uuid = reader::gpu_uuid_text(d.record.uuid);
-        if (!seen.insert(uuid).second) continue;
-        const abi::GpuDeviceRecord& r = d.record;
-        auto u = [](uint64_t v) { return int_value(int64_t(v)); };
-        // CUPTI gives the bandwidth in kB/s and the clock in kHz; nsys's columns are B/s and Hz.
-        emit(TableId::kTargetInfoGpu,
-             {int_value(0), u(r.device), text_value(d.name), n, n, u(r.l2_cache_bytes), u(r.global_memory_bytes),
-              u(r.memory_bandwidth * 1000), u(uint64_t(r.core_clock_khz) * 1000), u(r.sm_count), n, text_value(uuid), n,
-              n, u(r.device), n, n, n, n, u(r.constant_memory_bytes), u(r.max_ipc), u(r.max_registers_per_block),
-              u(r.max_shared_per_block), n, u(r.max_shared_per_sm), u(r.max_registers_per_sm), u(r.threads_per_warp),
-              u(r.memcpy_engines), u(r.max_warps_per_sm), u(r.max_blocks_per_sm), u(r.max_threads_per_block),
-              u(r.max_block_dim[0]), u(r.max_block_dim[1]), u(r.max_block_dim[2]), u(r.max_grid_dim[0]),
-              u(r.max_grid_dim[1]), u(r.max_grid_dim[2]), u(r.compute_major), u(r.compute_minor), n, n});
+        emit(TableId::kTargetInfoCudaDevice, {int_value(id_of.at(uuid)), int_value(int64_t(d.record.device)),
+                                               int_value(p.pid), text_value(uuid), int_value(int64_t(d.record.sm_count))});
       }
   }
 

@@ -36,6 +36,7 @@ enum class TableId : uint16_t {
   kSessionStartTime,
   kSystemEnv,
   kTargetInfoGpu,
+  kTargetInfoCudaDevice,
   kAnalysisDetails,
   kMetaDataCapture,
   kMetaDataExport,

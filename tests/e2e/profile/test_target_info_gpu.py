@@ -1,6 +1,7 @@
 """TARGET_INFO_GPU: the GPUs as CUPTI describes them (its DEVICE records, one per device), carried by the
 trace's GPU device records into nsys's table, here for the simulated device(s) of tests/simcuda/core/device.h
-exactly; none without GPU activity; `cutrace info` lists them."""
+exactly; none without GPU activity; `cutrace info` lists them. TARGET_INFO_CUDA_DEVICE: which of them
+each process's device numbers are."""
 import sqlite3
 
 from conftest import app, profile, run_tool, sim_env
@@ -40,6 +41,9 @@ def test_the_simulated_device_is_one_row_with_nsys_columns(tmp_path):
     _, trace = profile(tmp_path, [app("sim_vector_add"), "2"])
     rows = gpu_rows(trace, tmp_path / "one.sqlite")
     assert rows == [expected_row(0)]
+    db = sqlite3.connect(tmp_path / "one.sqlite")
+    (pid,) = db.execute("SELECT pid FROM CUTRACE_PROCESSES").fetchone()
+    assert db.execute("SELECT * FROM TARGET_INFO_CUDA_DEVICE").fetchall() == [(0, 0, pid, uuid_text(0), 132)]
     # The columns in nsys's order (its schema reference), every one of them.
     assert list(rows[0]) == list(expected_row(0))
     # cutrace info says what the device numbers of the trace mean.
@@ -59,3 +63,27 @@ def test_without_gpu_activity_the_table_is_empty(tmp_path):
     _, trace = profile(tmp_path, [app("sim_vector_add"), "2"], options=["--gpu-activity", "false"])
     assert gpu_rows(trace, tmp_path / "none.sqlite") == []
     assert "\nGPUs (" not in run_tool("info", trace).stdout
+
+
+def test_each_process_maps_its_device_numbers_to_the_gpus(tmp_path):
+    # Two processes on a two-GPU machine: one sees only GPU 1 (CUDA_VISIBLE_DEVICES=1), as its device 0;
+    # the other sees both. TARGET_INFO_GPU numbers the GPUs as the process that saw the most did, and
+    # TARGET_INFO_CUDA_DEVICE gives each process's device numbers, so a kernel's (pid, deviceId) names
+    # its GPU, as tools reading nsys's export join them.
+    vector_add = app("sim_vector_add")
+    _, trace = profile(tmp_path, ["sh", "-c", f"CUDA_VISIBLE_DEVICES=1 {vector_add} 2 && {vector_add} 2"],
+                       env=sim_env(SIMCUDA_DEVICE_COUNT=2))
+    out = tmp_path / "mapped.sqlite"
+    assert gpu_rows(trace, out) == [expected_row(0), expected_row(1)]
+    db = sqlite3.connect(out)
+    (narrowed, both) = [pid for (pid,) in db.execute(
+        "SELECT pid FROM CUTRACE_PROCESSES WHERE executable LIKE '%sim_vector_add' ORDER BY rowid")]
+    assert db.execute("SELECT * FROM TARGET_INFO_CUDA_DEVICE ORDER BY pid = ?, cudaId", (both,)).fetchall() == [
+        (1, 0, narrowed, uuid_text(1), 132), (0, 0, both, uuid_text(0), 132), (1, 1, both, uuid_text(1), 132)]
+    kernels_by_gpu = db.execute("""
+        SELECT k.globalPid / 16777216 % 16777216, k.deviceId, g.name, count(*)
+        FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
+        JOIN TARGET_INFO_CUDA_DEVICE AS c ON c.pid = k.globalPid / 16777216 % 16777216 AND c.cudaId = k.deviceId
+        JOIN TARGET_INFO_GPU AS g ON g.id = c.gpuId
+        GROUP BY 1, 2, 3 ORDER BY 1 = ?""", (both,)).fetchall()
+    assert kernels_by_gpu == [(narrowed, 0, "Simulated CUDA Device 1", 4), (both, 0, "Simulated CUDA Device 0", 4)]

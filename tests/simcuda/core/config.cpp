@@ -44,9 +44,36 @@ double env_positive_double(const char* name, double fallback) {
   return x;
 }
 
+// CUDA_VISIBLE_DEVICES as CUDA reads it: comma-separated indices of the installed devices; the list ends
+// at the first entry that is not one (or repeats one). UUIDs are not taken here, and end it too.
+int visible_devices(int installed, int (&visible)[64]) {
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (v == nullptr) {
+    for (int i = 0; i < installed; ++i) visible[i] = i;
+    return installed;
+  }
+  int count = 0;
+  for (const char* at = v; *at && count < installed;) {
+    while (*at == ' ') ++at;
+    char* end = nullptr;
+    errno = 0;
+    const long index = std::strtol(at, &end, 10);
+    if (end == at || errno != 0 || index < 0 || index >= installed) break;
+    bool repeated = false;
+    for (int k = 0; k < count; ++k) repeated |= visible[k] == int(index);
+    if (repeated) break;
+    visible[count++] = int(index);
+    while (*end == ' ') ++end;
+    if (*end != ',') break;
+    at = end + 1;
+  }
+  return count;
+}
+
 Config read_config() {
   Config c;
-  c.device_count = int(env_u64("SIMCUDA_DEVICE_COUNT", kDefaultDeviceCount, 0, kMaxDeviceCount));
+  const int installed = int(env_u64("SIMCUDA_DEVICE_COUNT", kDefaultDeviceCount, 0, kMaxDeviceCount));
+  c.device_count = visible_devices(installed, c.installed_device);
   c.kernel_ns = env_u64("SIMCUDA_KERNEL_NS", kDefaultKernelNs, 0, 3600ull * 1000000000ull);
   c.copy_gbps = env_positive_double("SIMCUDA_COPY_GBPS", kDefaultCopyGBps);
   c.device_memory_bytes =

@@ -8,7 +8,9 @@
 namespace simcuda {
 
 struct Config {
-  int device_count;
+  int device_count;  // the devices this process sees: SIMCUDA_DEVICE_COUNT, narrowed by CUDA_VISIBLE_DEVICES
+  // Which installed device each of them is (its name, UUID and PCI bus are the installed one's).
+  int installed_device[64];
   uint64_t kernel_ns;
   double copy_gbps;
   uint64_t device_memory_bytes;

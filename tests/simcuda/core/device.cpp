@@ -10,6 +10,13 @@
 
 namespace simcuda {
 
+namespace {
+// The installed device a process's device number names (CUDA_VISIBLE_DEVICES).
+int installed(int device) {
+  return device >= 0 && device < config().device_count ? config().installed_device[device] : device;
+}
+}  // namespace
+
 int device_attribute(int attribute, int device, bool* known) {
   if (known != nullptr) *known = attribute >= 1 && attribute < int(CU_DEVICE_ATTRIBUTE_MAX);
   switch (CUdevice_attribute(attribute)) {
@@ -33,7 +40,7 @@ int device_attribute(int attribute, int device, bool* known) {
     case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: return 512;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
     case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: return 1;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x10 + device;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x10 + installed(device);
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
     case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 50 << 20;
@@ -75,7 +82,7 @@ int device_attribute(int attribute, int device, bool* known) {
 }
 
 void device_name(int device, char* out, size_t size) {
-  std::snprintf(out, size, "Simulated CUDA Device %d", device);
+  std::snprintf(out, size, "Simulated CUDA Device %d", installed(device));
 }
 
 namespace {
@@ -104,7 +111,9 @@ int kernel_architecture(int device) {
          device_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
 }
 
-void device_uuid(int device, char (&out)[16]) { std::snprintf(out, sizeof out, "simcuda-dev%04d", device); }
+void device_uuid(int device, char (&out)[16]) {
+  std::snprintf(out, sizeof out, "simcuda-dev%04d", installed(device));
+}
 
 // The fewest blocks that the threads, the warps' registers (allocated in units of 256 a warp), the
 // shared memory (with the bytes each block reserves) and the block limit of one multiprocessor allow.
