@@ -157,6 +157,11 @@ def calls(trace, tmp_path, domains=("cuda_runtime",)):
     return events, doc
 
 
+def result(call):
+    """The numeric result of a call: 0 for a success, which shows only its name (e.g. cudaSuccess)."""
+    return call["args"]["result"] if "result" in call["args"] or "result_name" not in call["args"] else 0
+
+
 def counts(events):
     result = {}
     for e in events:
