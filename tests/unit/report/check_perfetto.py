@@ -86,6 +86,10 @@ def main():
     failed = [e for e in calls if e["name"] == "cudaMalloc" and "result" in e["args"]]
     expect(len(failed) == 1 and failed[0]["args"]["result"] == 2 and
            failed[0]["args"]["result_name"] == "cudaErrorMemoryAllocation", f"failed cudaMalloc {failed}")
+    named = [e for e in calls if "result_name" in e["args"]]
+    expect(named and all(("result" in e["args"]) == (e["args"]["result_name"] not in ("cudaSuccess", "CUDA_SUCCESS",
+                                                                                      "CUBLAS_STATUS_SUCCESS"))
+                         for e in named), f"results of {named}")
 
     err = first("cudaGetErrorString")
     expect({k: v for k, v in err["args"].items() if k != "correlation"} == {"error": 35, "result": "0x7ffff000"},
