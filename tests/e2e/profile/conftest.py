@@ -150,11 +150,34 @@ def calls(trace, tmp_path, domains=("cuda_runtime",)):
     with open(out) as f:
         doc = json.load(f)
     # GPU work from CUPTI ("cuda_gpu") is on tracks of its own, and no call.
+    check_results(e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") not in ("cuda_gpu", "nvtx"))
     events = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "cuda_gpu" and
               (domains is None or e.get("cat") in domains)]
     for e in events:
         e["name"] = e["args"].get("entry_point", e["name"])
     return events, doc
+
+
+# The name of each named domain's success code (0).
+SUCCESS_NAMES = {"cudaSuccess", "CUDA_SUCCESS", "CUBLAS_STATUS_SUCCESS", "CUDNN_STATUS_SUCCESS", "CUSOLVER_STATUS_SUCCESS",
+                 "CUSPARSE_STATUS_SUCCESS"}
+
+
+def check_results(calls):
+    """A call's result as the Perfetto exports give it: a success only by its name (`result_name`, e.g.
+    cudaSuccess, which implies 0), a failure by its number and its name, a result that has no name (OS
+    runtime, MPI, pointers) by its number alone."""
+    for e in calls:
+        a = e["args"]
+        if "result_name" in a:
+            succeeded = a["result_name"] in SUCCESS_NAMES
+            assert ("result" in a) != succeeded, e
+            assert succeeded or a["result"] != 0, e
+
+
+def result(call):
+    """The numeric result of a call as check_results finds it: 0 for a success, which shows only its name."""
+    return call["args"]["result"] if "result" in call["args"] or "result_name" not in call["args"] else 0
 
 
 def counts(events):

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from conftest import app, profile, run_tool, sim_env
+from conftest import SUCCESS_NAMES, app, check_results, profile, run_tool, sim_env
 
 BEGIN, END, INSTANT, COUNTER = (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END,
                                 pb.TrackEvent.TYPE_INSTANT, pb.TrackEvent.TYPE_COUNTER)
@@ -304,16 +304,36 @@ def test_two_ranks_on_one_timeline(tmp_path):
     assert not (tmp_path / "none.pftrace").exists()
 
 
+def test_a_success_carries_its_results_name_a_failure_also_its_number(tmp_path):
+    # sim_errors checks 17 calls' results, failures and successes among them.
+    _, trace = profile(tmp_path, [app("sim_errors")], env=sim_env())
+    decoded, doc, _ = export_both([trace], tmp_path)
+    check_same_timeline(decoded, doc)
+    json_calls = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] not in ("nvtx", "cuda_gpu")]
+    proto_calls = [s for uuid, slices in decoded.slices.items() if decoded.tracks[uuid].HasField("thread")
+                   for s in slices if s["cat"] != "nvtx"]
+    for found in (json_calls, proto_calls):
+        check_results(found)
+        named = [c["args"] for c in found if "result_name" in c["args"]]
+        succeeded = [a for a in named if a["result_name"] in SUCCESS_NAMES]
+        failed = [a for a in named if a["result_name"] not in SUCCESS_NAMES]
+        assert succeeded and all("result" not in a for a in succeeded)
+        assert len(failed) >= 10 and all(a["result"] != 0 for a in failed)
+        assert any(a["result"] == 2 and a["result_name"] == "cudaErrorMemoryAllocation" for a in failed)
+
+
 def test_calls_are_small_and_gzip_is_the_same_file(tmp_path):
     _, trace = profile(tmp_path, [app("cheap_calls"), "20000"])
     decoded, doc, pf = export_both([trace], tmp_path)
     check_same_timeline(decoded, doc)
-    calls = sum(1 for slices in decoded.slices.values() for s in slices if s["name"] == "cudaGetDevice")
-    assert calls == 20000
-    # A call is a begin and an end packet; with its arguments (device, result, result_name) it is a
-    # quarter of the JSON's size.
-    per_call = pf.stat().st_size / calls
-    assert per_call < 45, per_call
+    calls = [s for slices in decoded.slices.values() for s in slices if s["name"] == "cudaGetDevice"]
+    assert len(calls) == 20000
+    # A call that succeeded shows its result by name only (cudaSuccess: the number, 0, is implied).
+    assert all(set(s["args"]) == {"device", "result_name"} and s["args"]["result_name"] == "cudaSuccess" for s in calls)
+    # A call is a begin and an end packet; with its arguments (device, result_name) it is within issue
+    # 31's 40 bytes (37), a fifth of the JSON's size.
+    per_call = pf.stat().st_size / len(calls)
+    assert per_call <= 40, per_call
     gz = tmp_path / "out.pftrace.gz"
     run_tool("export", "--type", "perfetto", "-o", gz, trace)
     import gzip

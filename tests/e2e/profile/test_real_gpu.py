@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CUTRACE, REAL_CUDA_LIB, api_sum, app, calls, counts, info, info_totals, profile
+from conftest import CUTRACE, REAL_CUDA_LIB, api_sum, app, calls, counts, info, info_totals, profile, \
+    result
 
 GPU_PRESENT = Path("/dev/nvidiactl").exists()
 if not GPU_PRESENT and os.environ.get("CUTRACE_GPU_TESTS") == "require":
@@ -255,7 +256,7 @@ def test_cuda12_and_cuda13_runtimes_in_one_process_on_the_gpu(tmp_path):
     assert counts(events) == {"cudaGetDevice": 2, "cudaMalloc": 2, "cudaMemPrefetchAsync": 2, "cudaRuntimeGetVersion": 2}
     # Each version's prefetch got its own prototype: the result the program printed is the one recorded.
     printed = [int(line.split()[4]) for line in proc.stdout.splitlines()]
-    assert [int(e["args"]["result"]) for e in events if e["name"] == "cudaMemPrefetchAsync"] == printed
+    assert [result(e) for e in events if e["name"] == "cudaMemPrefetchAsync"] == printed
 
 
 def test_slow_copies_on_the_gpu_carry_the_programs_call_chain(tmp_path):

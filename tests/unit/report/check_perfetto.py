@@ -56,7 +56,8 @@ def main():
     expect(abs(malloc["ts"] - (t0 + 1000 - origin) / 1000) < 0.0005, f"cudaMalloc ts {malloc['ts']}")
     expect(malloc["dur"] == 5.0, f"cudaMalloc dur {malloc['dur']}")
     expect(malloc["cat"] == "cuda_runtime", f"cudaMalloc cat {malloc['cat']}")
-    expect(malloc["args"] == {"size": 1048576, "devPtr": "0x7f0000000000", "result": 0, "result_name": "cudaSuccess",
+    # A success carries only its result's name, which implies the number (0).
+    expect(malloc["args"] == {"size": 1048576, "devPtr": "0x7f0000000000", "result_name": "cudaSuccess",
                               "correlation": malloc["args"].get("correlation")}, f"cudaMalloc args {malloc['args']}")
     # Every call has its own CorrID, the one cutrace stats shows.
     ids = [e["args"]["correlation"] for e in calls]
@@ -81,9 +82,14 @@ def main():
     expect(launch13["args"]["stream"] == "0x5000" and launch13["args"]["sharedMem"] == 1024,
            f"__cudaLaunchKernel {launch13['args']}")
 
-    failed = [e for e in calls if e["name"] == "cudaMalloc" and e["args"]["result"] != 0]
+    # A failure carries both its number and its name; only failures carry the number.
+    failed = [e for e in calls if e["name"] == "cudaMalloc" and "result" in e["args"]]
     expect(len(failed) == 1 and failed[0]["args"]["result"] == 2 and
            failed[0]["args"]["result_name"] == "cudaErrorMemoryAllocation", f"failed cudaMalloc {failed}")
+    named = [e for e in calls if "result_name" in e["args"]]
+    expect(named and all(("result" in e["args"]) == (e["args"]["result_name"] not in ("cudaSuccess", "CUDA_SUCCESS",
+                                                                                      "CUBLAS_STATUS_SUCCESS"))
+                         for e in named), f"results of {named}")
 
     err = first("cudaGetErrorString")
     expect({k: v for k, v in err["args"].items() if k != "correlation"} == {"error": 35, "result": "0x7ffff000"},

@@ -941,10 +941,12 @@ TEST(NestedCalls, PerfettoExportNestsSlicesAndDecodesArguments) {
       "'cudaLaunchKernel','cublasGemmEx','cublasLtMatmul','cuLaunchKernel','cudnnConvolutionForward','cublasGemmEx',"
       "'cuLaunchKernel','cuLaunchKernel','cuCtxSetLimit'], names\n"
       "g=x[6]['args']; assert g['transa']=='CUBLAS_OP_T' and g['Atype']=='CUDA_R_16F' and g['result_name']=="
-      "'CUBLAS_STATUS_SUCCESS', g\n"
+      "'CUBLAS_STATUS_SUCCESS' and 'result' not in g, g\n"
       "assert x[4]['args']['f']=='gemm(float const*, float*)', x[4]\n"
       "assert x[5]['args']['entry_point']=='__cudaLaunchKernel_ptsz', x[5]\n"
       "assert x[9]['args']['mode']==7 and x[13]['args']['result_name']=='CUDA_ERROR_INVALID_VALUE', x[9]\n"
+      // A success carries only its result's name (the number is implied), a failure both.
+      "assert x[13]['args']['result']==1 and all(('result' in e['args'])==(e is x[13]) for e in x), x\n"
       "print('ok')";
   Result py = run({PYTHON3, "-c", check, out});
   EXPECT_EQ(py.exit, 0) << py.out << py.err;
