@@ -27,6 +27,7 @@ packages=(
   libbenchmark-dev    # benchmarks (Google Benchmark)
   python3             # the wrapper generator and build-time code generators (3.11: tomllib)
   python3-pip         # installs the pinned Python test packages below
+  python3-venv        # scripts/check-pip-install.sh checks the README's pip route in a new virtual environment
   libopenmpi-dev      # -t mpi --mpi-impl openmpi: Open MPI's mpi.h and libmpi, the interposer is built against them
   openmpi-bin         # mpirun.openmpi: tests/e2e/profile/test_mpi.py runs a two-rank job under it
   libmpich-dev        # -t mpi --mpi-impl mpich: MPICH's mpi.h and libmpich (another ABI, another interposer)

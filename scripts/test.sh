@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds cutrace and runs the whole test suite; with --sanitizers also the ASan/UBSan and TSan builds
-# of the tests and a bounded fuzzing run of the trace reader and the recorder (scripts/fuzz.sh).
+# of the tests, a bounded fuzzing run of the trace reader and the recorder (scripts/fuzz.sh), and the
+# pip route (scripts/check-pip-install.sh).
 # Usage: scripts/test.sh [--sanitizers] [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,4 +36,6 @@ if (( sanitizers )); then
   done
   # libFuzzer under ASan/UBSan: 60 s for each target.
   scripts/fuzz.sh 60 "$build-fuzz"
+  # The README's pip route: pip install . into a new environment, which then profiles and reads a trace.
+  scripts/check-pip-install.sh "$build-pip" "$build"
 fi
