@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from . import TraceError, open as open_trace, table_names
+from . import TraceError, _schemas, open as open_trace, table_names
 
 PROG = "cutrace export"
 # The suffix nsys gives each type's output directory, after the trace's name.
@@ -72,6 +72,10 @@ class TableFiles:
         writer.write_batch(batch)
         self.rows[name] += batch.num_rows
 
+    def write_empty(self, name, schema):
+        """A table without rows, as --lazy false writes it: a file with its columns."""
+        self.write(name, pa.RecordBatch.from_pylist([], schema=schema))
+
     def close(self):
         for writer in self.writers.values():
             writer.close()
@@ -123,7 +127,7 @@ def open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns,
 
 
 def export_streams(trace_path, output, tables=None, show_internal=False, start_ns=0, end_ns=None, force=False,
-                   progress=None, time_options=None):
+                   progress=None, time_options=None, lazy=False):
     """Writes the tables of `trace_path` with rows (those whose name matches `tables`) into the one file
     `output`: for each, in the tables' order, an Arrow IPC stream (its schema, with the table's name
     under the metadata key "table", its batches, the end-of-stream marker). Returns (rows per table,
@@ -151,6 +155,12 @@ def export_streams(trace_path, output, tables=None, show_internal=False, start_n
                     writers[name], rows[name] = writer, 0
                 writer.write_batch(batch)
                 rows[name] += batch.num_rows
+            if not lazy:
+                for name, schema in zip(table_names(), _schemas()):
+                    if name not in writers and (pattern is None or pattern.fullmatch(name)):
+                        files[name] = pa.OSFile(str(temp / (name + ".stream")), "wb")
+                        writers[name] = ipc.new_stream(files[name], schema.with_metadata({"table": name}))
+                        rows[name] = 0
         finally:
             for name, writer in writers.items():
                 writer.close()
@@ -168,7 +178,7 @@ def export_streams(trace_path, output, tables=None, show_internal=False, start_n
 
 
 def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=0, end_ns=None, force=False,
-           progress=None, time_options=None):
+           progress=None, time_options=None, lazy=False):
     """Writes the tables of `trace_path` (those whose name matches the regular expression `tables`, all
     by default) into the directory `output`. time_options: open()'s times, ts_normalize and ts_shift_ns.
     Returns (rows per table, the trace object)."""
@@ -188,6 +198,10 @@ def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=
             for name, batch in trace.batches(progress):
                 if pattern is None or pattern.fullmatch(name):
                     files.write(name, batch)
+            if not lazy:
+                for name, schema in zip(table_names(), _schemas()):
+                    if name not in files.writers and (pattern is None or pattern.fullmatch(name)):
+                        files.write_empty(name, schema)
         finally:
             files.close()
         if output.exists():
@@ -219,6 +233,7 @@ def main(argv):
     ap.add_argument("--times", action="append", help="nsys's time ranges (START/END, comma-separated)")
     ap.add_argument("--ts-normalize", default="false")
     ap.add_argument("--ts-shift", default="0")
+    ap.add_argument("-l", "--lazy", default="false", help="true: only the tables that have rows")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar on a terminal")
     ap.add_argument("trace")
     args = ap.parse_args(argv)
@@ -241,11 +256,12 @@ def main(argv):
             ts_shift_ns = int(args.ts_shift)
         except ValueError:
             raise UsageError(f"--ts-shift takes a whole number of nanoseconds, not '{args.ts_shift}'") from None
+        lazy = parse_bool("--lazy", args.lazy)
         time_options = {"times": args.times, "ts_normalize": parse_bool("--ts-normalize", args.ts_normalize),
                         "ts_shift_ns": ts_shift_ns}
         output = Path(args.output) if args.output else default_output(args.trace, args.type)
         if args.type == "kineto":
-            for given, option in ((args.tables, "--tables"), (args.times, "--times"),
+            for given, option in ((args.tables, "--tables"), (args.times, "--times"), (lazy, "--lazy"),
                                   (time_options["ts_normalize"], "--ts-normalize"), (ts_shift_ns, "--ts-shift")):
                 if given:
                     raise UsageError(f"{option} is for the exports made of tables (sqlite, parquetdir, arrowdir and "
@@ -260,10 +276,10 @@ def main(argv):
                     raise UsageError(str(e)) from None
             elif args.type == "arrow":
                 rows, trace = export_streams(args.trace, output, args.tables, show_internal, start, end, force, bar,
-                                             time_options)
+                                             time_options, lazy)
             else:
                 rows, trace = export(args.trace, args.type, output, args.tables, show_internal, start, end, force, bar,
-                                     time_options)
+                                     time_options, lazy)
         finally:
             bar.finish()
     except UsageError as e:

@@ -79,7 +79,9 @@ void print_help() {
       "      --ts-shift NS               add NS (may be negative) to the table exports' times\n"
       "      --show-internal true        also export the CUDA runtime's internal calls (kernel registration,\n"
       "                                  __cudaPushCallConfiguration, ...), which are left out by default\n"
-      "  -q, --quiet                     no progress bar on a terminal\n"
+      "  -l, --lazy true                 only the tables that have rows (sqlite, parquetdir, arrowdir,\n"
+      "                                  arrow); by default every table, empty or not (nsys's --lazy=false)\n"
+      "  -q, --quiet [true]              no progress bar on a terminal\n"
       "  -h, --help                      show this help\n"
       "\n"
       "The Perfetto UI keeps a trace in the browser's memory (about 2 GB): a warning says when the export\n"
@@ -268,16 +270,16 @@ int export_main(int argc, char** argv) {
   std::string type, output_arg, trace_path, from_arg, to_arg, filter_arg, symbol_path_arg;
   std::vector<std::string> traces;
   bool overwrite = false, gzip = false, quiet = false;
-  // nsys's time options, which only the table exports take: which were given.
-  std::vector<std::string> given_time_options, times_args;
+  // nsys's options that only the table exports take (--times, --ts-normalize, ...): which were given.
+  std::vector<std::string> given_table_options, times_args;
   std::string ts_shift_arg;
   std::vector<std::string> tables_args;  // each --tables value, several patterns by commas as nsys takes them
   ExportOptions options;
   enum Option : int { kHelp, kQuiet, kType, kOutput, kFrom, kTo, kFilterNvtx, kTables, kGzip, kForce, kShowInternal,
-                      kSymbolPath, kTsNormalize, kTsShift, kTimes };
+                      kSymbolPath, kTsNormalize, kTsShift, kTimes, kLazy };
   constexpr cli::OptionSpec kOptions[] = {
       {'h', "help", cli::Arity::kNone, kHelp},
-      {'q', "quiet", cli::Arity::kNone, kQuiet},
+      {'q', "quiet", cli::Arity::kSwitch, kQuiet},
       {'t', "type", cli::Arity::kValue, kType},
       {'o', "output", cli::Arity::kValue, kOutput},
       {0, "from", cli::Arity::kValue, kFrom},
@@ -291,6 +293,7 @@ int export_main(int argc, char** argv) {
       {0, "ts-normalize", cli::Arity::kSwitch, kTsNormalize},
       {0, "ts-shift", cli::Arity::kValue, kTsShift},
       {0, "times", cli::Arity::kValue, kTimes},
+      {'l', "lazy", cli::Arity::kSwitch, kLazy},
   };
   cli::Scanner words(argc, argv, kOptions);
   for (cli::Arg arg; words.next(arg);) {
@@ -313,7 +316,7 @@ int export_main(int argc, char** argv) {
     bool ok = true;
     switch (Option(arg.spec->id)) {
       case kHelp: print_help(); return kExitOk;
-      case kQuiet: quiet = true; break;
+      case kQuiet: ok = switch_into(quiet); break;
       case kType: ok = value_into(type); break;
       case kOutput: ok = value_into(output_arg); break;
       case kFrom: ok = value_into(from_arg); break;
@@ -329,15 +332,19 @@ int export_main(int argc, char** argv) {
       case kForce: ok = switch_into(overwrite); break;
       case kShowInternal: ok = switch_into(options.show_internal); break;
       case kTsNormalize:
-        given_time_options.push_back("--ts-normalize");
+        given_table_options.push_back("--ts-normalize");
         ok = switch_into(options.ts_normalize);
         break;
+      case kLazy:
+        given_table_options.push_back("--lazy");
+        ok = switch_into(options.lazy);
+        break;
       case kTsShift:
-        given_time_options.push_back("--ts-shift");
+        given_table_options.push_back("--ts-shift");
         ok = value_into(ts_shift_arg);
         break;
       case kTimes: {
-        given_time_options.push_back("--times");
+        given_table_options.push_back("--times");
         std::string value, error;
         ok = value_into(value);
         if (ok && !parse_time_ranges(value, options.times, error)) {
@@ -394,10 +401,11 @@ int export_main(int argc, char** argv) {
   }
   trace_path = traces[0];
   const bool made_of_tables = exporter->write_file || exporter->python_module;
-  if (!given_time_options.empty() && !made_of_tables) {
+  if (!given_table_options.empty() && !made_of_tables) {
+    const std::string& option = given_table_options.front();
     std::fprintf(stderr, "cutrace export: %s is for the exports made of tables (sqlite, parquetdir, arrowdir and "
-                         "arrow), not %s; --from and --to choose the time of a timeline.\n",
-                 given_time_options.front().c_str(), exporter->type);
+                         "arrow), not %s%s.\n", option.c_str(), exporter->type,
+                 option == "--lazy" ? "" : "; --from and --to choose the time of a timeline");
     return kExitUsage;
   }
   if (!ts_shift_arg.empty()) {
@@ -496,6 +504,7 @@ int export_main(int argc, char** argv) {
     for (const std::string& times : times_args) args.insert(args.end(), {"--times", times});
     if (options.ts_normalize) args.insert(args.end(), {"--ts-normalize", "true"});
     if (options.ts_shift_ns) args.insert(args.end(), {"--ts-shift", std::to_string(options.ts_shift_ns)});
+    if (options.lazy) args.insert(args.end(), {"--lazy", "true"});
     if (quiet) args.push_back("-q");
     args.insert(args.end(), {"--", trace_path});
     if (!symbol_path_arg.empty()) ::setenv("CUTRACE_SYMBOL_PATH", symbol_path_arg.c_str(), 1);

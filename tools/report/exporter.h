@@ -30,6 +30,8 @@ struct ExportOptions {
   int64_t ts_shift_ns = 0;
   // nsys's --times: only the events some range keeps, by their times as exported (none: all).
   std::vector<TimeRange> times;
+  // nsys's --lazy: only the tables that have rows; by default every table (as nsys's --lazy=false).
+  bool lazy = false;
 };
 
 struct ExportResult {

@@ -162,6 +162,17 @@ ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, 
     SqliteSink sink(db.get(), kept);
     ok = sink.prepared() && produce_tables(reader, options, sink, &counts) && sink.finish();
   }
+  // --lazy: the tables no row went into are dropped, in the same transaction.
+  for (const TableDef& t : export_tables()) {
+    if (!ok || !options.lazy || !kept[size_t(t.id)]) continue;
+    const std::string name = std::string("\"") + t.name + "\"";
+    sqlite3_stmt* probe = nullptr;
+    ok = sqlite3_prepare_v2(db.get(), ("SELECT 1 FROM " + name + " LIMIT 1").c_str(), -1, &probe, nullptr) == SQLITE_OK;
+    const int rc = ok ? sqlite3_step(probe) : SQLITE_ERROR;
+    sqlite3_finalize(probe);
+    ok = rc == SQLITE_ROW || (rc == SQLITE_DONE &&
+                              sqlite3_exec(db.get(), ("DROP TABLE " + name).c_str(), nullptr, nullptr, &message) == SQLITE_OK);
+  }
   if (!ok || sqlite3_exec(db.get(), "COMMIT;", nullptr, nullptr, &message) != SQLITE_OK) {
     error = "cannot write " + path + " (" + (message ? message : sqlite3_errmsg(db.get())) + ")";
     sqlite3_free(message);

@@ -92,10 +92,18 @@ def test_a_file_per_table_with_the_rows_of_the_sqlite_export(traced, kind):
     for f in files:
         table = pyarrow.parquet.read_table(f) if kind == "parquetdir" else pyarrow.ipc.open_file(f).read_all()
         assert arrow_rows(table) == sqlite_rows(db, f.stem), f.name
-    # Only tables with rows get a file; every table with rows has one.
-    with_rows = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                 if db.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]}
-    assert {f.stem for f in files} == with_rows
+    # Every table gets a file, an empty one its columns, as nsys's --lazy=false has it; with --lazy true
+    # (nsys's -l) only the tables with rows, in this export and in the SQLite one.
+    every = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    with_rows = {name for name in every if db.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]}
+    assert {f.stem for f in files} == every and len(with_rows) < len(every)
+    run_tool("export", "--type", kind, "-l", "true", "-o", tmp / f"lazy_{kind}", trace)
+    assert {f.stem for f in (tmp / f"lazy_{kind}").iterdir()} == with_rows
+    run_tool("export", "--type", "sqlite", "-f", "true", "--lazy=true", "-o", tmp / "lazy.sqlite", trace)
+    lazy = sqlite3.connect(tmp / "lazy.sqlite")
+    assert {name for (name,) in lazy.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} == with_rows
+    for name in with_rows:
+        assert sqlite_rows(lazy, name) == sqlite_rows(db, name), name
 
 
 def test_one_arrow_file_holds_the_tables_of_the_arrowdir_export_as_streams(traced):
@@ -129,6 +137,9 @@ def test_the_arrow_file_takes_tables_and_keeps_an_existing_file(traced, tmp_path
     copy.write_bytes(trace.read_bytes())
     run_tool("export", "--type", "arrow", "--tables", "CUPTI_ACTIVITY_KIND_.*|StringIds", copy)
     out = tmp / "streams.arrows"
+    chosen = ["StringIds"] + [n for n in cutrace.table_names() if n.startswith("CUPTI_ACTIVITY_KIND_")]
+    assert list(cutrace.read_arrow_export(out)) == chosen and len(chosen) == 7
+    run_tool("export", "--type", "arrow", "-f", "true", "-l", "--tables", "CUPTI_ACTIVITY_KIND_.*|StringIds", copy)
     assert list(cutrace.read_arrow_export(out)) == ["StringIds", "CUPTI_ACTIVITY_KIND_RUNTIME",
                                                     "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"]
     before = out.read_bytes()
@@ -189,8 +200,8 @@ def test_tables_chosen_by_a_regular_expression_and_the_default_name(traced):
     copy.write_bytes(trace.read_bytes())
     run_tool("export", "--type", "parquetdir", "--tables", "CUPTI_ACTIVITY_KIND_.*|StringIds", copy)
     out = tmp / "named_pqtdir"
-    assert sorted(f.stem for f in out.iterdir()) == ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                                                     "CUPTI_ACTIVITY_KIND_RUNTIME", "StringIds"]
+    assert sorted(f.stem for f in out.iterdir()) == sorted(
+        ["StringIds"] + [n for n in cutrace.table_names() if n.startswith("CUPTI_ACTIVITY_KIND_")])
 
 
 def test_tables_as_nsys_export_takes_them_comma_separated_repeated_and_in_any_case(traced, tmp_path):
@@ -351,6 +362,9 @@ def test_the_time_options_refuse_what_they_cannot_take(traced, tmp_path):
         proc = run_tool("export", "--type", "perfetto", *option, trace, expect=2)
         assert proc.stderr == (f"cutrace export: {option[0]} is for the exports made of tables (sqlite, parquetdir, "
                                "arrowdir and arrow), not perfetto; --from and --to choose the time of a timeline.\n")
+    proc = run_tool("export", "--type", "perfetto", "--lazy=true", trace, expect=2)
+    assert proc.stderr == ("cutrace export: --lazy is for the exports made of tables (sqlite, parquetdir, arrowdir and "
+                           "arrow), not perfetto.\n")
     with pytest.raises(cutrace.TraceError, match="--times: '1s' needs one '/'"):
         cutrace.open(trace, times="1s")
 
