@@ -116,7 +116,7 @@ void NvtxRangeTracker::add(const reader::TraceReader& reader, const reader::Even
       auto it = started_.find(key);
       if (it == started_.end()) {
         // Ended on another thread whose ring was drained first: the start is still to come.
-        EarlyEnd& early = ended_early_[key] = {n.time_ns, ev.thread};
+        EarlyEnd& early = ended_early_[key] = EarlyEnd{n.time_ns, ev.thread, 0, {}, 0};
         if (has_extended_payload(n)) {
           early.payload = n.payload;
           early.payload_bytes.assign(n.payload_bytes);

@@ -225,7 +225,7 @@ std::atomic<int8_t>* api_overrides(CUpti_ActivityKind kind) {
 }
 
 bool api_record_wanted(CUpti_ActivityKind kind, uint32_t cbid) {
-  int8_t o = cbid < kApiSlots ? api_overrides(kind)[cbid].load(std::memory_order_relaxed) : kFollowKind;
+  int8_t o = cbid < kApiSlots ? api_overrides(kind)[cbid].load(std::memory_order_relaxed) : int8_t(kFollowKind);
   return o == kFollowKind ? enabled(kind) : o == kWanted;
 }
 

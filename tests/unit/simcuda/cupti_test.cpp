@@ -19,6 +19,10 @@
 #include "sim_kernels.h"
 #include "simcuda.h"
 
+// The runtime still exports the deprecated array copies (cudaMemcpyToArray and the like), and
+// programs still call them: the tests call them too.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 namespace simcuda {
 namespace {
 
