@@ -10,7 +10,8 @@ wheel's CUPTI 13.2 cannot work with a driver that is not NVIDIA's, and cutrace's
 out (preload/cupti_trial.h), leaving the trace without GPU activity. Kernels never execute
 (simcuda.h), so what torch's own kernels compute reads as whatever the memory held, while copies and
 cuBLAS/cuBLASLt GEMMs are real: a matmul's result is exact. Skipped (exit 77) without the frameworks
-venv of the stack (scripts/check-frameworks.sh creates both).
+venv of the stack (scripts/check-frameworks.sh creates both). Then a script's slow
+torch.cuda.synchronize() and .item(), which PyTorch makes with the GIL released, name its lines.
 Usage: torch_test.py cuda13|cuda12 SIMCUDA_LIB_DIR[:SIMCUDA_LIB12_DIR] CUTRACE [PYTHON]"""
 import json
 import os
@@ -81,6 +82,14 @@ EXPECTED_CUBLAS = {
     "cuda12": {"cublasCreate_v2": 2, "cublasSetStream_v2": 12, "cublasSetWorkspace_v2": 12, "cublasSetMathMode": 12,
                "cublasSgemm_v2": 7, **LT_MATMULS},
 }
+# Slow synchronising calls, each made with the GIL released, and the script's lines they must name.
+SYNC_SCRIPT = """import torch
+a = torch.ones(64, 64, device="cuda")
+b = a @ a
+torch.cuda.synchronize()
+total = b.sum().item()
+print("done")
+"""
 GEMM_CALL = {"cuda13": "cublasGemmEx", "cuda12": "cublasSgemm_v2"}
 TORCH = {"cuda13": "2.15.0", "cuda12": "2.8.0"}
 
@@ -91,6 +100,28 @@ def stats(cutrace, trace, report):
     if r.returncode not in (0, 4):
         raise RuntimeError(f"cutrace stats -r {report} exited {r.returncode}: {r.stderr}")
     return [row for table in json.loads(r.stdout or "[]") for row in table["rows"]]
+
+
+def slow_calls_name_the_scripts_lines(cutrace, python, env, tmp):
+    """torch.cuda.synchronize() and .item() release the GIL around their CUDA calls; with kernels of
+    30 ms, each call's stack names the script's line (callsite_sum's Python Stack and Call Site)."""
+    script = Path(tmp) / "sync_lines.py"
+    script.write_text(SYNC_SCRIPT)
+    trace = str(Path(tmp) / "sync.cutrace")
+    run = subprocess.run([cutrace, "profile", "-o", trace, "--cudabacktrace", "sync:10000000", "--", python, script],
+                         env=dict(env, SIMCUDA_KERNEL_NS="30000000"), capture_output=True, text=True, timeout=600)
+    if run.returncode != 0 or run.stdout != "done\n":
+        return [f"the synchronising script: exit {run.returncode}, {run.stdout}{run.stderr[-3000:]}"]
+    # (call, innermost Python frame, outermost): torch.cuda.synchronize is Python code of torch's
+    # (torch/cuda/__init__.py, at a line of its version), .item() a method of C++.
+    sites = sorted((row["Name"], row["Call Site"], row["Python Stack"].split(" <- ")[-1])
+                   for row in stats(cutrace, trace, "callsite_sum"))
+    if (len(sites) == 2 and sites[0][0] == "cudaDeviceSynchronize" and sites[0][1].startswith("synchronize (__init__.py:")
+            and sites[0][2] == "<module> (sync_lines.py:4)"
+            and sites[1] == ("cudaStreamSynchronize", "<module> (sync_lines.py:5)", "<module> (sync_lines.py:5)")):
+        return []
+    return [f"slow calls' Python lines: expected cudaDeviceSynchronize from synchronize (__init__.py:N) <- ... <- "
+            f"<module> (sync_lines.py:4) and cudaStreamSynchronize from <module> (sync_lines.py:5), got {sites}"]
 
 
 def main(stack, lib_dirs, cutrace, python=None):
@@ -142,6 +173,7 @@ def main(stack, lib_dirs, cutrace, python=None):
                      "cudaDeviceSynchronize"):
             if api.get(name, 0) == 0:
                 failures.append(f"no {name} recorded")
+        failures += slow_calls_name_the_scripts_lines(cutrace, python, env, tmp)
     for failure in failures:
         print(failure)
     if not failures:
