@@ -1,6 +1,7 @@
 #include "launcher/options.h"
 
 #include "common/command_line.h"
+#include "report/exporter.h"
 
 #include <algorithm>
 #include <cctype>
@@ -19,7 +20,7 @@ enum Id : int {
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
   kSample, kSamplingFrequency, kCpuctxsw, kPythonSampling, kPythonSamplingFrequency, kGpuActivity,
-  kCudaMemoryUsage, kCudaGraphTrace, kMpiImpl,
+  kCudaMemoryUsage, kCudaGraphTrace, kMpiImpl, kExport,
 };
 
 constexpr cli::OptionSpec kSupported[] = {
@@ -55,6 +56,7 @@ constexpr cli::OptionSpec kSupported[] = {
     {0, "cuda-graph-trace", Arity::kValue, kCudaGraphTrace},
     {0, "python-sampling-frequency", Arity::kValue, kPythonSamplingFrequency},
     {0, "mpi-impl", Arity::kValue, kMpiImpl},
+    {0, "export", Arity::kValue, kExport},
     {'h', "help", Arity::kNone, kHelp},
 };
 
@@ -81,7 +83,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "cuda-flush-interval", nullptr},
     {0, "cuda-trace-scope", nullptr},
     {0, "duration-frames", nullptr},
-    {0, "export", "none"},
     {0, "trace-fork-before-exec", "false"},
     {'n', "inherit-environment", "true"},
     {'e', "env-var", nullptr},
@@ -359,6 +360,15 @@ bool parse_capture_end(const std::string& text, ProfileOptions* options) {
   return false;
 }
 
+// The types `cutrace export` writes, "a, b or c".
+static std::string export_types_text() {
+  std::string text;
+  const auto& all = report::exporters();
+  for (size_t i = 0; i < all.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + std::string(all[i].type);
+  return text;
+}
+
 static const Unsupported* find_unsupported(const cli::Arg& w) {
   for (const auto& u : kUnsupported)
     if (w.short_name ? u.short_name == w.short_name : w.long_name == u.long_name) return &u;
@@ -602,6 +612,32 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           options->mpi_impl = value;
           break;
+        case kExport: {
+          if (!take_value(&value)) {
+            *error = usage("option '" + w.spelled + "' takes export types, such as sqlite or sqlite,parquetdir");
+            return false;
+          }
+          for (size_t from = 0;;) {
+            const size_t comma = value.find(',', from);
+            const std::string type = value.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+            if (type == "none") {
+              options->exports.clear();
+            } else if (type == "hdf" || type == "json" || type == "text" || type == "jsonlines") {
+              *error = usage("option '" + w.spelled + "': nsys's " + type + " export is not one cutrace writes; it " +
+                             "writes " + export_types_text() + " (sqlite, parquetdir, arrowdir and arrow as nsys does)");
+              return false;
+            } else if (!report::find_exporter(type)) {
+              *error = usage("option '" + w.spelled + "' takes " + export_types_text() + " or none, not '" + type +
+                             "'");
+              return false;
+            } else if (std::find(options->exports.begin(), options->exports.end(), type) == options->exports.end()) {
+              options->exports.push_back(type);
+            }
+            if (comma == std::string::npos) break;
+            from = comma + 1;
+          }
+          break;
+        }
         case kPythonBacktrace:
           if (!take_value(&value) || (value != "cuda" && value != "none" && value != "false")) {
             *error = usage("option '" + w.spelled + "' takes cuda or none" +
@@ -778,6 +814,9 @@ options:
                               background; primary: stop when the command itself exits, and say how
                               many processes were still running (their later calls are not recorded)
       --stats true|false      print the cuda_api_sum table after the run (default false)
+      --export TYPE[,TYPE...] also write `cutrace export --type TYPE` of the trace beside it (sqlite,
+                              parquetdir, arrowdir, arrow, perfetto, ...: TRACE.sqlite, TRACE_pqtdir,
+                              ...; an existing one needs -f true); none (default) writes none
       --ring-size BYTES       per-thread ring size, a power of two (default 16M, halved down to
                               4M when /dev/shm is small; suffixes K, M, G)
       --ring-slots N          rings in the session, one per recording thread (default 256)

@@ -80,6 +80,9 @@ struct ProfileOptions {
   int kill_signal = 15;  // SIGTERM, nsys's default
   // --mpi-impl: the MPI implementation whose interposer -t mpi preloads (nsys's default, openmpi).
   std::string mpi_impl = "openmpi";
+  // --export TYPE[,TYPE...]: `cutrace export --type TYPE` of the trace once it is written, under its
+  // default name beside the trace, in the order given.
+  std::vector<std::string> exports;
   bool help = false;
   bool quiet = false;  // -q: no "collecting" line and no summary line, only warnings and errors
   std::vector<std::string> given;    // the option words exactly as typed, stored in the trace

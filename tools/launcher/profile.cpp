@@ -212,6 +212,27 @@ int wait_with_capture_control(Child& program, const ProfileOptions& options, abi
   }
 }
 
+// --export TYPE: `cutrace export` of the finished trace, run as a command of its own (an export may
+// hand itself over to Python by exec).
+void export_trace(const std::string& trace, const std::string& type, const ProfileOptions& options) {
+  std::vector<std::string> args = {"cutrace", "export", "--type", type, "-f", options.force_overwrite ? "true" : "false"};
+  if (options.quiet) args.push_back("-q");
+  args.insert(args.end(), {"--", trace});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child == 0) {
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) == 127)
+    warn("--export " + type + " could not be run (" + (child < 0 ? std::strerror(errno) : "it did not finish") +
+         "); run cutrace export --type " + type + " " + trace);
+}
+
 int run(const ProfileOptions& options) {
   StdFdPlaceholders std_fds;
   UsageError error;
@@ -330,6 +351,16 @@ int run(const ProfileOptions& options) {
   OutputTarget output;
   if (!prepare_output(options.output_pattern, options.force_overwrite, program.pid(), &output, &error))
     return fail(error);
+  // --export: its outputs are checked now, so that a run is not spent on a trace whose export would
+  // be refused at the end.
+  for (const std::string& type : options.exports) {
+    const std::string path = report::default_export_path(output.path, type);
+    if (!options.force_overwrite && access(path.c_str(), F_OK) == 0) {
+      abandon_output(&output);
+      return fail(kExitSetupFailed, path + " (--export " + type +
+                                        ") already exists; pass -f true to overwrite it or choose another name with -o");
+    }
+  }
   if (!options.show_output) {
     if (!relay.open_files(output.path, options.force_overwrite, &why)) {
       abandon_output(&output);
@@ -443,6 +474,9 @@ int run(const ProfileOptions& options) {
 
   // The trace is in place (or reported missing): the name is free for the next run.
   output.claim.release();
+  // nsys's order: the exports, then the statistics. Neither changes the exit status, which is the
+  // program's; an export that fails says why.
+  for (const std::string& type : have_trace ? options.exports : std::vector<std::string>()) export_trace(output.path, type, options);
   if (options.stats && have_trace) {
     std::fflush(stderr);
     report::print_api_summary(output.path);

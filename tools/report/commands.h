@@ -15,6 +15,8 @@ int stats_main(int argc, char** argv);
 int print_api_summary(const std::string& trace_path);
 // `cutrace export --type perfetto [-o OUT.json] [--force-overwrite true] FILE`.
 int export_main(int argc, char** argv);
+// Where `cutrace export --type TYPE TRACE` writes when not told (TRACE.sqlite, TRACE_pqtdir, ...).
+std::string default_export_path(const std::string& trace_path, const std::string& type);
 // `cutrace recipe NAME --input DIR|FILE... [options]`: carried out by the Python package.
 int recipe_main(int argc, char** argv);
 // `cutrace analyze [-r RULE[,RULE...]] TRACE|DIR...`: nsys's expert-system rules, carried out by the

@@ -266,6 +266,11 @@ int export_job(const ExporterInfo& exporter, const std::vector<std::string>& pat
 
 }  // namespace
 
+std::string default_export_path(const std::string& trace_path, const std::string& type) {
+  const ExporterInfo* exporter = find_exporter(type);
+  return exporter ? default_output(trace_path, exporter->extension, false) : std::string();
+}
+
 int export_main(int argc, char** argv) {
   std::string type, output_arg, trace_path, from_arg, to_arg, filter_arg, symbol_path_arg;
   std::vector<std::string> traces;

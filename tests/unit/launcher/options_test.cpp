@@ -352,7 +352,6 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
       {"--backtrace", "fp"},
       {"--python-functions-trace=funcs.json"},
       {"--cuda-um-cpu-page-faults", "true"},
-      {"--export", "sqlite"},
       {"--trace-fork-before-exec=true"},
       {"-n", "false"},
       {"--inherit-environment=false"},
@@ -385,6 +384,21 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
     EXPECT_FALSE(p.ok) << option;
     EXPECT_NE(p.error.message.find("is not supported yet"), std::string::npos) << p.error.message;
   }
+}
+
+TEST(LauncherOptions, ExportsAreListedOnceEachInTheOrderGiven) {
+  EXPECT_TRUE(parse({"app"}).options.exports.empty());
+  EXPECT_EQ(parse({"--export", "sqlite,parquetdir", "--export=arrow,sqlite", "app"}).options.exports,
+            (std::vector<std::string>{"sqlite", "parquetdir", "arrow"}));
+  EXPECT_TRUE(parse({"--export", "sqlite", "--export", "none", "app"}).options.exports.empty());
+  EXPECT_EQ(parse({"--export", "none,perfetto", "app"}).options.exports, (std::vector<std::string>{"perfetto"}));
+  Parsed p = parse({"--export", "text", "app"});
+  EXPECT_EQ(p.error.message.rfind("cutrace profile: option '--export': nsys's text export is not one cutrace writes; "
+                                  "it writes ", 0), 0u) << p.error.message;
+  EXPECT_EQ(p.error.exit_code, kExitUsage);
+  p = parse({"--export=csv", "app"});
+  EXPECT_EQ(p.error.message.rfind("cutrace profile: option '--export' takes ", 0), 0u) << p.error.message;
+  EXPECT_NE(p.error.message.find(" or none, not 'csv'."), std::string::npos) << p.error.message;
 }
 
 TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
