@@ -813,7 +813,9 @@ options:
                               process it started has exited, also those it left running in the
                               background; primary: stop when the command itself exits, and say how
                               many processes were still running (their later calls are not recorded)
-      --stats true|false      print the cuda_api_sum table after the run (default false)
+      --stats true|false      print nsys's summary reports after the run, as cutrace stats does by
+                              default: nvtx_sum, osrt_sum, cuda_api_sum, cuda_gpu_kern_sum and the
+                              two memory operation summaries (default false)
       --export TYPE[,TYPE...] also write `cutrace export --type TYPE` of the trace beside it (sqlite,
                               parquetdir, arrowdir, arrow, perfetto, ...: TRACE.sqlite, TRACE_pqtdir,
                               ...; an existing one needs -f true); none (default) writes none

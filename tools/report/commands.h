@@ -10,9 +10,9 @@ namespace cutrace::report {
 int info_main(int argc, char** argv);
 // `cutrace stats [--report NAME[,NAME...]] [--format column|csv|json] [-o FILE] FILE`: nsys-style tables.
 int stats_main(int argc, char** argv);
-// `cutrace profile --stats true`: the cuda_api_sum table of the trace just written, on standard output,
-// as `cutrace stats` prints it. Returns stats' exit status.
-int print_api_summary(const std::string& trace_path);
+// `cutrace profile --stats true`: the default reports of `cutrace stats` (nsys's) for the trace just
+// written, on standard output. Returns stats' exit status.
+int print_default_reports(const std::string& trace_path);
 // `cutrace export --type perfetto [-o OUT.json] [--force-overwrite true] FILE`.
 int export_main(int argc, char** argv);
 // Where `cutrace export --type TYPE TRACE` writes when not told (TRACE.sqlite, TRACE_pqtdir, ...).

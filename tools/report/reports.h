@@ -27,7 +27,9 @@ struct ReportInfo {
 // ("cuda_gpu_kern_sum:base"); an argument the report does not take makes it unknown, and `why` says so.
 const ReportInfo* find_report(std::string_view name, std::string* why = nullptr);
 const std::vector<ReportInfo>& stats_reports();
-inline constexpr const char* kDefaultReport = "cuda_api_sum";
+// nsys stats' default reports (and `nsys profile --stats true`'s), of those cutrace has, in its order.
+inline constexpr const char* kDefaultReports[] = {"nvtx_sum", "osrt_sum", "cuda_api_sum", "cuda_gpu_kern_sum",
+                                                  "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum"};
 
 class Report {
  public:

@@ -22,6 +22,12 @@
 namespace cutrace::report {
 namespace {
 
+std::string default_reports_text() {
+  std::string text;
+  for (const char* name : kDefaultReports) text += (text.empty() ? "" : ", ") + std::string(name);
+  return text;
+}
+
 void print_help() {
   std::printf(
       "usage: cutrace stats [options] FILE.cutrace [FILE.cutrace...]\n"
@@ -29,7 +35,7 @@ void print_help() {
       "Prints summary tables of traces, with nsys's report names, columns and options.\n"
       "\n"
       "options:\n"
-      "  -r, --report NAME[,NAME...]   reports to produce, in order (repeatable; default: %s)\n"
+      "  -r, --report NAME[,NAME...]   reports to produce, in order (repeatable; default: nsys's, %s)\n"
       "  -f, --format FORMAT[,...]     column, table, csv, tsv or json, paired with the reports in order,\n"
       "                                the last one repeating (default: column to standard output, csv\n"
       "                                to files)\n"
@@ -38,6 +44,8 @@ void print_help() {
       "                                is a base name: the report goes to BASE_REPORT.FORMAT\n"
       "      --timeunit UNIT           nsec (default), usec, msec or sec for every (ns) column\n"
       "      --force-overwrite true    replace existing output files\n"
+      "      --force-export true|false accepted as nsys takes it: the reports always read the trace\n"
+      "                                itself, never an export of it that could be out of date\n"
       "      --filter-nvtx RANGE[@DOMAIN|@*][/N]\n"
       "                                only calls and NVTX events inside the NVTX range RANGE (its Nth\n"
       "                                instance with /N), in the process that ran it\n"
@@ -58,7 +66,7 @@ void print_help() {
       "trace or an output could not be used; 2 for a mistake on the command line.\n"
       "\n"
       "reports:\n",
-      kDefaultReport);
+      default_reports_text().c_str());
   for (const ReportInfo& r : stats_reports())
     std::printf("  %-16s %s%s\n", r.name, r.description,
                 r.names_kernels ? " (NAME:base for the function names alone, NAME:mangled as compiled)" : "");
@@ -274,7 +282,7 @@ int stats_main(int argc, char** argv) {
   Request req;
   std::vector<std::string> traces;
   enum Option : int { kHelp, kQuiet, kReport, kFormat, kOutput, kTimeUnit, kForce, kFilterNvtx, kShowInternal,
-                      kSymbolPath };
+                      kSymbolPath, kForceExport };
   constexpr cli::OptionSpec kOptions[] = {
       {'h', "help", cli::Arity::kNone, kHelp},
       {'q', "quiet", cli::Arity::kNone, kQuiet},
@@ -286,6 +294,7 @@ int stats_main(int argc, char** argv) {
       {0, "filter-nvtx", cli::Arity::kValue, kFilterNvtx},
       {0, "show-internal", cli::Arity::kSwitch, kShowInternal},
       {0, "symbol-path", cli::Arity::kValue, kSymbolPath},
+      {0, "force-export", cli::Arity::kSwitch, kForceExport},
   };
   cli::Scanner words(argc, argv, kOptions);
   for (cli::Arg arg; words.next(arg);) {
@@ -329,6 +338,11 @@ int stats_main(int argc, char** argv) {
       case kForce:
         if (!words.switch_value(arg, req.overwrite, bad)) return usage_error("--force-overwrite takes true or false");
         break;
+      case kForceExport: {
+        bool unused;
+        if (!words.switch_value(arg, unused, bad)) return usage_error("--force-export takes true or false");
+        break;
+      }
       case kShowInternal:
         if (!words.switch_value(arg, req.options.show_internal, bad))
           return usage_error("--show-internal takes true or false");
@@ -352,7 +366,7 @@ namespace {
 
 // Every report of `req` for each trace, as `cutrace stats` prints them.
 int run_stats(Request req, const std::vector<std::string>& traces) {
-  if (req.reports.empty()) req.reports.push_back(kDefaultReport);
+  if (req.reports.empty()) req.reports.assign(std::begin(kDefaultReports), std::end(kDefaultReports));
   if (req.outputs.empty()) req.outputs.push_back("-");
   for (const std::string& name : req.reports) {
     std::string why;
@@ -385,9 +399,9 @@ int run_stats(Request req, const std::vector<std::string>& traces) {
 
 }  // namespace
 
-int print_api_summary(const std::string& trace_path) {
+int print_default_reports(const std::string& trace_path) {
   Request req;
-  req.reports = {"cuda_api_sum"};
+  req.reports.assign(std::begin(kDefaultReports), std::end(kDefaultReports));
   return run_stats(req, {trace_path});
 }
 

@@ -155,8 +155,11 @@ def test_stats_formats_and_perfetto_export_are_well_formed(tmp_path):
     for heading in ("Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
                     "StdDev (ns)", "Name"):
         assert heading in column
+    # nsys stats' default reports: those with data here, in nsys's order (no NVTX, no OS runtime calls).
     doc = json.loads(run_tool("stats", "--format", "json", trace).stdout)
-    assert [(d["trace"], d["report"]) for d in doc] == [(str(trace), "cuda_api_sum")]
+    assert [(d["trace"], d["report"]) for d in doc] == [
+        (str(trace), report) for report in ("cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum",
+                                            "cuda_gpu_mem_size_sum")]
     assert {r["Name"] for r in doc[0]["rows"]} >= {"cudaMalloc", "cudaMemcpy", "cudaLaunchKernel", "cudaFree"}
     out = tmp_path / "trace.json"
     run_tool("export", "--type", "perfetto-json", "-o", out, trace)

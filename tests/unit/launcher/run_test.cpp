@@ -458,7 +458,7 @@ TEST_F(LauncherRun, SignalAfterTheProgramEndedHurriesTheRecorder) {
   EXPECT_EQ(lines[0].rfind("cutrace: 42 events", 0), 0u) << lines[0];
 }
 
-TEST_F(LauncherRun, StatsPrintTheApiSummaryAfterTheRun) {
+TEST_F(LauncherRun, StatsPrintTheDefaultReportsAfterTheRun) {
   EXPECT_EQ(profile({"--stats", "true", "-o", "run", "sh", "-c", "echo program; exit 2"}), 2);
   EXPECT_EQ(out(), "program\n");
   // The fake recorder records no call: the report says so, as nsys does, instead of an empty table.

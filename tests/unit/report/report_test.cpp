@@ -115,19 +115,35 @@ TEST(LossSentence, NamesEachKindOfLoss) {
 }
 
 TEST_F(ReportTest, CudaApiSumColumnMatchesGolden) {
-  Result r = cli({"stats", trace_});
+  Result r = cli({"stats", "-r", "cuda_api_sum", trace_});
   ASSERT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.err, "");
   expect_golden("cuda_api_sum.txt", r.out);
   // Loss heads the table, so nobody reads undercounted numbers unawares.
   EXPECT_EQ(r.out.rfind("Note: 3 records dropped (ring full), 1 record malformed, 2 records lost (no free ring)", 0), 0u)
       << r.out;
-  // The default report is cuda_api_sum, and naming it changes nothing.
+  // Named in full, the format changes nothing.
   EXPECT_EQ(cli({"stats", "--report", "cuda_api_sum", "--format", "column", trace_}).out, r.out);
 }
 
+TEST_F(ReportTest, TheDefaultReportsAreNsysStatsOwn) {
+  // nsys stats' default set, of the reports cutrace has, in nsys's order: those without data in the
+  // trace say SKIPPED on stderr.
+  Result r = cli({"stats", trace_});
+  Result named = cli({"stats", "-r", "nvtx_sum,osrt_sum,cuda_api_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum",
+                      "-r", "cuda_gpu_mem_size_sum", trace_});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  EXPECT_EQ(r.out, named.out);
+  EXPECT_EQ(r.err, named.err);
+  EXPECT_TRUE(contains(r.out, " ** CUDA API Summary (cuda_api_sum):")) << r.out;
+  EXPECT_TRUE(contains(r.err, "SKIPPED: " + trace_ + " does not contain NVTX data.\n")) << r.err;
+  // nsys's --force-export asks for a fresh database; the reports always read the trace itself.
+  EXPECT_EQ(cli({"stats", "--force-export=true", trace_}).out, r.out);
+  EXPECT_EQ(cli({"stats", "--force-export=maybe", trace_}).exit, 2);
+}
+
 TEST_F(ReportTest, CudaApiSumCsvMatchesGolden) {
-  Result r = cli({"stats", "-f", "csv", trace_});
+  Result r = cli({"stats", "-r", "cuda_api_sum", "-f", "csv", trace_});
   ASSERT_EQ(r.exit, 0) << r.err;
   expect_golden("cuda_api_sum.csv", r.out);
   // csv stays pure data; the loss goes to stderr.
@@ -141,10 +157,10 @@ TEST_F(ReportTest, CudaApiSumJsonMatchesGoldenAndParses) {
   // -o is a base name, as in nsys: the report goes to BASE_cuda_api_sum.json.
   const std::string base = temp_path("sum");
   const std::string out = base + "_cuda_api_sum.json";
-  Result r = cli({"stats", "--format=json", "-o", base, trace_});
+  Result r = cli({"stats", "-r", "cuda_api_sum", "--format=json", "-o", base, trace_});
   ASSERT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out, "Generated: " + out + "\n");
-  EXPECT_EQ(cli({"stats", "-q", "--force-overwrite", "--format=json", "-o", base, trace_}).out, "");
+  EXPECT_EQ(cli({"stats", "-r", "cuda_api_sum", "-q", "--force-overwrite", "--format=json", "-o", base, trace_}).out, "");
   expect_golden("cuda_api_sum.json", slurp(out));
   const std::string check =
       "import json,sys; rows=json.load(open(sys.argv[1])); "
@@ -192,7 +208,7 @@ TEST_F(ReportTest, NsysStatsConventions) {
   Result r = cli({"stats", "-r", "cuda_api_sum", "-r", "cuda_api_trace", "-f", "csv,tsv", "-o", base, trace_});
   ASSERT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out, "Generated: " + base + "_cuda_api_sum.csv\nGenerated: " + base + "_cuda_api_trace.tsv\n");
-  EXPECT_EQ(slurp(base + "_cuda_api_sum.csv"), cli({"stats", "-f", "csv", trace_}).out);
+  EXPECT_EQ(slurp(base + "_cuda_api_sum.csv"), cli({"stats", "-r", "cuda_api_sum", "-f", "csv", trace_}).out);
   const std::string tsv = slurp(base + "_cuda_api_trace.tsv");
   EXPECT_EQ(tsv.rfind("Start (ns)\tDuration (ns)\tName\tResult\tCorrID\tPid\tTid\tT-Pri\tThread Name\n", 0), 0u) << tsv;
   EXPECT_EQ(count_lines(tsv), 1 + expected_.counted_calls);
@@ -201,17 +217,17 @@ TEST_F(ReportTest, NsysStatsConventions) {
   const std::string one = temp_path("one.cutrace"), two = temp_path("two.cutrace");
   std::ofstream(one, std::ios::binary) << slurp(trace_);
   std::ofstream(two, std::ios::binary) << slurp(trace_);
-  r = cli({"stats", "-q", "-o", ".", one, two});
+  r = cli({"stats", "-r", "cuda_api_sum", "-q", "-o", ".", one, two});
   ASSERT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(slurp(one.substr(0, one.size() - 8) + "_cuda_api_sum.csv"), slurp(base + "_cuda_api_sum.csv"));
   EXPECT_EQ(slurp(two.substr(0, two.size() - 8) + "_cuda_api_sum.csv"), slurp(base + "_cuda_api_sum.csv"));
-  r = cli({"stats", "-o", base, one, two});
+  r = cli({"stats", "-r", "cuda_api_sum", "-o", base, one, two});
   EXPECT_EQ(r.exit, 2);
   EXPECT_EQ(r.err, "cutrace stats: -o " + base +
                        " with several traces would write their reports to the same files; use -o . (each trace's own "
                        "name) or -o -.\n");
-  r = cli({"stats", "-f", "json", one, two});
+  r = cli({"stats", "-r", "cuda_api_sum", "-f", "json", one, two});
   ASSERT_EQ(r.exit, 0) << r.err;
   const std::string json_file = temp_path("two.json");
   std::ofstream(json_file) << r.out;
@@ -222,15 +238,15 @@ TEST_F(ReportTest, NsysStatsConventions) {
   EXPECT_EQ(py.out, "ok\n") << py.err;
 
   // --timeunit: every (ns) column in the unit, with every nanosecond kept.
-  r = cli({"stats", "-f", "csv", "--timeunit", "usec", trace_});
+  r = cli({"stats", "-r", "cuda_api_sum", "-f", "csv", "--timeunit", "usec", trace_});
   ASSERT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out.rfind("Time (%),Total Time (us),Num Calls,Avg (us),Med (us),Min (us),Max (us),StdDev (us),Name\n"
                         "38.4,18.000,3,6.0000,6.0000,4.000,8.000,2.0000,cudaMemcpy\n", 0),
             0u)
       << r.out;
-  EXPECT_EQ(cli({"stats", "--timeunit", "fortnights", trace_}).exit, 2);
+  EXPECT_EQ(cli({"stats", "-r", "cuda_api_sum", "--timeunit", "fortnights", trace_}).exit, 2);
   // table: the column layout between bars.
-  r = cli({"stats", "-f", "table", trace_});
+  r = cli({"stats", "-r", "cuda_api_sum", "-f", "table", trace_});
   ASSERT_EQ(r.exit, 0) << r.err;
   EXPECT_TRUE(contains(r.out, " Time (%) | Total Time (ns) | ")) << r.out;
   EXPECT_TRUE(contains(r.out, "----------+-----------------+")) << r.out;
@@ -326,10 +342,10 @@ TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
             "cuda_gpu_kern_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, cuda_gpu_trace, cuda_kern_exec_trace, "
             "cuda_api_gpu_sum, "
             "python_sample_sum, cpu_ctxsw_sum.\n");
-  r = cli({"stats", "--format", "xml", trace_});
+  r = cli({"stats", "-r", "cuda_api_sum", "--format", "xml", trace_});
   EXPECT_EQ(r.exit, 2);
   EXPECT_EQ(r.err, "cutrace stats: unknown format 'xml'; use column, table, csv, tsv or json.\n");
-  r = cli({"stats", "--frobnicate", trace_});
+  r = cli({"stats", "-r", "cuda_api_sum", "--frobnicate", trace_});
   EXPECT_EQ(r.exit, 2);
   EXPECT_EQ(r.err, "cutrace stats: unknown option '--frobnicate'; see `cutrace stats --help`.\n");
   r = cli({"stats"});
@@ -338,7 +354,7 @@ TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
   r = cli({"stats", "--report"});
   EXPECT_EQ(r.exit, 2);
   EXPECT_EQ(r.err, "cutrace stats: --report needs a value; see `cutrace stats --help`.\n");
-  r = cli({"stats", "--help"});
+  r = cli({"stats", "-r", "cuda_api_sum", "--help"});
   EXPECT_EQ(r.exit, 0);
   EXPECT_TRUE(contains(r.out, "cuda_api_trace"));
 }
@@ -346,10 +362,10 @@ TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
 TEST_F(ReportTest, OutputFilesAreNeverOverwrittenByAccident) {
   const std::string base = temp_path("sum");
   const std::string out = base + "_cuda_api_sum.column";
-  ASSERT_EQ(cli({"stats", "-f", "column", "-o", base, trace_}).exit, 0);
+  ASSERT_EQ(cli({"stats", "-r", "cuda_api_sum", "-f", "column", "-o", base, trace_}).exit, 0);
   const std::string first = slurp(out);
   EXPECT_FALSE(first.empty());
-  Result again = cli({"stats", "-f", "column", "-o", base, trace_});
+  Result again = cli({"stats", "-r", "cuda_api_sum", "-f", "column", "-o", base, trace_});
   EXPECT_EQ(again.exit, 1);
   EXPECT_TRUE(contains(again.err, "cutrace stats: " + out +
                                       " already exists; pass --force-overwrite true to overwrite it or choose another "
@@ -400,7 +416,7 @@ TEST_F(ReportTest, DropsAreShownEvenWhenZero) {
   EXPECT_TRUE(contains(info.out, "  dropped        0\n")) << info.out;
   EXPECT_TRUE(contains(info.out, "  lost_no_slot   0\n")) << info.out;
   EXPECT_TRUE(contains(info.out, "(not recorded)")) << info.out;  // no command line in this trace
-  Result stats = cli({"stats", path});
+  Result stats = cli({"stats", "-r", "cuda_api_sum", path});
   ASSERT_EQ(stats.exit, 0);
   EXPECT_EQ(stats.out.rfind(" ** CUDA API Summary", 0), 0u) << stats.out;  // no loss, no note
 }
@@ -424,7 +440,7 @@ TEST_F(ReportTest, IncompleteTracesWarnAndShowWhatIsIntact) {
   const std::string cut = temp_path("cut.cutrace");
   bytes.resize(offsets[4] + 40);
   write_file(cut, bytes);
-  Result stats = cli({"stats", "-f", "csv", cut});
+  Result stats = cli({"stats", "-r", "cuda_api_sum", "-f", "csv", cut});
   EXPECT_EQ(stats.exit, 3);
   EXPECT_TRUE(contains(stats.err, "truncated at byte " + reader::thousands(offsets[4] + 40) + " after 4 intact chunks"))
       << stats.err;
@@ -436,7 +452,7 @@ TEST_F(ReportTest, IncompleteTracesWarnAndShowWhatIsIntact) {
 TEST_F(ReportTest, ADamagedChunkCostsOnlyItsOwnCallsAndTheEndSummaryStillCounts) {
   const std::string whole = temp_path("whole.cutrace");
   write_small_trace(whole, /*finish=*/true);
-  Result before = cli({"stats", "-f", "csv", whole});
+  Result before = cli({"stats", "-r", "cuda_api_sum", "-f", "csv", whole});
   ASSERT_EQ(before.exit, 0) << before.err;
   EXPECT_TRUE(contains(before.out, "cuMemAlloc_v2")) << before.out;
 
@@ -446,7 +462,7 @@ TEST_F(ReportTest, ADamagedChunkCostsOnlyItsOwnCallsAndTheEndSummaryStillCounts)
   const std::string damaged = temp_path("damaged.cutrace");
   bytes[offsets[4] + sizeof(format::ChunkHeader) + 20] ^= 0x5a;
   write_file(damaged, bytes);
-  Result stats = cli({"stats", "-f", "csv", damaged});
+  Result stats = cli({"stats", "-r", "cuda_api_sum", "-f", "csv", damaged});
   EXPECT_EQ(stats.exit, 3);
   // One line for the damage, one for the losses the end summary (after the damage) counts.
   EXPECT_EQ(count_lines(stats.err), 2u) << stats.err;
@@ -822,7 +838,7 @@ print('ok')
 
 TEST(NestedCalls, CudaApiSumCountsWhatNsysCounts) {
   const std::string trace = write_nesting_trace();
-  Result r = cli({"stats", "-f", "csv", trace});
+  Result r = cli({"stats", "-r", "cuda_api_sum", "-f", "csv", trace});
   ASSERT_EQ(r.exit, 0) << r.err;
   // cudaMalloc once, not also its cuMemAlloc_v2; the program's own cuMemAlloc_v2 under its name; both
   // launch entry points as one cudaLaunchKernel, without the cuLaunchKernel the runtime made; the
@@ -835,11 +851,11 @@ TEST(NestedCalls, CudaApiSumCountsWhatNsysCounts) {
             "cuLaunchKernel 3 250\n"
             "cuCtxSetLimit 1 100\n")
       << r.out;
-  Result internal = cli({"stats", "-f", "csv", "--show-internal", "true", trace});
+  Result internal = cli({"stats", "-r", "cuda_api_sum", "-f", "csv", "--show-internal", "true", trace});
   ASSERT_EQ(internal.exit, 0) << internal.err;
   EXPECT_EQ(sum_rows(internal.out), sum_rows(r.out) + "__cudaPushCallConfiguration 1 10\n") << internal.out;
-  EXPECT_EQ(cli({"stats", "-f", "csv", "--show-internal=false", trace}).out, r.out);
-  Result bad = cli({"stats", "--show-internal=maybe", trace});
+  EXPECT_EQ(cli({"stats", "-r", "cuda_api_sum", "-f", "csv", "--show-internal=false", trace}).out, r.out);
+  Result bad = cli({"stats", "-r", "cuda_api_sum", "--show-internal=maybe", trace});
   EXPECT_EQ(bad.exit, 2);
   EXPECT_EQ(bad.err, "cutrace stats: --show-internal takes true or false.\n");
 
@@ -1009,7 +1025,7 @@ TEST(TraceWarnings, StatsExportAndInfoRepeatThem) {
   // A trace without warnings prints none.
   const std::string small = temp_path("small.cutrace");
   write_small_trace(small);
-  EXPECT_EQ(cli({"stats", small}).err, "");
+  EXPECT_EQ(cli({"stats", "-r", "cuda_api_sum", small}).err, "");
 }
 
 TEST_F(ReportTest, JsonStringsAreAlwaysValidUtf8) {
