@@ -26,7 +26,7 @@ measure() {  # label, rows, command...
   awk -v l="$label" -v s="$seconds" -v kb="$kb" -v n="$rows" \
     'BEGIN { printf "%-28s %7.2f s  %6.0f MB  %6.2f M rows/s\n", l, s, kb / 1024, n / s / 1e6 }'
 }
-measure "cuda_api_sum (column)" "$events" "$build/bin/cutrace" stats -q "$trace"
+measure "cuda_api_sum (column)" "$events" "$build/bin/cutrace" stats -q -r cuda_api_sum "$trace"
 measure "cuda_api_trace (csv)" "$events" "$build/bin/cutrace" stats -r cuda_api_trace -f csv "$trace"
 measure "cuda_api_trace (column)" "$events" "$build/bin/cutrace" stats -r cuda_api_trace "$trace"
 measure "info" "$events" "$build/bin/cutrace" info "$trace"

@@ -60,7 +60,7 @@ def main():
             api_only.append(run([*profile, str(trace) + "-api", "--gpu-activity", "false", "--", *child], env))
             traced.append(run([*profile, str(trace), "--", *child], env))
         info = subprocess.run([args.cutrace, "info", str(trace) + ".cutrace"], capture_output=True, text=True).stdout
-        stats = subprocess.run([args.cutrace, "stats", "--format", "csv", str(trace) + ".cutrace"],
+        stats = subprocess.run([args.cutrace, "stats", "-r", "cuda_api_sum", "--format", "csv", str(trace) + ".cutrace"],
                                capture_output=True, text=True).stdout
     launches = calls = 0
     for line in stats.splitlines():

@@ -39,7 +39,7 @@ trace="$work/soak.cutrace"
 info=$("$build/bin/cutrace" info "$trace")
 dropped=$(awk '$1 == "dropped" {gsub(",", "", $2); print $2; exit}' <<< "$info")
 lost=$(awk '$1 == "lost_no_slot" {gsub(",", "", $2); print $2; exit}' <<< "$info")
-recorded=$("$build/bin/cutrace" stats -f csv "$trace" | awk -F, '$9 == "cudaGetDevice" {print $3}')
+recorded=$("$build/bin/cutrace" stats -r cuda_api_sum -f csv "$trace" | awk -F, '$9 == "cudaGetDevice" {print $3}')
 read -r first_peak second_peak < <(awk -F, -v half=$((seconds / 2)) 'NR > 1 {
     if ($1 <= half) { if ($2 > a) a = $2 } else { if ($2 > b) b = $2 } } END { print a + 0, b + 0 }' "$work/rss.csv")
 
