@@ -20,7 +20,7 @@ enum Id : int {
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
   kSample, kSamplingFrequency, kCpuctxsw, kPythonSampling, kPythonSamplingFrequency, kGpuActivity,
-  kCudaMemoryUsage, kCudaGraphTrace, kMpiImpl, kExport,
+  kCudaMemoryUsage, kCudaGraphTrace, kMpiImpl, kExport, kEnvVar, kTraceForkBeforeExec,
 };
 
 constexpr cli::OptionSpec kSupported[] = {
@@ -57,6 +57,8 @@ constexpr cli::OptionSpec kSupported[] = {
     {0, "python-sampling-frequency", Arity::kValue, kPythonSamplingFrequency},
     {0, "mpi-impl", Arity::kValue, kMpiImpl},
     {0, "export", Arity::kValue, kExport},
+    {'e', "env-var", Arity::kValue, kEnvVar},
+    {0, "trace-fork-before-exec", Arity::kSwitch, kTraceForkBeforeExec},
     {'h', "help", Arity::kNone, kHelp},
 };
 
@@ -83,9 +85,7 @@ constexpr Unsupported kUnsupported[] = {
     {0, "cuda-flush-interval", nullptr},
     {0, "cuda-trace-scope", nullptr},
     {0, "duration-frames", nullptr},
-    {0, "trace-fork-before-exec", "false"},
     {'n', "inherit-environment", "true"},
-    {'e', "env-var", nullptr},
     {0, "session", nullptr},
     {0, "session-new", nullptr},
     {0, "command-file", nullptr},
@@ -638,6 +638,31 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
           }
           break;
         }
+        case kEnvVar: {
+          if (!take_value(&value)) {
+            *error = usage("option '" + w.spelled + "' takes NAME=VALUE[,NAME=VALUE...]");
+            return false;
+          }
+          for (size_t from = 0;;) {
+            const size_t comma = value.find(',', from);
+            const std::string pair = value.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+            const size_t equals = pair.find('=');
+            if (equals == 0 || equals == std::string::npos) {
+              *error = usage("option '" + w.spelled + "' takes NAME=VALUE[,NAME=VALUE...], not '" + pair + "'");
+              return false;
+            }
+            options->env_vars.push_back(pair);
+            if (comma == std::string::npos) break;
+            from = comma + 1;
+          }
+          break;
+        }
+        case kTraceForkBeforeExec: {
+          // A child forked without exec is always traced here: either value is taken.
+          bool unused;
+          if (!take_bool(&unused)) return false;
+          break;
+        }
         case kPythonBacktrace:
           if (!take_value(&value) || (value != "cuda" && value != "none" && value != "false")) {
             *error = usage("option '" + w.spelled + "' takes cuda or none" +
@@ -813,6 +838,10 @@ options:
                               process it started has exited, also those it left running in the
                               background; primary: stop when the command itself exits, and say how
                               many processes were still running (their later calls are not recorded)
+  -e, --env-var NAME=VALUE[,NAME=VALUE...]
+                              set these in the command's environment (repeatable)
+      --trace-fork-before-exec true|false
+                              taken as nsys takes it; a child forked without exec is always traced
       --stats true|false      print nsys's summary reports after the run, as cutrace stats does by
                               default: nvtx_sum, osrt_sum, cuda_api_sum, cuda_gpu_kern_sum and the
                               two memory operation summaries (default false)

@@ -83,6 +83,8 @@ struct ProfileOptions {
   // --export TYPE[,TYPE...]: `cutrace export --type TYPE` of the trace once it is written, under its
   // default name beside the trace, in the order given.
   std::vector<std::string> exports;
+  // -e/--env-var NAME=VALUE[,NAME=VALUE...]: set in the program's environment, in the order given.
+  std::vector<std::string> env_vars;
   bool help = false;
   bool quiet = false;  // -q: no "collecting" line and no summary line, only warnings and errors
   std::vector<std::string> given;    // the option words exactly as typed, stored in the trace

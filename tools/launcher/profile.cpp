@@ -212,6 +212,18 @@ int wait_with_capture_control(Child& program, const ProfileOptions& options, abi
   }
 }
 
+// `environ` with -e's NAME=VALUE pairs set, a later one over an earlier one.
+std::vector<std::string> environment_with(const std::vector<std::string>& pairs) {
+  std::vector<std::string> entries;
+  for (char* const* e = environ; e && *e; ++e) entries.emplace_back(*e);
+  for (const std::string& pair : pairs) {
+    const std::string name = pair.substr(0, pair.find('=') + 1);
+    std::erase_if(entries, [&](const std::string& e) { return e.starts_with(name); });
+    entries.push_back(pair);
+  }
+  return entries;
+}
+
 // --export TYPE: `cutrace export` of the finished trace, run as a command of its own (an export may
 // hand itself over to Python by exec).
 void export_trace(const std::string& trace, const std::string& type, const ProfileOptions& options) {
@@ -316,8 +328,13 @@ int run(const ProfileOptions& options) {
   const std::vector<std::string> capture_env = capture_environment(options);
   const bool inject_nvtx = (options.trace_domains & abi::domain_bit(abi::ApiDomain::kNvtx)) != 0 ||
                            options.capture_range == ProfileOptions::CaptureRange::kNvtx;
+  std::vector<std::string> given_entries = environment_with(options.env_vars);
+  std::vector<char*> given_environment;
+  for (std::string& e : given_entries) given_environment.push_back(e.data());
+  given_environment.push_back(nullptr);
   const std::vector<std::string> program_env =
-      program_environment(environ, ld_preload, session.name(), inject_nvtx ? preload_path : std::string(), capture_env);
+      program_environment(given_environment.data(), ld_preload, session.name(),
+                          inject_nvtx ? preload_path : std::string(), capture_env);
 
   const int dev_null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (dev_null < 0) return fail(kExitSetupFailed, std::string("cannot open /dev/null: ") + std::strerror(errno));

@@ -220,3 +220,14 @@ def test_trace_none_records_no_timed_calls_but_keeps_kernel_names(tmp_path):
     api_line = [l for l in info(trace).splitlines() if l.strip().startswith("api calls")][0]
     assert api_line.split()[2:5] == ["7", "(0", "timed,"] and api_line.split()[5:8] == ["7", "recorded", "outside"], \
         api_line
+
+
+def test_env_var_sets_the_commands_environment_and_it_is_still_traced(tmp_path):
+    # nsys's -e/--env-var: over the launcher's own environment, a later pair over an earlier one.
+    env = sim_env(CUTRACE_TEST_KEPT="kept", CUTRACE_TEST_OVERRIDDEN="old")
+    proc, trace = profile(tmp_path, ["sh", "-c", 'echo "$CUTRACE_TEST_KEPT $CUTRACE_TEST_OVERRIDDEN $CUTRACE_TEST_NEW"; '
+                                     f'exec {app("sim_vector_add")} 1 1024 > /dev/null'],
+                          env=env, options=["-e", "CUTRACE_TEST_OVERRIDDEN=first,CUTRACE_TEST_NEW=a=b",
+                                            "--env-var=CUTRACE_TEST_OVERRIDDEN=new"])
+    assert proc.stdout == "kept new a=b\n"
+    assert api_sum(trace)["cudaLaunchKernel"]["Num Calls"] == 2  # two kernels an iteration

@@ -352,11 +352,8 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
       {"--backtrace", "fp"},
       {"--python-functions-trace=funcs.json"},
       {"--cuda-um-cpu-page-faults", "true"},
-      {"--trace-fork-before-exec=true"},
       {"-n", "false"},
       {"--inherit-environment=false"},
-      {"--env-var", "A=1"},
-      {"-e", "A=1"},
       {"--session-new", "s"},
       {"--session", "s"},
   };
@@ -384,6 +381,18 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
     EXPECT_FALSE(p.ok) << option;
     EXPECT_NE(p.error.message.find("is not supported yet"), std::string::npos) << p.error.message;
   }
+}
+
+TEST(LauncherOptions, EnvironmentVariablesForTheCommand) {
+  EXPECT_TRUE(parse({"app"}).options.env_vars.empty());
+  EXPECT_EQ(parse({"-e", "A=1,B=x=y", "--env-var=C=", "-eD=4", "app"}).options.env_vars,
+            (std::vector<std::string>{"A=1", "B=x=y", "C=", "D=4"}));
+  expect_refused({"-e", "A", "app"}, "cutrace profile: option '-e' takes NAME=VALUE[,NAME=VALUE...], not 'A'.");
+  expect_refused({"--env-var", "A=1,=2", "app"},
+                 "cutrace profile: option '--env-var' takes NAME=VALUE[,NAME=VALUE...], not '=2'.");
+  // A child forked without exec is always traced: either value of nsys's option is taken.
+  EXPECT_TRUE(parse({"--trace-fork-before-exec=true", "app"}).ok);
+  EXPECT_TRUE(parse({"--trace-fork-before-exec", "false", "app"}).ok);
 }
 
 TEST(LauncherOptions, ExportsAreListedOnceEachInTheOrderGiven) {
