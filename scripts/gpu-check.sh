@@ -169,7 +169,8 @@ if [[ -f $train ]]; then
      SELECT 'copies', count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY;
      SELECT 'calls', count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME;
      SELECT 'samples', count(*) FROM COMPOSITE_EVENTS;
-     SELECT 'gpus', id, name, smCount, computeMajor || '.' || computeMinor, uuid FROM TARGET_INFO_GPU;"
+     SELECT 'gpus', id, name, smCount, computeMajor || '.' || computeMinor, uuid FROM TARGET_INFO_GPU;
+     SELECT 'cuda devices', pid, cudaId, gpuId, uuid FROM TARGET_INFO_CUDA_DEVICE;"
   timeout 60 "$cutrace" stats -r cuda_gpu_kern_sum -f csv "$train" | awk -F, 'NR > 1 {n += $3; t += $2} END {print "cuda_gpu_kern_sum: kernels", n, "ns", t}'
   # The same trace twice stands for a two-rank job.
   mkdir -p "$results/job"
