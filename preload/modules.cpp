@@ -51,6 +51,7 @@ struct Reported {
 
 std::atomic_flag g_lock = ATOMIC_FLAG_INIT;
 elf::Object g_objects[kMaxObjects];  // the last walk of the loader's list
+ObjectKey g_object_keys[kMaxObjects];  // their keys, taken during the walk (a name's memory may go with a dlclose)
 uint32_t g_object_count = 0;
 KeySet g_reported;  // module records written by this process
 Reported g_reported_fields[kMaxObjects];  // g_reported's objects, index for index
@@ -94,7 +95,10 @@ bool is_cuda_library(const char* path) {
 void collect_objects() {
   g_object_count = 0;
   elf::for_each_object([](const elf::Object& o) {
-    if (g_object_count < kMaxObjects) g_objects[g_object_count++] = o;
+    if (g_object_count < kMaxObjects) {
+      g_object_keys[g_object_count] = key_of(o);
+      g_objects[g_object_count++] = o;
+    }
     return false;
   });
 }
@@ -149,7 +153,8 @@ const char* path_of(const elf::Object& o, char* buffer, size_t capacity) {
   return buffer;
 }
 
-uint32_t module_flags(const elf::Object& o, const char* path) {
+// What the object's mapped memory says of it; the file is not read (describe_file).
+uint32_t module_flags(const elf::Object& o) {
   uint32_t flags = o.index == 0 ? abi::kModuleFlagMainProgram : 0;
   elf::Dynamic d;
   if (elf::read_dynamic(o, &d)) {
@@ -158,14 +163,15 @@ uint32_t module_flags(const elf::Object& o, const char* path) {
           strncmp(d.strtab + e->d_un.d_val, "libcudart.so", 12) == 0)
         flags |= abi::kModuleFlagNeedsCudart;
   }
-  if (may_carry_gpu_code(path) && has_section(path, ".nv_fatbin")) flags |= abi::kModuleFlagDeviceCode;
   return flags;
 }
 
-Reported describe(const elf::Object& o, const char* path) {
+// From the object's mapped memory, which a dlclose on another thread unmaps: only while the loader's
+// list holds it (with_loaded).
+Reported describe(const elf::Object& o) {
   Reported d{};
   d.base = o.bias;
-  d.flags = module_flags(o, path);
+  d.flags = module_flags(o);
   for (uint16_t i = 0; i < o.phnum; ++i) {
     const ElfW(Phdr)& ph = o.phdr[i];
     if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && d.text_end == 0) {
@@ -217,27 +223,53 @@ void write_module_record(ThreadState& ts, abi::ModuleEvent event, const Reported
   ts.producer.commit(bytes);
 }
 
-// Writes the object's load record and enters it as reported.
-void report_object(ThreadState& ts, const elf::Object& o) {
-  char exe[1024];
-  const char* path = path_of(o, exe, sizeof exe);
-  const Reported d = describe(o, path);  // before reserving: it reads files
+// Runs work(o) on the object `claimed` names while the loader's list is held (inside
+// dl_iterate_phdr), so that a dlclose on another thread cannot unmap it meanwhile; nothing if it is
+// gone. work must make no dl call: a thread inside dlopen holds the loader's lock and may be waiting
+// for the list.
+template <class Work>
+void with_loaded(const elf::Object& claimed, Work&& work) {
+  elf::for_each_object([&](const elf::Object& o) {
+    if (o.bias != claimed.bias || o.name != claimed.name) return false;
+    work(o);
+    return true;
+  });
+}
+
+// Writes the load record of an object of the last walk and enters it as reported. Its memory (headers,
+// notes, name) is read while the loader's list holds it: a dlclose on another thread since the walk
+// may have unmapped it, and then there is nothing to report. The file is read after, outside the list.
+void report_object(ThreadState& ts, const elf::Object& listed, const ObjectKey& key) {
+  char path[1024];
+  Reported d{};
+  bool loaded = false;
+  with_loaded(listed, [&](const elf::Object& o) {
+    loaded = true;
+    const char* name = path_of(o, path, sizeof path);
+    if (name != path) {
+      strncpy(path, name, sizeof path - 1);
+      path[sizeof path - 1] = '\0';
+    }
+    d = describe(o);
+  });
+  if (!loaded) return;
+  if (may_carry_gpu_code(path) && has_section(path, ".nv_fatbin")) d.flags |= abi::kModuleFlagDeviceCode;
   if (ts.producer.header) write_module_record(ts, abi::ModuleEvent::kLoaded, d, path, strlen(path));
   if (g_reported.count < kMaxObjects) g_reported_fields[g_reported.count] = d;
-  g_reported.add(key_of(o));
+  g_reported.add(key);
 }
 
 // Whether the loader's list (just collected) holds the object.
 bool loaded_now(const ObjectKey& k) {
   for (uint32_t i = 0; i < g_object_count; ++i)
-    if (key_of(g_objects[i]) == k) return true;
+    if (g_object_keys[i] == k) return true;
   return false;
 }
 
 // Whether an object was loaded or unloaded since the module records were written.
 bool reported_set_changed() {
   for (uint32_t i = 0; i < g_object_count; ++i)
-    if (!g_reported.contains(key_of(g_objects[i]))) return true;
+    if (!g_reported.contains(g_object_keys[i])) return true;
   for (uint32_t i = 0; i < g_reported.count; ++i)
     if (!loaded_now(g_reported.keys[i])) return true;
   return false;
@@ -344,19 +376,6 @@ void for_each_wrapped_import(const elf::Object& o, const elf::Dynamic& d, Visit&
   }
 }
 
-// Runs work(o) on the object `claimed` names while the loader's list is held (inside
-// dl_iterate_phdr), so that a dlclose on another thread cannot unmap it meanwhile; nothing if it is
-// gone. work must make no dl call: a thread inside dlopen holds the loader's lock and may be waiting
-// for the list.
-template <class Work>
-void with_loaded(const elf::Object& claimed, Work&& work) {
-  elf::for_each_object([&](const elf::Object& o) {
-    if (o.bias != claimed.bias || o.name != claimed.name) return false;
-    work(o);
-    return true;
-  });
-}
-
 // The real functions of the wrapped functions `claimed` imports that are not known yet, looked up now:
 // a lookup is a dl call (dlvsym), so it happens outside the loader's list and any lock of the shim's.
 // In passes of a bounded batch, each starting at the import where the last one stopped: a framework's
@@ -460,7 +479,7 @@ void report_all_objects(ThreadState& ts) {
   Locked lock;
   collect_objects();
   g_reported.count = 0;
-  for (uint32_t i = 0; i < g_object_count; ++i) report_object(ts, g_objects[i]);
+  for (uint32_t i = 0; i < g_object_count; ++i) report_object(ts, g_objects[i], g_object_keys[i]);
 }
 
 void note_loaded_objects(ThreadState& ts) {
@@ -485,7 +504,7 @@ void note_loaded_objects(ThreadState& ts) {
       for (uint32_t i = g_examined.count; i-- > 0;)
         if (!loaded_now(g_examined.keys[i])) g_examined.remove_at(i);
       for (uint32_t i = 0; i < g_object_count && !redirect; ++i) {
-        const ObjectKey k = key_of(g_objects[i]);
+        const ObjectKey k = g_object_keys[i];
         if (g_examined.contains(k)) continue;
         g_examined.add(k);
         // What was loaded before the first look was bound with the shim in the global scope already.
@@ -519,7 +538,7 @@ void note_loaded_objects(ThreadState& ts) {
       collect_objects();
       report_unloads(ts);
       for (uint32_t i = 0; i < g_object_count; ++i)
-        if (!g_reported.contains(key_of(g_objects[i]))) report_object(ts, g_objects[i]);
+        if (!g_reported.contains(g_object_keys[i])) report_object(ts, g_objects[i], g_object_keys[i]);
     }
     ts.in_tracer--;
     // A runtime loaded after the process announced itself (a framework's plug-in dlopens it). Outside
