@@ -236,6 +236,7 @@ void export_trace(const std::string& trace, const std::string& type, const Profi
   std::fflush(nullptr);
   const pid_t child = fork();
   if (child == 0) {
+    restore_signals_in_child();  // Ctrl-C stops an export as it would one run by hand
     execv("/proc/self/exe", argv.data());
     _exit(127);
   }
