@@ -16,6 +16,16 @@ bool looks_like_a_mistyped_switch_value(std::string_view word) {
 
 }  // namespace
 
+std::vector<std::string> comma_items(std::string_view list) {
+  std::vector<std::string> items;
+  for (size_t from = 0;;) {
+    const size_t comma = list.find(',', from);
+    items.emplace_back(list.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from));
+    if (comma == std::string_view::npos) return items;
+    from = comma + 1;
+  }
+}
+
 bool equals_ignoring_case(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)

@@ -56,6 +56,9 @@ struct Arg {
 
 bool equals_ignoring_case(std::string_view a, std::string_view b);
 bool is_switch_word(std::string_view word);  // true or false, in any case
+// The items of a comma-separated option value, in order, empty ones included (each caller skips or
+// refuses them): "a,,b" is {"a", "", "b"}.
+std::vector<std::string> comma_items(std::string_view list);
 
 class Scanner {
  public:

@@ -172,12 +172,7 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
   abi::DomainSet domains = 0;
   bool any = false, none = false;
   std::string refused;  // every value not recorded yet, so that one message names them all
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    std::string value = list.substr(start, comma - start);
-    start = comma + 1;
+  for (const std::string& value : cli::comma_items(list)) {
     if (value.empty()) continue;
     if (equals_ignoring_case(value, "none")) {
       none = true;
@@ -244,11 +239,7 @@ bool parse_cudabacktrace(const std::string& value, uint64_t default_ns, uint64_t
     for (const auto& [name, cls] : kClasses) thresholds[uint32_t(cls)] = default_ns;
     return true;
   }
-  size_t start = 0;
-  while (start <= value.size()) {
-    const size_t comma = std::min(value.find(',', start), value.size());
-    const std::string item = value.substr(start, comma - start);
-    start = comma + 1;
+  for (const std::string& item : cli::comma_items(value)) {
     const size_t colon = item.find(':');
     const std::string name = item.substr(0, colon);
     uint64_t ns = default_ns;
@@ -617,9 +608,7 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             *error = usage("option '" + w.spelled + "' takes export types, such as sqlite or sqlite,parquetdir");
             return false;
           }
-          for (size_t from = 0;;) {
-            const size_t comma = value.find(',', from);
-            const std::string type = value.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+          for (const std::string& type : cli::comma_items(value)) {
             if (type == "none") {
               options->exports.clear();
             } else if (type == "hdf" || type == "json" || type == "text" || type == "jsonlines") {
@@ -633,8 +622,6 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             } else if (std::find(options->exports.begin(), options->exports.end(), type) == options->exports.end()) {
               options->exports.push_back(type);
             }
-            if (comma == std::string::npos) break;
-            from = comma + 1;
           }
           break;
         }
@@ -643,17 +630,13 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             *error = usage("option '" + w.spelled + "' takes NAME=VALUE[,NAME=VALUE...]");
             return false;
           }
-          for (size_t from = 0;;) {
-            const size_t comma = value.find(',', from);
-            const std::string pair = value.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+          for (const std::string& pair : cli::comma_items(value)) {
             const size_t equals = pair.find('=');
             if (equals == 0 || equals == std::string::npos) {
               *error = usage("option '" + w.spelled + "' takes NAME=VALUE[,NAME=VALUE...], not '" + pair + "'");
               return false;
             }
             options->env_vars.push_back(pair);
-            if (comma == std::string::npos) break;
-            from = comma + 1;
           }
           break;
         }

@@ -429,9 +429,7 @@ int export_main(int argc, char** argv) {
   }
   // Every pattern of every --tables, one alternative each of the one expression the exports match.
   for (const std::string& value : tables_args) {
-    for (size_t from = 0;;) {
-      const size_t comma = value.find(',', from);
-      const std::string pattern = value.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    for (const std::string& pattern : cli::comma_items(value)) {
       try {
         std::regex check(pattern, std::regex::icase);
       } catch (const std::regex_error& e) {
@@ -440,8 +438,6 @@ int export_main(int argc, char** argv) {
         return kExitUsage;
       }
       options.tables += (options.tables.empty() ? "(?:" : "|(?:") + pattern + ")";
-      if (comma == std::string::npos) break;
-      from = comma + 1;
     }
   }
 

@@ -79,12 +79,8 @@ std::string report_names() {
 }
 
 void split_into(const std::string& list, std::vector<std::string>& out) {
-  for (size_t start = 0; start <= list.size();) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    if (comma > start) out.push_back(list.substr(start, comma - start));
-    start = comma + 1;
-  }
+  for (std::string& item : cli::comma_items(list))
+    if (!item.empty()) out.push_back(std::move(item));
 }
 
 template <typename T>

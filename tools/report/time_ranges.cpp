@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/command_line.h"
+
 namespace cutrace::report {
 namespace {
 
@@ -91,9 +93,8 @@ bool parse_time_ranges(std::string_view text, std::vector<TimeRange>& ranges, st
     return false;
   };
   std::vector<TimeRange> parsed;
-  for (size_t from = 0;;) {
-    const size_t comma = text.find(',', from);
-    std::string_view range = text.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from);
+  for (const std::string& item : cli::comma_items(text)) {
+    std::string_view range = item;
     const std::string_view written = range;
     TimeRange r;
     if (!range.empty() && range.front() == ':') r.loose_start = true, range.remove_prefix(1);
@@ -104,12 +105,12 @@ bool parse_time_ranges(std::string_view text, std::vector<TimeRange>& ranges, st
     const std::string_view start = range.substr(0, slash), end = range.substr(slash + 1);
     if (start.empty() && end.empty()) return refuse(written, "gives neither a start nor an end");
     std::string why;
-    if (!start.empty() && !parse_time_value(start, r.start, why)) return refuse(written, "has a start that is not a time (" + why + ")");
-    if (!end.empty() && !parse_time_value(end, r.end, why)) return refuse(written, "has an end that is not a time (" + why + ")");
+    if (!start.empty() && !parse_time_value(start, r.start, why))
+      return refuse(written, "has a start that is not a time (" + why + ")");
+    if (!end.empty() && !parse_time_value(end, r.end, why))
+      return refuse(written, "has an end that is not a time (" + why + ")");
     if (r.start > r.end) return refuse(written, "ends before it starts");
     parsed.push_back(r);
-    if (comma == std::string_view::npos) break;
-    from = comma + 1;
   }
   ranges.insert(ranges.end(), parsed.begin(), parsed.end());
   return true;

@@ -117,5 +117,11 @@ TEST(CommandLine, TheFirstOperandOrADoubleDashEndsTheOptionsWhereTheRulesSaySo) 
   EXPECT_EQ(operands, (std::vector<std::string>{"-q", "-"}));
 }
 
+TEST(CommandLine, CommaItemsKeepTheirOrderAndTheEmptyOnes) {
+  EXPECT_EQ(comma_items("sqlite"), (std::vector<std::string>{"sqlite"}));
+  EXPECT_EQ(comma_items("a,,b,"), (std::vector<std::string>{"a", "", "b", ""}));
+  EXPECT_EQ(comma_items(""), (std::vector<std::string>{""}));
+}
+
 }  // namespace
 }  // namespace cutrace::cli
