@@ -126,6 +126,12 @@ def open_for_export(trace_path, output, tables, show_internal, start_ns, end_ns,
     return pattern, trace, parent
 
 
+def tables_without_rows(pattern, written):
+    """(name, schema) of each table the pattern chooses that got no file, which --lazy false writes."""
+    return [(name, schema) for name, schema in zip(table_names(), _schemas())
+            if name not in written and (pattern is None or pattern.fullmatch(name))]
+
+
 def export_streams(trace_path, output, tables=None, show_internal=False, start_ns=0, end_ns=None, force=False,
                    progress=None, time_options=None, lazy=False):
     """Writes the tables of `trace_path` with rows (those whose name matches `tables`) into the one file
@@ -144,23 +150,21 @@ def export_streams(trace_path, output, tables=None, show_internal=False, start_n
     temp = Path(tempfile.mkdtemp(prefix=output.name + ".tmp-", dir=parent))
     try:
         writers, files, rows = {}, {}, {}
+
+        def open_stream(name, schema):
+            files[name] = pa.OSFile(str(temp / (name + ".stream")), "wb")
+            writers[name], rows[name] = ipc.new_stream(files[name], schema.with_metadata({"table": name})), 0
+            return writers[name]
+
         try:
             for name, batch in trace.batches(progress):
                 if pattern is not None and not pattern.fullmatch(name):
                     continue
-                writer = writers.get(name)
-                if writer is None:
-                    files[name] = pa.OSFile(str(temp / (name + ".stream")), "wb")
-                    writer = ipc.new_stream(files[name], batch.schema.with_metadata({"table": name}))
-                    writers[name], rows[name] = writer, 0
+                writer = writers.get(name) or open_stream(name, batch.schema)
                 writer.write_batch(batch)
                 rows[name] += batch.num_rows
-            if not lazy:
-                for name, schema in zip(table_names(), _schemas()):
-                    if name not in writers and (pattern is None or pattern.fullmatch(name)):
-                        files[name] = pa.OSFile(str(temp / (name + ".stream")), "wb")
-                        writers[name] = ipc.new_stream(files[name], schema.with_metadata({"table": name}))
-                        rows[name] = 0
+            for name, schema in ([] if lazy else tables_without_rows(pattern, writers)):
+                open_stream(name, schema)
         finally:
             for name, writer in writers.items():
                 writer.close()
@@ -198,10 +202,8 @@ def export(trace_path, kind, output, tables=None, show_internal=False, start_ns=
             for name, batch in trace.batches(progress):
                 if pattern is None or pattern.fullmatch(name):
                     files.write(name, batch)
-            if not lazy:
-                for name, schema in zip(table_names(), _schemas()):
-                    if name not in files.writers and (pattern is None or pattern.fullmatch(name)):
-                        files.write_empty(name, schema)
+            for name, schema in ([] if lazy else tables_without_rows(pattern, files.writers)):
+                files.write_empty(name, schema)
         finally:
             files.close()
         if output.exists():
