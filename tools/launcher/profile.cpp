@@ -494,8 +494,8 @@ int run(const ProfileOptions& options) {
   output.claim.release();
   // nsys's order: the exports, then the statistics. Neither changes the exit status, which is the
   // program's; an export that fails says why.
-  for (const std::string& type : have_trace ? options.exports : std::vector<std::string>())
-    export_trace(output.path, type, options);
+  if (have_trace)
+    for (const std::string& type : options.exports) export_trace(output.path, type, options);
   if (options.stats && have_trace) {
     std::fflush(stderr);
     report::print_default_reports(output.path);
