@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cutrace/abi.h"
+
 namespace {
 
 // As large as cutrace's default ring (abi::kDefaultRingBytes), its pages populated up front as
@@ -30,10 +32,11 @@ __attribute__((noinline, cold)) void allocate(Ring& ring) {
   ring.data = static_cast<uint8_t*>(p);
 }
 
-// 48 bytes, as cutrace's record of a call with one argument (an ApiCallRecord and its slot).
+// As large as cutrace's record of a call with one argument: an ApiCallRecord and its slot.
 struct Record {
-  uint64_t header, begin, end, result, flags, arg;
+  uint64_t header, begin, end, result, domains, flags, arg;
 };
+static_assert(sizeof(Record) == sizeof(cutrace::abi::ApiCallRecord) + sizeof(uint64_t));
 
 inline void record(uint32_t api, uint64_t begin, uint64_t end, uint64_t result, uint64_t arg) {
   Ring& ring = t_ring;
@@ -44,7 +47,7 @@ inline void record(uint32_t api, uint64_t begin, uint64_t end, uint64_t result, 
     offset = 0;
   }
   auto* r = reinterpret_cast<Record*>(ring.data + offset);
-  *r = {uint64_t(api) << 32 | sizeof(Record), begin, end, result, 0, arg};
+  *r = {uint64_t(api) << 32 | sizeof(Record), begin, end, result, 0, 0, arg};
   ring.head += sizeof(Record);
 }
 
