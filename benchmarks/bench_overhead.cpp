@@ -12,9 +12,12 @@
 // and reports the median ns per call of each, the nanoseconds the shim adds per call, and what capture
 // on adds as a multiple of what the floor adds (issue 27's goal: at most 1.25).
 //
-// usage: bench_overhead [--calls N] [--rounds R] [--backtrace-threshold NS]
+// usage: bench_overhead [--calls N] [--rounds R] [--backtrace-threshold NS] [--burst N]
 //                       [--api cudaGetDevice|cudaPeekAtLastError|nvtxRangePushA|pthread_mutex_lock]
 //                       [--route plt|dlsym|dlsym12|getprocaddress]
+// --burst N: the program times its calls in loops of N with pauses between them, after untimed loops
+// that write a tracer's ring through once (default 100000; 0: one loop of all the calls, which on a
+// machine with few CPUs outruns the recorder, drops records and pays for the ring's first lap).
 // --api pthread_mutex_lock measures -t osrt: the OS runtime wrappers preloaded after the shim, osrt
 // captured (or not), and every lock of the free mutex far under the default 1000 ns threshold, so
 // "capture on" is the cost of a call that is timed and not recorded.
@@ -106,12 +109,18 @@ std::string read_all(int fd) {
   return out;
 }
 
+// Calls per timed loop of the program (its `burst` argument; 0: one loop of all of them). The default
+// fills about a third of the default ring (16 MiB) with records of one argument, and the program's
+// untimed bursts before them write that ring through once: every configuration is timed in its steady
+// state, and a recorder that keeps up drops nothing.
+long g_burst = 100'000;
+
 // Runs the program and returns its ns_per_call line.
 double run_app(const Paths& paths, const std::vector<std::string>& env, long calls, const std::string& api,
                const std::string& route) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) die("pipe failed");
-  pid_t pid = spawn({paths.app, std::to_string(calls), api, route}, env, out[1]);
+  pid_t pid = spawn({paths.app, std::to_string(calls), api, route, std::to_string(g_burst)}, env, out[1]);
   close(out[1]);
   std::string text = read_all(out[0]);
   close(out[0]);
@@ -237,12 +246,14 @@ int main(int argc, char** argv) {
     else if (a == "--api" && i + 1 < argc) api = argv[++i];
     else if (a == "--route" && i + 1 < argc) route = argv[++i];
     else if (a == "--backtrace-threshold" && i + 1 < argc) g_backtrace_ns = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--burst" && i + 1 < argc) g_burst = std::atol(argv[++i]);
     else
       die("unknown argument '" + a +
           "'; usage: bench_overhead [--calls N] [--rounds R] [--api NAME] [--route plt|dlsym|dlsym12|getprocaddress] "
-          "[--backtrace-threshold NS]");
+          "[--backtrace-threshold NS] [--burst N]");
   }
   if (calls <= 0 || rounds <= 0) die("--calls and --rounds must be positive");
+  if (g_burst < 0) die("--burst must be 0 (one loop) or positive");
   Paths paths;
   const std::string trace = "/tmp/bench_overhead_" + std::to_string(getpid()) + ".cutrace";
   std::vector<double> baseline, off, on, outside, floor;
@@ -273,12 +284,15 @@ int main(int argc, char** argv) {
   unlink((startup_trace + ".cutrace").c_str());
   const double b = median(baseline), f = median(off), n = median(on), o = median(outside);
   const bool tsc = cutrace::session::choose_clock() == cutrace::abi::ClockKind::kTsc;
-  std::printf("%s x %ld %s (route %s), %d rounds, median ns per %s (clock: %s)\n",
+  std::printf("%s x %ld %s (route %s, %s), %d rounds, median ns per %s (clock: %s)\n",
               route == "getprocaddress"    ? "cuDriverGetVersion"
               : api == "nvtxRangePushA"     ? "nvtxRangePushA+nvtxRangePop"
               : api == "pthread_mutex_lock" ? "pthread_mutex_lock+unlock (-t osrt, under the threshold)"
                                             : api.c_str(),
-              calls, api == "nvtxRangePushA" || api == "pthread_mutex_lock" ? "pairs" : "calls", route.c_str(), rounds,
+              calls, api == "nvtxRangePushA" || api == "pthread_mutex_lock" ? "pairs" : "calls", route.c_str(),
+              g_burst ? ("timed in bursts of " + std::to_string(g_burst) + " after the ring was written through").c_str()
+                      : "one loop",
+              rounds,
               api == "nvtxRangePushA" || api == "pthread_mutex_lock" ? "pair" : "call", tsc ? "tsc" : "monotonic");
   std::printf("  %-28s %8.2f ns\n", "without cutrace", b);
   std::printf("  %-28s %8.2f ns   added %+7.2f ns\n", "cutrace, capture off", f, f - b);

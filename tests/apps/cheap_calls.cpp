@@ -14,7 +14,12 @@
 // (-t osrt) far under the threshold, of which only the lock is wrapped.
 //
 // usage: cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|cudaGetLastError|cudaStreamQuery|
-//                    cudaEventQuery|nvtxRangePushA|pthread_mutex_lock] [plt|dlsym|dlsym12|getprocaddress]
+//                    cudaEventQuery|nvtxRangePushA|pthread_mutex_lock] [plt|dlsym|dlsym12|getprocaddress] [burst]
+// burst (default 0: all calls in one loop): the calls are made in loops of this many, each followed by
+// a pause of 10 ms, after kWarmUpBursts untimed loops; only the loops are timed. Bursts that fit in a
+// tracer's ring, after it has been written through once, time the calls as a program meets them when
+// its tracer keeps up. A tight loop of millions outruns any recorder on a machine with few CPUs and
+// ends in dropped records, and its first lap pays for the ring's memory being made ready.
 // stdout: "api <function>", "route <route>", "calls <n>", "failed <n>", "total_ns <ns>",
 //         "ns_per_call <ns>" (%.2f).
 // exit: 0, or 64 on a usage error, 1 when the route's library or function cannot be found (a failing
@@ -25,21 +30,31 @@
 #include <pthread.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 namespace {
 
 constexpr const char kUsage[] =
     "cheap_calls <iterations> [cudaGetDevice|cudaPeekAtLastError|cudaGetLastError|cudaStreamQuery|"
-    "cudaEventQuery|nvtxRangePushA|pthread_mutex_lock] [plt|dlsym|dlsym12|getprocaddress]";
+    "cudaEventQuery|nvtxRangePushA|pthread_mutex_lock] [plt|dlsym|dlsym12|getprocaddress] [burst]";
 
 long long now_ns() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+
+// Enough to write through a ring of 16 MiB (cutrace's default) with bursts that fill a third of it.
+constexpr int kWarmUpBursts = 4;
+
+void pause_for_recorder() {
+  const timespec pause{0, 10'000'000};
+  nanosleep(&pause, nullptr);
 }
 
 void* lookup_or_die(void* handle, const char* name) {
@@ -54,7 +69,7 @@ void* lookup_or_die(void* handle, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 4) {
+  if (argc < 2 || argc > 5) {
     std::fprintf(stderr, "usage: %s\n", kUsage);
     return 64;
   }
@@ -67,6 +82,14 @@ int main(int argc, char** argv) {
   }
   const char* api = argc > 2 ? argv[2] : "cudaGetDevice";
   const char* route = argc > 3 ? argv[3] : "plt";
+  long burst = 0;
+  if (argc > 4) {
+    burst = std::strtol(argv[4], &end, 10);
+    if (*argv[4] == '\0' || *end != '\0' || burst < 0) {
+      std::fprintf(stderr, "error: the burst must be a non-negative integer, got '%s'\nusage: %s\n", argv[4], kUsage);
+      return 64;
+    }
+  }
   bool peek = std::strcmp(api, "cudaPeekAtLastError") == 0;
   const bool nvtx = std::strcmp(api, "nvtxRangePushA") == 0;
   const bool mutex = std::strcmp(api, "pthread_mutex_lock") == 0;
@@ -83,56 +106,85 @@ int main(int argc, char** argv) {
     return 64;
   }
 
-  long failed = 0;
-  long long start = 0, total = 0;
+  // Each route and function gives a loop of n calls that returns how many failed.
+  std::function<long(long)> calls;
   if (std::strcmp(route, "plt") == 0) {
-    start = now_ns();
     if (nvtx) {
       // Without a tool NVTX answers a push with a negative level (no tracking): not a failure.
-      volatile int level = 0;
-      for (long i = 0; i < iterations; ++i) {
-        level = nvtxRangePushA("step");
-        nvtxRangePop();
-      }
-      (void)level;
+      calls = [](long n) {
+        volatile int level = 0;
+        for (long i = 0; i < n; ++i) {
+          level = nvtxRangePushA("step");
+          nvtxRangePop();
+        }
+        (void)level;
+        return 0l;
+      };
     } else if (mutex) {
-      static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-      for (long i = 0; i < iterations; ++i) {
-        failed += pthread_mutex_lock(&m) != 0;
-        pthread_mutex_unlock(&m);
-      }
+      calls = [](long n) {
+        static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+        long failed = 0;
+        for (long i = 0; i < n; ++i) {
+          failed += pthread_mutex_lock(&m) != 0;
+          pthread_mutex_unlock(&m);
+        }
+        return failed;
+      };
     } else if (peek) {
-      for (long i = 0; i < iterations; ++i) failed += cudaPeekAtLastError() != cudaSuccess;
+      calls = [](long n) {
+        long failed = 0;
+        for (long i = 0; i < n; ++i) failed += cudaPeekAtLastError() != cudaSuccess;
+        return failed;
+      };
     } else if (last_error) {
-      for (long i = 0; i < iterations; ++i) failed += cudaGetLastError() != cudaSuccess;
+      calls = [](long n) {
+        long failed = 0;
+        for (long i = 0; i < n; ++i) failed += cudaGetLastError() != cudaSuccess;
+        return failed;
+      };
     } else if (stream_query) {
-      for (long i = 0; i < iterations; ++i) failed += cudaStreamQuery(nullptr) != cudaSuccess;
+      calls = [](long n) {
+        long failed = 0;
+        for (long i = 0; i < n; ++i) failed += cudaStreamQuery(nullptr) != cudaSuccess;
+        return failed;
+      };
     } else if (event_query) {
       cudaEvent_t event = nullptr;
       cudaEventCreate(&event);
       cudaEventRecord(event, nullptr);
       cudaEventSynchronize(event);
-      start = now_ns();
-      for (long i = 0; i < iterations; ++i) failed += cudaEventQuery(event) != cudaSuccess;
+      calls = [event](long n) {
+        long failed = 0;
+        for (long i = 0; i < n; ++i) failed += cudaEventQuery(event) != cudaSuccess;
+        return failed;
+      };
     } else {
-      int device = 0;
-      for (long i = 0; i < iterations; ++i) failed += cudaGetDevice(&device) != cudaSuccess;
+      calls = [](long n) {
+        int device = 0;
+        long failed = 0;
+        for (long i = 0; i < n; ++i) failed += cudaGetDevice(&device) != cudaSuccess;
+        return failed;
+      };
     }
-    total = now_ns() - start;
   } else if (std::strcmp(route, "dlsym") == 0 || std::strcmp(route, "dlsym12") == 0) {
     // The two functions timed have the same prototype in CUDA 12 and 13.
     void* runtime = dlopen(std::strcmp(route, "dlsym") == 0 ? "libcudart.so.13" : "libcudart.so.12", RTLD_NOW | RTLD_LOCAL);
     if (peek) {
       auto fn = reinterpret_cast<cudaError_t (*)()>(lookup_or_die(runtime, api));
-      start = now_ns();
-      for (long i = 0; i < iterations; ++i) failed += fn() != cudaSuccess;
+      calls = [fn](long n) {
+        long failed = 0;
+        for (long i = 0; i < n; ++i) failed += fn() != cudaSuccess;
+        return failed;
+      };
     } else {
       auto fn = reinterpret_cast<cudaError_t (*)(int*)>(lookup_or_die(runtime, api));
-      int device = 0;
-      start = now_ns();
-      for (long i = 0; i < iterations; ++i) failed += fn(&device) != cudaSuccess;
+      calls = [fn](long n) {
+        int device = 0;
+        long failed = 0;
+        for (long i = 0; i < n; ++i) failed += fn(&device) != cudaSuccess;
+        return failed;
+      };
     }
-    total = now_ns() - start;
   } else if (std::strcmp(route, "getprocaddress") == 0) {
     api = "cuDriverGetVersion";
     // The driver API's own types are not needed: the prototypes are those of cuda.h.
@@ -146,13 +198,39 @@ int main(int argc, char** argv) {
       return 1;
     }
     auto fn = reinterpret_cast<int (*)(int*)>(p);
-    int version = 0;
-    start = now_ns();
-    for (long i = 0; i < iterations; ++i) failed += fn(&version) != 0;
-    total = now_ns() - start;
+    calls = [fn](long n) {
+      int version = 0;
+      long failed = 0;
+      for (long i = 0; i < n; ++i) failed += fn(&version) != 0;
+      return failed;
+    };
   } else {
     std::fprintf(stderr, "error: unknown route '%s'\nusage: %s\n", route, kUsage);
     return 64;
+  }
+
+  long failed = 0;
+  long long total = 0;
+  if (burst == 0) {
+    const long long start = now_ns();
+    failed = calls(iterations);
+    total = now_ns() - start;
+  } else {
+    // Untimed bursts first, so that a tracer's ring (and the floor's) has been written through once,
+    // then pauses long enough for a recorder to drain a burst: no timed call meets a full ring or
+    // memory touched for the first time.
+    for (int warm_up = 0; warm_up < kWarmUpBursts; ++warm_up) {
+      failed += calls(burst);
+      pause_for_recorder();
+    }
+    for (long done = 0; done < iterations;) {
+      const long n = std::min(burst, iterations - done);
+      const long long start = now_ns();
+      failed += calls(n);
+      total += now_ns() - start;
+      done += n;
+      pause_for_recorder();
+    }
   }
 
   std::printf("api %s\n", api);
