@@ -24,6 +24,7 @@
 #include <x86intrin.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -202,6 +203,11 @@ struct WritingRecord {
 void record_backtrace(ThreadState& ts, uint32_t api_id, uint64_t begin, uint64_t duration, bool osrt)
     CUTRACE_SHIM_NAME("record_backtrace") __attribute__((noinline, cold));
 
+static_assert(offsetof(abi::ApiCallRecord, depth) == 40 && offsetof(abi::ApiCallRecord, arg_count) == 41 &&
+                  offsetof(abi::ApiCallRecord, flags) == 42 && offsetof(abi::ApiCallRecord, reserved) == 43 &&
+                  offsetof(abi::ApiCallRecord, correlation) == 44 && sizeof(abi::ApiCallRecord) == 48,
+              "write_call_record stores depth to correlation as one little-endian word");
+
 // Writes one call's record into the thread's ring (counted as dropped when it does not fit). Shared by
 // CallScope and the OS runtime's out-of-line recording.
 __attribute__((always_inline)) inline void write_call_record(ThreadState& ts, uint32_t api_id, uint64_t begin,
@@ -210,8 +216,7 @@ __attribute__((always_inline)) inline void write_call_record(ThreadState& ts, ui
                                                              const uint64_t* args, uint32_t arg_count) {
   const uint32_t bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8u * arg_count;
   WritingRecord writing(ts);
-  uint8_t* p = ts.producer.reserve(bytes);
-  if (CUTRACE_LIKELY(p != nullptr)) {
+  ts.producer.write(bytes, [&](uint8_t* p) {
     auto* r = reinterpret_cast<abi::ApiCallRecord*>(p);
     r->header.kind = uint16_t(abi::RecordKind::kApiCall);
     r->header.size = uint16_t(bytes);
@@ -220,14 +225,11 @@ __attribute__((always_inline)) inline void write_call_record(ThreadState& ts, ui
     r->end = end;
     r->result = result;
     r->outer_domains = outer_domains;
-    r->depth = uint8_t(depth < 255 ? depth : 255);
-    r->arg_count = uint8_t(arg_count);
-    r->flags = flags;
-    r->reserved = 0;
-    r->correlation = 0;
+    // depth, arg_count, flags, reserved (0) and correlation (0) in one store.
+    const uint64_t counts = uint64_t(depth < 255 ? depth : 255) | uint64_t(arg_count) << 8 | uint64_t(flags) << 16;
+    std::memcpy(p + offsetof(abi::ApiCallRecord, depth), &counts, sizeof counts);
     if (arg_count) std::memcpy(r->args, args, 8u * arg_count);
-    ts.producer.commit(bytes);
-  }
+  });
 }
 
 // Times one call and writes its record. Nothing between the real call's return and the wrapper's

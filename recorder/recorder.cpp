@@ -926,7 +926,6 @@ void Recorder::free_slot(SlotTrack& track, abi::RingHeader* ring) {
   ring->tail.store(0, std::memory_order_relaxed);
   ring->dropped_records.store(0, std::memory_order_relaxed);
   ring->dropped_no_memory.store(0, std::memory_order_relaxed);
-  ring->pushed_records.store(0, std::memory_order_relaxed);
   // Cleared so that a claimer dying before it writes its identity leaves a recognisably dead slot.
   store_field(ring->pid, 0u);
   store_field(ring->process_start_ticks, uint64_t(0));

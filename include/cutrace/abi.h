@@ -26,7 +26,7 @@ namespace cutrace::abi {
 
 // Bumped whenever any layout in this header changes; a shim and a recorder of different versions
 // refuse to talk to each other rather than misread records.
-inline constexpr uint32_t kAbiVersion = 11;
+inline constexpr uint32_t kAbiVersion = 12;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
 // Capture ranges, set by the launcher for every process of the session (each gates itself):
@@ -769,10 +769,9 @@ struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint64_t> head;
   // Records the producer could not store. Only the producer writes it (plain load+store, no RMW).
   std::atomic<uint64_t> dropped_records;
-  std::atomic<uint64_t> pushed_records;  // stored records, so a reader can check recorded + dropped
   // Of dropped_records, those dropped because ring memory could not be backed (/dev/shm full).
   std::atomic<uint64_t> dropped_no_memory;
-  uint8_t producer_pad[32];
+  uint8_t producer_pad[40];
 
   // --- consumer-owned: the next byte position to read ---
   alignas(64) std::atomic<uint64_t> tail;

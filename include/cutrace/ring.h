@@ -50,8 +50,8 @@ inline constexpr uint64_t kPopulateRetryDrops = 1024;
 // page the filesystem cannot supply (another session, or anything else, filled /dev/shm) raises
 // SIGBUS in the traced program. So the producer writes only into memory it has made ready
 // (populate_hook), kPopulateBytes ahead during its first lap, and counts a record as dropped when
-// that fails. The hot path pays nothing for it: one comparison against `limit` covers both a full
-// ring and the end of the ready memory.
+// that fails. The hot path pays nothing for it, nor for the ring's wrap: one comparison against
+// `limit` covers a full ring, the end of the ready memory and the end of the ring's current lap.
 struct Producer {
   abi::RingHeader* header = nullptr;
   uint8_t* data = nullptr;
@@ -59,8 +59,9 @@ struct Producer {
   uint64_t head = 0;         // private copy of header->head
   uint64_t cached_tail = 0;  // last tail seen; refreshed only when `limit` is reached
   uint64_t ready_bytes = 0;  // data bytes from the ring's start known to be backed by memory
-  uint64_t limit = 0;        // head + a record may reach this without the slow path
-  uint64_t pushed = 0;
+  // A record may end at or below this without the slow path: never past the end of the lap `head`
+  // is in, so such a record is contiguous.
+  uint64_t limit = 0;
   uint64_t dropped = 0;
   uint64_t dropped_no_memory = 0;  // of `dropped`, for want of ready memory
   uint64_t retry_populate_at = 0;  // drop count at which a failed populate is tried again
@@ -71,7 +72,6 @@ struct Producer {
     mask = ring_bytes - 1;
     head = h->head.load(std::memory_order_relaxed);
     cached_tail = h->tail.load(std::memory_order_acquire);
-    pushed = h->pushed_records.load(std::memory_order_relaxed);
     dropped = h->dropped_records.load(std::memory_order_relaxed);
     dropped_no_memory = h->dropped_no_memory.load(std::memory_order_relaxed);
     // Whatever a previous owner of the slot made ready is made ready again, which costs little.
@@ -84,31 +84,35 @@ struct Producer {
   // full or its memory cannot be made ready, in which case the drop has been counted. The caller
   // fills the record and calls commit().
   __attribute__((always_inline)) inline uint8_t* reserve(uint32_t bytes) {
-    const uint64_t capacity = mask + 1;
-    const uint64_t offset = head & mask;
-    const uint64_t contiguous = capacity - offset;
-    const uint64_t needed = contiguous < bytes ? contiguous + bytes : bytes;
-    if (__builtin_expect(head + needed > limit, 0) && !make_room(needed)) {
-      count_drop();
-      return nullptr;
+    if (__builtin_expect(head + bytes <= limit, 1)) return data + (head & mask);
+    return reserve_slow(bytes);
+  }
+
+  // Writes one record of `bytes` with `fill(uint8_t* where)` and publishes it; false when it was
+  // dropped (counted). The hot path's form of reserve() and commit(): the ring position and header
+  // are read once, before the record's stores, and no null test stands in the common case.
+  template <class Fill>
+  __attribute__((always_inline)) inline bool write(uint32_t bytes, Fill&& fill) {
+    uint64_t position = head;
+    uint8_t* where;
+    if (__builtin_expect(position + bytes <= limit, 1)) {
+      where = data + (position & mask);
+    } else {
+      where = reserve_slow(bytes);
+      if (where == nullptr) return false;
+      position = head;
     }
-    if (__builtin_expect(contiguous < bytes, 0)) {
-      auto* pad = reinterpret_cast<abi::RecordHeader*>(data + offset);
-      pad->kind = uint16_t(abi::RecordKind::kPad);
-      pad->size = uint16_t(contiguous);  // < bytes <= kMaxRecordBytes, so it fits
-      pad->aux = 0;
-      head += contiguous;
-      return data;
-    }
-    return data + offset;
+    abi::RingHeader* const published = header;
+    fill(where);
+    head = position + bytes;
+    // Release: the record bytes (and a pad, if any) are visible before the consumer sees the new head.
+    published->head.store(position + bytes, std::memory_order_release);
+    return true;
   }
 
   // Publishes the record written at the pointer reserve() returned.
   __attribute__((always_inline)) inline void commit(uint32_t bytes) {
     head += bytes;
-    ++pushed;
-    // Only this thread writes these; relaxed stores keep them readable for `cutrace info` and tests.
-    header->pushed_records.store(pushed, std::memory_order_relaxed);
     // Release: the record bytes (and a pad, if any) are visible before the consumer sees the new head.
     header->head.store(head, std::memory_order_release);
   }
@@ -118,9 +122,32 @@ struct Producer {
     header->dropped_records.store(dropped, std::memory_order_relaxed);
   }
 
-  // The slow path of reserve(): refreshes tail, makes more memory ready if needed, and recomputes
-  // `limit`. Returns whether `needed` bytes fit at head now. Leaves errno as it found it: it runs
-  // inside the program's calls.
+  // reserve() past `limit`: pads to the end of the lap when the record does not fit before it, makes
+  // room (make_room) and recomputes `limit`, or counts the drop.
+  __attribute__((noinline, cold)) uint8_t* reserve_slow(uint32_t bytes) {
+    const uint64_t capacity = mask + 1;
+    const uint64_t offset = head & mask;
+    const uint64_t contiguous = capacity - offset;
+    const uint64_t needed = contiguous < bytes ? contiguous + bytes : bytes;
+    if (!make_room(needed)) {
+      count_drop();
+      return nullptr;
+    }
+    if (contiguous < bytes) {
+      auto* pad = reinterpret_cast<abi::RecordHeader*>(data + offset);
+      pad->kind = uint16_t(abi::RecordKind::kPad);
+      pad->size = uint16_t(contiguous);  // < bytes <= kMaxRecordBytes, so it fits
+      pad->aux = 0;
+      head += contiguous;
+    }
+    const uint64_t lap_end = (head & ~mask) + capacity;
+    if (limit > lap_end) limit = lap_end;
+    return data + (head & mask);
+  }
+
+  // The slow path's refresh: reads tail, makes more memory ready if needed, and sets `limit` from the
+  // free space and the ready memory. Returns whether `needed` bytes fit at head now. Leaves errno as it
+  // found it: it runs inside the program's calls.
   __attribute__((noinline, cold)) bool make_room(uint64_t needed) {
     const uint64_t capacity = mask + 1;
     // Acquire pairs with the consumer's release of tail: the bytes it freed are no longer read.
@@ -142,7 +169,7 @@ struct Producer {
       }
       fits = end <= ready_bytes;
       if (!fits) {
-        // reserve() counts the drop itself; this says why.
+        // reserve_slow() counts the drop itself; this says why.
         ++dropped_no_memory;
         header->dropped_no_memory.store(dropped_no_memory, std::memory_order_relaxed);
       }

@@ -78,7 +78,7 @@ std::vector<uint8_t> ring_records() {
   return r;
 }
 
-// recorder_fuzz's layout: slot, state, pid (odd: the fuzzer's own), head, tail, dropped, pushed, data.
+// recorder_fuzz's layout: slot, state, pid (odd: the fuzzer's own), head, tail, dropped, data.
 std::vector<uint8_t> ring_image(const std::vector<uint8_t>& records, uint64_t tail) {
   std::vector<uint8_t> in;
   in.push_back(0);
@@ -87,7 +87,6 @@ std::vector<uint8_t> ring_image(const std::vector<uint8_t>& records, uint64_t ta
   append(in, uint64_t(tail + records.size()));
   append(in, tail);
   append(in, uint64_t(0));
-  append(in, uint32_t(9));
   std::vector<uint8_t> data(abi::kMinRingBytes, 0);
   for (size_t i = 0; i < records.size(); ++i) data[(tail + i) % data.size()] = records[i];
   in.insert(in.end(), data.begin(), data.end());

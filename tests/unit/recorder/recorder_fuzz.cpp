@@ -79,7 +79,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ring->head.store(take<uint64_t>(p, end));
   ring->tail.store(take<uint64_t>(p, end));
   ring->dropped_records.store(take<uint64_t>(p, end));
-  ring->pushed_records.store(take<uint32_t>(p, end));
   uint8_t* ring_data = abi::slot_data(ring);
   std::memcpy(ring_data, p, std::min<size_t>(size_t(end - p), session->ring_bytes));
   h.recorder->poll();

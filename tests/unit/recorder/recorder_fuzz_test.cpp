@@ -149,7 +149,6 @@ TEST_F(HostileRingTest, RandomBytesStatesAndCountersNeverCrashTheRecorder) {
           h->tail.store(0);
           h->dropped_records.store(0);
           h->dropped_no_memory.store(0);
-          h->pushed_records.store(0);
           h->state.store(uint32_t(abi::SlotState::kFree));
           TestRing r = TestRing::claim(session, slot, own_pid, 1000 + slot, own_ticks);
           const int n = int(rng() % 300);
@@ -185,7 +184,6 @@ TEST_F(HostileRingTest, RandomBytesStatesAndCountersNeverCrashTheRecorder) {
       h->process_start_ticks = rng() % 2 ? own_ticks : rng();
       h->claim_serial = rng() % 3 ? h->claim_serial : rng();
       h->dropped_records.store(rng() % 2 ? 0 : rng());
-      h->pushed_records.store(rng());
     }
     rec_->poll();
   }
