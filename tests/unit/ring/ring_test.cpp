@@ -90,6 +90,64 @@ TEST_P(RingSizes, SingleThreadRoundTripThroughManyWraps) {
   EXPECT_EQ(f.s.slot(0)->head.load(), p.head);
 }
 
+// write(), the wrappers' form, and push() share one ring: records of every size reach the consumer in
+// order through many laps, each lap's end padded only where a record does not fit before it.
+TEST_P(RingSizes, WriteAndPushShareTheRingThroughManyWraps) {
+  const uint32_t ring_bytes = GetParam();
+  SessionFixture f(1, ring_bytes);
+  ring::Producer p;
+  p.attach(f.s.slot(0), ring_bytes);
+  std::vector<uint8_t> scratch(abi::kMaxRecordBytes * 2);
+  std::mt19937 rng(ring_bytes + 1);
+  uint64_t stored = 0, seen = 0, pad_bytes = 0, record_bytes = 0;
+  uint8_t record[abi::kMaxRecordBytes];
+  while (p.head < 5ull * ring_bytes) {
+    const int burst = int(rng() % 64) + 1;
+    for (int i = 0; i < burst; ++i) {
+      const uint32_t bytes = make_call(record, stored, rng() % (abi::kMaxApiArgs + 1));
+      const uint64_t offset = p.head % ring_bytes;
+      if (offset + bytes > ring_bytes) pad_bytes += ring_bytes - offset;
+      const bool ok = stored % 2 ? p.push(record, bytes)
+                                 : p.write(bytes, [&](uint8_t* where) { make_call(where, stored, (bytes - 48) / 8); });
+      ASSERT_TRUE(ok) << "the ring is drained after every burst, which fits";
+      record_bytes += bytes;
+      ++stored;
+    }
+    auto stats = ring::drain(f.s.slot(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
+                             [&](const uint8_t* r, uint32_t bytes) { check_call(r, bytes, seen++); });
+    ASSERT_EQ(stats.malformed, 0u);
+  }
+  EXPECT_EQ(seen, stored);
+  EXPECT_EQ(p.dropped, 0u);
+  EXPECT_EQ(p.head, record_bytes + pad_bytes) << "a pad only where a record would have crossed a lap's end";
+  EXPECT_EQ(f.s.slot(0)->head.load(), p.head);
+}
+
+// Records that tile the ring exactly end each lap at its last byte: no pad, and no drop at the lap's
+// end, where the hot path's limit stops.
+TEST_P(RingSizes, RecordsThatTileTheRingNeedNoPad) {
+  const uint32_t ring_bytes = GetParam();
+  SessionFixture f(1, ring_bytes);
+  ring::Producer p;
+  p.attach(f.s.slot(0), ring_bytes);
+  const uint32_t bytes = 64;  // an ApiCallRecord with two slots; a power of two divides the ring
+  static_assert(sizeof(abi::ApiCallRecord) + 2 * 8 == 64);
+  std::vector<uint8_t> scratch(abi::kMaxRecordBytes * 2);
+  const uint64_t per_lap = ring_bytes / bytes;
+  uint64_t stored = 0, seen = 0;
+  for (int lap = 0; lap < 3; ++lap) {
+    for (uint64_t i = 0; i < per_lap; ++i) {
+      ASSERT_TRUE(p.write(bytes, [&](uint8_t* where) { make_call(where, stored, 2); })) << "lap " << lap << " record " << i;
+      ++stored;
+    }
+    EXPECT_EQ(p.head, stored * bytes);
+    ring::drain(f.s.slot(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
+                [&](const uint8_t* r, uint32_t n) { check_call(r, n, seen++); });
+  }
+  EXPECT_EQ(seen, stored);
+  EXPECT_EQ(p.dropped, 0u);
+}
+
 TEST_P(RingSizes, FullRingDropsAndCountsEveryRecordItCannotStore) {
   const uint32_t ring_bytes = GetParam();
   SessionFixture f(1, ring_bytes);
