@@ -141,6 +141,12 @@ void end(abi::CaptureReason reason) {
 }  // namespace
 
 bool capture_overlaps(uint64_t start_ns, uint64_t end_ns) {
+  // The session's own window (-y, -d) bounds every process's ranges.
+  if (g_session) {
+    const uint64_t closed = g_session->capture_closed_ns.load(std::memory_order_acquire);
+    if (closed && start_ns > closed) return false;
+    if (end_ns < g_session->capture_opened_ns.load(std::memory_order_acquire)) return false;
+  }
   if (g_config.mode == Mode::kAlways) return true;
   const uint32_t opened = g_ranges_opened.load(std::memory_order_acquire);
   for (uint32_t n = opened, seen = 0; n >= 1 && seen < kMaxRanges; --n, ++seen) {

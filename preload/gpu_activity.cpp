@@ -439,8 +439,11 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     return;
   }
   ThreadState& ts = t_thread;
-  if (CUTRACE_UNLIKELY(g_teardown_asked.load(std::memory_order_relaxed))) {
-    finalize_cupti(ts);  // capture is over: no link to write
+  // Capture is over for good: in this process after its last range, or in the whole session after -d.
+  // This is an API exit callback, where CUPTI may be finalised; no link to write.
+  if (CUTRACE_UNLIKELY(g_teardown_asked.load(std::memory_order_relaxed) ||
+                       (g_session && g_session->capture_closed_ns.load(std::memory_order_relaxed)))) {
+    finalize_cupti(ts);
     return;
   }
   if (ts.in_tracer || !ts.producer.header || !call->correlationData) return;

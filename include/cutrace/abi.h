@@ -861,8 +861,16 @@ struct alignas(64) SessionHeader {
   // The verdict of the last CUPTI trial (preload/cupti_trial.h), for the session's other processes:
   // a hash of the driver and CUPTI tried, with 1 (passes) or 2 (fails) in its low two bits; 0: none.
   std::atomic<uint32_t> cupti_trial;
+
+  // The session's recording window on CLOCK_MONOTONIC, in ns, as the launcher opened it after -y and
+  // closed it after -d: GPU work that CUPTI reports later is kept only where it overlaps the window.
+  // 0 and 0: open from the start and never closed; opened UINT64_MAX: not open yet. Once closed, capture never opens again in the
+  // session, so each process lets go of CUPTI at its next call that gives the device work.
+  alignas(64) std::atomic<uint64_t> capture_opened_ns;
+  std::atomic<uint64_t> capture_closed_ns;
+  uint8_t window_pad[48];
 };
-static_assert(sizeof(SessionHeader) == 320);
+static_assert(sizeof(SessionHeader) == 384);
 inline constexpr uint32_t kGpuActivityOn = 1;
 inline constexpr uint32_t kGpuActivityMemoryUsage = 2;
 // --cuda-graph-trace node: every node of a graph launch as its own record (kernels, copies, sets)

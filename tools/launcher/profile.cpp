@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -177,6 +178,13 @@ std::string capture_opened_by(const ProfileOptions& options) {
   return "-c cudaProfilerApi: cudaProfilerStart or cuProfilerStart";
 }
 
+// CLOCK_MONOTONIC in ns: the clock of CUPTI's timestamps, which the session's window is compared with.
+uint64_t monotonic_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
+}
+
 // Waits for the program, meanwhile opening the session's gate after -y, closing it after -d, and
 // ending the program (--kill) after -d or when a process's range ended in a shutdown mode.
 int wait_with_capture_control(Child& program, const ProfileOptions& options, abi::SessionHeader* header) {
@@ -200,11 +208,13 @@ int wait_with_capture_control(Child& program, const ProfileOptions& options, abi
     const auto now = clock::now();
     if (!opened && now >= open_at) {
       opened = true;
+      header->capture_opened_ns.store(monotonic_ns(), std::memory_order_release);
       header->capture_domains.store(header->trace_domains, std::memory_order_release);
     }
     if (options.duration_ns && !closed && now >= close_at) {
       closed = true;
       header->capture_domains.store(0, std::memory_order_release);
+      header->capture_closed_ns.store(monotonic_ns(), std::memory_order_release);
       end_program();
     }
     if (shutdown_mode && header->capture_shutdown.load(std::memory_order_acquire)) end_program();
@@ -324,8 +334,12 @@ int run(const ProfileOptions& options) {
                  "cutrace: /dev/shm has room for %u rings of the %u asked for; threads beyond that are counted as "
                  "lost (pass --ring-size to trade ring size for count).\n",
                  session.header()->slot_count, session_options.slot_count);
-  // -y: nothing is recorded until the delay has passed (the launcher opens the session's gate then).
-  if (options.delay_ns) session.header()->capture_domains.store(0, std::memory_order_release);
+  // -y: nothing is recorded until the delay has passed (the launcher opens the session's gate then),
+  // nor is GPU work that CUPTI reports before the window opens.
+  if (options.delay_ns) {
+    session.header()->capture_domains.store(0, std::memory_order_release);
+    session.header()->capture_opened_ns.store(UINT64_MAX, std::memory_order_release);
+  }
   const std::vector<std::string> capture_env = capture_environment(options);
   const bool inject_nvtx = (options.trace_domains & abi::domain_bit(abi::ApiDomain::kNvtx)) != 0 ||
                            options.capture_range == ProfileOptions::CaptureRange::kNvtx;

@@ -291,6 +291,50 @@ def test_after_the_last_capture_range_cupti_is_finalised_and_free_for_the_progra
                                                                       "CUDA graphs as whole launches")
 
 
+def test_when_the_duration_ends_and_the_program_goes_on_cupti_is_finalised_at_its_next_copy(tmp_path):
+    # -d 2 ends the recording while the program pauses for 4 s after its first copy; --kill none lets it
+    # go on. Its next copy is where cutrace lets go of CUPTI, so the program's own subscription succeeds.
+    command = [app("cupti_after_capture"), "4000"]
+    proc, trace = profile(tmp_path, command, options=["-d", "2", "--kill", "none"])
+    assert proc.stdout == "copies 2\nsubscribe 0\n"
+    summary = metadata(trace, "End summary:")
+    assert summary["gpu_activity.source"] == (f"GPU activity from {SIM_LIB / 'libcupti.so.13'}, CUDA graphs as whole "
+                                              "launches, until capture ended for good (CUPTI was finalised then)")
+    # The copy within the duration is recorded and linked to its call; the one after it is not.
+    (copy,) = rows(trace, "cuda_gpu_trace")
+    traced = [r for r in rows(trace, "cuda_api_trace") if r["Name"] == "cudaMemcpy"]
+    assert len(traced) == 1 and traced[0]["CorrID"] == copy["CorrId"] != "0"
+
+
+WINDOWED = """
+import ctypes, sys, time
+rt = ctypes.CDLL(sys.argv[1])
+p = ctypes.c_void_p()
+assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(1 << 20)) == 0
+def sets(n, size):
+    for _ in range(n):
+        assert rt.cudaMemset(p, 0, ctypes.c_size_t(size)) == 0
+    assert rt.cudaDeviceSynchronize() == 0
+sets(2, 4096)            # before -y's delay has passed
+time.sleep(2.5)
+sets(3, 8192)            # within the window
+time.sleep(2.5)
+sets(4, 16384)           # after -d's duration, the program going on (--kill none)
+print("done")
+"""
+
+
+def test_delay_and_duration_bound_the_gpu_work_kept_as_they_bound_the_calls(tmp_path):
+    # The window is [2 s, 4 s] from the program's release. CUPTI reports the sets before it and after it
+    # later, in a buffer: they are left out as the calls that made them are.
+    proc, trace = profile(tmp_path, [sys.executable, "-c", WINDOWED, "libcudart.so.13"],
+                          options=["-y", "2", "-d", "2", "--kill", "none"])
+    assert proc.stdout == "done\n"
+    sets = [r for r in rows(trace, "cuda_gpu_trace") if r["Name"] == "[CUDA memset]"]
+    assert [r["Bytes (MB)"] for r in sets] == ["0.008"] * 3, sets
+    assert api_sum(trace)["cudaMemset"]["Num Calls"] == 3
+
+
 def test_cuda_memory_usage_is_a_counter_of_the_device_memory_allocated(tmp_path):
     iterations = 2
     _, trace = vector_add(tmp_path, iterations, options=["--cuda-memory-usage", "true"])
