@@ -80,7 +80,8 @@ class TraceWriter {
 
  private:
   struct Pipeline;
-  bool write_chunk(format::ChunkType type, const std::vector<uint8_t>& payload);
+  // By value: a payload built for one chunk is moved in, one that is reused (events_) is copied.
+  bool write_chunk(format::ChunkType type, std::vector<uint8_t> payload);
   bool submit(format::ChunkType type, std::vector<uint8_t>&& payload);
   void reserve_events(uint64_t block_bytes);
   void stop_pipeline();
