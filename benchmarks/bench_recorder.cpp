@@ -89,7 +89,7 @@ struct Rig {
     ring->ppid = uint32_t(getppid());
     ring->claim_serial = 1;
     ring->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
-    producer.producer.attach(ring, o.ring_bytes);
+    producer.producer.attach(ring, session.data(0), o.ring_bytes);
   }
   // Final drain and end chunk; returns the file's size and removes it.
   uint64_t finish() {

@@ -55,11 +55,11 @@ void BM_RingPushWithConcurrentDrain(benchmark::State& state) {
   std::thread consumer([&] {
     std::vector<uint8_t> scratch(1 << 20);
     while (!stop.load(std::memory_order_relaxed))
-      ring::drain(s.slot(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
+      ring::drain(s.slot(0), s.data(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
                   [](const uint8_t*, uint32_t) {});
   });
   ring::Producer p;
-  p.attach(s.slot(0), ring_bytes);
+  p.attach(s.slot(0), s.data(0), ring_bytes);
   uint64_t t = 0, stored = 0;
   for (auto _ : state) {
     stored += push_call(p, t, t + 5, args);
@@ -80,7 +80,7 @@ BENCHMARK(BM_RingPushWithConcurrentDrain)
 void BM_RingPushWhenFull(benchmark::State& state) {
   auto s = make_session(abi::kMinRingBytes);
   ring::Producer p;
-  p.attach(s.slot(0), abi::kMinRingBytes);
+  p.attach(s.slot(0), s.data(0), abi::kMinRingBytes);
   while (push_call(p, 0, 1, 2)) {
   }
   for (auto _ : state) benchmark::DoNotOptimize(push_call(p, 0, 1, 2));

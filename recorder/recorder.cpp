@@ -59,7 +59,7 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
   base_ = reinterpret_cast<uint8_t*>(session);
   slot_count_ = session->slot_count;
   ring_bytes_ = session->ring_bytes;
-  slot_stride_ = sizeof(abi::RingHeader) + uint64_t(ring_bytes_);
+  data_offset_ = abi::session_data_offset(slot_count_);
   clock_kind_ = abi::ClockKind(session->clock_kind);
   trace_domains_ = load_field(session->trace_domains);
   gpu_activity_ = (load_field(session->gpu_activity) & abi::kGpuActivityOn) != 0;
@@ -330,7 +330,7 @@ ring::DrainStats Recorder::drain(const SlotTrack& track, abi::RingHeader* ring, 
   batch_domains_ = 0;
   batch_capture_ranges_ = false;
   const ring::DrainStats stats =
-      ring::drain(ring, ring_bytes_, scratch_.get(), options_.scratch_bytes, max_bytes,
+      ring::drain(ring, data_of(ring), ring_bytes_, scratch_.get(), options_.scratch_bytes, max_bytes,
                   [this](const uint8_t* record, uint32_t bytes) { convert(record, bytes); });
   submit_batch();
   kernels_[kernels_of_thread_[track.thread_index]].called_domains |= batch_domains_;

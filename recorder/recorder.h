@@ -164,8 +164,14 @@ class Recorder {
     uint64_t claiming_since_ns = 0;
   };
 
+  // From the geometry copied at attach(), never from what producers can write.
   abi::RingHeader* slot_at(uint32_t i) const {
-    return reinterpret_cast<abi::RingHeader*>(base_ + sizeof(abi::SessionHeader) + uint64_t(i) * slot_stride_);
+    return reinterpret_cast<abi::RingHeader*>(base_ + sizeof(abi::SessionHeader) + uint64_t(i) * sizeof(abi::RingHeader));
+  }
+  const uint8_t* data_of(const abi::RingHeader* ring) const {
+    const uint64_t slot = uint64_t(reinterpret_cast<const uint8_t*>(ring) - base_ - sizeof(abi::SessionHeader)) /
+                          sizeof(abi::RingHeader);
+    return base_ + data_offset_ + slot * ring_bytes_;
   }
   uint64_t visit_slot(uint32_t i, bool final, uint64_t now_ns);
   void ensure_tracked(uint32_t i, abi::RingHeader* ring, uint64_t now_ns);
@@ -188,7 +194,7 @@ class Recorder {
   RecorderOptions options_;
   abi::SessionHeader* session_ = nullptr;
   uint8_t* base_ = nullptr;
-  uint64_t slot_stride_ = 0;
+  uint64_t data_offset_ = 0;
   uint32_t slot_count_ = 0, ring_bytes_ = 0;
   abi::ClockKind clock_kind_ = abi::ClockKind::kMonotonicNs;
   trace::TraceWriter* writer_ = nullptr;

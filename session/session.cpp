@@ -94,9 +94,10 @@ bool Session::create(const Options& options, std::string* error) {
       while (ring_bytes / 2 >= std::max(options.min_ring_bytes, abi::kMinRingBytes) &&
              abi::session_bytes(slot_count, ring_bytes) > free_bytes)
         ring_bytes /= 2;
-    const uint64_t slot_bytes = sizeof(abi::RingHeader) + uint64_t(ring_bytes);
     if (abi::session_bytes(slot_count, ring_bytes) > free_bytes) {
-      const uint64_t fit = free_bytes > sizeof(abi::SessionHeader) ? (free_bytes - sizeof(abi::SessionHeader)) / slot_bytes : 0;
+      // The rings that fit beside the headers (whose pages take a little of the room).
+      uint64_t fit = std::min<uint64_t>(free_bytes / ring_bytes, slot_count);
+      while (fit > 0 && abi::session_bytes(uint32_t(fit), ring_bytes) > free_bytes) --fit;
       if (!options.fit_to_free_space || fit < kMinFittedSlots) {
         *error = "/dev/shm has " + std::to_string(free_bytes >> 20) + " MiB free, too little for " +
                  std::to_string(options.fit_to_free_space ? kMinFittedSlots : slot_count) + " rings of " +
@@ -128,14 +129,9 @@ bool Session::create(const Options& options, std::string* error) {
     return false;
   }
   // The session header and every ring header are written by producers that must never meet a page
-  // /dev/shm cannot supply (SIGBUS); back them with memory now. Producers make their rings' data
-  // ready themselves (ring::Producer).
-  bool headers_ready = ring::populate_hook(base, sizeof(abi::SessionHeader));
-  for (uint32_t i = 0; headers_ready && i < slot_count; ++i)
-    headers_ready = ring::populate_hook(static_cast<uint8_t*>(base) + sizeof(abi::SessionHeader) +
-                                            uint64_t(i) * (sizeof(abi::RingHeader) + ring_bytes),
-                                        sizeof(abi::RingHeader));
-  if (!headers_ready) {
+  // /dev/shm cannot supply (SIGBUS); back them with memory now, in one call since they lie together.
+  // Producers make their rings' data ready themselves (ring::Producer).
+  if (!ring::populate_hook(base, abi::session_data_offset(slot_count))) {
     *error = "/dev/shm has no room left for the session's ring headers";
     munmap(base, bytes);
     shm_unlink(name);
@@ -158,7 +154,7 @@ abi::SessionHeader* init_header(void* zeroed, uint64_t bytes, uint32_t slot_coun
   h->header_bytes = sizeof(abi::SessionHeader);
   h->total_bytes = bytes;
   h->slots_offset = sizeof(abi::SessionHeader);
-  h->slot_stride = sizeof(abi::RingHeader) + ring_bytes;
+  h->data_offset = abi::session_data_offset(slot_count);
   h->slot_count = slot_count;
   h->ring_bytes = ring_bytes;
   h->clock_kind = uint32_t(options.clock);

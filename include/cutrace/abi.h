@@ -742,8 +742,11 @@ inline uint32_t record_bytes_by_counts(const RecordKindInfo& info, const uint8_t
 }
 
 // ---------------------------------------------------------------------------------------------
-// Session object: SessionHeader, then slot_count ring slots of slot_stride bytes each.
-// A slot is RingHeader followed by ring_bytes of record data.
+// Session object: SessionHeader, then the slot_count RingHeaders side by side, then, from the next
+// page, the slot_count rings of ring_bytes of record data each. The headers are together so that the
+// pages every producer and the recorder must find backed (SIGBUS otherwise) are few: the launcher
+// makes them ready with one call instead of one per slot, and each process maps a page or two of them
+// rather than one page and one page table per slot.
 // ---------------------------------------------------------------------------------------------
 
 // Slot life cycle. Only the transitions below happen; each is a single atomic store or CAS.
@@ -786,8 +789,8 @@ struct alignas(64) SessionHeader {
   uint32_t abi_version;            // kAbiVersion
   uint32_t header_bytes;           // sizeof(SessionHeader)
   uint64_t total_bytes;            // size of the whole object; every offset is checked against it
-  uint64_t slots_offset;           // start of slot 0
-  uint64_t slot_stride;            // sizeof(RingHeader) + ring_bytes
+  uint64_t slots_offset;           // start of RingHeader 0: sizeof(SessionHeader)
+  uint64_t data_offset;            // start of ring 0's data: the page after the last RingHeader
   uint32_t slot_count;
   uint32_t ring_bytes;             // data bytes per ring; a power of two, >= 4 * kMaxRecordBytes
   uint32_t clock_kind;             // ClockKind
@@ -905,8 +908,15 @@ inline constexpr uint32_t kMinRingBytes = 4 * kMaxRecordBytes;
 
 inline constexpr bool is_power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 
+// Where ring 0's data starts: past the headers, rounded up to a page, so that rings are page-aligned
+// and the headers' pages hold nothing else.
+inline constexpr uint64_t kSessionPageBytes = 4096;
+inline constexpr uint64_t session_data_offset(uint32_t slot_count) {
+  return (sizeof(SessionHeader) + uint64_t(slot_count) * sizeof(RingHeader) + kSessionPageBytes - 1) /
+         kSessionPageBytes * kSessionPageBytes;
+}
 inline constexpr uint64_t session_bytes(uint32_t slot_count, uint32_t ring_bytes) {
-  return sizeof(SessionHeader) + uint64_t(slot_count) * (sizeof(RingHeader) + ring_bytes);
+  return session_data_offset(slot_count) + uint64_t(slot_count) * ring_bytes;
 }
 
 // Checks a mapped header against the object's real size; both sides call it before touching a slot.
@@ -915,17 +925,26 @@ inline bool session_layout_valid(const SessionHeader* h, uint64_t mapped_bytes) 
   if (h->magic != kSessionMagic || h->abi_version != kAbiVersion) return false;
   if (h->header_bytes != sizeof(SessionHeader) || h->total_bytes != mapped_bytes) return false;
   if (!is_power_of_two(h->ring_bytes) || h->ring_bytes < kMinRingBytes) return false;
-  if (h->slot_stride != sizeof(RingHeader) + uint64_t(h->ring_bytes)) return false;
   if (h->slots_offset != sizeof(SessionHeader)) return false;
-  if (h->slot_count == 0 || h->slots_offset + uint64_t(h->slot_count) * h->slot_stride != mapped_bytes)
+  if (h->slot_count == 0 || h->data_offset != session_data_offset(h->slot_count) ||
+      session_bytes(h->slot_count, h->ring_bytes) != mapped_bytes)
     return false;
   return h->clock_kind == uint32_t(ClockKind::kMonotonicNs) || h->clock_kind == uint32_t(ClockKind::kTsc);
 }
 
+// For a header that has passed session_layout_valid(); the recorder, which trusts nothing producers
+// can write, computes the same from its own copy of the geometry.
 inline RingHeader* slot_header(SessionHeader* s, uint32_t i) {
-  return reinterpret_cast<RingHeader*>(reinterpret_cast<uint8_t*>(s) + s->slots_offset + uint64_t(i) * s->slot_stride);
+  return reinterpret_cast<RingHeader*>(reinterpret_cast<uint8_t*>(s) + s->slots_offset + uint64_t(i) * sizeof(RingHeader));
 }
-inline uint8_t* slot_data(RingHeader* r) { return reinterpret_cast<uint8_t*>(r) + sizeof(RingHeader); }
+inline uint8_t* slot_data(SessionHeader* s, uint32_t i) {
+  return reinterpret_cast<uint8_t*>(s) + s->data_offset + uint64_t(i) * s->ring_bytes;
+}
+// The slot a header of this session belongs to.
+inline uint32_t slot_index(const SessionHeader* s, const RingHeader* r) {
+  return uint32_t((reinterpret_cast<const uint8_t*>(r) - reinterpret_cast<const uint8_t*>(s) - s->slots_offset) /
+                  sizeof(RingHeader));
+}
 
 static_assert(std::is_standard_layout_v<SessionHeader> && std::is_standard_layout_v<RingHeader>);
 

@@ -66,9 +66,9 @@ struct Producer {
   uint64_t dropped_no_memory = 0;  // of `dropped`, for want of ready memory
   uint64_t retry_populate_at = 0;  // drop count at which a failed populate is tried again
 
-  void attach(abi::RingHeader* h, uint32_t ring_bytes) {
+  void attach(abi::RingHeader* h, uint8_t* ring_data, uint32_t ring_bytes) {
     header = h;
-    data = abi::slot_data(h);
+    data = ring_data;
     mask = ring_bytes - 1;
     head = h->head.load(std::memory_order_relaxed);
     cached_tail = h->tail.load(std::memory_order_acquire);
@@ -208,7 +208,7 @@ inline bool claim_slot(abi::SessionHeader* session, abi::RingHeader* ring, uint3
   ring->process_start_ticks = process_start_ticks;
   ring->claim_serial = session->next_claim_serial.fetch_add(1, std::memory_order_relaxed);
   if (serial) *serial = ring->claim_serial;
-  producer->attach(ring, session->ring_bytes);
+  producer->attach(ring, abi::slot_data(session, abi::slot_index(session, ring)), session->ring_bytes);
   // Release: the identity above is visible to the recorder before it sees the slot as active.
   ring->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
   return true;
@@ -237,15 +237,15 @@ struct DrainStats {
 
 // Consumer: copies [tail, head) out of shared memory in pieces of at most `scratch_bytes`, validates
 // every record in the copy and hands each well-formed one to `visit(const uint8_t*, uint32_t)`. Then
-// releases the space by advancing tail. `scratch` must hold at least kMaxRecordBytes bytes.
+// releases the space by advancing tail. `data` is the ring's own (abi::slot_data). `scratch` must hold
+// at least kMaxRecordBytes bytes.
 // A corrupt span (bad size, impossible head) cannot be resynchronised, so the rest of the published
 // data is skipped and counted as one malformed span.
 template <class Visitor>
-DrainStats drain(abi::RingHeader* header, uint32_t ring_bytes, uint8_t* scratch, uint32_t scratch_bytes,
-                 uint64_t max_bytes, Visitor&& visit) {
+DrainStats drain(abi::RingHeader* header, const uint8_t* data, uint32_t ring_bytes, uint8_t* scratch,
+                 uint32_t scratch_bytes, uint64_t max_bytes, Visitor&& visit) {
   DrainStats stats;
   const uint64_t capacity = ring_bytes, mask = capacity - 1;
-  const uint8_t* data = abi::slot_data(header);
   uint64_t tail = header->tail.load(std::memory_order_relaxed);
   // Acquire pairs with the producer's release of head: the bytes before it are complete.
   const uint64_t head = header->head.load(std::memory_order_acquire);

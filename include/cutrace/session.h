@@ -71,6 +71,7 @@ class Session {
   abi::SessionHeader* header() const { return header_; }
   uint64_t bytes() const { return bytes_; }
   abi::RingHeader* slot(uint32_t i) const { return abi::slot_header(header_, i); }
+  uint8_t* data(uint32_t i) const { return abi::slot_data(header_, i); }
 
  private:
   void reset();

@@ -36,7 +36,7 @@ class InProcessSession {
     preload::g_session = session_;
     preload::g_clock_is_tsc = false;
     // A thread with a ring never goes through prepare_thread(), which would look for a real session.
-    preload::t_thread.producer.attach(ring_, kRingBytes);
+    preload::t_thread.producer.attach(ring_, abi::slot_data(session_, 0), kRingBytes);
   }
 
   void detach() {
@@ -50,7 +50,7 @@ class InProcessSession {
   template <class Each>
   void drain(Each each) {
     std::vector<uint8_t> scratch(64 * 1024);
-    ring::drain(ring_, kRingBytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX, each);
+    ring::drain(ring_, abi::slot_data(session_, 0), kRingBytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX, each);
   }
 
   abi::SessionHeader* session() const { return session_; }

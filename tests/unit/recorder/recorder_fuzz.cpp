@@ -71,7 +71,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* p = data;
   const uint8_t* end = data + size;
   abi::SessionHeader* session = h.session.header();
-  abi::RingHeader* ring = abi::slot_header(session, take<uint8_t>(p, end) % session->slot_count);
+  const uint32_t slot = take<uint8_t>(p, end) % session->slot_count;
+  abi::RingHeader* ring = abi::slot_header(session, slot);
   ring->state.store(take<uint32_t>(p, end) % 5);
   // The fuzzer's own pid as often as not, so that live-process paths run.
   const uint32_t pid = take<uint32_t>(p, end);
@@ -79,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ring->head.store(take<uint64_t>(p, end));
   ring->tail.store(take<uint64_t>(p, end));
   ring->dropped_records.store(take<uint64_t>(p, end));
-  uint8_t* ring_data = abi::slot_data(ring);
+  uint8_t* ring_data = abi::slot_data(session, slot);
   std::memcpy(ring_data, p, std::min<size_t>(size_t(end - p), session->ring_bytes));
   h.recorder->poll();
   if (++h.inputs % 4096 == 0) h.restart();

@@ -74,7 +74,7 @@ TEST_F(HostileRingTest, CorruptSizeSkipsTheRestOfThePublishedSpan) {
   r.push_call(1, 7, 8, 0);
   // Size 0 cannot be stepped over: nothing after it can be trusted to start on a record boundary.
   abi::RecordHeader zero{uint16_t(abi::RecordKind::kApiCall), 0, 1};
-  std::memcpy(abi::slot_data(r.header) + bad_at, &zero, sizeof zero);
+  std::memcpy(r.producer.data + bad_at, &zero, sizeof zero);
   rec_->poll();
   EXPECT_EQ(r.header->tail.load(), r.header->head.load());
   r.push_call(1, 9, 10, 0);  // later records are read normally again
@@ -131,7 +131,7 @@ TEST_F(HostileRingTest, RandomBytesStatesAndCountersNeverCrashTheRecorder) {
   for (int iteration = 0; iteration < 400; ++iteration) {
     for (uint32_t slot = 0; slot < session->slot_count; ++slot) {
       abi::RingHeader* h = abi::slot_header(session, slot);
-      uint8_t* data = abi::slot_data(h);
+      uint8_t* data = abi::slot_data(session, slot);
       switch (rng() % 4) {
         case 0: {  // garbage everywhere
           for (uint32_t i = 0; i < ring_bytes; i += 8) {

@@ -68,7 +68,7 @@ TEST_P(RingSizes, SingleThreadRoundTripThroughManyWraps) {
   const uint32_t ring_bytes = GetParam();
   SessionFixture f(1, ring_bytes);
   ring::Producer p;
-  p.attach(f.s.slot(0), ring_bytes);
+  p.attach(f.s.slot(0), f.s.data(0), ring_bytes);
   std::vector<uint8_t> scratch(abi::kMaxRecordBytes * 2);
   std::mt19937 rng(ring_bytes);
   uint64_t pushed = 0, seen = 0;
@@ -81,7 +81,7 @@ TEST_P(RingSizes, SingleThreadRoundTripThroughManyWraps) {
       if (!p.push(record, bytes)) break;
       ++pushed;
     }
-    auto stats = ring::drain(f.s.slot(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
+    auto stats = ring::drain(f.s.slot(0), f.s.data(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
                              [&](const uint8_t* r, uint32_t bytes) { check_call(r, bytes, seen++); });
     ASSERT_EQ(stats.malformed, 0u);
   }
@@ -96,7 +96,7 @@ TEST_P(RingSizes, WriteAndPushShareTheRingThroughManyWraps) {
   const uint32_t ring_bytes = GetParam();
   SessionFixture f(1, ring_bytes);
   ring::Producer p;
-  p.attach(f.s.slot(0), ring_bytes);
+  p.attach(f.s.slot(0), f.s.data(0), ring_bytes);
   std::vector<uint8_t> scratch(abi::kMaxRecordBytes * 2);
   std::mt19937 rng(ring_bytes + 1);
   uint64_t stored = 0, seen = 0, pad_bytes = 0, record_bytes = 0;
@@ -113,7 +113,7 @@ TEST_P(RingSizes, WriteAndPushShareTheRingThroughManyWraps) {
       record_bytes += bytes;
       ++stored;
     }
-    auto stats = ring::drain(f.s.slot(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
+    auto stats = ring::drain(f.s.slot(0), f.s.data(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
                              [&](const uint8_t* r, uint32_t bytes) { check_call(r, bytes, seen++); });
     ASSERT_EQ(stats.malformed, 0u);
   }
@@ -129,7 +129,7 @@ TEST_P(RingSizes, RecordsThatTileTheRingNeedNoPad) {
   const uint32_t ring_bytes = GetParam();
   SessionFixture f(1, ring_bytes);
   ring::Producer p;
-  p.attach(f.s.slot(0), ring_bytes);
+  p.attach(f.s.slot(0), f.s.data(0), ring_bytes);
   const uint32_t bytes = 64;  // an ApiCallRecord with two slots; a power of two divides the ring
   static_assert(sizeof(abi::ApiCallRecord) + 2 * 8 == 64);
   std::vector<uint8_t> scratch(abi::kMaxRecordBytes * 2);
@@ -141,7 +141,7 @@ TEST_P(RingSizes, RecordsThatTileTheRingNeedNoPad) {
       ++stored;
     }
     EXPECT_EQ(p.head, stored * bytes);
-    ring::drain(f.s.slot(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
+    ring::drain(f.s.slot(0), f.s.data(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
                 [&](const uint8_t* r, uint32_t n) { check_call(r, n, seen++); });
   }
   EXPECT_EQ(seen, stored);
@@ -152,7 +152,7 @@ TEST_P(RingSizes, FullRingDropsAndCountsEveryRecordItCannotStore) {
   const uint32_t ring_bytes = GetParam();
   SessionFixture f(1, ring_bytes);
   ring::Producer p;
-  p.attach(f.s.slot(0), ring_bytes);
+  p.attach(f.s.slot(0), f.s.data(0), ring_bytes);
   uint8_t record[256];
   const uint32_t record_bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8;  // make_call's one argument
   const uint64_t issued = 3 * ring_bytes / record_bytes + 17;
@@ -165,7 +165,7 @@ TEST_P(RingSizes, FullRingDropsAndCountsEveryRecordItCannotStore) {
   EXPECT_EQ(stored + f.s.slot(0)->dropped_records.load(), issued);
   std::vector<uint8_t> scratch(abi::kMaxRecordBytes);
   uint64_t seen = 0;
-  ring::drain(f.s.slot(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
+  ring::drain(f.s.slot(0), f.s.data(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
               [&](const uint8_t* r, uint32_t bytes) { check_call(r, bytes, seen++); });
   EXPECT_EQ(seen, stored);
 }
@@ -191,7 +191,7 @@ TEST_P(ConcurrentRings, ConsumerSeesEveryStoredRecordInOrder) {
   for (uint32_t t = 0; t < c.threads; ++t) {
     producers.emplace_back([&, t] {
       ring::Producer p;
-      p.attach(f.s.slot(t), c.ring_bytes);
+      p.attach(f.s.slot(t), f.s.data(t), c.ring_bytes);
       uint8_t record[256];
       uint64_t next = 0;
       for (uint64_t i = 0; i < c.records_per_thread; ++i) {
@@ -207,7 +207,7 @@ TEST_P(ConcurrentRings, ConsumerSeesEveryStoredRecordInOrder) {
   bool failed = false;
   auto drain_all = [&] {
     for (uint32_t t = 0; t < c.threads; ++t) {
-      auto stats = ring::drain(f.s.slot(t), c.ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
+      auto stats = ring::drain(f.s.slot(t), f.s.data(t), c.ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
                                [&](const uint8_t* r, uint32_t bytes) {
                                  ApiCallRecord h;
                                  std::memcpy(&h, r, sizeof h);
@@ -244,7 +244,7 @@ TEST(RingHostileInput, ImpossibleHeadIsSkippedAndCounted) {
     h->tail.store(0);
     h->head.store(head);
     uint64_t visited = 0;
-    auto stats = ring::drain(h, ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
+    auto stats = ring::drain(h, f.s.data(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
                              [&](const uint8_t*, uint32_t) { ++visited; });
     EXPECT_EQ(visited, 0u);
     EXPECT_EQ(stats.malformed, 1u);
@@ -259,7 +259,7 @@ TEST(RingHostileInput, RandomBytesNeverEscapeTheRing) {
   auto* h = f.s.slot(0);
   std::mt19937_64 rng(42);
   for (int round = 0; round < 2000; ++round) {
-    uint8_t* data = abi::slot_data(h);
+    uint8_t* data = f.s.data(0);
     for (uint32_t i = 0; i < ring_bytes; i += 8) {
       uint64_t v = rng();
       // Make some headers plausible so the validation behind the size checks is reached too.
@@ -270,7 +270,7 @@ TEST(RingHostileInput, RandomBytesNeverEscapeTheRing) {
     h->tail.store(tail);
     h->head.store(tail + (rng() % (ring_bytes / 8 + 2)) * 8);
     uint64_t visited = 0;
-    ring::drain(h, ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
+    ring::drain(h, data, ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
                 [&](const uint8_t* r, uint32_t bytes) {
                   ASSERT_TRUE(ring::record_well_formed(r, bytes));
                   ++visited;
@@ -425,14 +425,14 @@ TEST(RingMemory, ProducerDropsWhereItsMemoryCannotBeMadeReady) {
   constexpr uint32_t kRingBytes = 1u << 20;
   SessionFixture f(1, kRingBytes);
   abi::RingHeader* h = f.s.slot(0);
-  uint8_t* data = abi::slot_data(h);
+  uint8_t* data = f.s.data(0);
   std::memset(data, 0xAB, kRingBytes);  // a canary: nothing beyond the ready memory may change
   FakePopulate::data = data;
   FakePopulate::allowed = ring::kPopulateBytes;
   FakePopulate::calls = 0;
   ring::populate_hook = FakePopulate::populate;
   ring::Producer p;
-  p.attach(h, kRingBytes);
+  p.attach(h, data, kRingBytes);
 
   uint8_t rec[abi::kMaxRecordBytes];
   const uint32_t bytes = make_call(rec, 0, 2);
@@ -466,7 +466,7 @@ TEST(RingMemory, ProducerDropsWhereItsMemoryCannotBeMadeReady) {
   std::vector<uint8_t> scratch(1 << 16);
   uint64_t seen = 0;
   uint64_t expected_seq = 0;
-  ring::drain(h, kRingBytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX, [&](const uint8_t* r, uint32_t n) {
+  ring::drain(h, data, kRingBytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX, [&](const uint8_t* r, uint32_t n) {
     ApiCallRecord c;
     std::memcpy(&c, r, sizeof c);
     if (seen == fit) expected_seq = c.begin;  // the first record after the gap of drops
@@ -498,11 +498,11 @@ TEST(RingMemory, RingMemoryIsBackedAheadOfTheProducerOnly) {
   };
   EXPECT_TRUE(resident(f.s.header()));
   EXPECT_TRUE(resident(f.s.slot(1)));
-  uint8_t* data = abi::slot_data(f.s.slot(0));
+  uint8_t* data = f.s.data(0);
   EXPECT_FALSE(resident(data + kRingBytes / 2));
 
   ring::Producer p;
-  p.attach(f.s.slot(0), kRingBytes);
+  p.attach(f.s.slot(0), f.s.data(0), kRingBytes);
   uint8_t rec[abi::kMaxRecordBytes];
   ASSERT_TRUE(p.push(rec, make_call(rec, 1, 0)));
   EXPECT_TRUE(resident(data + ring::kPopulateBytes - 1));
