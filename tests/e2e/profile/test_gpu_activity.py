@@ -243,8 +243,9 @@ def test_records_cupti_drops_are_counted_and_warned_about(tmp_path):
     assert f"{totals['gpu_activity.dropped']} GPU activity records were dropped by CUPTI" in line
 
 
-CAPTURED = """
-import ctypes, sys
+# A script's start: the runtime named by its first argument, and sets(n, size) of n memsets then a sync.
+SETS = """
+import ctypes, sys, time
 rt = ctypes.CDLL(sys.argv[1])
 p = ctypes.c_void_p()
 assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(1 << 20)) == 0
@@ -252,6 +253,9 @@ def sets(n, size):
     for _ in range(n):
         assert rt.cudaMemset(p, 0, ctypes.c_size_t(size)) == 0
     assert rt.cudaDeviceSynchronize() == 0
+"""
+
+CAPTURED = SETS + """
 sets(2, 4096)            # outside: not kept
 rt.cudaProfilerStart()
 sets(3, 8192)            # inside
@@ -306,15 +310,7 @@ def test_when_the_duration_ends_and_the_program_goes_on_cupti_is_finalised_at_it
     assert len(traced) == 1 and traced[0]["CorrID"] == copy["CorrId"] != "0"
 
 
-WINDOWED = """
-import ctypes, sys, time
-rt = ctypes.CDLL(sys.argv[1])
-p = ctypes.c_void_p()
-assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(1 << 20)) == 0
-def sets(n, size):
-    for _ in range(n):
-        assert rt.cudaMemset(p, 0, ctypes.c_size_t(size)) == 0
-    assert rt.cudaDeviceSynchronize() == 0
+WINDOWED = SETS + """
 sets(2, 4096)            # before -y's delay has passed
 time.sleep(2.5)
 sets(3, 8192)            # within the window
