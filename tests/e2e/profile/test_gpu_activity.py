@@ -274,20 +274,26 @@ def test_a_capture_range_keeps_the_work_of_the_range_alone(tmp_path):
     assert api_sum(trace)["cudaMemset"]["Num Calls"] == 3
 
 
+def cupti_was_let_go_after_one_linked_copy(proc, trace):
+    """cupti_after_capture's run once cutrace had let go of CUPTI: the program's own subscription
+    succeeded, the trace says CUPTI was finalised, and only the copy made while recording is there,
+    linked to its call."""
+    assert proc.stdout == "copies 2\nsubscribe 0\n"
+    summary = metadata(trace, "End summary:")
+    assert summary["gpu_activity.source"] == (f"GPU activity from {SIM_LIB / 'libcupti.so.13'}, CUDA graphs as whole "
+                                              "launches, until capture ended for good (CUPTI was finalised then)")
+    (copy,) = rows(trace, "cuda_gpu_trace")
+    traced = [r for r in rows(trace, "cuda_api_trace") if r["Name"] == "cudaMemcpy"]
+    assert len(traced) == 1 and traced[0]["CorrID"] == copy["CorrId"] != "0"
+
+
 def test_after_the_last_capture_range_cupti_is_finalised_and_free_for_the_programs_own_profiler(tmp_path):
     command = [app("cupti_after_capture")]
     alone = subprocess.run(command, env=sim_env(), capture_output=True, text=True, timeout=60)
     assert alone.stdout == "copies 2\nsubscribe 0\n"
     proc, trace = profile(tmp_path, command, options=["-c", "cudaProfilerApi", "--capture-range-end", "stop"])
     # CUPTI let go once the range ended, so the program takes it as it does alone.
-    assert proc.stdout == alone.stdout
-    summary = metadata(trace, "End summary:")
-    assert summary["gpu_activity.source"] == (f"GPU activity from {SIM_LIB / 'libcupti.so.13'}, CUDA graphs as whole "
-                                              "launches, until capture ended for good (CUPTI was finalised then)")
-    # The range's copy is there and linked to its call; the copy after it is not.
-    (copy,) = rows(trace, "cuda_gpu_trace")
-    traced = [r for r in rows(trace, "cuda_api_trace") if r["Name"] == "cudaMemcpy"]
-    assert len(traced) == 1 and traced[0]["CorrID"] == copy["CorrId"] != "0"
+    cupti_was_let_go_after_one_linked_copy(proc, trace)
     # Ranges that may come again keep CUPTI: the program's own profiler is refused, as the README says.
     proc, trace = profile(tmp_path, command, name="repeat", options=["-c", "cudaProfilerApi", "--capture-range-end", "repeat"])
     assert proc.stdout == "copies 2\nsubscribe 39\n"
@@ -300,14 +306,7 @@ def test_when_the_duration_ends_and_the_program_goes_on_cupti_is_finalised_at_it
     # go on. Its next copy is where cutrace lets go of CUPTI, so the program's own subscription succeeds.
     command = [app("cupti_after_capture"), "4000"]
     proc, trace = profile(tmp_path, command, options=["-d", "2", "--kill", "none"])
-    assert proc.stdout == "copies 2\nsubscribe 0\n"
-    summary = metadata(trace, "End summary:")
-    assert summary["gpu_activity.source"] == (f"GPU activity from {SIM_LIB / 'libcupti.so.13'}, CUDA graphs as whole "
-                                              "launches, until capture ended for good (CUPTI was finalised then)")
-    # The copy within the duration is recorded and linked to its call; the one after it is not.
-    (copy,) = rows(trace, "cuda_gpu_trace")
-    traced = [r for r in rows(trace, "cuda_api_trace") if r["Name"] == "cudaMemcpy"]
-    assert len(traced) == 1 and traced[0]["CorrID"] == copy["CorrId"] != "0"
+    cupti_was_let_go_after_one_linked_copy(proc, trace)
 
 
 WINDOWED = SETS + """
