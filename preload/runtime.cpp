@@ -359,10 +359,10 @@ bool claim_ring(ThreadState& ts) {
   const uint32_t count = s->slot_count;
   // Start at a slot derived from the tid so that threads starting together rarely contend.
   for (uint32_t i = 0; i < count; ++i) {
-    abi::RingHeader* ring = abi::slot_header(s, (tid + i) % count);
-    if (ring->state.load(std::memory_order_relaxed) != uint32_t(abi::SlotState::kFree)) continue;
+    const uint32_t slot = (tid + i) % count;
+    if (abi::slot_header(s, slot)->state.load(std::memory_order_relaxed) != uint32_t(abi::SlotState::kFree)) continue;
     if (g_process_start_ticks == 0) g_process_start_ticks = read_process_start_ticks();
-    if (!ring::claim_slot(s, ring, uint32_t(getpid()), tid, uint32_t(getppid()), g_process_start_ticks, &ts.producer))
+    if (!ring::claim_slot(s, slot, uint32_t(getpid()), tid, uint32_t(getppid()), g_process_start_ticks, &ts.producer))
       continue;
     // A recorder with no ring in use naps long; this one is about to fill.
     abi::wake_recorder(s);

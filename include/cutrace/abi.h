@@ -940,11 +940,6 @@ inline RingHeader* slot_header(SessionHeader* s, uint32_t i) {
 inline uint8_t* slot_data(SessionHeader* s, uint32_t i) {
   return reinterpret_cast<uint8_t*>(s) + s->data_offset + uint64_t(i) * s->ring_bytes;
 }
-// The slot a header of this session belongs to.
-inline uint32_t slot_index(const SessionHeader* s, const RingHeader* r) {
-  return uint32_t((reinterpret_cast<const uint8_t*>(r) - reinterpret_cast<const uint8_t*>(s) - s->slots_offset) /
-                  sizeof(RingHeader));
-}
 
 static_assert(std::is_standard_layout_v<SessionHeader> && std::is_standard_layout_v<RingHeader>);
 

@@ -189,13 +189,14 @@ struct Producer {
   }
 };
 
-// Claims slot `ring` of `session` for one thread, following SlotState's protocol (abi.h): kFree ->
+// Claims slot `slot` of `session` for one thread, following SlotState's protocol (abi.h): kFree ->
 // kClaiming by compare-and-swap, the thread's identity and the session's next claim serial, `producer`
 // attached, then kActive with release, so that the recorder sees the identity before the slot is
 // active. False when the slot was not free. The caller wakes the recorder. Shared by the shim and the
 // tests that play a producer, so that those test the protocol the shim follows.
-inline bool claim_slot(abi::SessionHeader* session, abi::RingHeader* ring, uint32_t pid, uint32_t tid, uint32_t ppid,
+inline bool claim_slot(abi::SessionHeader* session, uint32_t slot, uint32_t pid, uint32_t tid, uint32_t ppid,
                        uint64_t process_start_ticks, Producer* producer, uint64_t* serial = nullptr) {
+  abi::RingHeader* ring = abi::slot_header(session, slot);
   uint32_t expected = uint32_t(abi::SlotState::kFree);
   if (ring->state.load(std::memory_order_relaxed) != expected) return false;
   // Acquire pairs with the recorder's release when it freed the slot: its reset of head/tail is seen.
@@ -208,7 +209,7 @@ inline bool claim_slot(abi::SessionHeader* session, abi::RingHeader* ring, uint3
   ring->process_start_ticks = process_start_ticks;
   ring->claim_serial = session->next_claim_serial.fetch_add(1, std::memory_order_relaxed);
   if (serial) *serial = ring->claim_serial;
-  producer->attach(ring, abi::slot_data(session, abi::slot_index(session, ring)), session->ring_bytes);
+  producer->attach(ring, abi::slot_data(session, slot), session->ring_bytes);
   // Release: the identity above is visible to the recorder before it sees the slot as active.
   ring->state.store(uint32_t(abi::SlotState::kActive), std::memory_order_release);
   return true;

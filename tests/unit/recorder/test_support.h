@@ -55,10 +55,9 @@ struct TestRing {
   static TestRing claim(abi::SessionHeader* session, uint32_t slot, uint32_t pid, uint32_t tid,
                         uint64_t start_ticks, bool wake = true) {
     TestRing r;
-    abi::RingHeader* header = abi::slot_header(session, slot);
-    if (!ring::claim_slot(session, header, pid, tid, uint32_t(getppid()), start_ticks, &r.producer, &r.serial))
+    if (!ring::claim_slot(session, slot, pid, tid, uint32_t(getppid()), start_ticks, &r.producer, &r.serial))
       return TestRing{};
-    r.header = header;
+    r.header = abi::slot_header(session, slot);
     if (wake) abi::wake_recorder(session);  // as the shim does
     return r;
   }

@@ -60,6 +60,19 @@ struct SessionFixture {
     o.ring_bytes = ring_bytes;
     if (!s.create(o, &error)) throw std::runtime_error(error);
   }
+  // Slot `slot`'s producer, attached as the thread that claims it would be.
+  ring::Producer producer(uint32_t slot = 0) const {
+    ring::Producer p;
+    p.attach(s.slot(slot), s.data(slot), s.header()->ring_bytes);
+    return p;
+  }
+  // Drains slot `slot` up to its head through a scratch of two records.
+  template <class Visit>
+  ring::DrainStats drain(uint32_t slot, Visit&& visit) {
+    return ring::drain(s.slot(slot), s.data(slot), s.header()->ring_bytes, scratch.data(), uint32_t(scratch.size()),
+                       UINT64_MAX, visit);
+  }
+  std::vector<uint8_t> scratch = std::vector<uint8_t>(abi::kMaxRecordBytes * 2);
 };
 
 class RingSizes : public ::testing::TestWithParam<uint32_t> {};
@@ -67,9 +80,7 @@ class RingSizes : public ::testing::TestWithParam<uint32_t> {};
 TEST_P(RingSizes, SingleThreadRoundTripThroughManyWraps) {
   const uint32_t ring_bytes = GetParam();
   SessionFixture f(1, ring_bytes);
-  ring::Producer p;
-  p.attach(f.s.slot(0), f.s.data(0), ring_bytes);
-  std::vector<uint8_t> scratch(abi::kMaxRecordBytes * 2);
+  ring::Producer p = f.producer();
   std::mt19937 rng(ring_bytes);
   uint64_t pushed = 0, seen = 0;
   uint8_t record[abi::kMaxRecordBytes];
@@ -81,8 +92,7 @@ TEST_P(RingSizes, SingleThreadRoundTripThroughManyWraps) {
       if (!p.push(record, bytes)) break;
       ++pushed;
     }
-    auto stats = ring::drain(f.s.slot(0), f.s.data(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
-                             [&](const uint8_t* r, uint32_t bytes) { check_call(r, bytes, seen++); });
+    auto stats = f.drain(0, [&](const uint8_t* r, uint32_t bytes) { check_call(r, bytes, seen++); });
     ASSERT_EQ(stats.malformed, 0u);
   }
   EXPECT_EQ(seen, pushed);
@@ -95,9 +105,7 @@ TEST_P(RingSizes, SingleThreadRoundTripThroughManyWraps) {
 TEST_P(RingSizes, WriteAndPushShareTheRingThroughManyWraps) {
   const uint32_t ring_bytes = GetParam();
   SessionFixture f(1, ring_bytes);
-  ring::Producer p;
-  p.attach(f.s.slot(0), f.s.data(0), ring_bytes);
-  std::vector<uint8_t> scratch(abi::kMaxRecordBytes * 2);
+  ring::Producer p = f.producer();
   std::mt19937 rng(ring_bytes + 1);
   uint64_t stored = 0, seen = 0, pad_bytes = 0, record_bytes = 0;
   uint8_t record[abi::kMaxRecordBytes];
@@ -113,8 +121,7 @@ TEST_P(RingSizes, WriteAndPushShareTheRingThroughManyWraps) {
       record_bytes += bytes;
       ++stored;
     }
-    auto stats = ring::drain(f.s.slot(0), f.s.data(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
-                             [&](const uint8_t* r, uint32_t bytes) { check_call(r, bytes, seen++); });
+    auto stats = f.drain(0, [&](const uint8_t* r, uint32_t bytes) { check_call(r, bytes, seen++); });
     ASSERT_EQ(stats.malformed, 0u);
   }
   EXPECT_EQ(seen, stored);
@@ -128,11 +135,9 @@ TEST_P(RingSizes, WriteAndPushShareTheRingThroughManyWraps) {
 TEST_P(RingSizes, RecordsThatTileTheRingNeedNoPad) {
   const uint32_t ring_bytes = GetParam();
   SessionFixture f(1, ring_bytes);
-  ring::Producer p;
-  p.attach(f.s.slot(0), f.s.data(0), ring_bytes);
+  ring::Producer p = f.producer();
   const uint32_t bytes = 64;  // an ApiCallRecord with two slots; a power of two divides the ring
   static_assert(sizeof(abi::ApiCallRecord) + 2 * 8 == 64);
-  std::vector<uint8_t> scratch(abi::kMaxRecordBytes * 2);
   const uint64_t per_lap = ring_bytes / bytes;
   uint64_t stored = 0, seen = 0;
   for (int lap = 0; lap < 3; ++lap) {
@@ -141,8 +146,7 @@ TEST_P(RingSizes, RecordsThatTileTheRingNeedNoPad) {
       ++stored;
     }
     EXPECT_EQ(p.head, stored * bytes);
-    ring::drain(f.s.slot(0), f.s.data(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
-                [&](const uint8_t* r, uint32_t n) { check_call(r, n, seen++); });
+    f.drain(0, [&](const uint8_t* r, uint32_t n) { check_call(r, n, seen++); });
   }
   EXPECT_EQ(seen, stored);
   EXPECT_EQ(p.dropped, 0u);
@@ -151,8 +155,7 @@ TEST_P(RingSizes, RecordsThatTileTheRingNeedNoPad) {
 TEST_P(RingSizes, FullRingDropsAndCountsEveryRecordItCannotStore) {
   const uint32_t ring_bytes = GetParam();
   SessionFixture f(1, ring_bytes);
-  ring::Producer p;
-  p.attach(f.s.slot(0), f.s.data(0), ring_bytes);
+  ring::Producer p = f.producer();
   uint8_t record[256];
   const uint32_t record_bytes = uint32_t(sizeof(abi::ApiCallRecord)) + 8;  // make_call's one argument
   const uint64_t issued = 3 * ring_bytes / record_bytes + 17;
