@@ -129,19 +129,23 @@ struct Producer {
     const uint64_t offset = head & mask;
     const uint64_t contiguous = capacity - offset;
     const uint64_t needed = contiguous < bytes ? contiguous + bytes : bytes;
-    if (!make_room(needed)) {
-      count_drop();
-      return nullptr;
-    }
-    if (contiguous < bytes) {
+    const bool room = make_room(needed);
+    if (room && contiguous < bytes) {
       auto* pad = reinterpret_cast<abi::RecordHeader*>(data + offset);
       pad->kind = uint16_t(abi::RecordKind::kPad);
       pad->size = uint16_t(contiguous);  // < bytes <= kMaxRecordBytes, so it fits
       pad->aux = 0;
       head += contiguous;
     }
+    // make_room() sets `limit` from the free space and the ready memory alone. Stored or dropped, the
+    // lap's end must bound it too: after a record too large for its pad and itself is dropped, a
+    // smaller one that fits the free space would otherwise be written across the end of the ring.
     const uint64_t lap_end = (head & ~mask) + capacity;
     if (limit > lap_end) limit = lap_end;
+    if (!room) {
+      count_drop();
+      return nullptr;
+    }
     return data + (head & mask);
   }
 

@@ -152,6 +152,88 @@ TEST_P(RingSizes, RecordsThatTileTheRingNeedNoPad) {
   EXPECT_EQ(p.dropped, 0u);
 }
 
+// A record dropped at a lap's end, for want of room for its pad and itself, must not leave the hot
+// path free to write a smaller record across the end of the ring: the next record is padded to the
+// next lap or dropped, never written into the memory after the ring (the next thread's ring, or the
+// end of the mapping). Set up: the consumer has freed 48 bytes at the ring's start and the head is 8
+// bytes short of the lap's end, so a 64-byte record (8 of pad + 64 > 56 free) is dropped, and a
+// 48-byte record (8 + 48 = 56) fits after a pad.
+TEST_P(RingSizes, ADropAtTheLapsEndNeverLetsARecordCrossIt) {
+  const uint32_t ring_bytes = GetParam();
+  for (const bool through_write : {false, true}) {
+    SCOPED_TRACE(through_write ? "write()" : "push()");
+    SessionFixture f(2, ring_bytes);
+    uint8_t* const next_ring = f.s.data(1);
+    std::memset(next_ring, 0xA5, 64);
+    ring::Producer p = f.producer();
+    uint8_t record[abi::kMaxRecordBytes];
+    uint64_t stored = 0, seen = 0;
+    auto store = [&](uint32_t arg_count) {
+      const uint32_t bytes = make_call(record, stored, arg_count);
+      const bool ok = through_write ? p.write(bytes, [&](uint8_t* where) { make_call(where, stored, arg_count); })
+                                    : p.push(record, bytes);
+      if (ok) ++stored;
+      return ok;
+    };
+    const uint32_t smallest = sizeof(ApiCallRecord), largest = smallest + 8 * abi::kMaxApiArgs;
+    ASSERT_TRUE(store(0));
+    f.drain(0, [&](const uint8_t* r, uint32_t n) { check_call(r, n, seen++); });
+    ASSERT_EQ(f.s.slot(0)->tail.load(), smallest);
+    // Fill up to 8 bytes short of the lap's end, leaving no remainder smaller than a record.
+    for (uint64_t left = ring_bytes - 8 - p.head; left > 0;) {
+      const uint32_t bytes = left <= largest ? uint32_t(left) : left - largest >= smallest ? largest : smallest;
+      ASSERT_TRUE(store((bytes - smallest) / 8));
+      left -= bytes;
+    }
+    ASSERT_EQ(p.head, ring_bytes - 8);
+    EXPECT_FALSE(store(2)) << "8 bytes of pad and 64 of record do not fit in the 56 bytes free";
+    EXPECT_TRUE(store(0)) << "8 bytes of pad and 48 of record fit in the 56 bytes free";
+    EXPECT_EQ(p.head, ring_bytes + smallest) << "the 48-byte record went to the next lap, after a pad";
+    EXPECT_FALSE(store(0)) << "the ring is full";
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(next_ring[i], 0xA5) << "byte " << i << " after the ring was written";
+    auto stats = f.drain(0, [&](const uint8_t* r, uint32_t n) { check_call(r, n, seen++); });
+    EXPECT_EQ(stats.malformed, 0u);
+    EXPECT_EQ(seen, stored);
+    EXPECT_EQ(f.s.slot(0)->dropped_records.load(), 2u);
+  }
+}
+
+// A producer outrunning a consumer that frees the ring a random amount at a time: records of every
+// size through write() and push(), kept near full so that drops fall at every offset of a lap. Every
+// record stored comes out once, in order, every other one is counted as dropped, and no byte is
+// written past the ring.
+TEST_P(RingSizes, AProducerOutrunningItsConsumerStoresOrCountsEveryRecord) {
+  const uint32_t ring_bytes = GetParam();
+  SessionFixture f(2, ring_bytes);
+  uint8_t* const next_ring = f.s.data(1);
+  std::memset(next_ring, 0xA5, abi::kMaxRecordBytes);
+  ring::Producer p = f.producer();
+  std::mt19937 rng(ring_bytes + 2);
+  uint8_t record[abi::kMaxRecordBytes];
+  uint64_t issued = 0, stored = 0, seen = 0, malformed = 0;
+  auto consume = [&](uint64_t max_bytes) {
+    malformed += ring::drain(f.s.slot(0), f.s.data(0), ring_bytes, f.scratch.data(), uint32_t(f.scratch.size()), max_bytes,
+                             [&](const uint8_t* r, uint32_t n) { check_call(r, n, seen++); })
+                     .malformed;
+  };
+  while (issued < 200000) {
+    const uint32_t arg_count = rng() % (abi::kMaxApiArgs + 1);
+    const uint32_t bytes = make_call(record, stored, arg_count);
+    const bool ok = rng() % 2 ? p.push(record, bytes)
+                              : p.write(bytes, [&](uint8_t* where) { make_call(where, stored, arg_count); });
+    ++issued;
+    if (ok) ++stored;
+    // About 64 bytes freed per record issued, against about 96 written: the ring stays full.
+    if (rng() % 2) consume(rng() % 272 / 8 * 8);
+  }
+  consume(UINT64_MAX);
+  EXPECT_EQ(malformed, 0u);
+  EXPECT_EQ(seen, stored);
+  EXPECT_GT(p.dropped, issued / 10) << "the consumer was meant to fall behind";
+  EXPECT_EQ(stored + f.s.slot(0)->dropped_records.load(), issued);
+  for (uint32_t i = 0; i < abi::kMaxRecordBytes; ++i) ASSERT_EQ(next_ring[i], 0xA5) << "byte " << i << " after the ring";
+}
+
 TEST_P(RingSizes, FullRingDropsAndCountsEveryRecordItCannotStore) {
   const uint32_t ring_bytes = GetParam();
   SessionFixture f(1, ring_bytes);
