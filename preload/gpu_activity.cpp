@@ -440,10 +440,12 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
   }
   ThreadState& ts = t_thread;
   // Capture is over for good: in this process after its last range, or in the whole session after -d.
-  // This is an API exit callback, where CUPTI may be finalised; no link to write.
+  // This is an API exit callback, where CUPTI may be finalised; no link to write. Not while CUPTI is
+  // still starting on the starter thread (the callbacks are enabled before the kinds), which would go
+  // on calling a finalised CUPTI: a later call's callback finalises it.
   if (CUTRACE_UNLIKELY(g_teardown_asked.load(std::memory_order_relaxed) ||
                        (g_session && g_session->capture_closed_ns.load(std::memory_order_relaxed)))) {
-    finalize_cupti(ts);
+    if (g_running.load(std::memory_order_acquire)) finalize_cupti(ts);
     return;
   }
   if (ts.in_tracer || !ts.producer.header || !call->correlationData) return;
@@ -772,6 +774,9 @@ bool wait_for_phase(uint32_t phase, uint64_t limit_ms) {
 
 void on_driver_initialized() {
   if (!g_session || !(g_session->gpu_activity & abi::kGpuActivityOn)) return;
+  // Capture ended for good (-d) before this process initialised the driver: CUPTI would be loaded and
+  // started only to be finalised at the program's first launch, and none of its work would be kept.
+  if (g_session->capture_closed_ns.load(std::memory_order_relaxed)) return;
   if (g_started.load(std::memory_order_relaxed) || g_started.exchange(true)) return;
   const int saved_errno = errno;
   ThreadState& ts = t_thread;

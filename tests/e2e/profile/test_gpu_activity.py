@@ -309,6 +309,26 @@ def test_when_the_duration_ends_and_the_program_goes_on_cupti_is_finalised_at_it
     cupti_was_let_go_after_one_linked_copy(proc, trace)
 
 
+LATE = """
+import ctypes, sys, time
+time.sleep(2.5)          # -d 1 has ended the recording, and the program goes on (--kill none)
+rt = ctypes.CDLL(sys.argv[1])
+p = ctypes.c_void_p()
+assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(4096)) == 0
+assert rt.cudaMemset(p, 0, ctypes.c_size_t(4096)) == 0
+assert rt.cudaDeviceSynchronize() == 0
+print("cupti loaded:", "libcupti" in open("/proc/self/maps").read())
+"""
+
+
+def test_a_process_that_first_uses_cuda_after_the_duration_never_loads_cupti(tmp_path):
+    proc, trace = profile(tmp_path, [sys.executable, "-c", LATE, "libcudart.so.13"],
+                          options=["-d", "1", "--kill", "none"])
+    assert proc.stdout == "cupti loaded: False\n"
+    assert rows(trace, "cuda_gpu_trace") == []
+    assert "gpu_activity.source" not in metadata(trace, "End summary:")
+
+
 WINDOWED = SETS + """
 sets(2, 4096)            # before -y's delay has passed
 time.sleep(2.5)
