@@ -658,9 +658,14 @@ void ProtoSink::slice(uint32_t pid, uint32_t tid, const TimelineSlice& slice) {
   state_->queue_call(state_->thread(pid, tid), slice);
 }
 
+// A thread's push/pop ranges go on a track of their own under the thread, as nsys shows them in a
+// row apart from its calls. On the thread's track they would nest with its calls by the order they
+// are written where a range and the first call inside it begin on the same nanosecond; a range is
+// written when it ends, after that call, and so would be shown inside it.
 void ProtoSink::range(uint32_t pid, uint32_t tid, const TimelineSlice& r) {
   State& s = *state_;
-  const uint64_t track = s.thread(pid, tid).uuid;
+  const uint64_t track =
+      s.child_track(s.thread(pid, tid).uuid, "nvtx " + std::to_string(pid) + " " + std::to_string(tid), "NVTX");
   s.named_event(s.misc_event(pb::TrackEvent::TYPE_SLICE_BEGIN, track, r.begin_ns), r.name, r.category, &r.args);
   s.write();
   s.misc_event(pb::TrackEvent::TYPE_SLICE_END, track, std::max(r.begin_ns, r.end_ns));

@@ -59,8 +59,12 @@ class Timeline {
         case EventKind::kString: string_event(ev); break;
         case EventKind::kApiCall: call(ev.call, *ev.thread); break;
         case EventKind::kNvtx:
-          if (ev.nvtx.type == abi::NvtxEvent::kMark) mark(ev);
-          else nvtx_.add(reader_, ev);
+          if (ev.nvtx.type == abi::NvtxEvent::kMark) {
+            mark(ev);
+            break;
+          }
+          if (ev.nvtx.type == abi::NvtxEvent::kPush) open_range_starts_[ev.thread->index].push_back(ev.nvtx.time_ns);
+          nvtx_.add(reader_, ev);
           break;
         case EventKind::kRecord: named_by_nvtx(ev); break;
         case EventKind::kCapture: capture(ev); break;
@@ -74,6 +78,8 @@ class Timeline {
       }
     }
     for (auto& [thread, pending] : held_) hand_over(thread, pending);
+    // Ranges inside one that never ended (the program ended, or was cut off, inside it).
+    for (auto& [thread, tied] : tied_ranges_) hand_over_ranges(tied, false, 0);
     off_cpu_slices();
     sink_.end_of_trace();
     counts_.symbol_notes = symbols_.notes();
@@ -179,8 +185,16 @@ class Timeline {
   // Push/pop ranges are slices on their thread, around the calls made inside them; start/end ranges
   // may end on another thread, so they are spans of their process, on a track per name.
   void nvtx_range(const NvtxRange& r) {
-    if (!in_window(r.start_ns, r.end_ns)) return;
     const reader::Thread& t = *r.thread;
+    // Whether a push/pop range that encloses this one, still open, began on the same nanosecond.
+    bool tied = false;
+    if (r.push_pop) {
+      std::vector<uint64_t>& starts = open_range_starts_[t.index];
+      const auto own = std::find(starts.rbegin(), starts.rend(), r.start_ns);
+      if (own != starts.rend()) starts.erase(std::next(own).base());
+      tied = std::find(starts.begin(), starts.end(), r.start_ns) != starts.end();
+    }
+    if (!in_window(r.start_ns, r.end_ns)) return;
     if (r.push_pop) {
       range_.begin_ns = at(r.start_ns);
       range_.end_ns = at(r.end_ns);
@@ -191,7 +205,13 @@ class Timeline {
       nvtx_args(range_.args, 0, t, r.domain);
       range_.args.add_unsigned("level", r.level);
       payload_args(range_.args, t, r.domain, r.payload_type, r.payload, r.payload_bytes, r.payload_cut);
-      sink_.range(pid_of(t.pid), t.tid, range_);
+      std::vector<TiedRange>& waiting = tied_ranges_[t.index];
+      if (tied) {
+        waiting.push_back({pid_of(t.pid), t.tid, range_, std::string(range_.name)});
+      } else {
+        sink_.range(pid_of(t.pid), t.tid, range_);
+        if (!waiting.empty()) hand_over_ranges(waiting, true, range_.begin_ns);
+      }
     } else {
       args_.clear();
       nvtx_args(args_, 0, t, r.domain);
@@ -396,6 +416,27 @@ class Timeline {
     held.clear();
   }
 
+  // Hands over the ranges that ended inside an enclosing range begun on the same nanosecond (all of
+  // them, or those begun at `begin_ns`), outermost first: ranges end innermost first, and a timeline
+  // nests slices that begin together by the order it is given them.
+  struct TiedRange {
+    uint32_t pid, tid;
+    TimelineSlice slice;
+    std::string name;  // the slice's name, which otherwise lives only as long as the sink call
+  };
+  void hand_over_ranges(std::vector<TiedRange>& waiting, bool only_at, int64_t begin_ns) {
+    auto now = std::stable_partition(waiting.begin(), waiting.end(),
+                                     [&](const TiedRange& h) { return only_at && h.slice.begin_ns != begin_ns; });
+    std::stable_sort(now, waiting.end(), [](const TiedRange& a, const TiedRange& b) {
+      return a.slice.begin_ns != b.slice.begin_ns ? a.slice.begin_ns < b.slice.begin_ns : a.slice.end_ns > b.slice.end_ns;
+    });
+    for (auto it = now; it != waiting.end(); ++it) {
+      it->slice.name = it->name;
+      sink_.range(it->pid, it->tid, it->slice);
+    }
+    waiting.erase(now, waiting.end());
+  }
+
   void call(const reader::ApiCall& c, const reader::Thread& t) {
     // Nested calls wait for their outermost parent; a parent lost to a drop only delays them to the
     // next outermost call, and a bound keeps a thread that never returns to depth 0 from holding more.
@@ -538,6 +579,10 @@ class Timeline {
   std::unordered_map<uint64_t, uint64_t> allocations_;   // of an allocation by address -> its bytes
   std::unordered_set<uint64_t> gpu_tracks_;              // pid << 32 | track: named already
   std::unordered_map<uint32_t, std::vector<Held>> held_;  // per thread: calls awaiting their parent
+  // Per thread: the starts of its push/pop ranges still open (any domain), and the ranges that ended
+  // inside one of them begun on the same nanosecond, which wait for it (hand_over_ranges).
+  std::unordered_map<uint32_t, std::vector<uint64_t>> open_range_starts_;
+  std::unordered_map<uint32_t, std::vector<TiedRange>> tied_ranges_;
   std::vector<bool> process_seen_;
   std::vector<std::string> process_names_;  // last name given per process
   std::unordered_map<uint32_t, std::string> thread_names_;

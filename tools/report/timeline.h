@@ -5,7 +5,8 @@
 //
 // Tracks: one per process and thread; GPU work on a track per device and stream of its process
 // ("CUDA HW (device D, stream S)"); NVTX start/end ranges and capture ranges on tracks of their
-// process; a thread's time off its CPU (--cpuctxsw) on a track of that thread.
+// process; a thread's time off its CPU (--cpuctxsw) on a track of that thread, and in Perfetto's
+// protobuf its push/pop ranges on another (they nest among its calls in the JSON).
 //
 // Times are nanoseconds from the timeline's 0: the trace file's creation, or, for several traces
 // merged, the earliest trace's start on the wall clock (place_job).

@@ -123,12 +123,20 @@ class Decoded:
             uuid = d.parent_uuid
         return None
 
-    def key(self, uuid):
-        """A track as the JSON export names it: (pid, tid) of a thread, (pid, name) of another track."""
+    def thread_of(self, uuid):
+        """The thread whose track this is, or whose push/pop ranges it holds ("NVTX"); else None."""
         d = self.tracks[uuid]
-        if d.HasField("thread"):
-            return (d.thread.pid, d.thread.tid)
-        return (self.process_of(uuid), d.name)
+        if d.name == "NVTX" and self.tracks[d.parent_uuid].HasField("thread"):
+            d = self.tracks[d.parent_uuid]
+        return d if d.HasField("thread") else None
+
+    def key(self, uuid):
+        """A track as the JSON export names it: (pid, tid) of a thread (its push/pop ranges too, which
+        the JSON nests among its calls), (pid, name) of another track."""
+        thread = self.thread_of(uuid)
+        if thread is not None:
+            return (thread.thread.pid, thread.thread.tid)
+        return (self.process_of(uuid), self.tracks[uuid].name)
 
 
 def export_both(trace, tmp_path, *options, expect=0):
@@ -171,7 +179,7 @@ def check_same_timeline(decoded, doc):
                       args_text(e, is_call(e))) for e in events if e["ph"] == "X")
     ours = Counter((decoded.key(uuid), s["name"], s["cat"], s["ts"], s["dur"], args_text(s, is_call(s)))
                    for uuid, slices in decoded.slices.items() for s in slices
-                   if decoded.tracks[uuid].HasField("thread") or decoded.tracks[uuid].name.startswith("CUDA HW"))
+                   if decoded.thread_of(uuid) is not None or decoded.tracks[uuid].name.startswith("CUDA HW"))
     assert ours == theirs, (ours - theirs, theirs - ours)
 
     # Nesting as a timeline shows it: a call inside another is one level deeper.
@@ -226,7 +234,7 @@ def check_same_timeline(decoded, doc):
                     json.dumps(b.get("args", {}), sort_keys=True))] += 1
     ours = Counter((decoded.process_of(uuid), s["name"], s["cat"], s["ts"], s["dur"], json.dumps(s["args"], sort_keys=True))
                    for uuid, slices in decoded.slices.items() for s in slices
-                   if not decoded.tracks[uuid].HasField("thread") and not decoded.tracks[uuid].name.startswith("CUDA HW"))
+                   if decoded.thread_of(uuid) is None and not decoded.tracks[uuid].name.startswith("CUDA HW"))
     assert ours == theirs
 
     # Counters.
@@ -275,7 +283,10 @@ def test_nvtx_ranges_marks_and_a_time_window(tmp_path):
     decoded, doc, _ = export_both([trace], tmp_path)
     check_same_timeline(decoded, doc)
     assert sum(len(v) for v in decoded.instants.values()) > 0
-    assert any(s["cat"] == "nvtx" for slices in decoded.slices.values() for s in slices)
+    # Push/pop ranges (those with a level) on their thread's "NVTX" track, apart from its calls.
+    ranges = [(uuid, s) for uuid, slices in decoded.slices.items() for s in slices
+              if s["cat"] == "nvtx" and "level" in s["args"]]
+    assert ranges and all(decoded.tracks[uuid].name == "NVTX" for uuid, _ in ranges)
     # A window keeps the same items in both.
     end = max(us_to_ns(e["ts"]) for e in doc["traceEvents"] if "ts" in e)
     decoded, doc, _ = export_both([trace], tmp_path, "--from", f"{end // 3}ns", "--to", f"{2 * end // 3}ns")

@@ -622,6 +622,61 @@ std::string write_nesting_trace() {
   return path;
 }
 
+// Two push/pop ranges and a call that begin on the same nanosecond, as a push followed at once by a
+// call gives on a fast clock: "outer" [1000, 1300], "inner" [1000, 1200], cudaMalloc [1000, 1100].
+// The trace holds them in the order they ended: the call, then inner, then outer.
+std::string write_same_nanosecond_trace() {
+  const std::string path = temp_path("same_ns.cutrace");
+  trace::TraceWriter w;
+  w.set_creation_monotonic_ns(0);
+  EXPECT_TRUE(w.open(path)) << w.error();
+  EXPECT_TRUE(w.write_api_table(kTestApis, kTestApiCount));
+  w.add_thread_def(thread_def(0, 100, 100));
+  Records r;
+  r.nvtx(abi::NvtxEvent::kPush, 1000, "outer")
+      .nvtx(abi::NvtxEvent::kPush, 1000, "inner")
+      .call(kCudaMalloc, 1000, 1100, 0, {4096, 0x7f0000000000})
+      .nvtx(abi::NvtxEvent::kPop, 1200)
+      .nvtx(abi::NvtxEvent::kPop, 1300);
+  r.add_to(w, 0);
+  EXPECT_TRUE(w.finish({{"dropped", "0"}, {"malformed", "0"}, {"lost_no_slot", "0"}}, {{0, 0, r.count(), 0, 0}}));
+  return path;
+}
+
+// A timeline nests slices that begin together by the order it is given them. Ranges are handed over
+// outermost first; in Perfetto's protobuf they are on an "NVTX" track of their thread, apart from its
+// calls, so a call that begins with a range is never taken for its parent.
+TEST(PerfettoExport, RangesAndACallThatBeginTogetherNestAsTheyRan) {
+  const std::string trace = write_same_nanosecond_trace();
+  const std::string json = temp_path("same_ns.json"), proto = temp_path("same_ns.pftrace");
+  Result j = cli({"export", "--type", "perfetto-json", "-o", json, trace});
+  ASSERT_EQ(j.exit, 0) << j.err;
+  Result p = cli({"export", "--type", "perfetto", "-o", proto, trace});
+  ASSERT_EQ(p.exit, 0) << p.err;
+  const std::string check =
+      "import json, sys\n"
+      "from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb\n"
+      "x = [(e['name'], e['ts'], e['dur']) for e in json.load(open(sys.argv[1]))['traceEvents'] if e['ph'] == 'X']\n"
+      "assert x == [('cudaMalloc', 1.0, 0.1), ('outer', 1.0, 0.3), ('inner', 1.0, 0.2)], x\n"
+      "trace = pb.Trace.FromString(open(sys.argv[2], 'rb').read())\n"
+      "tracks = {p.track_descriptor.uuid: p.track_descriptor for p in trace.packet if p.HasField('track_descriptor')}\n"
+      "(thread,) = [u for u, d in tracks.items() if d.HasField('thread')]\n"
+      "(nvtx,) = [u for u, d in tracks.items() if d.name == 'NVTX']\n"
+      "assert tracks[nvtx].parent_uuid == thread, tracks\n"
+      "names = {}\n"
+      "begins = []\n"
+      "for p in trace.packet:\n"
+      "  seq = p.trusted_packet_sequence_id\n"
+      "  names.update({(seq, n.iid): n.name for n in p.interned_data.event_names})\n"
+      "  e = p.track_event\n"
+      "  if p.HasField('track_event') and e.type == pb.TrackEvent.TYPE_SLICE_BEGIN:\n"
+      "    begins.append((e.name or names[seq, e.name_iid], e.track_uuid == nvtx))\n"
+      "assert begins == [('cudaMalloc', False), ('outer', True), ('inner', True)], begins\n"
+      "print('ok')";
+  Result py = run({PYTHON3, "-c", check, json, proto});
+  EXPECT_EQ(py.exit, 0) << py.out << py.err;
+}
+
 // The `Name,Num Calls,Total Time (ns)` of each row of a csv summary, in the report's order.
 std::string sum_rows(const std::string& csv) {
   std::istringstream in(csv);
