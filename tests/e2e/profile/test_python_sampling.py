@@ -144,7 +144,9 @@ def other_pythons():
 def test_every_cpython_version_from_3_9_is_sampled_alike(tmp_path, python):
     if python is None:
         pytest.skip("no other CPython 3.9+ on this machine")
-    proc, trace = profile(tmp_path, [python, str(SCRIPT), "0.3", "0.1"], options=["--python-sampling=true"])
+    # A second of the main thread's CPU: about 150 samples here (0.3 s gave 45, and once, with both CPUs
+    # busy with other tests, 8), so that ten stay where the sampling thread seldom gets a CPU.
+    proc, trace = profile(tmp_path, [python, str(SCRIPT), "1.0", "0.1"], options=["--python-sampling=true"])
     main_tid = int(proc.stdout.split()[1])
     _, doc = calls(trace, tmp_path, domains=None)
     spin = [e for e in doc["traceEvents"] if e.get("cat") == "python_sample" and
