@@ -658,14 +658,23 @@ void ProtoSink::slice(uint32_t pid, uint32_t tid, const TimelineSlice& slice) {
   state_->queue_call(state_->thread(pid, tid), slice);
 }
 
-// A thread's push/pop ranges go on a track of their own under the thread, as nsys shows them in a
-// row apart from its calls. On the thread's track they would nest with its calls by the order they
-// are written where a range and the first call inside it begin on the same nanosecond; a range is
-// written when it ends, after that call, and so would be shown inside it.
+// A thread's push/pop ranges go on a track of their own under the thread, one per NVTX domain, as nsys
+// shows them in rows apart from its calls. On the thread's track they would nest with its calls by
+// the order they are written where a range and the first call inside it begin on the same
+// nanosecond (a range is written when it ends, after that call, so it would be shown inside it); and
+// each domain has a stack of its own, so ranges of two domains may overlap without nesting.
 void ProtoSink::range(uint32_t pid, uint32_t tid, const TimelineSlice& r) {
   State& s = *state_;
-  const uint64_t track =
-      s.child_track(s.thread(pid, tid).uuid, "nvtx " + std::to_string(pid) + " " + std::to_string(tid), "NVTX");
+  std::string_view domain;
+  for (const TimelineArg& a : r.args)
+    if (a.key == "domain" && a.type == TimelineArg::Type::kText) {
+      domain = a.text();
+      break;
+    }
+  std::string key = "nvtx " + std::to_string(pid) + " " + std::to_string(tid) + " ";
+  key += domain;
+  const uint64_t track = s.child_track(s.thread(pid, tid).uuid, key,
+                                       domain.empty() ? std::string("NVTX") : "NVTX (" + std::string(domain) + ")");
   s.named_event(s.misc_event(pb::TrackEvent::TYPE_SLICE_BEGIN, track, r.begin_ns), r.name, r.category, &r.args);
   s.write();
   s.misc_event(pb::TrackEvent::TYPE_SLICE_END, track, std::max(r.begin_ns, r.end_ns));

@@ -124,9 +124,10 @@ class Decoded:
         return None
 
     def thread_of(self, uuid):
-        """The thread whose track this is, or whose push/pop ranges it holds ("NVTX"); else None."""
+        """The thread whose track this is, or whose push/pop ranges it holds ("NVTX", "NVTX (domain)");
+        else None."""
         d = self.tracks[uuid]
-        if d.name == "NVTX" and self.tracks[d.parent_uuid].HasField("thread"):
+        if d.name.startswith("NVTX") and self.tracks[d.parent_uuid].HasField("thread"):
             d = self.tracks[d.parent_uuid]
         return d if d.HasField("thread") else None
 
@@ -283,10 +284,12 @@ def test_nvtx_ranges_marks_and_a_time_window(tmp_path):
     decoded, doc, _ = export_both([trace], tmp_path)
     check_same_timeline(decoded, doc)
     assert sum(len(v) for v in decoded.instants.values()) > 0
-    # Push/pop ranges (those with a level) on their thread's "NVTX" track, apart from its calls.
+    # Push/pop ranges (those with a level) on an NVTX track of their thread per domain, apart from its calls.
     ranges = [(uuid, s) for uuid, slices in decoded.slices.items() for s in slices
               if s["cat"] == "nvtx" and "level" in s["args"]]
-    assert ranges and all(decoded.tracks[uuid].name == "NVTX" for uuid, _ in ranges)
+    assert ranges and all(decoded.tracks[uuid].name == (f"NVTX ({s['args']['domain']})" if s["args"]["domain"] else "NVTX")
+                          for uuid, s in ranges)
+    assert {decoded.tracks[uuid].name for uuid, _ in ranges} == {"NVTX", "NVTX (lib_b)"}
     # A window keeps the same items in both.
     end = max(us_to_ns(e["ts"]) for e in doc["traceEvents"] if "ts" in e)
     decoded, doc, _ = export_both([trace], tmp_path, "--from", f"{end // 3}ns", "--to", f"{2 * end // 3}ns")
