@@ -18,6 +18,10 @@ CUTRACE = TOOLS / "cutrace"
 APPS = BUILD / "tests" / "bin"
 SIM_LIB = BUILD / "simcuda" / "lib"
 REAL_CUDA_LIB = Path(os.environ.get("CUDA_LIB_DIR", "/usr/local/cuda/lib64"))
+# What hands over to Python (recipes, analyze, view, the Parquet and Arrow exports) loads the tables
+# library into the interpreter: the plain build's, also when the tools under test are a sanitizer's
+# build (an uninstrumented Python cannot load theirs), whichever test files run.
+os.environ.setdefault("CUTRACE_TABLES_LIBRARY", str(BUILD / "lib" / "libcutrace-tables.so"))
 
 
 def _cmake_cache(key):

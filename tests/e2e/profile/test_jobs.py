@@ -2,7 +2,6 @@
 metadata, by docs/jobs.md's precedence), each traced process's own from its environment (`cutrace info`'s
 Rank column, CUTRACE_PROCESSES in the SQLite export and the Python package), and the wall-clock anchors
 that put traces of several hosts on one timeline."""
-import os
 import sqlite3
 import sys
 import time
@@ -10,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, app, info, metadata, profile, run_tool, sim_env
+from conftest import app, info, metadata, profile, run_tool, sim_env
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 SOURCE_PYTHON = Path(__file__).resolve().parents[3] / "python"
-os.environ.setdefault("CUTRACE_TABLES_LIBRARY", str(BUILD / "lib" / "libcutrace-tables.so"))
 sys.path.insert(0, str(SOURCE_PYTHON))
 
 JOB_VARIABLES = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",

@@ -1,17 +1,13 @@
 """`cutrace profile --export TYPE` (nsys's option): the trace's exports written beside it once the run
 ends, the same files `cutrace export` writes; an export that would be refused is refused before the
 program runs; the program's output and exit status are its own."""
-import os
 import sqlite3
 
 import pyarrow.parquet
 import pytest
 
-from conftest import BUILD, app, profile, run_tool
+from conftest import app, profile, run_tool
 
-# The Parquet and Arrow exports load the tables library into Python: the plain build's, also when the
-# tools under test are a sanitizer's build (an uninstrumented Python cannot load theirs).
-os.environ.setdefault("CUTRACE_TABLES_LIBRARY", str(BUILD / "lib" / "libcutrace-tables.so"))
 
 
 def table_rows(db, table):

@@ -9,15 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, CUTRACE, app, on_a_terminal, profile, run_tool
+from conftest import CUTRACE, app, on_a_terminal, profile, run_tool
 
 pa = pytest.importorskip("pyarrow")
 import pyarrow.ipc  # noqa: E402
 import pyarrow.parquet  # noqa: E402
 
 SOURCE_PYTHON = Path(__file__).resolve().parents[3] / "python"
-LIBRARY = BUILD / "lib" / "libcutrace-tables.so"
-os.environ.setdefault("CUTRACE_TABLES_LIBRARY", str(LIBRARY))
 sys.path.insert(0, str(SOURCE_PYTHON))
 import cutrace  # noqa: E402
 
