@@ -63,7 +63,10 @@ class Timeline {
             mark(ev);
             break;
           }
-          if (ev.nvtx.type == abi::NvtxEvent::kPush) open_range_starts_[ev.thread->index].push_back(ev.nvtx.time_ns);
+          if (ev.nvtx.type == abi::NvtxEvent::kPush) {
+            std::vector<uint64_t>& starts = open_range_starts_[ev.thread->index];
+            starts.insert(std::upper_bound(starts.begin(), starts.end(), ev.nvtx.time_ns), ev.nvtx.time_ns);
+          }
           nvtx_.add(reader_, ev);
           break;
         case EventKind::kRecord: named_by_nvtx(ev); break;
@@ -189,10 +192,12 @@ class Timeline {
     // Whether a push/pop range that encloses this one, still open, began on the same nanosecond.
     bool tied = false;
     if (r.push_pop) {
+      // Sorted, so that ranges a program never popped (thousands, in a leaky loop) cost a search only.
       std::vector<uint64_t>& starts = open_range_starts_[t.index];
-      const auto own = std::find(starts.rbegin(), starts.rend(), r.start_ns);
-      if (own != starts.rend()) starts.erase(std::next(own).base());
-      tied = std::find(starts.begin(), starts.end(), r.start_ns) != starts.end();
+      const auto [first, last] = std::equal_range(starts.begin(), starts.end(), r.start_ns);
+      const auto same_start = last - first;
+      if (same_start > 0) starts.erase(first);
+      tied = same_start > 1;
     }
     if (!in_window(r.start_ns, r.end_ns)) return;
     if (r.push_pop) {
