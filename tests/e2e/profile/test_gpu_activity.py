@@ -310,13 +310,10 @@ def test_when_the_duration_ends_and_the_program_goes_on_cupti_is_finalised_at_it
 
 
 LATE = """
-import ctypes, sys, time
+import time
 time.sleep(2.5)          # -d 1 has ended the recording, and the program goes on (--kill none)
-rt = ctypes.CDLL(sys.argv[1])
-p = ctypes.c_void_p()
-assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(4096)) == 0
-assert rt.cudaMemset(p, 0, ctypes.c_size_t(4096)) == 0
-assert rt.cudaDeviceSynchronize() == 0
+""" + SETS + """
+sets(1, 4096)
 print("cupti loaded:", "libcupti" in open("/proc/self/maps").read())
 """
 

@@ -66,11 +66,11 @@ struct SessionFixture {
     p.attach(s.slot(slot), s.data(slot), s.header()->ring_bytes);
     return p;
   }
-  // Drains slot `slot` up to its head through a scratch of two records.
+  // Drains slot `slot` up to its head, or `max_bytes` of it, through a scratch of two records.
   template <class Visit>
-  ring::DrainStats drain(uint32_t slot, Visit&& visit) {
+  ring::DrainStats drain(uint32_t slot, Visit&& visit, uint64_t max_bytes = UINT64_MAX) {
     return ring::drain(s.slot(slot), s.data(slot), s.header()->ring_bytes, scratch.data(), uint32_t(scratch.size()),
-                       UINT64_MAX, visit);
+                       max_bytes, visit);
   }
   std::vector<uint8_t> scratch = std::vector<uint8_t>(abi::kMaxRecordBytes * 2);
 };
@@ -212,9 +212,7 @@ TEST_P(RingSizes, AProducerOutrunningItsConsumerStoresOrCountsEveryRecord) {
   uint8_t record[abi::kMaxRecordBytes];
   uint64_t issued = 0, stored = 0, seen = 0, malformed = 0;
   auto consume = [&](uint64_t max_bytes) {
-    malformed += ring::drain(f.s.slot(0), f.s.data(0), ring_bytes, f.scratch.data(), uint32_t(f.scratch.size()), max_bytes,
-                             [&](const uint8_t* r, uint32_t n) { check_call(r, n, seen++); })
-                     .malformed;
+    malformed += f.drain(0, [&](const uint8_t* r, uint32_t n) { check_call(r, n, seen++); }, max_bytes).malformed;
   };
   while (issued < 200000) {
     const uint32_t arg_count = rng() % (abi::kMaxApiArgs + 1);
@@ -248,10 +246,8 @@ TEST_P(RingSizes, FullRingDropsAndCountsEveryRecordItCannotStore) {
   }
   EXPECT_EQ(stored, ring_bytes / record_bytes);  // the records fill the ring, up to one pad
   EXPECT_EQ(stored + f.s.slot(0)->dropped_records.load(), issued);
-  std::vector<uint8_t> scratch(abi::kMaxRecordBytes);
   uint64_t seen = 0;
-  ring::drain(f.s.slot(0), f.s.data(0), ring_bytes, scratch.data(), uint32_t(scratch.size()), UINT64_MAX,
-              [&](const uint8_t* r, uint32_t bytes) { check_call(r, bytes, seen++); });
+  f.drain(0, [&](const uint8_t* r, uint32_t bytes) { check_call(r, bytes, seen++); });
   EXPECT_EQ(seen, stored);
 }
 
