@@ -807,6 +807,10 @@ class LibrarySpec:
     wrappers: str = "plain"
     include_dirs: list[str] | None = None  # the headers of this library's version; None: --include-dir
     extends: str | None = None             # the annotations file this one extends
+    # Where the binary is not at hand (the driver, whose exports only the toolkit's stub or an installed
+    # driver carries): the sets of defines, each beside `defines`, under which the headers declare every
+    # export by its own name. None: the binary is required.
+    header_exports: list[list[str]] | None = None
     symbol_version: str | None = None      # the version every export is defined under (set from the binary)
 
 
@@ -902,14 +906,14 @@ NO_MISSING_VALUE = ("a CUDA wrapper whose real function the library lacks fails 
                     "would (its message, exit 127), so it returns nothing of its own; remove the key")
 
 
-def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
+def load_library(name: str, annotations: Path, binary: Path | None) -> LibrarySpec:
     doc = read_toml(annotations)
     c = TomlChecker(annotations)
     c.table(doc, "top level", {"library", "functions"}, {"library"})
     doc = merge_extended(doc, annotations, c)
     lib = c.table(doc["library"], "[library]",
                   {"soname", "domain", "headers", "internal_headers", "separate_headers", "defines", "internal_prefixes", "success",
-                   "variant_suffixes", "results", "wrap", "param_prefix", "wrappers"},
+                   "variant_suffixes", "results", "wrap", "param_prefix", "wrappers", "header_exports"},
                   {"soname", "domain", "headers", "results"})
     spec = LibrarySpec(
         name=name,
@@ -931,6 +935,14 @@ def load_library(name: str, annotations: Path, binary: Path) -> LibrarySpec:
         wrappers=c.choice(lib.get("wrappers", "plain"), "[library] wrappers", ("plain", "versioned")),
     )
     spec.extends = doc.get("extends")
+    if "header_exports" in lib:
+        sets = lib["header_exports"]
+        if not isinstance(sets, list) or not all(isinstance(x, list) for x in sets):
+            raise c.fail("[library] header_exports", "expected a list of lists of defines, such as [[], [\"NAME\"]]")
+        spec.header_exports = [c.strings(x, "[library] header_exports") for x in sets]
+        for d in (d for x in spec.header_exports for d in x):
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(=.*)?", d):
+                raise c.fail("[library] header_exports", f"'{d}' is not NAME or NAME=VALUE")
     if spec.wrappers == "versioned" and spec.domain == "os_runtime":
         raise c.fail("[library] wrappers", "the OS runtime's wrappers are unversioned; remove the key")
     if spec.wrap == "listed" and spec.domain not in ("os_runtime", "mpi"):
@@ -1129,14 +1141,47 @@ class LibraryModel:
                 f"{annotated} annotated")
 
 
+def header_declared_exports(lib: LibrarySpec, pre: HeaderParser) -> list[str]:
+    """The exports of a library whose binary is not at hand: every function with external C linkage that
+    its own headers declare (not define: cuda.h's static inline helpers are no exports), under
+    `defines` and under each set of [library] header_exports beside them."""
+    ci = cindex()
+    own = {Path(h).name for h in lib.headers}
+    names: set[str] = set()
+    transparent = {ci.CursorKind.LINKAGE_SPEC, ci.CursorKind.UNEXPOSED_DECL}
+
+    def walk(parent) -> None:
+        for c in parent.get_children():
+            if c.kind in transparent:
+                walk(c)
+            elif c.kind == ci.CursorKind.FUNCTION_DECL and not c.is_definition() \
+                    and c.storage_class != ci.StorageClass.STATIC and c.mangled_name == c.spelling \
+                    and c.location.file is not None and Path(c.location.file.name).name in own:
+                names.add(c.spelling)
+
+    for extra in [[]] + (lib.header_exports or []):
+        src = "".join(f"#define {d.replace('=', ' ', 1)}\n" for d in lib.defines + extra)
+        src += "".join(f"#include <{h}>\n" for h in lib.headers)
+        walk(pre.parse(src, [], ", ".join(lib.headers)).cursor)
+    if not names:
+        raise GenError(f"{lib.annotations}: the headers {', '.join(lib.headers)} declare no function")
+    return sorted(names)
+
+
 def build_library(lib: LibrarySpec, pre: HeaderParser) -> LibraryModel:
-    if not lib.binary.exists():
-        raise GenError(f"{lib.binary} does not exist; install the library or point --library at it")
-    real_soname = elf_soname(lib.binary.resolve())
-    if real_soname is not None and real_soname != lib.soname:
-        raise GenError(f"{lib.annotations}: [library] soname is '{lib.soname}' but {lib.binary} is '{real_soname}'; "
-                       f"use annotations written for this version of the library")
-    exports, lib.symbol_version = exported_functions(lib.binary)
+    if lib.binary is None:
+        if lib.header_exports is None:
+            raise GenError(f"{lib.annotations}: no binary was given for {lib.soname}, and [library] has no "
+                           f"header_exports to take its exports from the headers; point --library at the library")
+        exports, lib.symbol_version = header_declared_exports(lib, pre), None
+    else:
+        if not lib.binary.exists():
+            raise GenError(f"{lib.binary} does not exist; install the library or point --library at it")
+        real_soname = elf_soname(lib.binary.resolve())
+        if real_soname is not None and real_soname != lib.soname:
+            raise GenError(f"{lib.annotations}: [library] soname is '{lib.soname}' but {lib.binary} is '{real_soname}'; "
+                           f"use annotations written for this version of the library")
+        exports, lib.symbol_version = exported_functions(lib.binary)
     export_set = set(exports)
     if lib.wrappers == "versioned" and lib.symbol_version is None:
         raise GenError(f"{lib.annotations}: [library] wrappers = \"versioned\", but {lib.binary} does not define all its "
@@ -1152,7 +1197,7 @@ def build_library(lib: LibrarySpec, pre: HeaderParser) -> LibraryModel:
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             where = f"the entry of {lib.extends}, which this file extends: list it under [library] omit" \
                 if lib.extends and fname not in read_toml(lib.annotations).get("functions", {}) else "the entry"
-            raise GenError(f"{lib.annotations}: [functions.{fname}]: {lib.binary.name} exports no function named "
+            raise GenError(f"{lib.annotations}: [functions.{fname}]: {lib.soname} exports no function named "
                            f"'{fname}'{hint}; remove or rename {where}")
 
     if lib.wrap == "listed":
@@ -2065,7 +2110,7 @@ def emit_coverage(models: list[LibraryModel]) -> str:
         doc.append({
             "name": m.spec.name,
             "library": m.spec.soname,
-            "binary": str(m.spec.binary.resolve()),
+            "binary": str(m.spec.binary.resolve()) if m.spec.binary else None,
             "domain": m.spec.domain,
             "wrappers": m.spec.wrappers,
             "symbol_version": m.spec.symbol_version,
@@ -2088,7 +2133,8 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--library", nargs=3, action="append", required=True, metavar=("NAME", "ANNOTATIONS", "BINARY"),
                     help="a library to wrap: a short name (it names wrappers_NAME.cpp), its annotations file and "
-                         "the installed shared library whose exports are wrapped; repeat for more libraries")
+                         "the installed shared library whose exports are wrapped (-: none, the exports are those "
+                         "its headers declare, [library] header_exports); repeat for more libraries")
     ap.add_argument("--include-dir", action="append", default=[], help="include directory of the headers")
     ap.add_argument("--library-include", nargs=2, action="append", default=[], metavar=("NAME", "DIR"),
                     help="an include directory for library NAME alone, in place of --include-dir (the headers of "
@@ -2120,7 +2166,7 @@ def main(argv: list[str]) -> int:
     owner: dict[tuple[str, str], str] = {}
     apis: list[Api] = []
     for name, annotations, binary in args.library:
-        spec = load_library(name, Path(annotations), Path(binary))
+        spec = load_library(name, Path(annotations), None if binary == "-" else Path(binary))
         dirs = own_includes.get(name, args.include_dir)
         spec.include_dirs = dirs
         if tuple(dirs) not in preprocessors:
@@ -2158,7 +2204,7 @@ def main(argv: list[str]) -> int:
         deps = set().union(*(p.dependencies for p in preprocessors.values()))
         deps |= {os.path.abspath(a[1]) for a in args.library}
         deps |= {os.path.abspath(m.spec.annotations.parent / m.spec.extends) for m in models if m.spec.extends}
-        deps |= {os.path.realpath(a[2]) for a in args.library} | {os.path.abspath(__file__), str(DOMAINS_FILE)}
+        deps |= {os.path.realpath(a[2]) for a in args.library if a[2] != "-"} | {os.path.abspath(__file__), str(DOMAINS_FILE)}
         target = os.path.abspath(args.out_dir / "api_ids.h")
         escape = lambda p: p.replace(" ", "\\ ")  # noqa: E731
         args.depfile.write_text(f"{escape(target)}: " + " \\\n  ".join(escape(d) for d in sorted(deps)) + "\n")
