@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "api_ids.h"
 #include "api_lookup.h"
@@ -33,6 +34,7 @@
 #include "osrt.h"
 #include "gpu_activity.h"
 #include "python_frames.h"
+#include "unwind_stack.h"
 
 namespace cutrace::preload {
 
@@ -74,13 +76,6 @@ Range g_client_ranges[4];
 
 void debug_log(const char* message);
 
-// libunwind's unw_backtrace, loaded when the session asks for backtraces (load_unwinder).
-using UnwBacktrace = int (*)(void**, int);
-std::atomic<UnwBacktrace> g_unw_backtrace{nullptr};
-// The loaded libunwind's mapped range: its OS calls (the munmap of its per-thread cache, from a key
-// destructor at thread exit) are the tracer's. Set before g_unw_backtrace is published.
-uintptr_t g_unwinder_begin = 0, g_unwinder_end = 0;
-
 bool is_own_frame(uintptr_t ip) {
   if (ip >= g_self_begin && ip < g_self_end) return true;
   for (const Range& r : g_client_ranges) {
@@ -90,27 +85,6 @@ bool is_own_frame(uintptr_t ip) {
   return false;
 }
 
-// libunwind.so.8 is loaded with RTLD_LOCAL and only when backtraces are asked for: it also defines
-// the C++ exception ABI (_Unwind_RaiseException, ...), which linked to the preloaded shim would come
-// ahead of libgcc_s in the program's global scope and take over its exception handling. Its static
-// archive is not position-independent, so it cannot be linked into the shim either.
-void load_unwinder() {
-  bool asked = g_session->timer_sampling_hz != 0;  // the timer sampler takes stacks too
-  for (uint32_t k = 0; k < abi::kBacktraceClasses; ++k) asked |= g_session->backtrace_threshold_ns[k] != abi::kBacktraceOff;
-  if (!asked || g_unw_backtrace.load(std::memory_order_relaxed)) return;
-  void* library = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-  void* fn = library ? real_dlsym()(library, "unw_backtrace") : nullptr;
-  if (!fn) {
-    dlerror();  // the failure is reported through the session, not left for the program's dlerror()
-    g_session->backtrace_unavailable.fetch_add(1, std::memory_order_relaxed);
-    debug_log("backtraces were asked for but libunwind.so.8 cannot be loaded");
-    return;
-  }
-  elf::Object unwinder;
-  if (elf::object_containing(reinterpret_cast<uintptr_t>(fn), &unwinder))
-    elf::mapped_span(unwinder, &g_unwinder_begin, &g_unwinder_end);
-  g_unw_backtrace.store(reinterpret_cast<UnwBacktrace>(fn), std::memory_order_release);
-}
 uint64_t g_session_bytes = 0;
 pthread_key_t g_thread_exit_key;
 
@@ -168,7 +142,7 @@ constinit thread_local bool t_thread_ending __attribute__((tls_model("initial-ex
 // runs another round when one of them set a value again (PTHREAD_DESTRUCTOR_ITERATIONS rounds at most).
 // The shim's key is created early, so its destructor comes before the program's and other libraries':
 // it sets its key again once, so that the ring outlives the round in which those run and their calls
-// (a sleep, libunwind freeing its cache) are recorded on the thread's ring, not in a second one taken
+// (a sleep) are recorded on the thread's ring, not in a second one taken
 // for it. The value counts the calls: 1 when the ring was claimed, 2 once re-armed.
 void on_thread_exit(void* calls) {
   ThreadState& ts = t_thread;
@@ -266,7 +240,6 @@ bool attach_once() {
 
 __attribute__((constructor)) void cutrace_preload_init() {
   if (!attach_once()) return;
-  load_unwinder();
   // The objects loaded at start-up are noted (a later look redirects only what came after), and a
   // program that carries CUDA from the start shows in the trace even if none of its calls can be
   // recorded (a static runtime without a driver).
@@ -382,8 +355,7 @@ void on_sample_signal(int, siginfo_t* info, void* context) {
   if (info->si_code != SI_TIMER || !g_session) return;
   const int saved_errno = errno;
   ThreadState& ts = t_thread;
-  const UnwBacktrace unwind = g_unw_backtrace.load(std::memory_order_acquire);
-  if (ts.in_tracer || !ts.producer.header || !unwind) {
+  if (ts.in_tracer || !ts.producer.header) {
     g_session->timer_samples_skipped.fetch_add(1, std::memory_order_relaxed);
     errno = saved_errno;
     return;
@@ -393,9 +365,9 @@ void on_sample_signal(int, siginfo_t* info, void* context) {
   constexpr int kHandlerFrames = 8;  // this handler, libc's signal trampoline
   void* frames[abi::kMaxSampleFrames + kHandlerFrames];
   WritingRecord writing(ts);
-  const int n = unwind(frames, int(abi::kMaxSampleFrames) + kHandlerFrames);
-  // libunwind steps through the signal frame: the interrupted instruction is one of the frames, and
-  // the ones before it are the handler's.
+  const int n = unwind_stack(frames, int(abi::kMaxSampleFrames) + kHandlerFrames);
+  // The unwinder steps through the signal frame (glibc's restorer carries its unwind table): the
+  // interrupted instruction is one of the frames, and the ones before it are the handler's.
   int first = 0;
   while (first < n && uint64_t(reinterpret_cast<uintptr_t>(frames[first])) != pc) ++first;
   uint64_t kept[abi::kMaxSampleFrames];
@@ -598,8 +570,6 @@ void record_backtrace(ThreadState& ts, uint32_t api_id, uint64_t begin, uint64_t
   if (api_id >= kApiTableSize || ts.in_tracer) return;
   const uint32_t cls = osrt ? abi::kBacktraceClassOsrt : uint32_t(kApiTable[api_id].api_class);
   if (cls >= abi::kBacktraceClasses || duration < g_session->backtrace_threshold[cls]) return;
-  const UnwBacktrace unwind = g_unw_backtrace.load(std::memory_order_acquire);
-  if (!unwind) return;
   const int saved_errno = errno;
   // The objects its frames lie in are reported first, so that a reader can place every frame.
   note_loaded_objects(ts);
@@ -608,8 +578,8 @@ void record_backtrace(ThreadState& ts, uint32_t api_id, uint64_t begin, uint64_t
   // Room for the tracer's own frames (this function, the wrapper, the OS runtime's recording path).
   constexpr int kOwnFrames = 8;
   void* frames[abi::kMaxBacktraceFrames + kOwnFrames];
-  ++ts.in_tracer;  // libunwind's own calls (mmap, its caches) are not the program's
-  const int n = unwind(frames, int(depth) + kOwnFrames);
+  ++ts.in_tracer;
+  const int n = unwind_stack(frames, int(depth) + kOwnFrames);
   --ts.in_tracer;
   // The tracer's frames: this function and the wrapper at the top, and a wrapper deeper down when a
   // library calls back into the program (a host callback, a cuDNN engine calling cuBLAS).
@@ -668,9 +638,9 @@ extern "C" void cutrace_preload_record_osrt(preload::ThreadState& ts, uint32_t a
                                             const void* caller) {
   const auto from = reinterpret_cast<uintptr_t>(caller);
   if (from >= preload::g_self_begin && from < preload::g_self_end) return;
-  // CUPTI's own threads wait on semaphores and conditions of their own, and the unwinder frees its
-  // caches as threads end: the tracer's calls, not the program's.
-  if (preload::in_shims_cupti(from) || (from >= preload::g_unwinder_begin && from < preload::g_unwinder_end)) return;
+  // CUPTI's own threads wait on semaphores and conditions of their own: the tracer's calls, not the
+  // program's.
+  if (preload::in_shims_cupti(from)) return;
   // The call's own errno stays what the program sees; claiming a ring makes system calls of its own.
   const int saved_errno = errno;
   if (ts.in_tracer || (!ts.producer.header && !preload::prepare_thread(ts))) {

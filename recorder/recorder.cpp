@@ -208,7 +208,6 @@ void Recorder::final_drain() {
   drain_cpu_samples(true);
   final_lost_no_slot_ = session_->lost_no_slot.load(std::memory_order_relaxed);
   processes_cut_off_ = session_->processes_cut_off.load(std::memory_order_acquire);
-  backtrace_unavailable_ = session_->backtrace_unavailable.load(std::memory_order_relaxed);
   foreign_shims_ = session_->foreign_shims.load(std::memory_order_relaxed);
   timer_samples_skipped_ = session_->timer_samples_skipped.load(std::memory_order_relaxed);
   finished_ = true;
@@ -710,11 +709,6 @@ std::vector<std::string> Recorder::warnings() const {
                   (foreign == 1 ? "its" : "their") +
                   " calls were not recorded rather than named wrongly; run the launcher, the recorder and the shim "
                   "of one build (CUTRACE_PRELOAD_LIB names the shim)");
-  if (const uint32_t without = backtrace_unavailable_)
-    out.push_back("backtraces were asked for, but " + std::to_string(without) +
-                  (without == 1 ? " process" : " processes") +
-                  " could not load libunwind.so.8, which takes them, so " + (without == 1 ? "its" : "their") +
-                  " calls have none; install libunwind8");
   if (processes_cut_off_)
     out.push_back(std::to_string(processes_cut_off_) + (processes_cut_off_ == 1 ? " process" : " processes") +
                   " the command started " + (processes_cut_off_ == 1 ? "was" : "were") +

@@ -272,7 +272,6 @@ class Recorder {
   uint32_t api_count_ = 0;
   uint64_t osrt_threshold_ns_ = 0;        // --osrt-threshold (SessionHeader::osrt_threshold_ns)
   uint64_t backtrace_threshold_ns_[abi::kBacktraceClasses] = {};  // SessionHeader::backtrace_threshold_ns
-  uint32_t backtrace_unavailable_ = 0;  // SessionHeader::backtrace_unavailable, read by final_drain()
   uint32_t foreign_shims_ = 0;          // SessionHeader::foreign_shims, read by final_drain()
   abi::DomainSet batch_domains_ = 0;      // domains called in the drain under way, merged after it
   bool batch_capture_ranges_ = false;     // the drain under way held a capture range record

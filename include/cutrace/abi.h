@@ -842,8 +842,9 @@ struct alignas(64) SessionHeader {
   uint64_t backtrace_threshold_ns[kBacktraceClasses];
   uint32_t backtrace_depth_cuda;  // frames kept of a CUDA call's stack, at most kMaxBacktraceFrames
   uint32_t backtrace_depth_osrt;  // of an OS runtime call's (--osrt-backtrace-depth)
-  // Processes that were asked for backtraces and could not load libunwind.so.8, which takes them.
-  std::atomic<uint32_t> backtrace_unavailable;
+  // Unused (once: processes that could not load libunwind.so.8; the shim now carries its own unwinder),
+  // kept so that the fields after it stay where they are.
+  uint32_t reserved_was_backtrace_unavailable;
   // Python frames kept with a stack taken in a CPython thread (--python-backtrace), at most
   // kMaxPythonFrames; 0: none.
   uint32_t backtrace_depth_python;

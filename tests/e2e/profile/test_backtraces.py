@@ -2,7 +2,7 @@
 above their class's threshold carry their stack, from the program's own code (none of the tracer's
 frames), and the stack names the program's call chain when symbolised from the trace alone
 (module + offset, addr2line). Calls under the threshold, other classes and runs without the option
-carry none; a process that cannot load the unwinder says so."""
+carry none; the shim's unwinder is its own, apart from any the program loads."""
 import csv
 import io
 import json
@@ -97,14 +97,33 @@ def test_slow_os_runtime_calls_carry_their_stack(tmp_path):
     assert metadata(trace)["backtrace.threshold_ns"] == "osrt=20000000"
 
 
-def test_a_process_that_cannot_load_the_unwinder_says_so(tmp_path):
-    # A libunwind.so.8 without unw_backtrace comes first on the library path.
+def own_unwinder_run(tmp_path, mode, name, env=None):
+    proc, trace = profile(tmp_path, [app("own_unwinder_app"), mode, "3"], env=env or sim_env(**SLOW_COPIES),
+                          options=["--cudabacktrace", "memory:" + THRESHOLD], name=name)
+    events, _ = calls(trace, tmp_path, domains=None)
+    copies = [e for e in events if e["name"] == "cudaMemcpy"]
+    assert len(copies) == 3 and all("backtrace" in e["args"] for e in copies), copies
+    for e in copies:
+        module, _, offset = e["args"]["backtrace"][0].partition("+")
+        out = subprocess.run(["addr2line", "-f", "-C", "-e", app("own_unwinder_app"), hex(int(offset, 16) - 1)],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+        assert module == "own_unwinder_app" and "copy_through_own_unwinder" in out[0], (e["args"], out)
+    assert "warning" not in proc.stderr, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_the_shim_carries_its_own_unwinder_apart_from_the_programs(tmp_path):
+    # The shim's stacks come from the unwinder linked into it, local to it: it loads no libunwind, and a
+    # program that brings its own into its global scope (whose _Unwind_* then take its exceptions) keeps
+    # it to itself, with its own stacks and exceptions working and the shim's backtraces unchanged.
+    assert own_unwinder_run(tmp_path, "none", "none") == ["caught 7", "copies 3 failed 0", "libunwind mapped: no"]
+    assert own_unwinder_run(tmp_path, "libunwind", "own") == [
+        "own unwinder: walks", "caught 7", "copies 3 failed 0", "libunwind mapped: yes"]
+    # Whatever libunwind.so.8 comes first on the library path, one without unw_backtrace included.
     env = sim_env(**SLOW_COPIES)
     env["LD_LIBRARY_PATH"] = f"{APPS / 'no_unwinder'}:{env['LD_LIBRARY_PATH']}"
-    taken, events, proc, _ = stacks(tmp_path, ["--cudabacktrace", "memory:" + THRESHOLD], env=env)
-    assert taken == [] and [e["name"] for e in events].count("cudaMemcpy") == 3
-    assert ("cutrace: warning: backtraces were asked for, but 1 process could not load libunwind.so.8, which takes "
-            "them, so its calls have none; install libunwind8.") in proc.stderr.splitlines(), proc.stderr
+    assert own_unwinder_run(tmp_path, "libunwind", "stand_in", env=env) == [
+        "own unwinder: none", "caught 7", "copies 3 failed 0", "libunwind mapped: yes"]
 
 
 # --- Naming the frames from the binaries (cutrace export's "stack", cutrace stats' callsite_sum). ---

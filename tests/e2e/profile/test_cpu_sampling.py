@@ -101,7 +101,7 @@ def test_without_perf_events_threads_sample_themselves_with_a_timer(tmp_path):
     stacks = [e["args"]["stack"] for e in doc["traceEvents"] if e.get("cat") == "cpu_sample" and e["name"] == "burn_a"]
     lines_of = SOURCE.read_text().splitlines()
     call_line = next(n for n, line in enumerate(lines_of, 1) if "burn_a(2 * unit);" in line)
-    # libunwind's stacks, through the signal frame: burn_a, then main at the calling line.
+    # The shim's stacks, through the signal frame: burn_a, then main at the calling line.
     assert sum(len(s) > 1 and s[1] == f"main (cpu_burn.cpp:{call_line})" for s in stacks) >= 0.9 * len(stacks), stacks[:3]
 
 

@@ -74,10 +74,11 @@ def test_a_thread_with_only_os_calls_gets_its_own_ring(tmp_path):
     assert set(by_name) == {"pthread_mutex_lock", "pthread_join", "nanosleep"}
 
 
-def test_each_thread_is_one_thread_of_the_trace_when_the_unwinder_frees_its_cache_at_exit(tmp_path):
-    # Every OS call recorded (threshold 0) with its backtrace: libunwind's per-thread cache is freed
-    # (munmap) by a key destructor after the thread's ring is retired. That call is the tracer's; taken
-    # for the program's, it claimed a second ring and the thread appeared twice.
+def test_each_thread_is_one_thread_of_the_trace_with_every_call_taking_its_stack(tmp_path):
+    # Every OS call recorded (threshold 0) with its backtrace. An unwinder that keeps a per-thread cache
+    # (libunwind, which the shim once loaded) frees it (munmap) from a key destructor after the thread's
+    # ring is retired; taken for the program's call, it claimed a second ring and the thread appeared
+    # twice. The shim's own unwinder keeps no such cache, and the thread stays one.
     proc, trace = profile(tmp_path, [app("osrt_app"), "threads", "80"], options=["-t", "osrt", "--osrt-threshold", "0"])
     waiter = int(proc.stdout.split()[1])
     text = info(trace)
@@ -179,7 +180,7 @@ def test_signal_handlers_writing_while_records_are_written_lose_nothing(tmp_path
     with_stack = [e for e in outer if "backtrace" in e["args"]]
     odd = [e["args"] for e in with_stack if not e["args"]["backtrace"][0].startswith("osrt_app+")]
     assert not odd, (len(odd), odd[:3])
-    # Where the timer lands, libunwind can now and then fail to walk out of the handler (one write of
+    # Where the timer lands, the unwinder can now and then fail to walk out of the handler (one write of
     # several hundred, once, in a clean-clone sanitizer run): the call is recorded all the same, without
     # its stack, and such misses stay rare.
     assert len(outer) - len(with_stack) <= max(1, len(outer) // 100), (len(outer), len(with_stack))
