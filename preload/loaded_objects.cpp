@@ -206,6 +206,15 @@ bool mapped_span(const Object& o, uintptr_t* begin, uintptr_t* end) {
   return true;
 }
 
+bool unwind_data_of(uintptr_t address, uintptr_t* map_start, uintptr_t* map_end, const void** eh_frame) {
+  Object o;
+  if (!object_containing(address, &o) || !mapped_span(o, map_start, map_end)) return false;
+  *eh_frame = nullptr;
+  for (uint16_t i = 0; i < o.phnum; ++i)
+    if (o.phdr[i].p_type == PT_GNU_EH_FRAME) *eh_frame = reinterpret_cast<const void*>(o.bias + o.phdr[i].p_vaddr);
+  return true;
+}
+
 void load_counts(uint64_t* adds, uint64_t* subs) {
   struct Counts {
     uint64_t adds = 0, subs = 0;

@@ -109,6 +109,11 @@ bool other_version_of(const char* soname, const char* candidate);
 // when none has it.
 void* find_in_other_version(const char* soname, const char* name);
 
+// What glibc 2.35's _dl_find_object tells an unwinder of the object containing `address`, for a glibc
+// that lacks it (libc_compat.cpp): its mapped span and its PT_GNU_EH_FRAME segment (nullptr when it
+// has none). false when no object contains the address. Takes the loader's lock, as dl_iterate_phdr.
+bool unwind_data_of(uintptr_t address, uintptr_t* map_start, uintptr_t* map_end, const void** eh_frame);
+
 // The DT_SONAME of the object containing `address`, or nullptr (no object, or no soname).
 const char* soname_of(uintptr_t address);
 

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <string>
 
 namespace elf = cutrace::preload::elf;
@@ -122,3 +123,32 @@ TEST(LoadedObjects, LeavesDlerrorAlone) {
 }
 
 }  // namespace
+
+// The shim's stand-in for _dl_find_object on a glibc older than 2.35 (libc_compat.cpp) must tell the
+// unwinder what glibc's own does: the same unwind table (PT_GNU_EH_FRAME), and a span holding the
+// address, for the program, the C library, the C++ runtime and a library loaded with dlopen.
+TEST(LoadedObjects, UnwindDataAgreesWithTheLoadersFindObject) {
+  void* probe = dlopen(PROBE_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(probe, nullptr) << dlerror();
+  void* probe_function = dlsym(probe, "preload_probe_answer");
+  ASSERT_NE(probe_function, nullptr);
+  static int in_the_program = 0;
+  const void* addresses[] = {reinterpret_cast<const void*>(&here), &in_the_program,
+                             reinterpret_cast<const void*>(&std::strlen), reinterpret_cast<const void*>(&::dlopen),
+                             reinterpret_cast<const void*>(static_cast<void (*)()>(&std::terminate)), probe_function};
+  for (const void* address : addresses) {
+    dl_find_object expected{};
+    ASSERT_EQ(_dl_find_object(const_cast<void*>(address), &expected), 0) << address;
+    uintptr_t start = 0, end = 0;
+    const void* eh_frame = reinterpret_cast<const void*>(1);
+    ASSERT_TRUE(elf::unwind_data_of(reinterpret_cast<uintptr_t>(address), &start, &end, &eh_frame)) << address;
+    EXPECT_EQ(eh_frame, expected.dlfo_eh_frame) << address;
+    EXPECT_LE(start, reinterpret_cast<uintptr_t>(address));
+    EXPECT_GT(end, reinterpret_cast<uintptr_t>(address));
+    EXPECT_EQ(start, reinterpret_cast<uintptr_t>(expected.dlfo_map_start)) << address;
+  }
+  uintptr_t start = 0, end = 0;
+  const void* eh_frame = nullptr;
+  EXPECT_FALSE(elf::unwind_data_of(0x10, &start, &end, &eh_frame));
+  dlclose(probe);
+}
