@@ -16,7 +16,7 @@ packages=(
   binutils            # nm and addr2line: tests
   python3-clang-14    # libclang's Python bindings (and libclang-14): the wrapper generator parses the CUDA headers
   python3-pyelftools  # the wrapper generator and scripts/coverage.py read the libraries' exports and sonames
-  libunwind8          # backtraces of slow calls (--cudabacktrace): the shim loads it with dlopen when asked
+  libunwind8          # tests: a program that brings its own libunwind beside the shim's unwinder; bench_backtrace compares the two
   libdw-dev           # elfutils' libdw/libdwfl: the tools name backtrace frames (function, file:line, inlining)
   libzstd-dev         # trace file compression
   libsqlite3-dev      # cutrace export --type sqlite: the database nsys users query with SQL

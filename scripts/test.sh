@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds cutrace and runs the whole test suite; with --sanitizers also the ASan/UBSan and TSan builds
-# of the tests, a bounded fuzzing run of the trace reader and the recorder (scripts/fuzz.sh), and the
-# pip route (scripts/check-pip-install.sh).
+# of the tests, a bounded fuzzing run of the trace reader and the recorder (scripts/fuzz.sh), the pip
+# route (scripts/check-pip-install.sh) and the wheel route (scripts/check-wheel.sh, as root).
 # Usage: scripts/test.sh [--sanitizers] [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,4 +38,7 @@ if (( sanitizers )); then
   scripts/fuzz.sh 60 "$build-fuzz"
   # The README's pip route: pip install . into a new environment, which then profiles and reads a trace.
   scripts/check-pip-install.sh "$build-pip" "$build"
+  # The wheel route: built with the CUDA toolkit hidden, installed into an environment that sees no
+  # system package, which then profiles and reads traces; auditwheel shows its platform.
+  scripts/check-wheel.sh "$build-wheel" "$build"
 fi

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "cutrace/abi.h"
+#include "report/python_handoff.h"
 
 namespace cutrace::launcher {
 
@@ -25,6 +26,7 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
   const std::string preload_key = "LD_PRELOAD=";
   const std::string nvtx_key = "NVTX_INJECTION64_PATH=";
   const std::string session_key = std::string(abi::kSessionEnvVar) + "=";
+  const std::string package_python_key = std::string(report::kPackagePythonEnvVar) + "=";
   // With duplicate LD_PRELOAD entries the loader uses the last one, so that is the value kept (in the
   // first one's place; the others would only confuse programs that read the environment).
   const char* user_preload = nullptr;
@@ -41,6 +43,8 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
       have_preload = true;
     } else if (replaced_by_extra(entry)) {
       continue;
+    } else if (entry.starts_with(package_python_key)) {
+      continue;  // the pip-installed command's own, never the program's
     } else if (inject_nvtx && entry.starts_with(nvtx_key)) {
       continue;  // NVTX loads one tool; while nvtx is traced, it is the shim (as under nsys)
     } else if (entry.starts_with(session_key)) {

@@ -38,13 +38,14 @@ bool is_file(const std::string& path) {
 
 }  // namespace
 
-// The package and its library are installed beside this executable (a virtual environment's bin/,
-// after pip install), or are the checkout's python/ and the build's lib/ (a build tree).
-// $CUTRACE_PYTHON chooses the interpreter.
+// The package and its library are those of the interpreter that ran the pip-installed `cutrace`
+// command, or are the checkout's python/ and the build's lib/ (a build tree). $CUTRACE_PYTHON chooses
+// the interpreter.
 int run_python_module(const char* module, const char* command, const char* what, int argc, char** argv) {
   const std::string here = executable_dir();
   std::string python = "python3";
   if (const char* given = std::getenv("CUTRACE_PYTHON"); given && *given) python = given;
+  else if (const char* package = std::getenv(kPackagePythonEnvVar); package && *package) python = package;
   else if (!here.empty() && is_file(here + "/python3")) python = here + "/python3";
   // A build tree: the library in the build's lib/, the package in the checkout.
   const bool build_tree = !here.empty() && is_file(here + "/../lib/libcutrace-tables.so");

@@ -391,6 +391,16 @@ TEST(LauncherEnvironment, DuplicatePreloadKeepsTheValueTheLoaderUses) {
   EXPECT_EQ(env, (std::vector<std::string>{"LD_PRELOAD=/last.so /other.so:/p.so", "X=1", "CUTRACE_SESSION=/s"}));
 }
 
+// The interpreter the pip-installed command ran under is the launcher's, never the program's: the
+// program's environment is what it would be without cutrace.
+TEST(LauncherEnvironment, ThePackagesInterpreterStaysOutOfTheProgramsEnvironment) {
+  const char* entries[] = {"A=1", "CUTRACE_PACKAGE_PYTHON=/venv/bin/python3", "CUTRACE_PYTHON=/usr/bin/python3",
+                           nullptr};
+  auto env = program_environment(const_cast<char* const*>(entries), "/p.so", "/s");
+  EXPECT_EQ(env, (std::vector<std::string>{"A=1", "CUTRACE_PYTHON=/usr/bin/python3", "LD_PRELOAD=/p.so",
+                                           "CUTRACE_SESSION=/s"}));
+}
+
 // NVTX loads one tool: while nvtx is traced it is the shim, replacing the program's own; otherwise the
 // program's stays.
 TEST(LauncherEnvironment, NvtxToolIsTheShimOnlyWhileNvtxIsTraced) {
