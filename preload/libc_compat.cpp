@@ -1,7 +1,8 @@
-// Functions of a newer glibc than the shim may otherwise need, defined in the shim and local to it (the
-// version script exports neither) so that it loads into programs on every glibc the wheel's platform
-// tag admits (scripts/build-wheel.sh: 2.34). Linked into the shim alone, not into the test programs
-// that link its objects.
+// Functions of a newer glibc than 2.34 that the GCC and C++ runtimes linked statically into the shim and
+// the recorder import, defined for them so that both run on every glibc the wheel's platform tag admits
+// (scripts/build-wheel.sh: 2.34, RHEL 9's). In the shim the version script keeps them local; in the
+// recorder no library references them. Linked into those two alone, not into the test programs that
+// link the shim's objects.
 #include <dlfcn.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -16,7 +17,7 @@
 // glibc 2.36's arc4random. The copy of libstdc++ linked into the shim brings std::random_device along
 // with its exception helpers (__throw_bad_alloc, ...), and random_device's one reference to arc4random
 // would alone make the shim need glibc 2.36. This definition binds that reference inside the
-// shim and nowhere else: the program's own arc4random is untouched. Nothing in the shim calls it.
+// shim and nowhere else: the program's own arc4random is untouched. Nothing calls it.
 extern "C" uint32_t arc4random(void) {
   uint32_t value = 0;
   const int saved_errno = errno;
@@ -26,13 +27,12 @@ extern "C" uint32_t arc4random(void) {
   return value;
 }
 
-// glibc 2.35's _dl_find_object, which the GCC runtime's unwinder linked into the shim (unwind_stack.h)
-// calls to find a frame's unwind table. It takes no lock, so a sample taken while the interrupted
-// thread holds the loader's lock cannot deadlock; but importing it would keep the shim off glibc 2.34
-// (RHEL 9 and its kin). This definition binds the unwinder's reference inside the shim (the version
-// script keeps it local): it calls the C library's own where there is one, found by reading libc's
-// symbol table as the shim finds real functions, and on an older glibc answers from
-// dl_iterate_phdr, as unwinders did before 2.35.
+// glibc 2.35's _dl_find_object, which the GCC runtime's unwinder (the shim's stacks, unwind_stack.h,
+// and C++ exceptions) calls to find a frame's unwind table. It takes no lock, so a sample taken while
+// the interrupted thread holds the loader's lock cannot deadlock; but importing it would keep the shim
+// off glibc 2.34 (RHEL 9 and its kin). This definition binds the unwinder's reference: it calls the C
+// library's own where there is one, found by reading libc's symbol table as the shim finds real
+// functions, and on an older glibc answers from dl_iterate_phdr, as unwinders did before 2.35.
 namespace {
 
 using FindObject = int (*)(void*, dl_find_object*);

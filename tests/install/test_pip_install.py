@@ -6,6 +6,7 @@ recorder installed in its package, not the build tree's, and prints their stats;
 reads the traces, and `cutrace export` runs the package's Parquet writer. The shim needs nothing but
 the C library, and a wheel's programs nothing outside it but what the manylinux policy allows."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -116,13 +117,30 @@ def needed(path):
     return [line.split("[", 1)[1].split("]", 1)[0] for line in out.splitlines() if "(NEEDED)" in line]
 
 
+def glibc_versions(path):
+    """The GLIBC_2.N symbol versions an ELF file imports, as (2, N)."""
+    out = run("objdump", "-T", path).stdout
+    return {tuple(int(x) for x in v.split(".")[:2]) for v in re.findall(r"\(GLIBC_([0-9.]+)\)", out)}
+
+
 def test_the_shim_links_nothing_but_the_c_library_and_exports_none_of_its_dependencies(package):
     shim = package / "_native" / "lib" / "libcutrace-preload.so"
     assert set(needed(shim)) <= SHIM_SYSTEM_LIBRARIES, needed(shim)
+    # It loads on glibc 2.34 (RHEL 9): its unwinder's _dl_find_object (2.35) and libstdc++'s arc4random
+    # (2.36) are its own.
+    assert max(glibc_versions(shim)) <= (2, 34), glibc_versions(shim)
     symbols = run("nm", "-D", "--defined-only", shim).stdout.split()
     leaked = [s for s in symbols if s.startswith(("unw_", "_U", "_Unwind", "ZSTD_", "_ZN6google", "_ZNSt", "__cxa",
                                                   "__gxx"))]
     assert not leaked, leaked
+
+
+@pytest.mark.skipif(not WHEEL, reason="a wheel's check (scripts/check-wheel.sh)")
+def test_the_wheel_is_for_every_python_3_on_glibc_2_34(package):
+    # Built on Debian 12 (glibc 2.36, GCC 12), it still installs where RHEL 9's glibc 2.34 is.
+    tags = Path(WHEEL).name[:-len(".whl")].split("-")[2:]
+    assert tags[:2] == ["py3", "none"], tags
+    assert re.fullmatch(r"manylinux_2_(\d+)_x86_64", tags[2]) and int(tags[2].split("_")[2]) <= 34, tags
 
 
 @pytest.mark.skipif(not WHEEL, reason="a wheel's check (scripts/check-wheel.sh)")
