@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what a GPU machine needs to check cutrace against a real driver, into one folder that travels
 # with the working tree (default .gpu, which .git/info/exclude should name): the tools, the shims, the
-# test programs and the benchmark from an existing build, stripped; libunwind and libzstd, which such a
-# machine may lack; CUDA 12's runtime from the pinned wheels, and the CUDA 13.2 runtime and CUPTI that
+# test programs and the benchmark from an existing build, stripped; libzstd and the other libraries the
+# tools link, which such a machine may lack; the wheel of scripts/build-wheel.sh where one is in
+# WHEEL_DIR (default dist); CUDA 12's runtime from the pinned wheels, and the CUDA 13.2 runtime and CUPTI that
 # PyTorch 2.15 brings; scripts/gpu/cupti_probe.cu, built here
 # against the toolkit's CUPTI; and eu-stack, for the stacks of a run that hangs. scripts/gpu-check.sh runs the checks there.
 #
@@ -28,9 +29,16 @@ for app in sim_vector_add sim_vector_add_static sim_streams sim_threads sim_grap
   cp "$build/tests/bin/$app" "$bundle/build/tests/bin/"
 done
 
-for lib in libunwind.so.8 libzstd.so.1 libdw.so.1 libelf.so.1 libbz2.so.1.0 liblzma.so.5 libprotobuf-lite.so.32; do
+for lib in libzstd.so.1 libdw.so.1 libelf.so.1 libbz2.so.1.0 liblzma.so.5 libprotobuf-lite.so.32; do
   cp -L "$(ldconfig -p | awk -v n="$lib" '$1 == n && /x86-64/ {print $NF; exit}')" "$bundle/libs/$lib"
 done
+wheels=("${WHEEL_DIR:-dist}"/cutrace-*.whl)
+if [[ -f ${wheels[0]} ]]; then
+  mkdir -p "$bundle/wheel"
+  cp "${wheels[-1]}" "$bundle/wheel/"
+else
+  echo "gpu-bundle: no wheel in ${WHEEL_DIR:-dist} (scripts/build-wheel.sh dist): the wheel step will be skipped" >&2
+fi
 cuda12_root=$(awk -F= '/^CUTRACE_CUDA12_ROOT:/ {print $2}' "$build/CMakeCache.txt")
 if [[ -n $cuda12_root && -f $cuda12_root/lib/libcudart.so.12 ]]; then
   cp -L "$cuda12_root/lib/libcudart.so.12" "$bundle/cuda12/lib/"

@@ -5,12 +5,13 @@
 # profiler, JAX, GPU activity from CUPTI), the bundled example's GPU reports, a training loop profiled
 # with stacks, Python frames, Python and CPU samples, context switches and GPU activity,
 # the overhead benchmarks on the real runtime and through PyTorch (with and without GPU activity),
-# and the CUPTI probe (its kinds, clocks and costs).
+# the CUPTI probe (its kinds, clocks and costs), and the wheel of scripts/build-wheel.sh installed into a
+# virtual environment and profiling a PyTorch step there.
 # Everything goes to RESULTS (default /tmp/gpu-check): log.txt, and the tests' measurements as JSON.
 # GPU_CHECK_STEPS picks steps, so that a short device lease can be spent in parts: a comma-separated
 # list of example, cuda13.2, activity-tests, other-tests, train, outputs (the train step's trace through
-# SQLite, analyze, recipes, a merged timeline and Kineto/HTA), bench, torch-bench, probe (default: all
-# of them).
+# SQLite, analyze, recipes, a merged timeline and Kineto/HTA), bench, torch-bench, probe, wheel (default:
+# all of them).
 #
 # usage: [GPU_CHECK_STEPS=example,activity-tests] scripts/gpu-check.sh [BUNDLE_DIR=.gpu] [RESULTS=/tmp/gpu-check]
 set -uo pipefail
@@ -21,7 +22,7 @@ mkdir -p "$results"
 exec > >(tee "$results/log.txt") 2>&1
 step() { echo; echo "=== $* ($(date +%T))"; }
 python=${PYTHON:-python3}
-steps=,${GPU_CHECK_STEPS:-example,graphs,cuda13.2,activity-tests,other-tests,train,outputs,bench,torch-bench,probe},
+steps=,${GPU_CHECK_STEPS:-example,graphs,cuda13.2,activity-tests,other-tests,train,outputs,bench,torch-bench,probe,wheel},
 wanted() { [[ $steps == *,$1,* ]]; }
 
 # Runs a command for at most LIMIT seconds. One still running then has the stacks of every thread of
@@ -52,7 +53,7 @@ uname -r
 $python -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
 
 # The libraries the bundle brings that the machine may lack, where the dynamic linker looks.
-for lib in "$bundle"/libs/lib{unwind.so.8,zstd.so.1,dw.so.1,elf.so.1,bz2.so.1.0,lzma.so.5,protobuf-lite.so.32}; do
+for lib in "$bundle"/libs/lib{zstd.so.1,dw.so.1,elf.so.1,bz2.so.1.0,lzma.so.5,protobuf-lite.so.32}; do
   ldconfig -p | grep -q "$(basename "$lib") " || cp "$lib" /usr/local/lib/
 done
 ldconfig
@@ -234,6 +235,24 @@ step CUPTI probe with a CLOCK_MONOTONIC timestamp callback
 timeout 60 "$bundle/cupti_probe" monotonic; echo "exit $?"
 step CUPTI probe: what each activity kind adds to a launch and to a call
 timeout 60 "$bundle/cupti_probe" costs; echo "exit $?"
+fi
+
+if wanted wheel && compgen -G "$bundle/wheel/cutrace-*.whl" >/dev/null; then
+# Issue 42: the wheel, as a PyTorch user installs it (the machine reaches no index: its pyarrow is
+# the system's, or the package's reading is skipped), profiles a PyTorch step on the real GPU with its
+# own shim, recorder and vendored libraries.
+step "the wheel in a virtual environment: a PyTorch step with GPU activity"
+venv=/tmp/cutrace-wheel-venv
+rm -rf "$venv"
+$python -m venv --system-site-packages "$venv"
+"$venv/bin/pip" install --quiet --no-index --no-deps "$bundle"/wheel/cutrace-*.whl
+echo "installed: $("$venv/bin/cutrace" --version)"
+step_script='import torch; x = torch.ones(1 << 20, device="cuda"); y = (x * 2).sum(); torch.cuda.synchronize(); print("sum", y.item())'
+watched 300 "$venv/bin/cutrace" profile -f true -o "$results/wheel" --stats true -- "$venv/bin/python" -c "$step_script" | tail -30
+echo "exit ${PIPESTATUS[0]}"
+timeout 60 "$venv/bin/cutrace" info "$results/wheel.cutrace" | grep -E "gpu_activity|warning|complete"
+timeout 120 "$venv/bin/python" -c 'import sys, cutrace; t = cutrace.open(sys.argv[1]); print("kernels", t.table("CUPTI_ACTIVITY_KIND_KERNEL").num_rows)' \
+  "$results/wheel.cutrace" || echo "(the package could not read it here: pyarrow missing?)"
 fi
 
 step done
