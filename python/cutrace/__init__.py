@@ -13,6 +13,7 @@ Arrow C data interface, so a trace of any size streams with bounded memory.
 """
 import ctypes
 import os
+import stat
 from pathlib import Path
 
 try:
@@ -238,11 +239,35 @@ def open(path, show_internal=False, start_ns=0, end_ns=None, times=None, ts_norm
                  ts_normalize=ts_normalize, ts_shift_ns=ts_shift_ns)
 
 
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _file_kind(path):
+    """What a path that exists but is no regular file is ("a FIFO (named pipe)", "a directory", ...)."""
+    mode = os.stat(path).st_mode
+    return next((k for test, k in _FILE_KINDS if test(mode)), "not a regular file")
+
+
+def _refuse_unless_regular(path, what):
+    """Raises TraceError in one sentence when `path` is not a regular file: opening a FIFO (or a link
+    to one) for reading would wait for a writer forever, and a directory or a device is no file of ours."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file; check the path.") from None
+    except OSError as e:
+        raise TraceError(f"{path}: cannot open ({e.strerror}); check its permissions.") from None
+    if not stat.S_ISREG(mode):
+        raise TraceError(f"{path}: is {_file_kind(path)}, not {what}.")
+
+
 def read_arrow_export(path):
     """{table name: pyarrow.Table} of a `cutrace export --type arrow` file: one Arrow IPC stream per
     table, one after the other, each naming its table in its schema's metadata ("table"), which the
     tables returned no longer carry. Needs no trace and no libcutrace-tables.so."""
     import pyarrow.ipc as ipc
+    _refuse_unless_regular(path, "an arrow export; give the path of a file `cutrace export --type arrow` wrote")
     tables = {}
     with pa.OSFile(str(path), "rb") as f:
         size = f.size()

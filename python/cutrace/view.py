@@ -30,6 +30,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from . import _file_kind
+
 PROG = "cutrace view"
 TRACE_SUFFIX = ".cutrace"
 UI_ORIGIN = "https://ui.perfetto.dev"
@@ -113,7 +115,8 @@ def chosen_traces(given):
     if not path.exists():
         raise ViewError(f"no trace, export or directory {given}; check the path", EXIT_USAGE)
     if not path.is_file():
-        raise ViewError(f"{given} is not a file or a directory; give a trace or an export", EXIT_USAGE)
+        raise ViewError(f"{given} is {_file_kind(path)}, not a trace or an export; give the path of one",
+                        EXIT_USAGE)
     return [path]
 
 

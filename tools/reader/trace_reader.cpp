@@ -216,9 +216,25 @@ TraceReader::~TraceReader() {
   ZSTD_freeDCtx(dctx_);
 }
 
+namespace {
+
+// What a path that is not a regular file is, for the one sentence that refuses it.
+const char* kind_of_file(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
 bool TraceReader::open(const std::string& path) {
   path_ = path;
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a link to one) would otherwise wait for a writer, forever; the
+  // file's type is checked once it is open, and a regular file ignores the flag.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) {
     int e = errno;
     std::string writer;
@@ -230,8 +246,14 @@ bool TraceReader::open(const std::string& path) {
     return false;
   }
   struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error_ = path + ": not a regular file; give the path of a .cutrace trace.";
+  if (::fstat(fd_, &st) != 0) {
+    error_ = path + ": cannot read its type (" + std::strerror(errno) + "); check the path.";
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = kind_of_file(st.st_mode);
+    error_ = path + (kind[0] == 'n' ? ": " : ": is ") + kind +
+             ", not a trace file; give the path of a .cutrace trace that `cutrace profile` wrote.";
     return false;
   }
   file_bytes_ = uint64_t(st.st_size);

@@ -9,6 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import _file_kind
 from . import RECIPES
 from .framework import INDEX, MODES, RecipeError, quote_text, run_maps, sql_list
 from ..text_table import table_lines
@@ -68,6 +69,9 @@ def collect_inputs(given):
             found += [f for f in p.iterdir() if f.name.endswith(TRACE_SUFFIX) and f.is_file()]
         elif p.is_file():
             found.append(p)
+        elif p.exists():
+            raise UsageError(f"{item} is {_file_kind(p)}, not a trace; give trace files or a directory "
+                             "holding them to --input")
         else:
             raise UsageError(f"no trace or directory {item}; check the path given to --input")
     unique = {str(f.resolve()): f for f in found}

@@ -1,10 +1,13 @@
 """Nothing is lost silently: a program killed with SIGKILL keeps every call it had completed, a
 recorder killed mid-run leaves the program undisturbed and a readable trace, and a ring too small for
-its producer accounts for every call as recorded or dropped."""
+its producer accounts for every call as recorded or dropped; a path that is no trace file is refused
+at once."""
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 from conftest import CUTRACE, api_sum, app, info, info_totals, profile, run_tool, sim_env
 
@@ -189,3 +192,37 @@ def test_a_shim_of_another_build_stays_out_and_the_recorder_says_so(tmp_path):
                     "from this recorder's), so its calls were not recorded rather than named wrongly; run the "
                     "launcher, the recorder and the shim of one build (CUTRACE_PRELOAD_LIB names the shim)."]
     assert api_sum(trace) == {}
+
+
+def test_no_command_that_reads_traces_waits_on_a_fifo_or_takes_another_kind_of_file(tmp_path):
+    # Opening a FIFO for reading waits for a writer: each command, and the Python package, must refuse
+    # it (and a link to it, a directory, a device) in one sentence, at once.
+    fifo = tmp_path / "pipe.cutrace"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.cutrace"
+    link.symlink_to(fifo)
+    commands = [["info"], ["stats"], ["stats", "--report", "cuda_api_trace"], ["analyze"], ["view"],
+                ["recipe", "cuda_api_sum", "--output", tmp_path / "recipe", "--input"]]
+    commands += [["export", "--type", kind, "-o", tmp_path / f"out_{kind}"]
+                 for kind in ("sqlite", "perfetto", "perfetto-json", "parquetdir", "arrow", "kineto")]
+    for path, kind in ((fifo, "a FIFO (named pipe)"), (link, "a FIFO (named pipe)"), ("/dev/null", "a character device")):
+        for command in commands:
+            proc = subprocess.run([str(CUTRACE), *map(str, command), str(path)], capture_output=True, text=True,
+                                  timeout=30, stdin=subprocess.DEVNULL)
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode != 0 and len(lines) == 1 and f"is {kind}, not " in lines[0], (command, path, proc.stderr)
+    directory = tmp_path / "dir.cutrace"
+    directory.mkdir()
+    proc = subprocess.run([str(CUTRACE), "stats", str(directory)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0 and "is a directory, not a trace file" in proc.stderr, proc.stderr
+    # The package: a trace, and an arrow export.
+    script = ("import sys, cutrace\n"
+              "for read in (cutrace.open, cutrace.read_arrow_export):\n"
+              "    try:\n"
+              "        read(sys.argv[1])\n"
+              "    except cutrace.TraceError as e:\n"
+              "        print(e)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "python")}
+    out = subprocess.run([sys.executable, "-c", script, str(link)], capture_output=True, text=True, timeout=30,
+                         env=env).stdout.splitlines()
+    assert len(out) == 2 and all(f"{link}: is a FIFO (named pipe), not " in line for line in out), out

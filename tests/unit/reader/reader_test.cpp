@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include <cstdio>
@@ -492,7 +494,26 @@ TEST(Reader, RefusesWhatIsNotAReadableTrace) {
 
   TraceReader dir;
   EXPECT_FALSE(dir.open(::testing::TempDir()));
-  EXPECT_NE(dir.error().find("not a regular file"), std::string::npos) << dir.error();
+  EXPECT_NE(dir.error().find("is a directory, not a trace file"), std::string::npos) << dir.error();
+
+  // A FIFO, and a link to one, are refused at once: opening one for reading would wait for a writer.
+  const std::string fifo = temp_path("pipe.cutrace"), link = temp_path("link_to_pipe.cutrace");
+  ::unlink(fifo.c_str());
+  ::unlink(link.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(::symlink(fifo.c_str(), link.c_str()), 0);
+  for (const std::string& path : {fifo, link}) {
+    TraceReader pipe;
+    EXPECT_FALSE(pipe.open(path));
+    EXPECT_EQ(pipe.error(), path + ": is a FIFO (named pipe), not a trace file; give the path of a .cutrace trace "
+                                   "that `cutrace profile` wrote.");
+  }
+  TraceReader device;
+  EXPECT_FALSE(device.open("/dev/null"));
+  EXPECT_NE(device.error().find("/dev/null: is a character device, not a trace file"), std::string::npos)
+      << device.error();
+  ::unlink(link.c_str());
+  ::unlink(fifo.c_str());
 }
 
 TEST_F(SmallTraceTest, AMissingChunkIsReportedAndTheChunksAfterItRead) {
