@@ -39,6 +39,8 @@ Session& Session::operator=(Session&& other) noexcept {
     name_ = std::move(other.name_);
     header_ = std::exchange(other.header_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    shm_free_bytes_ = std::exchange(other.shm_free_bytes_, 0);
+    shm_budget_ = std::exchange(other.shm_budget_, 0);
     owner_ = std::exchange(other.owner_, false);
   }
   return *this;
@@ -51,6 +53,8 @@ void Session::reset() {
   if (header_) munmap(header_, bytes_);
   header_ = nullptr;
   bytes_ = 0;
+  shm_free_bytes_ = 0;
+  shm_budget_ = 0;
   owner_ = false;
 }
 
@@ -64,6 +68,46 @@ void unlink_name(const std::string& name) { shm_unlink(name.c_str()); }
 void request_shutdown(abi::SessionHeader* header) {
   header->shutdown_requested.store(1, std::memory_order_release);
   abi::wake_recorder(header);
+}
+
+namespace {
+
+std::string mib(uint64_t bytes) {
+  if (bytes >= (1u << 20)) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes >> 10) + " KiB";
+}
+
+}  // namespace
+
+bool plan_rings(const Options& options, uint64_t free_bytes, RingPlan* plan, std::string* error) {
+  const uint64_t budget = free_bytes / kShmShareDivisor;
+  uint32_t slots = options.slot_count, ring = options.ring_bytes;
+  *plan = RingPlan{slots, ring, budget};
+  if (abi::session_bytes(slots, ring) <= budget) return true;
+  const std::string share = "/dev/shm has " + mib(free_bytes) + " free, and cutrace takes at most half of it (" +
+                            mib(budget) + ") so that the program keeps the rest";
+  if (!options.fit_to_free_space) {
+    *error = share + ": too little for " + std::to_string(slots) + " rings of " + mib(ring) +
+             "; give the container a larger /dev/shm (docker run --shm-size) or pass a smaller --ring-size";
+    return false;
+  }
+  if (options.min_ring_bytes) {
+    const uint32_t floor = std::max({options.min_ring_bytes, kSmallestFittedRingBytes, abi::kMinRingBytes});
+    const uint32_t wanted = std::min(slots, kFittedSlotsWanted);
+    while (ring / 2 >= floor && abi::session_bytes(wanted, ring) > budget) ring /= 2;
+  }
+  // The rings that fit beside the headers (whose pages take a little of the share).
+  uint64_t fit = std::min<uint64_t>(budget / ring, slots);
+  while (fit > 0 && abi::session_bytes(uint32_t(fit), ring) > budget) --fit;
+  if (fit == 0) {
+    *error = share + ": too little for one ring of " + mib(ring) +
+             "; give the container a larger /dev/shm (docker run --shm-size)" +
+             (options.min_ring_bytes ? "" : " or pass a smaller --ring-size");
+    return false;
+  }
+  plan->slot_count = uint32_t(fit);
+  plan->ring_bytes = ring;
+  return true;
 }
 
 bool Session::create(const Options& options, std::string* error) {
@@ -89,23 +133,12 @@ bool Session::create(const Options& options, std::string* error) {
   uint32_t ring_bytes = options.ring_bytes;
   struct statvfs shm;
   if (statvfs("/dev/shm", &shm) == 0) {
-    const uint64_t free_bytes = uint64_t(shm.f_bavail) * shm.f_frsize;
-    if (options.fit_to_free_space && options.min_ring_bytes)
-      while (ring_bytes / 2 >= std::max(options.min_ring_bytes, abi::kMinRingBytes) &&
-             abi::session_bytes(slot_count, ring_bytes) > free_bytes)
-        ring_bytes /= 2;
-    if (abi::session_bytes(slot_count, ring_bytes) > free_bytes) {
-      // The rings that fit beside the headers (whose pages take a little of the room).
-      uint64_t fit = std::min<uint64_t>(free_bytes / ring_bytes, slot_count);
-      while (fit > 0 && abi::session_bytes(uint32_t(fit), ring_bytes) > free_bytes) --fit;
-      if (!options.fit_to_free_space || fit < kMinFittedSlots) {
-        *error = "/dev/shm has " + std::to_string(free_bytes >> 20) + " MiB free, too little for " +
-                 std::to_string(options.fit_to_free_space ? kMinFittedSlots : slot_count) + " rings of " +
-                 std::to_string(ring_bytes >> 10) + " KiB; free some space there or pass a smaller --ring-size";
-        return false;
-      }
-      slot_count = uint32_t(fit);
-    }
+    RingPlan plan;
+    shm_free_bytes_ = uint64_t(shm.f_bavail) * shm.f_frsize;
+    if (!plan_rings(options, shm_free_bytes_, &plan, error)) return false;
+    slot_count = plan.slot_count;
+    ring_bytes = plan.ring_bytes;
+    shm_budget_ = plan.budget;
   }
   const uint64_t bytes = abi::session_bytes(slot_count, ring_bytes);
   // O_EXCL: a name that already exists is never reused; 0600: only this user's processes may attach.

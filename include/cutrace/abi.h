@@ -902,7 +902,8 @@ inline void wake_recorder(SessionHeader* session) {
 // CPU (on two busy cores it can wait for a whole scheduler slice); rings are touched only as far as a
 // thread writes, so a thread that calls little costs little.
 inline constexpr uint32_t kDefaultRingBytes = 16u << 20;
-// What the default ring size is halved down to, before any ring is given up, when /dev/shm is small.
+// A smaller ring than the default, which the ring benchmark measures beside it (what a session's rings
+// are halved to in a /dev/shm of a few hundred MiB: session::plan_rings).
 inline constexpr uint32_t kSmallestDefaultRingBytes = 4u << 20;
 inline constexpr uint32_t kDefaultSlotCount = 256;
 inline constexpr uint32_t kMinRingBytes = 4 * kMaxRecordBytes;

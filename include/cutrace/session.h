@@ -27,16 +27,35 @@ struct Options {
   uint32_t backtrace_depth_cuda = 32;
   uint32_t backtrace_depth_osrt = 24;  // --osrt-backtrace-depth (nsys's default)
   uint32_t backtrace_depth_python = 32;  // --python-backtrace none: 0
-  // Rings are touched lazily, but a write to a page /dev/shm has no room for kills the writer with
-  // SIGBUS: the traced program. So a session never reserves more than /dev/shm has free; with this
-  // set, the slot count is lowered to fit (down to kMinFittedSlots) instead of failing.
+  // /dev/shm is the program's too: a container's is 64 MiB by default, and PyTorch's DataLoader
+  // workers, NCCL and Python's multiprocessing keep their buffers there. So a session never reserves
+  // more than its share of what /dev/shm has free as it starts (plan_rings: half); with this set, the
+  // rings are made smaller and fewer to fit that share instead of failing.
   bool fit_to_free_space = true;
   // When nonzero, fitting first halves the ring size, down to this, and only then lowers the slot
   // count (for a ring size the user did not choose).
   uint32_t min_ring_bytes = 0;
 };
 
-inline constexpr uint32_t kMinFittedSlots = 4;
+// The share of /dev/shm's free space a session may take: 1/kShmShareDivisor of it, the rest left to
+// the program.
+inline constexpr uint64_t kShmShareDivisor = 2;
+// Fitting a ring size the user did not choose halves it until this many rings fit the share (or the
+// slots asked, if fewer), and not below kSmallestFittedRingBytes.
+inline constexpr uint32_t kFittedSlotsWanted = 16;
+inline constexpr uint32_t kSmallestFittedRingBytes = 64u << 10;
+
+// The rings a session takes of a /dev/shm with `free_bytes` free: the slots and ring size asked when
+// they fit the share, else a smaller ring (where the user did not choose its size) and then fewer
+// slots. `budget` is the share.
+struct RingPlan {
+  uint32_t slot_count = 0;
+  uint32_t ring_bytes = 0;
+  uint64_t budget = 0;
+};
+// False, with one sentence in `error`, when not even one ring fits (or, without fit_to_free_space,
+// when what was asked does not).
+bool plan_rings(const Options& options, uint64_t free_bytes, RingPlan* plan, std::string* error);
 
 // TSC when the kernel itself uses it as clocksource (so it is invariant and synchronised across CPUs),
 // unless CUTRACE_CLOCK=monotonic asks otherwise; CLOCK_MONOTONIC otherwise.
@@ -58,8 +77,11 @@ class Session {
   ~Session();
 
   // Creates a new object with mode 0600 under an unguessable name (128 random bits). Returns false and
-  // sets `error` to one sentence on failure. header()->slot_count tells how many slots it got.
+  // sets `error` to one sentence on failure. header()->slot_count tells how many slots it got, and
+  // shm_free_bytes() and shm_budget() what /dev/shm had free and the share of it the rings could take.
   bool create(const Options& options, std::string* error);
+  uint64_t shm_free_bytes() const { return shm_free_bytes_; }
+  uint64_t shm_budget() const { return shm_budget_; }
   // Maps an existing object and validates its layout against its real size.
   bool open(const std::string& name, std::string* error);
 
@@ -78,6 +100,8 @@ class Session {
   std::string name_;
   abi::SessionHeader* header_ = nullptr;
   uint64_t bytes_ = 0;
+  uint64_t shm_free_bytes_ = 0;
+  uint64_t shm_budget_ = 0;
   bool owner_ = false;
 };
 

@@ -832,8 +832,10 @@ options:
                               parquetdir, arrowdir, arrow, perfetto, ...: TRACE.sqlite, TRACE_pqtdir,
                               ...; an existing one needs -f true); none (default) writes none
       --ring-size BYTES       per-thread ring size, a power of two (default 16M, halved down to
-                              4M when /dev/shm is small; suffixes K, M, G)
-      --ring-slots N          rings in the session, one per recording thread (default 256)
+                              64K to fit cutrace's share of /dev/shm, half its free space;
+                              suffixes K, M, G)
+      --ring-slots N          rings in the session, one per recording thread (default 256; fewer
+                              when /dev/shm's share has no room for them)
   -q, --quiet                 leave out the lines that say where collection starts and what it
                               wrote (warnings are still printed)
   -h, --help                  print this help

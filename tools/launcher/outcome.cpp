@@ -26,7 +26,8 @@ std::string human_size(uint64_t bytes) {
   return text;
 }
 
-std::string summary_line(const RecorderSummary& s, const std::string& path, uint64_t file_bytes) {
+std::string summary_line(const RecorderSummary& s, const std::string& path, uint64_t file_bytes,
+                         bool rings_capped_by_shm) {
   std::string line = "cutrace: " + count(s.events, "event", "events") + ", " +
                      count(s.processes, "process", "processes") + ", " + count(s.threads, "thread", "threads") + ", " +
                      std::to_string(s.dropped) + " dropped";
@@ -39,7 +40,12 @@ std::string summary_line(const RecorderSummary& s, const std::string& path, uint
   else if (s.dropped)
     line += " (rings full; raise --ring-size)";
   if (s.malformed) line += ", " + std::to_string(s.malformed) + " malformed";
-  if (s.lost) line += ", " + std::to_string(s.lost) + " lost (all rings taken; raise --ring-slots)";
+  if (s.lost && rings_capped_by_shm)
+    line += ", " + std::to_string(s.lost) +
+            " lost (all the rings /dev/shm had room for were taken; give the container a larger /dev/shm with "
+            "docker run --shm-size, or pass a smaller --ring-size)";
+  else if (s.lost)
+    line += ", " + std::to_string(s.lost) + " lost (all rings taken; raise --ring-slots)";
   return line + " -> " + path + " (" + human_size(file_bytes) + ")";
 }
 

@@ -122,7 +122,7 @@ class FdCloser {
 // Says what became of the trace once the recorder is gone. Returns true when a trace file exists.
 // `also` is appended to the summary line (where the program's output went, with -w false).
 bool report_trace(const RecorderFinish& finish, const OutputTarget& output, milliseconds stop_timeout,
-                  const std::string& also, bool quiet) {
+                  const std::string& also, bool quiet, bool rings_capped_by_shm) {
   const bool clean = WIFEXITED(finish.wait_status) && WEXITSTATUS(finish.wait_status) == 0;
   if (finish.timed_out) {
     warn("the recorder had not finished " + seconds_text(stop_timeout) +
@@ -156,7 +156,9 @@ bool report_trace(const RecorderFinish& finish, const OutputTarget& output, mill
     warn("the recorder reported no counts; " + output.path + " (" + human_size(bytes) + ") was written");
     return true;
   }
-  if (!quiet) std::fprintf(stderr, "%s%s\n", summary_line(finish.summary, output.path, bytes).c_str(), also.c_str());
+  if (!quiet)
+    std::fprintf(stderr, "%s%s\n", summary_line(finish.summary, output.path, bytes, rings_capped_by_shm).c_str(),
+                 also.c_str());
   for (const std::string& w : finish.summary.warnings) warn(w);
   return true;
 }
@@ -317,7 +319,7 @@ int run(const ProfileOptions& options) {
   session::Options session_options;
   session_options.slot_count = options.ring_slots;
   session_options.ring_bytes = options.ring_bytes;
-  if (!options.ring_bytes_given) session_options.min_ring_bytes = abi::kSmallestDefaultRingBytes;
+  if (!options.ring_bytes_given) session_options.min_ring_bytes = session::kSmallestFittedRingBytes;
   session_options.clock = session::choose_clock();
   session_options.trace_domains = options.trace_domains;
   session_options.osrt_threshold_ns = options.osrt_threshold_ns;
@@ -329,11 +331,16 @@ int run(const ProfileOptions& options) {
   std::string why;
   if (!session.create(session_options, &why))
     return fail(kExitSetupFailed, why + "; check that /dev/shm is mounted, writable and has room");
-  if (session.header()->slot_count < session_options.slot_count)
+  // What the share of /dev/shm allowed, in one line, where it is less than was asked.
+  if (session.header()->slot_count < session_options.slot_count ||
+      session.header()->ring_bytes < session_options.ring_bytes)
     std::fprintf(stderr,
-                 "cutrace: /dev/shm has room for %u rings of the %u asked for; threads beyond that are counted as "
-                 "lost (pass --ring-size to trade ring size for count).\n",
-                 session.header()->slot_count, session_options.slot_count);
+                 "cutrace: /dev/shm has %s free, and cutrace takes at most half of it (%s) so that the program keeps "
+                 "the rest: %u rings of %s (asked: %u of %s), one for each thread that records at once; a container's "
+                 "/dev/shm grows with docker run --shm-size.\n",
+                 human_size(session.shm_free_bytes()).c_str(), human_size(session.shm_budget()).c_str(),
+                 session.header()->slot_count, human_size(session.header()->ring_bytes).c_str(),
+                 session_options.slot_count, human_size(session_options.ring_bytes).c_str());
   // -y: nothing is recorded until the delay has passed (the launcher opens the session's gate then),
   // nor is GPU work that CUPTI reports before the window opens.
   if (options.delay_ns) {
@@ -502,7 +509,8 @@ int run(const ProfileOptions& options) {
 
   const std::string output_files =
       options.show_output ? "" : "; program output -> " + relay.stdout_path() + ", " + relay.stderr_path();
-  const bool have_trace = report_trace(finish, output, stop_timeout, output_files, options.quiet);
+  const bool have_trace = report_trace(finish, output, stop_timeout, output_files, options.quiet,
+                                       session.header()->slot_count < session_options.slot_count);
 
   // The trace is in place (or reported missing): the name is free for the next run.
   output.claim.release();

@@ -491,6 +491,13 @@ TEST(LauncherSummary, Line) {
   EXPECT_EQ(summary_line(s, "/r.cutrace", 100),
             "cutrace: 1 event, 3 processes, 1 thread, 9 dropped (rings full; raise --ring-size), 2 malformed, 4 lost "
             "(all rings taken; raise --ring-slots) -> /r.cutrace (100 B)");
+  // Where /dev/shm's share allowed fewer rings than asked, more slots cannot be had: more room can.
+  s.dropped = 0;
+  EXPECT_EQ(summary_line(s, "/r.cutrace", 100, true),
+            "cutrace: 1 event, 3 processes, 1 thread, 0 dropped, 2 malformed, 4 lost (all the rings /dev/shm had "
+            "room for were taken; give the container a larger /dev/shm with docker run --shm-size, or pass a "
+            "smaller --ring-size) -> /r.cutrace (100 B)");
+  s.dropped = 9;
   // Drops for want of /dev/shm space call for another remedy than full rings.
   s.malformed = s.lost = 0;
   s.dropped_no_memory = 9;

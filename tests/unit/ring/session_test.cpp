@@ -73,9 +73,10 @@ TEST(Session, BadGeometryAndForeignObjectsAreRefusedWithASentence) {
 namespace cutrace {
 namespace {
 
-// A session larger than /dev/shm's free space would let a busy program die of SIGBUS on a page the
-// filesystem cannot supply; it is fitted or refused instead.
-TEST(Session, NeverReservesMoreThanDevShmHasFree) {
+// A session never reserves more than half of /dev/shm's free space: more would let a busy program die
+// of SIGBUS on a page the filesystem cannot supply, or leave the program's own use of /dev/shm short.
+// It is fitted or refused instead.
+TEST(Session, NeverReservesMoreThanItsShareOfDevShm) {
   struct statvfs shm;
   ASSERT_EQ(statvfs("/dev/shm", &shm), 0);
   const uint64_t free_bytes = uint64_t(shm.f_bavail) * shm.f_frsize;
@@ -91,7 +92,8 @@ TEST(Session, NeverReservesMoreThanDevShmHasFree) {
     session::Session fitted;
     ASSERT_TRUE(fitted.create(o, &error)) << error;
     EXPECT_LT(fitted.header()->slot_count, o.slot_count);
-    EXPECT_LE(fitted.bytes(), free_bytes);
+    EXPECT_LE(fitted.bytes(), free_bytes / session::kShmShareDivisor + (1u << 20));
+    EXPECT_LE(fitted.bytes(), fitted.shm_budget());
     EXPECT_TRUE(abi::session_layout_valid(fitted.header(), fitted.bytes()));
   }
   o.fit_to_free_space = false;
@@ -100,29 +102,63 @@ TEST(Session, NeverReservesMoreThanDevShmHasFree) {
   EXPECT_NE(error.find("/dev/shm has"), std::string::npos) << error;
 }
 
-// With a ring size the user did not choose, rings are halved before any is given up.
-TEST(Session, ShrinksRingsBeforeGivingUpSlotsWhenAllowed) {
-  struct statvfs shm;
-  ASSERT_EQ(statvfs("/dev/shm", &shm), 0);
-  const uint64_t free_bytes = uint64_t(shm.f_bavail) * shm.f_frsize;
-  const uint32_t ring = 1u << 30;
-  const uint64_t slots = free_bytes / ring + 2;  // one more than fits at this size
-  ASSERT_LT(slots, 100000u);
-
+session::Options asked(uint32_t slots, uint32_t ring, bool size_chosen) {
   session::Options o;
+  o.slot_count = slots;
   o.ring_bytes = ring;
-  o.slot_count = uint32_t(slots);
-  o.min_ring_bytes = 1u << 20;
+  o.min_ring_bytes = size_chosen ? 0 : session::kSmallestFittedRingBytes;
+  return o;
+}
+
+constexpr uint64_t kMiB = 1u << 20;
+
+// A container's default /dev/shm: the default rings are made smaller, then fewer, within half of it.
+TEST(RingPlan, AContainersSixtyFourMiBKeepHalfForTheProgram) {
+  session::RingPlan plan;
   std::string error;
-  session::Session shrunk;
-  ASSERT_TRUE(shrunk.create(o, &error)) << error;
-  EXPECT_EQ(shrunk.header()->slot_count, o.slot_count);
-  EXPECT_LT(shrunk.header()->ring_bytes, ring);
-  EXPECT_TRUE(abi::is_power_of_two(shrunk.header()->ring_bytes));
-  EXPECT_LE(shrunk.bytes(), free_bytes);
-  // The largest halving that fits: twice the size would not have.
-  EXPECT_GT(abi::session_bytes(o.slot_count, shrunk.header()->ring_bytes * 2), free_bytes);
-  EXPECT_TRUE(abi::session_layout_valid(shrunk.header(), shrunk.bytes()));
+  ASSERT_TRUE(session::plan_rings(asked(abi::kDefaultSlotCount, abi::kDefaultRingBytes, false), 64 * kMiB, &plan,
+                                  &error)) << error;
+  EXPECT_EQ(plan.budget, 32 * kMiB);
+  // 16 rings of 2 MiB would need the header pages beyond 32 MiB: 1 MiB rings, as many as fit.
+  EXPECT_EQ(plan.ring_bytes, 1u << 20);
+  EXPECT_EQ(plan.slot_count, 31u);
+  EXPECT_LE(abi::session_bytes(plan.slot_count, plan.ring_bytes), plan.budget);
+  EXPECT_GT(abi::session_bytes(plan.slot_count + 1, plan.ring_bytes), plan.budget);
+}
+
+TEST(RingPlan, SmallDevShmsGetSmallRingsRatherThanARefusal) {
+  session::RingPlan plan;
+  std::string error;
+  ASSERT_TRUE(session::plan_rings(asked(256, 16u << 20, false), 8 * kMiB, &plan, &error)) << error;
+  EXPECT_EQ(plan.ring_bytes, 128u << 10);  // 16 rings of 256 KiB and their headers exceed 4 MiB
+  EXPECT_LE(abi::session_bytes(plan.slot_count, plan.ring_bytes), 4 * kMiB);
+  EXPECT_GE(plan.slot_count, 16u);
+  ASSERT_TRUE(session::plan_rings(asked(256, 16u << 20, false), 1 * kMiB, &plan, &error)) << error;
+  EXPECT_EQ(plan.ring_bytes, session::kSmallestFittedRingBytes);
+  EXPECT_GE(plan.slot_count, 4u);
+  EXPECT_LE(abi::session_bytes(plan.slot_count, plan.ring_bytes), 512u << 10);
+  // Nothing fits in 64 KiB's half: refused in one sentence that says what would help.
+  EXPECT_FALSE(session::plan_rings(asked(256, 16u << 20, false), 64u << 10, &plan, &error));
+  EXPECT_NE(error.find("cutrace takes at most half of it (32 KiB)"), std::string::npos) << error;
+  EXPECT_NE(error.find("docker run --shm-size"), std::string::npos) << error;
+}
+
+TEST(RingPlan, AChosenRingSizeIsKeptAndFewerRingsTaken) {
+  session::RingPlan plan;
+  std::string error;
+  ASSERT_TRUE(session::plan_rings(asked(256, 4u << 20, true), 64 * kMiB, &plan, &error)) << error;
+  EXPECT_EQ(plan.ring_bytes, 4u << 20);
+  EXPECT_EQ(plan.slot_count, 7u);  // 8 would need the header pages beyond 32 MiB
+  EXPECT_FALSE(session::plan_rings(asked(256, 64u << 20, true), 64 * kMiB, &plan, &error));
+  EXPECT_NE(error.find("pass a smaller --ring-size"), std::string::npos) << error;
+}
+
+TEST(RingPlan, WhatFitsIsTakenAsAsked) {
+  session::RingPlan plan;
+  std::string error;
+  ASSERT_TRUE(session::plan_rings(asked(256, 16u << 20, false), uint64_t(12) << 30, &plan, &error)) << error;
+  EXPECT_EQ(plan.slot_count, 256u);
+  EXPECT_EQ(plan.ring_bytes, 16u << 20);
 }
 
 }  // namespace
