@@ -40,7 +40,6 @@ Session& Session::operator=(Session&& other) noexcept {
     header_ = std::exchange(other.header_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     shm_free_bytes_ = std::exchange(other.shm_free_bytes_, 0);
-    shm_budget_ = std::exchange(other.shm_budget_, 0);
     owner_ = std::exchange(other.owner_, false);
   }
   return *this;
@@ -54,7 +53,6 @@ void Session::reset() {
   header_ = nullptr;
   bytes_ = 0;
   shm_free_bytes_ = 0;
-  shm_budget_ = 0;
   owner_ = false;
 }
 
@@ -138,7 +136,6 @@ bool Session::create(const Options& options, std::string* error) {
     if (!plan_rings(options, shm_free_bytes_, &plan, error)) return false;
     slot_count = plan.slot_count;
     ring_bytes = plan.ring_bytes;
-    shm_budget_ = plan.budget;
   }
   const uint64_t bytes = abi::session_bytes(slot_count, ring_bytes);
   // O_EXCL: a name that already exists is never reused; 0600: only this user's processes may attach.

@@ -81,7 +81,7 @@ class Session {
   // shm_free_bytes() and shm_budget() what /dev/shm had free and the share of it the rings could take.
   bool create(const Options& options, std::string* error);
   uint64_t shm_free_bytes() const { return shm_free_bytes_; }
-  uint64_t shm_budget() const { return shm_budget_; }
+  uint64_t shm_budget() const { return shm_free_bytes_ / kShmShareDivisor; }
   // Maps an existing object and validates its layout against its real size.
   bool open(const std::string& name, std::string* error);
 
@@ -101,7 +101,6 @@ class Session {
   abi::SessionHeader* header_ = nullptr;
   uint64_t bytes_ = 0;
   uint64_t shm_free_bytes_ = 0;
-  uint64_t shm_budget_ = 0;
   bool owner_ = false;
 };
 

@@ -677,27 +677,29 @@ def prototype_of(cursor, expander: MacroExpander, origin: str | None = None) -> 
     return Prototype(cursor.spelling, ret, params, variadic, file, loc.line)
 
 
+def c_function_decls(parent):
+    """The function declarations with C linkage in the global namespace under `parent`, through
+    extern "C" blocks."""
+    ci = cindex()
+    for c in parent.get_children():
+        if c.kind in (ci.CursorKind.LINKAGE_SPEC, ci.CursorKind.UNEXPOSED_DECL):
+            yield from c_function_decls(c)
+        elif c.kind == ci.CursorKind.FUNCTION_DECL and c.mangled_name == c.spelling:
+            yield c
+
+
 def collect_c_prototypes(tu, wanted: set[str]) -> dict[str, list[Prototype]]:
     """The declarations (not definitions) of `wanted` with C linkage in the global namespace."""
-    ci = cindex()
     expander = None
     found: dict[str, list[Prototype]] = {}
-    transparent = {ci.CursorKind.LINKAGE_SPEC, ci.CursorKind.UNEXPOSED_DECL}
-
-    def walk(parent) -> None:
-        nonlocal expander
-        for c in parent.get_children():
-            if c.kind in transparent:
-                walk(c)
-            elif c.kind == ci.CursorKind.FUNCTION_DECL and c.spelling in wanted \
-                    and c.mangled_name == c.spelling:
-                if expander is None:
-                    expander = MacroExpander(tu)
-                proto = prototype_of(c, expander)
-                if proto is not None:
-                    found.setdefault(proto.name, []).append(proto)
-
-    walk(tu.cursor)
+    for c in c_function_decls(tu.cursor):
+        if c.spelling not in wanted:
+            continue
+        if expander is None:
+            expander = MacroExpander(tu)
+        proto = prototype_of(c, expander)
+        if proto is not None:
+            found.setdefault(proto.name, []).append(proto)
     return found
 
 
@@ -940,9 +942,6 @@ def load_library(name: str, annotations: Path, binary: Path | None) -> LibrarySp
         if not isinstance(sets, list) or not all(isinstance(x, list) for x in sets):
             raise c.fail("[library] header_exports", "expected a list of lists of defines, such as [[], [\"NAME\"]]")
         spec.header_exports = [c.strings(x, "[library] header_exports") for x in sets]
-        for d in (d for x in spec.header_exports for d in x):
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(=.*)?", d):
-                raise c.fail("[library] header_exports", f"'{d}' is not NAME or NAME=VALUE")
     if spec.wrappers == "versioned" and spec.domain == "os_runtime":
         raise c.fail("[library] wrappers", "the OS runtime's wrappers are unversioned; remove the key")
     if spec.wrap == "listed" and spec.domain not in ("os_runtime", "mpi"):
@@ -953,9 +952,10 @@ def load_library(name: str, annotations: Path, binary: Path | None) -> LibrarySp
                                   "wrap = \"listed\" and leave wrappers out")
     if spec.domain == "os_runtime" and spec.wrap != "listed":
         raise c.fail("[library] wrap", "an os_runtime library wraps only the functions it lists: set wrap = \"listed\"")
-    for d in spec.defines:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(=.*)?", d):
-            raise c.fail("[library] defines", f"'{d}' is not NAME or NAME=VALUE")
+    for key, defines in [("defines", spec.defines)] + [("header_exports", x) for x in spec.header_exports or []]:
+        for d in defines:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(=.*)?", d):
+                raise c.fail(f"[library] {key}", f"'{d}' is not NAME or NAME=VALUE")
     results = c.table(lib["results"], "[library.results]", set(lib["results"]))
     for type_name, value in results.items():
         where = f"[library.results] \"{type_name}\""
@@ -1145,24 +1145,14 @@ def header_declared_exports(lib: LibrarySpec, pre: HeaderParser) -> list[str]:
     """The exports of a library whose binary is not at hand: every function with external C linkage that
     its own headers declare (not define: cuda.h's static inline helpers are no exports), under
     `defines` and under each set of [library] header_exports beside them."""
-    ci = cindex()
     own = {Path(h).name for h in lib.headers}
     names: set[str] = set()
-    transparent = {ci.CursorKind.LINKAGE_SPEC, ci.CursorKind.UNEXPOSED_DECL}
-
-    def walk(parent) -> None:
-        for c in parent.get_children():
-            if c.kind in transparent:
-                walk(c)
-            elif c.kind == ci.CursorKind.FUNCTION_DECL and not c.is_definition() \
-                    and c.storage_class != ci.StorageClass.STATIC and c.mangled_name == c.spelling \
-                    and c.location.file is not None and Path(c.location.file.name).name in own:
-                names.add(c.spelling)
-
     for extra in [[]] + (lib.header_exports or []):
         src = "".join(f"#define {d.replace('=', ' ', 1)}\n" for d in lib.defines + extra)
         src += "".join(f"#include <{h}>\n" for h in lib.headers)
-        walk(pre.parse(src, [], ", ".join(lib.headers)).cursor)
+        names |= {c.spelling for c in c_function_decls(pre.parse(src, [], ", ".join(lib.headers)).cursor)
+                  if not c.is_definition() and c.storage_class != cindex().StorageClass.STATIC
+                  and c.location.file is not None and Path(c.location.file.name).name in own}
     if not names:
         raise GenError(f"{lib.annotations}: the headers {', '.join(lib.headers)} declare no function")
     return sorted(names)

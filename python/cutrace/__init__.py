@@ -243,10 +243,13 @@ _FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pip
                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
+def _kind_of_mode(mode):
+    return next((k for test, k in _FILE_KINDS if test(mode)), "a special file")
+
+
 def _file_kind(path):
     """What a path that exists but is no regular file is ("a FIFO (named pipe)", "a directory", ...)."""
-    mode = os.stat(path).st_mode
-    return next((k for test, k in _FILE_KINDS if test(mode)), "not a regular file")
+    return _kind_of_mode(os.stat(path).st_mode)
 
 
 def _refuse_unless_regular(path, what):
@@ -259,7 +262,7 @@ def _refuse_unless_regular(path, what):
     except OSError as e:
         raise TraceError(f"{path}: cannot open ({e.strerror}); check its permissions.") from None
     if not stat.S_ISREG(mode):
-        raise TraceError(f"{path}: is {_file_kind(path)}, not {what}.")
+        raise TraceError(f"{path}: is {_kind_of_mode(mode)}, not {what}.")
 
 
 def read_arrow_export(path):

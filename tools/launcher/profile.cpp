@@ -332,8 +332,8 @@ int run(const ProfileOptions& options) {
   if (!session.create(session_options, &why))
     return fail(kExitSetupFailed, why + "; check that /dev/shm is mounted, writable and has room");
   // What the share of /dev/shm allowed, in one line, where it is less than was asked.
-  if (session.header()->slot_count < session_options.slot_count ||
-      session.header()->ring_bytes < session_options.ring_bytes)
+  const bool rings_capped_by_shm = session.header()->slot_count < session_options.slot_count;
+  if (rings_capped_by_shm || session.header()->ring_bytes < session_options.ring_bytes)
     std::fprintf(stderr,
                  "cutrace: /dev/shm has %s free, and cutrace takes at most half of it (%s) so that the program keeps "
                  "the rest: %u rings of %s (asked: %u of %s), one for each thread that records at once; a container's "
@@ -509,8 +509,8 @@ int run(const ProfileOptions& options) {
 
   const std::string output_files =
       options.show_output ? "" : "; program output -> " + relay.stdout_path() + ", " + relay.stderr_path();
-  const bool have_trace = report_trace(finish, output, stop_timeout, output_files, options.quiet,
-                                       session.header()->slot_count < session_options.slot_count);
+  const bool have_trace =
+      report_trace(finish, output, stop_timeout, output_files, options.quiet, rings_capped_by_shm);
 
   // The trace is in place (or reported missing): the name is free for the next run.
   output.claim.release();

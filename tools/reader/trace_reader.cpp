@@ -225,7 +225,7 @@ const char* kind_of_file(mode_t mode) {
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
+  return "a special file";
 }
 
 }  // namespace
@@ -251,8 +251,7 @@ bool TraceReader::open(const std::string& path) {
     return false;
   }
   if (!S_ISREG(st.st_mode)) {
-    const char* kind = kind_of_file(st.st_mode);
-    error_ = path + (kind[0] == 'n' ? ": " : ": is ") + kind +
+    error_ = path + ": is " + kind_of_file(st.st_mode) +
              ", not a trace file; give the path of a .cutrace trace that `cutrace profile` wrote.";
     return false;
   }
