@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -175,22 +177,63 @@ void on_fork_child() {
   if (g_session) g_session->processes_attached.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Parses "<fd>:<dev>:<ino>" (abi::kSessionFdEnvVar): the descriptor if it is still the session's
+// object, -1 otherwise (never inherited, closed by the program, or its number reused since).
+int inherited_session_fd() {
+  const char* text = getenv(abi::kSessionFdEnvVar);
+  if (!text || !*text) return -1;
+  unsigned long long fields[3];
+  for (int i = 0; i < 3; ++i) {
+    char* end = nullptr;
+    fields[i] = strtoull(text, &end, 10);
+    if (end == text || *end != (i < 2 ? ':' : '\0')) return -1;
+    text = end + 1;
+  }
+  if (fields[0] > INT32_MAX) return -1;
+  struct stat st;
+  const int fd = int(fields[0]);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_dev) != fields[1] ||
+      uint64_t(st.st_ino) != fields[2])
+    return -1;
+  return fd;
+}
+
+// The session exists but this process may not open it (it changed user and lost the inherited
+// descriptor): said through a name the recorder watches for, since nothing can be written into the
+// session. A session that is gone (ENOENT: a process that outlived its run) is no news.
+void announce_unreached(const char* name, int open_errno) {
+  if (open_errno == ENOENT) return;
+  char marker[256];
+  const int n = snprintf(marker, sizeof marker, "%s%s%u.%u.%d", name, abi::kUnreachedMarker, unsigned(getpid()),
+                         unsigned(getuid()), open_errno);
+  if (n <= 0 || size_t(n) >= sizeof marker) return;
+  const int fd = shm_open(marker, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  close(fd);
+  shm_unlink(marker);
+}
+
 bool map_session() {
   const char* name = getenv(abi::kSessionEnvVar);
   if (!name || !*name) return false;
-  int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+  // The inherited descriptor first: it reaches the session whatever user the process runs as, and is
+  // left open for the processes it starts, which may change user in turn.
+  int fd = inherited_session_fd();
+  const bool inherited = fd >= 0;
+  if (!inherited) fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) {
+    announce_unreached(name, errno);
     debug_log("CUTRACE_SESSION is set but the session cannot be opened; calls pass through untraced");
     return false;
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_size < off_t(sizeof(abi::SessionHeader))) {
-    close(fd);
+    if (!inherited) close(fd);
     debug_log("the session object is too small; calls pass through untraced");
     return false;
   }
   void* base = mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-  close(fd);
+  if (!inherited) close(fd);
   if (base == MAP_FAILED) {
     debug_log("cannot map the session; calls pass through untraced");
     return false;
@@ -227,7 +270,9 @@ bool attach_once() {
     pthread_key_create(&g_thread_exit_key, on_thread_exit);
     pthread_atfork(nullptr, nullptr, on_fork_child);
     note_own_range();
+    const int saved_errno = errno;
     bool attached = map_session();
+    errno = saved_errno;
     if (attached) init_capture();
     g_attach_state.store(attached ? kAttached : kNoSession, std::memory_order_release);
     return attached;

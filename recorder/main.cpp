@@ -316,6 +316,10 @@ int main(int argc, char** argv) {
     ::unlink(part.c_str());
     return fail(error + ".");
   }
+  // Before the program starts, so no announcement is missed. Without it the run goes on: only the
+  // explanation of a process that could not attach is lost.
+  if (std::string why; !recorder.watch_unreached(args.session, &why))
+    std::fprintf(stderr, "cutrace-recorder: %s.\n", why.c_str());
   if (!args.perf_fds.empty() && !recorder.attach_cpu_samples(args.perf_fds, &error)) {
     ::unlink(part.c_str());
     return fail(error + ".");

@@ -201,6 +201,7 @@ void Recorder::run(const std::function<bool()>& should_stop) {
 void Recorder::final_drain() {
   const uint64_t now = monotonic_ns();
   monitor_.refresh(now);
+  unreached_.collect();
   if (clock_.is_tsc()) clock_.recalibrate();
   for (uint32_t i = 0; i < slot_count_; ++i) visit_slot(i, true, now);
   for (uint32_t i = 0; i < slot_count_; ++i)
@@ -216,6 +217,7 @@ void Recorder::final_drain() {
 void Recorder::periodic(uint64_t now_ns) {
   if (now_ns >= next_process_check_ns_) {
     monitor_.refresh(now_ns);
+    unreached_.collect();
     next_process_check_ns_ = now_ns + options_.process_check_interval_ns;
   }
   clock_.maybe_recalibrate(now_ns);
@@ -709,6 +711,8 @@ std::vector<std::string> Recorder::warnings() const {
                   (foreign == 1 ? "its" : "their") +
                   " calls were not recorded rather than named wrongly; run the launcher, the recorder and the shim "
                   "of one build (CUTRACE_PRELOAD_LIB names the shim)");
+  const std::vector<std::string> unreached = unreached_.warnings();
+  out.insert(out.end(), unreached.begin(), unreached.end());
   if (processes_cut_off_)
     out.push_back(std::to_string(processes_cut_off_) + (processes_cut_off_ == 1 ? " process" : " processes") +
                   " the command started " + (processes_cut_off_ == 1 ? "was" : "were") +
@@ -779,7 +783,8 @@ std::vector<std::string> Recorder::warnings() const {
     }
     if (!text.empty()) out.push_back(std::move(text));
   }
-  if (!any_cuda && capture_range_.empty())
+  // A process that could not reach the session has been named above, with the real reason.
+  if (!any_cuda && capture_range_.empty() && unreached_.processes().empty())
     out.push_back("no CUDA call was recorded and no traced process loaded a CUDA library; check that the program uses "
                   "CUDA");
   for (const std::string& w : library_warnings()) out.push_back(w);
@@ -985,6 +990,8 @@ trace::KeyValues Recorder::summary() const {
       {"end.anchor_error_ns", std::to_string(end.error_ns)},
   };
   if (launcher_died_ns_) kv.emplace_back("launcher.died_ns", std::to_string(launcher_died_ns_));
+  if (!unreached_.processes().empty())
+    kv.emplace_back("processes_unreached", std::to_string(unreached_.processes().size()));
   if (!cut_off_.empty()) {
     kv.emplace_back("cut_off.reason", cut_off_);
     kv.emplace_back("cut_off.last_record_ns", std::to_string(last_record_ns_));

@@ -34,6 +34,7 @@
 #include "recorder/clock.h"
 #include "recorder/cpu_samples.h"
 #include "recorder/process_monitor.h"
+#include "recorder/unreached.h"
 #include "recorder/trace_writer.h"
 
 namespace cutrace::recorder {
@@ -113,6 +114,11 @@ class Recorder {
   // -s cpu: the perf events (one per CPU) whose samples go into the trace, each with the thread it
   // interrupted. Takes the descriptors over. False (and `error`) when a buffer cannot be mapped.
   bool attach_cpu_samples(const std::vector<int>& fds, std::string* error);
+  // Hears of the session's processes that cannot open its shared memory (UnreachedWatch), so that
+  // the trace names them and their cause instead of looking like a program without CUDA.
+  bool watch_unreached(const std::string& session_name, std::string* error) {
+    return unreached_.start(session_name, error);
+  }
 
   // Traced processes (those that claimed a ring) not known to have exited, as of the latest process
   // check; final_drain() makes one.
@@ -201,6 +207,7 @@ class Recorder {
 
   TimestampConverter clock_;
   ProcessMonitor monitor_;
+  UnreachedWatch unreached_;
   std::vector<SlotTrack> slots_;
   std::vector<format::ThreadStats> threads_;  // indexed by thread_index
   std::vector<uint64_t> dropped_no_memory_;   // indexed by thread_index

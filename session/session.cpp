@@ -40,6 +40,7 @@ Session& Session::operator=(Session&& other) noexcept {
     header_ = std::exchange(other.header_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     shm_free_bytes_ = std::exchange(other.shm_free_bytes_, 0);
+    fd_ = std::exchange(other.fd_, -1);
     owner_ = std::exchange(other.owner_, false);
   }
   return *this;
@@ -53,6 +54,8 @@ void Session::reset() {
   header_ = nullptr;
   bytes_ = 0;
   shm_free_bytes_ = 0;
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
   owner_ = false;
 }
 
@@ -152,9 +155,9 @@ bool Session::create(const Options& options, std::string* error) {
     return false;
   }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-  close(fd);
   if (base == MAP_FAILED) {
     *error = std::string("cannot map the session's shared memory: ") + std::strerror(errno);
+    close(fd);
     shm_unlink(name);
     return false;
   }
@@ -164,6 +167,7 @@ bool Session::create(const Options& options, std::string* error) {
   if (!ring::populate_hook(base, abi::session_data_offset(slot_count))) {
     *error = "/dev/shm has no room left for the session's ring headers";
     munmap(base, bytes);
+    close(fd);
     shm_unlink(name);
     return false;
   }
@@ -172,6 +176,7 @@ bool Session::create(const Options& options, std::string* error) {
   name_ = name;
   header_ = h;
   bytes_ = bytes;
+  fd_ = fd;
   owner_ = true;
   return true;
 }

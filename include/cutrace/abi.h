@@ -29,6 +29,15 @@ namespace cutrace::abi {
 inline constexpr uint32_t kAbiVersion = 12;
 inline constexpr uint64_t kSessionMagic = 0x314e4f4953534354ull;  // "TCSSION1" little-endian
 inline constexpr const char* kSessionEnvVar = "CUTRACE_SESSION";
+// "<fd>:<st_dev>:<st_ino>": a descriptor of the session object that every process of the session
+// inherits, so that one which changed user (su, runuser, gosu, setpriv), and may no longer open the
+// object by name (mode 0600), maps it through the descriptor instead. The device and inode tell the
+// session's descriptor from whatever a program may have put at that number since.
+inline constexpr const char* kSessionFdEnvVar = "CUTRACE_SESSION_FD";
+// A process that can reach the session neither way says so by creating and at once removing
+// "<session name><kUnreachedMarker><pid>.<uid>.<errno>" in /dev/shm, which the recorder watches
+// (inotify): it cannot write into the session, and the name alone carries what happened.
+inline constexpr const char* kUnreachedMarker = ".unreached.";
 // Capture ranges, set by the launcher for every process of the session (each gates itself):
 // "<cudaProfilerApi|nvtx>,<none|stop|stop-shutdown|repeat|repeat-shutdown>,<count, 0 = unlimited>"
 // and, with nvtx, the range to follow as -p gives it: "RANGE", "RANGE@DOMAIN" or "RANGE@*".

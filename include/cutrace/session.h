@@ -92,6 +92,9 @@ class Session {
   const std::string& name() const { return name_; }
   abi::SessionHeader* header() const { return header_; }
   uint64_t bytes() const { return bytes_; }
+  // The created object's descriptor (close-on-exec), kept open for the program to inherit a copy of
+  // (abi::kSessionFdEnvVar); -1 for a session that was opened rather than created.
+  int descriptor() const { return fd_; }
   abi::RingHeader* slot(uint32_t i) const { return abi::slot_header(header_, i); }
   uint8_t* data(uint32_t i) const { return abi::slot_data(header_, i); }
 
@@ -101,6 +104,7 @@ class Session {
   abi::SessionHeader* header_ = nullptr;
   uint64_t bytes_ = 0;
   uint64_t shm_free_bytes_ = 0;
+  int fd_ = -1;
   bool owner_ = false;
 };
 

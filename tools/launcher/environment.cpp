@@ -65,9 +65,11 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
 
 std::vector<std::string> recorder_environment(char* const* environ_entries) {
   const std::string session_key = std::string(abi::kSessionEnvVar) + "=";
+  const std::string session_fd_key = std::string(abi::kSessionFdEnvVar) + "=";
   std::vector<std::string> env;
   for (char* const* e = environ_entries; e && *e; ++e)
-    if (!std::string_view(*e).starts_with(session_key)) env.emplace_back(*e);
+    if (!std::string_view(*e).starts_with(session_key) && !std::string_view(*e).starts_with(session_fd_key))
+      env.emplace_back(*e);
   return env;
 }
 

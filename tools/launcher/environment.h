@@ -21,7 +21,7 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
                                              const std::string& session_name, const std::string& nvtx_injection = {},
                                              const std::vector<std::string>& extra = {});
 
-// `environ` without CUTRACE_SESSION: the recorder of a cutrace run inside another one's program must
+// `environ` without CUTRACE_SESSION and CUTRACE_SESSION_FD: the recorder of a cutrace run inside another one's program must
 // not attach to the outer session as if it were a traced program.
 std::vector<std::string> recorder_environment(char* const* environ_entries);
 

@@ -164,6 +164,27 @@ bool report_trace(const RecorderFinish& finish, const OutputTarget& output, mill
 }
 
 
+// A copy of the session's descriptor for the program to inherit (abi::kSessionFdEnvVar), with the
+// entry that names it. At 100 or above where the limit allows: clear of the small numbers shells and
+// programs name themselves, and free in the launcher, so never a descriptor the user handed down.
+// No entry (and fd -1) if there is none to give: processes then open the session by name, as before.
+struct InheritedSession {
+  int fd = -1;
+  std::string env_entry;
+};
+
+InheritedSession inherited_session(const session::Session& session) {
+  int fd = fcntl(session.descriptor(), F_DUPFD_CLOEXEC, 100);
+  if (fd < 0) fd = fcntl(session.descriptor(), F_DUPFD_CLOEXEC, 3);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0) close(fd);
+    return {};
+  }
+  return {fd, std::string(abi::kSessionFdEnvVar) + "=" + std::to_string(fd) + ":" +
+                  std::to_string(uint64_t(st.st_dev)) + ":" + std::to_string(uint64_t(st.st_ino))};
+}
+
 // What the shim of every process needs to gate itself (abi::kCaptureEnvVar).
 std::vector<std::string> capture_environment(const ProfileOptions& options) {
   if (options.capture_range == ProfileOptions::CaptureRange::kNone) return {};
@@ -347,7 +368,10 @@ int run(const ProfileOptions& options) {
     session.header()->capture_domains.store(0, std::memory_order_release);
     session.header()->capture_opened_ns.store(UINT64_MAX, std::memory_order_release);
   }
-  const std::vector<std::string> capture_env = capture_environment(options);
+  std::vector<std::string> capture_env = capture_environment(options);
+  const InheritedSession inherited = inherited_session(session);
+  FdCloser close_inherited(inherited.fd);  // the program has its copy once it is spawned
+  if (inherited.fd >= 0) capture_env.push_back(inherited.env_entry);
   const bool inject_nvtx = (options.trace_domains & abi::domain_bit(abi::ApiDomain::kNvtx)) != 0 ||
                            options.capture_range == ProfileOptions::CaptureRange::kNvtx;
   std::vector<std::string> given_entries = environment_with(options.env_vars);
@@ -373,10 +397,12 @@ int run(const ProfileOptions& options) {
   program_spawn.hold = true;
   program_spawn.shell_fallback = true;
   program_spawn.forward_signals = true;
+  if (inherited.fd >= 0) program_spawn.fd_map.emplace_back(inherited.fd, inherited.fd);
   OutputRelay relay;
   if (!options.show_output) {
     if (!relay.create_pipes(&why)) return fail(kExitSetupFailed, why);
-    program_spawn.fd_map = {{relay.stdout_write_end(), 1}, {relay.stderr_write_end(), 2}};
+    program_spawn.fd_map.insert(program_spawn.fd_map.end(),
+                                {{relay.stdout_write_end(), 1}, {relay.stderr_write_end(), 2}});
   }
   // A signal that came while there was no program yet ends the launch the way it would have ended the
   // program.

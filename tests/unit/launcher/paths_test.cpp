@@ -423,7 +423,7 @@ TEST(LauncherEnvironment, OsrtWrappersFollowTheShim) {
 }
 
 TEST(LauncherEnvironment, RecorderLeavesAnOuterSessionAlone) {
-  const char* entries[] = {"A=1", "CUTRACE_SESSION=/outer", "LD_PRELOAD=/u.so", nullptr};
+  const char* entries[] = {"A=1", "CUTRACE_SESSION=/outer", "LD_PRELOAD=/u.so", "CUTRACE_SESSION_FD=100:5:6", nullptr};
   EXPECT_EQ(recorder_environment(const_cast<char* const*>(entries)),
             (std::vector<std::string>{"A=1", "LD_PRELOAD=/u.so"}));
 }

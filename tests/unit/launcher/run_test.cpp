@@ -334,6 +334,22 @@ TEST_F(LauncherRun, RunInsideAnotherTracedProgramGetsItsOwnSession) {
   EXPECT_EQ(value_of(recorder_log(), "cutrace_session"), "(unset)");
 }
 
+// A process that changes user may not open the session by name: it maps the descriptor it inherited,
+// which the variable names together with the object's device and inode.
+TEST_F(LauncherRun, TheProgramInheritsTheSessionsDescriptor) {
+  const std::string script =
+      "printf %s \"$CUTRACE_SESSION_FD\" > fd_entry; fd=${CUTRACE_SESSION_FD%%:*}; "
+      "stat -L -c %d:%i /proc/$$/fd/$fd | tr -d '\\n' > by_fd; stat -c %d:%i \"/dev/shm$CUTRACE_SESSION\" | tr -d '\\n' > by_name";
+  EXPECT_EQ(profile({"-o", "run", "sh", "-c", script}, {{"CUTRACE_SESSION_FD", "7:1:2"}}), 0);
+  const std::string entry = read_file(dir_ / "fd_entry"), by_name = read_file(dir_ / "by_name");
+  ASSERT_NE(entry.find(':'), std::string::npos) << entry;
+  // Clear of the numbers programs name themselves, and the outer run's value replaced.
+  EXPECT_GE(std::stoi(entry.substr(0, entry.find(':'))), 100);
+  EXPECT_EQ(entry.substr(entry.find(':') + 1), by_name);
+  EXPECT_EQ(read_file(dir_ / "by_fd"), by_name);
+  EXPECT_EQ(value_of(recorder_log(), "cutrace_session"), "(unset)");
+}
+
 TEST_F(LauncherRun, RecorderContract) {
   EXPECT_EQ(profile({"-o", "run", "-w", "true", "sh", "-c", "exit 0", "it's"}), 0);
   const std::string log = recorder_log();
@@ -359,10 +375,18 @@ TEST_F(LauncherRun, ProgramWaitsForTheRecorder) {
 }
 
 TEST_F(LauncherRun, NoDescriptorLeaksIntoTheProgram) {
-  // The same shell, run directly and under cutrace, sees the same descriptors.
+  // The same shell, run directly and under cutrace, sees the same descriptors, but for the one that
+  // CUTRACE_SESSION_FD names: the session's, for processes that change user.
   const std::string script = "ls /proc/$$/fd";
-  EXPECT_EQ(profile({"-o", "run", "sh", "-c", script}), 0);
-  const std::string under_cutrace = out();
+  EXPECT_EQ(profile({"-o", "run", "sh", "-c", script + "; echo ${CUTRACE_SESSION_FD%%:*}"}), 0);
+  std::string under_cutrace = out();
+  const size_t last_line = under_cutrace.rfind('\n', under_cutrace.size() - 2) + 1;
+  const std::string session_fd = under_cutrace.substr(last_line);
+  under_cutrace.resize(last_line);
+  ASSERT_GE(std::stoi(session_fd), 100) << out();
+  const size_t listed = under_cutrace.find("\n" + session_fd);
+  ASSERT_NE(listed, std::string::npos) << out();
+  under_cutrace.erase(listed + 1, session_fd.size());
   pid_t pid = fork();
   if (pid == 0) {
     int o = open((dir_ / "direct").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
