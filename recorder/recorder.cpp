@@ -170,7 +170,15 @@ uint64_t Recorder::drain_slot(uint32_t slot, uint64_t max_bytes) {
 
 void Recorder::run(const std::function<bool()>& should_stop) {
   uint64_t sleep_ns = 0;
+  // When the last pass began, and the nap chosen after it. Beyond the nap, the time until the next pass
+  // is the pass's own work and any wait for the CPU or a SIGCONT: all of it time the rings were not read.
+  uint64_t last_pass_ns = 0, planned_ns = 0;
   while (!should_stop() && writer_->good()) {
+    const uint64_t pass_ns = monotonic_ns();
+    if (last_pass_ns && pass_ns - last_pass_ns > planned_ns)
+      longest_stall_ns_ = std::max(longest_stall_ns_, pass_ns - last_pass_ns - planned_ns);
+    last_pass_ns = pass_ns;
+    planned_ns = 0;
     // Read before the pass: a wake after it (a claim the pass missed) changes the word, and the nap
     // below then does not start.
     const uint32_t wake_seen = wake_word_ ? wake_word_->load(std::memory_order_acquire) : 0;
@@ -189,6 +197,7 @@ void Recorder::run(const std::function<bool()>& should_stop) {
                                  : options_.idle_sleep_max_ns;
     sleep_ns = consumed ? options_.idle_sleep_min_ns
                         : (sleep_ns ? std::min(sleep_ns * 2, max_nap) : options_.idle_sleep_min_ns);
+    planned_ns = sleep_ns;
     const timespec ts{time_t(sleep_ns / 1000000000ull), long(sleep_ns % 1000000000ull)};
     // EINTR (SIGTERM), EAGAIN (the word changed since the pass) and a wake all just end the nap early.
     if (wake_word_)
@@ -990,6 +999,7 @@ trace::KeyValues Recorder::summary() const {
       {"end.anchor_error_ns", std::to_string(end.error_ns)},
   };
   if (launcher_died_ns_) kv.emplace_back("launcher.died_ns", std::to_string(launcher_died_ns_));
+  kv.emplace_back("recorder.longest_stall_ns", std::to_string(longest_stall_ns_));
   if (!unreached_.processes().empty())
     kv.emplace_back("processes_unreached", std::to_string(unreached_.processes().size()));
   if (!cut_off_.empty()) {
@@ -1062,13 +1072,14 @@ std::string Recorder::no_driver_reason(const ProcessKernels& p) const {
 
 std::string Recorder::summary_line(uint64_t file_bytes) const {
   const Totals t = totals();
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "summary events=%llu processes=%llu threads=%llu dropped=%llu dropped_no_memory=%llu malformed=%llu "
-                "lost=%llu bytes=%llu\n",
-                (unsigned long long)t.events, (unsigned long long)t.processes, (unsigned long long)t.threads,
-                (unsigned long long)t.dropped, (unsigned long long)t.dropped_no_memory, (unsigned long long)t.malformed,
-                (unsigned long long)t.lost_no_slot, (unsigned long long)file_bytes);
+  auto field = [](const char* key, uint64_t value) { return std::string(" ") + key + "=" + std::to_string(value); };
+  std::string line = "summary" + field("events", t.events) + field("processes", t.processes) +
+                     field("threads", t.threads) + field("dropped", t.dropped) +
+                     field("dropped_no_memory", t.dropped_no_memory) + field("malformed", t.malformed) +
+                     field("lost", t.lost_no_slot) + field("bytes", file_bytes);
+  // The launcher explains drops by it rather than by the ring size.
+  if (longest_stall_ns_ >= kLongStallNs) line += field("stalled_ms", longest_stall_ns_ / 1000000);
+  line += '\n';
   // Warnings first: a launcher reads lines up to the summary, and one that does not know them skips them.
   std::string out;
   if (!cut_off_.empty()) {

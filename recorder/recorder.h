@@ -39,6 +39,10 @@
 
 namespace cutrace::recorder {
 
+// A stall of run() this long or longer is named with the drops it may have caused: far beyond the
+// longest nap (idle_sleep_max_no_rings_ns) and a busy pass.
+inline constexpr uint64_t kLongStallNs = 250'000'000;
+
 struct RecorderOptions {
   // Room for each of a kRecords block's two streams (record_codec.h); each block restarts the delta
   // coding, so larger blocks compress better.
@@ -298,6 +302,10 @@ class Recorder {
   uint64_t final_lost_no_slot_ = 0;
   uint32_t processes_cut_off_ = 0;  // SessionHeader::processes_cut_off at the final drain
   uint64_t launcher_died_ns_ = 0;  // set_launcher_died()
+  // The longest time run() went without starting a pass beyond the nap it chose: the recorder was
+  // stopped (SIGSTOP), had no CPU, or took that long over one pass. Rings fill meanwhile, and a larger
+  // ring is not the cure, so drops are explained by it when it is long (kLongStallNs).
+  uint64_t longest_stall_ns_ = 0;
   std::string cut_off_;            // set_cut_off()
   uint64_t last_record_ns_ = 0;    // the latest time of a record written, in ns
   // -s cpu.

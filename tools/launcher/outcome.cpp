@@ -37,8 +37,15 @@ std::string summary_line(const RecorderSummary& s, const std::string& path, uint
   else if (s.dropped && s.dropped_no_memory)
     line += " (" + std::to_string(s.dropped_no_memory) +
             " for want of room in /dev/shm, the rest in full rings; raise --ring-size)";
-  else if (s.dropped)
+  else if (s.dropped && s.stalled_ms) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f", double(s.stalled_ms) / 1000);
+    line += std::string(" (rings full: the recorder went ") + seconds +
+            " s at once without reading them, stopped, without a CPU or behind, while the program went on; keep it "
+            "running, or raise --ring-size to ride out such pauses)";
+  } else if (s.dropped) {
     line += " (rings full; raise --ring-size)";
+  }
   if (s.malformed) line += ", " + std::to_string(s.malformed) + " malformed";
   if (s.lost && rings_capped_by_shm)
     line += ", " + std::to_string(s.lost) +

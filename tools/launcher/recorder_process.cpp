@@ -77,6 +77,8 @@ RecorderSummary parse_recorder_summary(std::string_view text) {
         summary.threads = number;
       else if (key == "dropped")
         summary.dropped = number;
+      else if (key == "stalled_ms")
+        summary.stalled_ms = number;
       else if (key == "dropped_no_memory")
         summary.dropped_no_memory = number;
       else if (key == "malformed")

@@ -19,6 +19,9 @@ struct RecorderSummary {
   bool present = false;
   uint64_t events = 0, processes = 0, threads = 0, dropped = 0, dropped_no_memory = 0, malformed = 0, lost = 0,
            bytes = 0;
+  // The longest the recorder went without reading the rings (stopped, without CPU, or behind), in
+  // ms; reported only when long (recorder::kLongStallNs), 0 otherwise.
+  uint64_t stalled_ms = 0;
   // "warning TEXT" lines before the summary line: why the trace may lack what the user expected
   // (Recorder::warnings()), one sentence each without its final period.
   std::vector<std::string> warnings;

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import CUTRACE, api_sum, app, info, info_totals, profile, run_tool, sim_env
+from conftest import CUTRACE, api_sum, app, info, info_totals, metadata, profile, run_tool, sim_env
 
 
 def children(pid):
@@ -89,6 +89,32 @@ def test_killed_recorder_leaves_the_program_running_and_a_salvageable_trace(tmp_
     stats = run_tool("stats", "--format", "csv", trace, expect=3)
     assert "cudaGetDevice" in stats.stdout
     assert "record again for a whole trace" in stats.stderr
+
+
+def test_drops_while_the_recorder_was_stopped_are_blamed_on_the_stop(tmp_path):
+    progress_file = tmp_path / "progress"
+    iterations = 1000000
+    launcher, trace = start(tmp_path, [app("sim_progress"), str(progress_file), str(iterations), "1000"],
+                            options=("--ring-size", "65536"))
+    recorder = wait_for(lambda: [p for p in children(launcher.pid) if comm(p).startswith("cutrace-record")])[0]
+    wait_for(lambda: progress(progress_file).get("completed", 0) >= 3000)
+    os.kill(recorder, signal.SIGSTOP)
+    time.sleep(1.5)
+    still_running = progress(progress_file).get("completed", 0) < 3 * iterations
+    os.kill(recorder, signal.SIGCONT)
+    stdout, stderr = launcher.communicate(timeout=300)
+    assert launcher.returncode == 0, stderr
+    assert f"iterations {iterations}" in stdout
+    assert still_running, "the program must make calls while the recorder is stopped"
+    summary = [line for line in stderr.splitlines() if " events, " in line]
+    assert len(summary) == 1 and "(rings full: the recorder went " in summary[0], stderr
+    stalled = float(summary[0].split("the recorder went ")[1].split(" s ")[0])
+    assert 1.4 <= stalled < 60, summary[0]
+    assert "raise --ring-size)" not in summary[0]
+    totals = info_totals(info(trace))
+    assert totals["dropped"] > 0
+    end = metadata(trace, "End summary:")
+    assert 1.4e9 <= int(end["recorder.longest_stall_ns"]) < 60e9, end
 
 
 def test_tiny_ring_accounts_for_every_call_as_recorded_or_dropped(tmp_path):

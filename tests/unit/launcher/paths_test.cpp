@@ -442,7 +442,7 @@ TEST(LauncherEnvironment, ShellQuoting) {
 TEST(LauncherSummary, ParsesTheRecorderLine) {
   RecorderSummary s = parse_recorder_summary(
       "ready\nsummary events=1234 processes=1 threads=2 dropped=5 dropped_no_memory=3 malformed=6 lost=7 bytes=12595 "
-      "future=9\n");
+      "future=9 stalled_ms=2500\n");
   ASSERT_TRUE(s.present);
   EXPECT_EQ(s.events, 1234u);
   EXPECT_EQ(s.processes, 1u);
@@ -452,6 +452,7 @@ TEST(LauncherSummary, ParsesTheRecorderLine) {
   EXPECT_EQ(s.malformed, 6u);
   EXPECT_EQ(s.lost, 7u);
   EXPECT_EQ(s.bytes, 12595u);
+  EXPECT_EQ(s.stalled_ms, 2500u);
   EXPECT_FALSE(parse_recorder_summary("ready\n").present);
   s = parse_recorder_summary("summary events=x threads=3");  // unfinished line, bad number skipped
   EXPECT_TRUE(s.present);
@@ -508,6 +509,15 @@ TEST(LauncherSummary, Line) {
   EXPECT_EQ(summary_line(s, "/r.cutrace", 100),
             "cutrace: 1 event, 3 processes, 1 thread, 9 dropped (4 for want of room in /dev/shm, the rest in full "
             "rings; raise --ring-size) -> /r.cutrace (100 B)");
+  // Rings that filled while the recorder was held up: a larger ring is not the first remedy.
+  s.dropped_no_memory = 0;
+  s.stalled_ms = 10234;
+  EXPECT_EQ(summary_line(s, "/r.cutrace", 100),
+            "cutrace: 1 event, 3 processes, 1 thread, 9 dropped (rings full: the recorder went 10.2 s at once without "
+            "reading them, stopped, without a CPU or behind, while the program went on; keep it running, or raise "
+            "--ring-size to ride out such pauses) -> /r.cutrace (100 B)");
+  s.dropped = 0;
+  EXPECT_EQ(summary_line(s, "/r.cutrace", 100), "cutrace: 1 event, 3 processes, 1 thread, 0 dropped -> /r.cutrace (100 B)");
 }
 
 }  // namespace
