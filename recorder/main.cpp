@@ -236,6 +236,31 @@ bool write_all(int fd, const std::string& text) {
   return true;
 }
 
+// A write failed (a full disk, most often): the chunks written so far are a readable trace up to the
+// last complete one, so it goes where the trace belongs, and the one sentence says how much of what
+// was recorded it lacks: the records handed to the writer that never reached the file (the recorder
+// went on draining the rings after the failure, so the program's rings did not fill because of it),
+// and those the producers dropped.
+int fail_after_write_error(const cutrace::trace::TraceWriter& writer, const cutrace::recorder::Recorder& recorder,
+                           const std::string& part, const std::string& output) {
+  std::string cause = writer.error();
+  std::string where = output;
+  if (::rename(part.c_str(), output.c_str()) == 0) {
+    // The writer named the file it was writing; the user will find it under its final name.
+    for (size_t at = cause.find(part); at != std::string::npos; at = cause.find(part, at + output.size()))
+      cause.replace(at, part.size(), output);
+  } else {
+    where = part;
+  }
+  const cutrace::recorder::Totals t = recorder.totals();
+  const uint64_t on_file = std::min(writer.records_on_file(), t.events);
+  std::string sentence = cause + "; " + where + " keeps the " + std::to_string(on_file) +
+                         " records written before, and the " + std::to_string(t.events - on_file) +
+                         " recorded after them were not written";
+  if (t.dropped) sentence += " (" + std::to_string(t.dropped) + " more were dropped in full rings)";
+  return fail(sentence + ".");
+}
+
 void set_meta(cutrace::trace::KeyValues& kv, const std::string& key, const std::string& value) {
   for (auto& [k, v] : kv)
     if (k == key) {
@@ -387,7 +412,8 @@ int main(int argc, char** argv) {
     g_session_guarded = 1;
     recorder.set_wake_word(&header->recorder_wake);
     recorder.run(should_stop);
-    if (writer.good()) recorder.final_drain();
+    // Also after a failed write: what the rings still hold is counted as not written.
+    recorder.final_drain();
     // After the final drain's process check: a program that was exiting anyway lost nothing.
     if (terminated && (recorder.processes_alive() || command.alive()))
       recorder.set_cut_off(std::string(launcher_died ? "the launcher died, and " : "") +
@@ -405,13 +431,13 @@ int main(int argc, char** argv) {
   // launcher killed with SIGKILL never does: remove it here too (a second unlink is harmless), so
   // /dev/shm does not keep the object. Processes still mapping it keep their mapping.
   cutrace::session::unlink_name(args.session);
-  if (!writer.good()) return fail(writer.error() + "; the partial trace is in " + part + ".");
+  if (!writer.good()) return fail_after_write_error(writer, recorder, part, args.output);
 
   // Flushed first, so that the names chunk directly precedes the end chunk, where readers look.
   writer.flush_events();
   if (!writer.write_names(cutrace::names::encode(recorder.kernel_names())) ||
       !writer.finish(recorder.summary(), recorder.thread_stats()))
-    return fail(writer.error() + "; the partial trace is in " + part + ".");
+    return fail_after_write_error(writer, recorder, part, args.output);
   if (::rename(part.c_str(), args.output.c_str()) != 0)
     return fail("cannot rename " + part + " to " + args.output + ": " + std::strerror(errno) + ".");
   // The launcher removes its claim after reporting; one that is gone leaves that to us, so no lock

@@ -173,7 +173,10 @@ void Recorder::run(const std::function<bool()>& should_stop) {
   // When the last pass began, and the nap chosen after it. Beyond the nap, the time until the next pass
   // is the pass's own work and any wait for the CPU or a SIGCONT: all of it time the rings were not read.
   uint64_t last_pass_ns = 0, planned_ns = 0;
-  while (!should_stop() && writer_->good()) {
+  // A writer that failed (a full disk) does not end the run: the rings are still drained, so that the
+  // program's own rings never fill for it, and what they held is counted (Totals::events against
+  // TraceWriter::records_on_file()).
+  while (!should_stop()) {
     const uint64_t pass_ns = monotonic_ns();
     if (last_pass_ns && pass_ns - last_pass_ns > planned_ns)
       longest_stall_ns_ = std::max(longest_stall_ns_, pass_ns - last_pass_ns - planned_ns);

@@ -93,13 +93,15 @@ struct TraceWriter::Pipeline {
   struct Job {
     uint64_t sequence;
     format::ChunkType type;
+    uint64_t records;
     std::vector<uint8_t> raw, out;
     bool done = false;
   };
 
   Pipeline(FILE* f, std::string p, int lvl, unsigned threads, std::atomic<uint64_t>* bytes,
-           std::atomic<uint64_t>* fast)
-      : file(f), path(std::move(p)), level(lvl), max_in_flight(threads + 2), bytes_written(bytes), compressed_fast(fast) {
+           std::atomic<uint64_t>* records, std::atomic<uint64_t>* fast)
+      : file(f), path(std::move(p)), level(lvl), max_in_flight(threads + 2), bytes_written(bytes),
+        records_on_file(records), compressed_fast(fast) {
     for (unsigned i = 0; i < threads; ++i) workers.emplace_back([this] { work(); });
   }
   ~Pipeline() {
@@ -112,13 +114,14 @@ struct TraceWriter::Pipeline {
   }
 
   // Blocks while the pipeline is full. Returns false once a background write has failed.
-  bool submit(format::ChunkType type, uint64_t sequence, std::vector<uint8_t>&& raw) {
+  bool submit(format::ChunkType type, uint64_t sequence, std::vector<uint8_t>&& raw, uint64_t records) {
     std::unique_lock lock(mu);
     done_cv.wait(lock, [&] { return in_order.size() < max_in_flight || failed.load(); });
     if (failed.load()) return false;
     auto job = std::make_unique<Job>();
     job->sequence = sequence;
     job->type = type;
+    job->records = records;
     job->raw = std::move(raw);
     unclaimed.push_back(job.get());
     in_order.push_back(std::move(job));
@@ -177,10 +180,12 @@ struct TraceWriter::Pipeline {
         std::unique_ptr<Job> next = std::move(in_order.front());
         in_order.pop_front();
         if (!failed.load()) {
-          if (write_out(file, next->out))
+          if (write_out(file, next->out)) {
             bytes_written->fetch_add(next->out.size(), std::memory_order_relaxed);
-          else
+            records_on_file->fetch_add(next->records, std::memory_order_relaxed);
+          } else {
             set_failed("cannot write '" + path + "': " + std::strerror(errno));
+          }
         }
         if (spare.size() < max_in_flight) {
           next->raw.clear();
@@ -202,6 +207,7 @@ struct TraceWriter::Pipeline {
   const int level;
   const size_t max_in_flight;
   std::atomic<uint64_t>* const bytes_written;
+  std::atomic<uint64_t>* const records_on_file;
   std::atomic<uint64_t>* const compressed_fast;
 
   std::mutex mu;
@@ -261,8 +267,10 @@ bool TraceWriter::open(const std::string& path, int compression_level) {
   level_ = compression_level;
   sequence_ = 0;
   bytes_written_.store(0, std::memory_order_relaxed);
+  records_on_file_.store(0, std::memory_order_relaxed);
   chunks_compressed_fast_.store(0, std::memory_order_relaxed);
   events_.clear();
+  records_in_events_ = 0;
   if (!cctx_) cctx_ = ZSTD_createCCtx();
   if (!cctx_) return fail("cannot allocate a zstd compression context (out of memory)");
   if (std::string problem = configure(cctx_, level_); !problem.empty()) return fail(problem);
@@ -281,7 +289,7 @@ bool TraceWriter::open(const std::string& path, int compression_level) {
   bytes_written_.store(sizeof header, std::memory_order_relaxed);
   if (compression_threads_ > 0)
     pipeline_ = std::make_unique<Pipeline>(file_, path_, level_, compression_threads_, &bytes_written_,
-                                           &chunks_compressed_fast_);
+                                           &records_on_file_, &chunks_compressed_fast_);
   return true;
 }
 
@@ -376,6 +384,7 @@ void TraceWriter::add_records(uint32_t thread_index, const uint8_t* structure, u
   append_pod(events_, structure_bytes);
   append_bytes(events_, structure, structure_bytes);
   append_bytes(events_, times, times_bytes);
+  records_in_events_ += record_count;
   if (events_.size() >= events_chunk_bytes_) flush_events();
 }
 
@@ -399,13 +408,14 @@ void TraceWriter::reserve_events(uint64_t block_bytes) {
 bool TraceWriter::flush_events() {
   if (!file_) return false;
   if (events_.empty()) return good();
+  const uint64_t records = std::exchange(records_in_events_, 0);
   if (pipeline_) {
     // The buffer itself travels to the compressing thread; a recycled one takes its place.
     std::vector<uint8_t> full = pipeline_->take_spare();
     full.swap(events_);
-    return submit(format::ChunkType::kEvents, std::move(full));
+    return submit(format::ChunkType::kEvents, std::move(full), records);
   }
-  const bool ok = write_chunk(format::ChunkType::kEvents, events_);
+  const bool ok = write_chunk(format::ChunkType::kEvents, events_, records);
   events_.clear();
   return ok;
 }
@@ -442,24 +452,26 @@ void TraceWriter::close() {
   if (file_) std::fclose(file_);
   file_ = nullptr;
   events_.clear();
+  records_in_events_ = 0;
 }
 
-bool TraceWriter::submit(format::ChunkType type, std::vector<uint8_t>&& payload) {
-  if (!pipeline_->submit(type, sequence_, std::move(payload))) return good();
+bool TraceWriter::submit(format::ChunkType type, std::vector<uint8_t>&& payload, uint64_t records) {
+  if (!pipeline_->submit(type, sequence_, std::move(payload), records)) return good();
   ++sequence_;
   return true;
 }
 
-bool TraceWriter::write_chunk(format::ChunkType type, std::vector<uint8_t> payload) {
+bool TraceWriter::write_chunk(format::ChunkType type, std::vector<uint8_t> payload, uint64_t records) {
   if (!file_) return false;
   if (payload.size() > format::kMaxChunkRawBytes)
     return fail("a chunk of " + std::to_string(payload.size()) + " bytes exceeds the format's limit of " +
                 std::to_string(format::kMaxChunkRawBytes) + " bytes");
-  if (pipeline_) return submit(type, std::move(payload));
+  if (pipeline_) return submit(type, std::move(payload), records);
   if (std::string problem = encode_chunk(cctx_, type, sequence_, payload, compressed_); !problem.empty())
     return fail(problem);
   if (!write_out(file_, compressed_)) return fail_errno("write");
   bytes_written_.fetch_add(compressed_.size(), std::memory_order_relaxed);
+  records_on_file_.fetch_add(records, std::memory_order_relaxed);
   ++sequence_;
   return true;
 }

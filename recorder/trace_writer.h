@@ -73,6 +73,9 @@ class TraceWriter {
   // With background compression these count what has reached the file so far and the chunks handed
   // on (written or in flight), respectively; after finish() or close() both are final.
   uint64_t bytes_written() const { return bytes_written_.load(std::memory_order_relaxed); }
+  // Records of add_records() in chunks that have reached the file (so far, with background
+  // compression): after a failed write, those handed over and not counted here are not in the file.
+  uint64_t records_on_file() const { return records_on_file_.load(std::memory_order_relaxed); }
   uint64_t chunks_written() const { return sequence_; }
   // Chunks a compression thread wrote at the fast backlog level instead of the one asked for,
   // because more chunks were waiting behind them. finish() records the final count in kEnd.
@@ -81,8 +84,9 @@ class TraceWriter {
  private:
   struct Pipeline;
   // By value: a payload built for one chunk is moved in, one that is reused (events_) is copied.
-  bool write_chunk(format::ChunkType type, std::vector<uint8_t> payload);
-  bool submit(format::ChunkType type, std::vector<uint8_t>&& payload);
+  // `records`: how many add_records() records the chunk holds, for records_on_file().
+  bool write_chunk(format::ChunkType type, std::vector<uint8_t> payload, uint64_t records = 0);
+  bool submit(format::ChunkType type, std::vector<uint8_t>&& payload, uint64_t records = 0);
   void reserve_events(uint64_t block_bytes);
   void stop_pipeline();
   bool fail(const std::string& what);
@@ -93,6 +97,8 @@ class TraceWriter {
   int level_ = 3;
   uint64_t sequence_ = 0;
   std::atomic<uint64_t> bytes_written_{0};
+  std::atomic<uint64_t> records_on_file_{0};
+  uint64_t records_in_events_ = 0;  // of add_records(), in events_
   std::atomic<uint64_t> chunks_compressed_fast_{0};
   uint32_t events_chunk_bytes_ = 4u << 20;
   std::vector<uint8_t> events_, compressed_;

@@ -148,6 +148,11 @@ bool report_trace(const RecorderFinish& finish, const OutputTarget& output, mill
     warn("the recorder " + (clean ? std::string("exited") : what) + " and left no trace at " + output.path);
     return false;
   }
+  if (!clean && !finish.summary.present) {
+    // It moved what it had written into place itself (after a failed write, whose cause it stated).
+    warn("the recorder " + what + "; " + output.path + " (" + human_size(bytes) + ") holds what it wrote before");
+    return true;
+  }
   if (!clean) {
     warn("the recorder " + what + " after finishing " + output.path + " (" + human_size(bytes) + ")");
     return true;

@@ -3,11 +3,14 @@ recorder killed mid-run leaves the program undisturbed and a readable trace, and
 its producer accounts for every call as recorded or dropped; a path that is no trace file is refused
 at once."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from conftest import CUTRACE, api_sum, app, info, info_totals, metadata, profile, run_tool, sim_env
 
@@ -115,6 +118,42 @@ def test_drops_while_the_recorder_was_stopped_are_blamed_on_the_stop(tmp_path):
     assert totals["dropped"] > 0
     end = metadata(trace, "End summary:")
     assert 1.4e9 <= int(end["recorder.longest_stall_ns"]) < 60e9, end
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a small disk of its own needs root")
+def test_a_full_disk_keeps_what_was_written_counts_what_was_not_and_names_the_final_file(tmp_path):
+    calls = 3000000
+    program = [app("cheap_calls"), str(calls)]
+    alone = subprocess.run(program, env=sim_env(), capture_output=True, text=True, timeout=120)
+    # A 1 MiB disk holds about a third of the calls; the trace is copied out before the disk goes.
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    shell = ('mount -t tmpfs -o size=1m cutrace-test-disk "$0" && "$@"; status=$?; '
+             'cp "$0/trace.cutrace" "$0/../trace.cutrace"; ls -a "$0" >&2; exit $status')
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", shell, str(disk),
+                           str(CUTRACE), "profile", "--gpu-activity", "false", "-o", str(disk / "trace"), "--",
+                           *program], env=sim_env(), capture_output=True, text=True, timeout=300)
+    # The program is not disturbed (its output but for its timing).
+    untimed = lambda out: [line for line in out.splitlines() if not line.startswith(("total_ns", "ns_per_call"))]
+    assert (proc.returncode, untimed(proc.stdout)) == (alone.returncode, untimed(alone.stdout)), proc.stderr
+    final = f"{disk}/trace.cutrace"
+    said = [line for line in proc.stderr.splitlines() if line.startswith("cutrace-recorder:")]
+    assert len(said) == 1, proc.stderr
+    assert said[0].startswith(f"cutrace-recorder: cannot write '{final}': No space left on device; {final} keeps the ")
+    assert ".part" not in proc.stderr
+    written, unwritten = (int(said[0].split(" keeps the ")[1].split()[0]),
+                          int(said[0].split(", and the ")[1].split()[0]))
+    assert written > 0 and unwritten > 0
+    trace = tmp_path / "trace.cutrace"
+    recorded = api_sum(trace, expect=3)["cudaGetDevice"]["Num Calls"]
+    # A tight loop outruns the recorder on a small machine: its rings fill too, and the sentence says
+    # how many were dropped there.
+    dropped = int(said[0].split(" (")[1].split()[0]) if " more were dropped in full rings)" in said[0] else 0
+    # Every call is in the trace, counted as not written or counted as dropped; the few other records
+    # are the process's own (its start, its libraries).
+    others = written + unwritten + dropped - calls
+    assert 0 <= others < 100 and recorded <= written, (recorded, written, unwritten, dropped)
+    assert calls <= recorded + unwritten + dropped <= calls + others, (recorded, written, unwritten, dropped)
 
 
 def test_tiny_ring_accounts_for_every_call_as_recorded_or_dropped(tmp_path):

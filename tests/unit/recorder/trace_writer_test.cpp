@@ -317,6 +317,33 @@ TEST_P(TraceWriterTest, WriteFailureAfterOpenIsReportedWithItsCause) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
+TEST_P(TraceWriterTest, RecordsOnFileCountOnlyTheChunksThatReachedIt) {
+  // As above: the first chunk fits under the limit, the second (incompressible) cannot.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{4096, 4096};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    trace::TraceWriter w;
+    w.set_compression_threads(GetParam());
+    if (!w.open(path_)) _exit(2);
+    const std::vector<uint8_t> r = block_of({api_record(0, 10, 1, {})});
+    for (int i = 0; i < 3; ++i) w.add_records(0, r, 1);
+    const bool first = w.flush_events();
+    std::vector<uint8_t> noise(8192);
+    uint64_t x = 88172645463325252ull;
+    for (auto& b : noise) b = uint8_t((x ^= x << 13, x ^= x >> 7, x ^= x << 17));
+    w.add_records(0, noise.data(), uint32_t(noise.size()), noise.data(), 0, 5);
+    w.flush_events();
+    const bool finished = w.finish({}, {});
+    _exit(first && !finished && w.records_on_file() == 3 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 // The nice values of this process's other threads, from /proc/self/task/<tid>/stat (field 19).
 std::vector<int> other_threads_nice_values() {
   std::vector<int> values;
