@@ -502,9 +502,16 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
         case kDelay:
         case kDuration: {
           uint64_t ns = 0;
-          if (!take_value(&value) || !parse_seconds(value, &ns) || (s->id == kDuration && ns == 0 && value != "0")) {
+          if (!take_value(&value) || !parse_seconds(value, &ns)) {
             *error = usage("option '" + w.spelled + "' takes a number of seconds" +
                            (value.empty() ? std::string() : ", not '" + value + "'"));
+            return false;
+          }
+          // As nsys: a duration must be more than zero. Zero would have meant no limit at all, the
+          // opposite of what it says.
+          if (s->id == kDuration && ns == 0) {
+            *error = usage("option '" + w.spelled + "' takes a number of seconds greater than zero, not '" + value +
+                           "'; leave it out to record until the program ends");
             return false;
           }
           (s->id == kDelay ? options->delay_ns : options->duration_ns) = ns;
@@ -812,7 +819,7 @@ options:
                               the NVTX range -c nvtx follows (push/pop or start/end, plain or
                               registered message); without @ in the default domain
   -y, --delay SECONDS         start recording after SECONDS
-  -d, --duration SECONDS      stop recording after SECONDS of it and end the program (--kill)
+  -d, --duration SECONDS      stop recording after SECONDS (more than 0) of it and end the program (--kill)
       --kill sigterm|sigkill|none|N
                               the signal that ends the program for -d and the shutdown modes
                               (default sigterm); none leaves it running unrecorded

@@ -563,6 +563,17 @@ TEST(LauncherOptions, CaptureRangesDelayDurationAndKill) {
                  "cutrace profile: option '--capture-range-end' takes none, stop, stop-shutdown, repeat[:N] or "
                  "repeat-shutdown:N, not 'stop:2'.");
   expect_refused({"-y", "soon", "app"}, "cutrace profile: option '-y' takes a number of seconds, not 'soon'.");
+  // A duration of zero would have meant none at all; as nsys, it must be more.
+  expect_refused({"--duration", "0", "app"},
+                 "cutrace profile: option '--duration' takes a number of seconds greater than zero, not '0'; leave it "
+                 "out to record until the program ends.");
+  expect_refused({"-d", "0.0000000001", "app"},
+                 "cutrace profile: option '-d' takes a number of seconds greater than zero, not '0.0000000001'; leave "
+                 "it out to record until the program ends.");
+  p = parse({"-y", "0", "-d", "0.5", "app"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.delay_ns, 0u);
+  EXPECT_EQ(p.options.duration_ns, 500000000u);
   expect_refused({"--kill", "sigwhat", "app"},
                  "cutrace profile: option '--kill' takes none, sigterm, sigkill or a signal number, not 'sigwhat'.");
   expect_refused({"-c", "hotkey", "app"}, "cutrace profile: option '-c hotkey' is not supported; use cudaProfilerApi or nvtx.");
