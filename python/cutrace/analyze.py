@@ -203,9 +203,10 @@ def parser():
                     help="gpu_time_util: windows per process and device (default 30)")
     ap.add_argument("--rows", type=int, default=DEFAULT_ROWS, metavar="N",
                     help=f"findings shown per rule, most costly first (default {DEFAULT_ROWS}; 0: all)")
-    ap.add_argument("--format", choices=("column", "csv", "json"), default="column", help="output format")
+    # -f is --format, as in cutrace stats and nsys; --force-overwrite has no short form there either.
+    ap.add_argument("-f", "--format", choices=("column", "csv", "json"), default="column", help="output format")
     ap.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
-    ap.add_argument("-f", "--force-overwrite", choices=("true", "false"), default="false",
+    ap.add_argument("--force-overwrite", choices=("true", "false"), default="false",
                     help="replace an existing --output file (default false)")
     return ap
 

@@ -186,3 +186,7 @@ def test_exit_codes(runs, tmp_path):
     assert "already exists" in analyze("-r", "gpu_gaps", "-o", out, runs["avoid"], expect=2).stderr
     analyze("-r", "gpu_gaps", "-o", out, "--force-overwrite", "true", "--format", "csv", runs["avoid"])
     assert out.read_text().startswith("# gpu_gaps: GPU idle time: 0 findings\n")
+    # -f is --format, as in cutrace stats and nsys.
+    out.unlink()
+    analyze("-r", "gpu_gaps", "-o", out, "-f", "csv", runs["avoid"])
+    assert out.read_text().startswith("# gpu_gaps: GPU idle time: 0 findings\n")
