@@ -39,6 +39,7 @@ packages=(
 # CMake finds and the tests run.
 python_packages=(
   pytest==8.3.5       # end-to-end tests of `cutrace profile` on the simulated device
+  pytest-xdist==3.8.0 # scripts/test.sh runs the sanitized end-to-end tests a file per CPU at once
   zstandard==0.25.0   # runs the Python reader of docs/trace-format.md against real traces
   nvtx==0.2.17        # NVTX annotations from Python, captured with no change to the script
   pyarrow==26.0.1     # the cutrace Python package (python/cutrace): tables as Arrow, Parquet and Arrow exports

@@ -31,8 +31,15 @@ if (( sanitizers )); then
     # (CUTRACE_SANITIZED_PRELOAD_LIB: test_python_frames.py's churn under ASan).
     sanitized_shim=""
     [[ $kind == address,undefined ]] && sanitized_shim="$(realpath "$dir")/lib/libcutrace-preload.so"
-    CUTRACE_BUILD_DIR="$plain" CUTRACE_TOOLS_DIR="$(realpath "$dir")/bin" CUTRACE_SANITIZED_PRELOAD_LIB="$sanitized_shim" \
-      CUTRACE_PRELOAD_LIB="$plain/lib/libcutrace-preload.so" python3 -m pytest -q -p no:cacheprovider tests/e2e/profile
+    # A file per CPU at once (pytest-xdist), as ctest runs the plain build's; then, alone, the files
+    # whose tests compare sample counts with CPU time (RUN_SERIAL in tests/e2e/profile/CMakeLists.txt).
+    serial=(tests/e2e/profile/test_python_frames.py tests/e2e/profile/test_python_sampling.py
+            tests/e2e/profile/test_cpu_sampling.py)
+    e2e=(env CUTRACE_BUILD_DIR="$plain" CUTRACE_TOOLS_DIR="$(realpath "$dir")/bin"
+         CUTRACE_SANITIZED_PRELOAD_LIB="$sanitized_shim" CUTRACE_PRELOAD_LIB="$plain/lib/libcutrace-preload.so"
+         python3 -m pytest -q -p no:cacheprovider)
+    "${e2e[@]}" -n "$jobs" --dist loadfile "${serial[@]/#/--ignore=}" tests/e2e/profile
+    "${e2e[@]}" "${serial[@]}"
   done
   # libFuzzer under ASan/UBSan: 60 s for each target.
   scripts/fuzz.sh 60 "$build-fuzz"

@@ -31,7 +31,11 @@ def frame(function, marker=None):
 
 def run(tmp_path, options, library=True, name="trace"):
     command = [sys.executable, str(SCRIPT), "0.5", "0.2"] + (["libcudart.so.13"] if library else [])
-    proc, trace = profile(tmp_path, command, options=options, name=name)
+    # The work starts once the sampler runs: the proportions compare whole spins, not what is left of
+    # the first one after a late start on a busy machine.
+    sampling = any(o in ("--python-sampling=true", "true") for o in options)
+    proc, trace = profile(tmp_path, command, options=options, name=name,
+                          env=sim_env(WAIT_FOR_SAMPLER="1" if sampling else "0"))
     ids = {}
     for text in proc.stdout.splitlines():
         parts = text.split()
@@ -146,7 +150,8 @@ def test_every_cpython_version_from_3_9_is_sampled_alike(tmp_path, python):
         pytest.skip("no other CPython 3.9+ on this machine")
     # A second of the main thread's CPU: about 150 samples here (0.3 s gave 45, and once, with both CPUs
     # busy with other tests, 8), so that ten stay where the sampling thread seldom gets a CPU.
-    proc, trace = profile(tmp_path, [python, str(SCRIPT), "1.0", "0.1"], options=["--python-sampling=true"])
+    proc, trace = profile(tmp_path, [python, str(SCRIPT), "1.0", "0.1"], options=["--python-sampling=true"],
+                          env=sim_env(WAIT_FOR_SAMPLER="1"))
     main_tid = int(proc.stdout.split()[1])
     _, doc = calls(trace, tmp_path, domains=None)
     spin = [e for e in doc["traceEvents"] if e.get("cat") == "python_sample" and

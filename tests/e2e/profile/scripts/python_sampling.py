@@ -6,6 +6,8 @@ child then makes a CUDA call through ctypes on it and spins in spin_child for MA
 line a sample should find carries a "# LINE: <function>" comment.
 
 usage: python_sampling.py MAIN_S WORKER_S [LIBRARY]
+With WAIT_FOR_SAMPLER=1 in the environment the work starts only once the sampler's thread
+(cutrace-pysample) runs, so that the first spin is sampled from its start, as the second is.
 stdout: "main TID", "worker TID" (native thread ids), "busy SECONDS" (the wall time busy_main took),
 "child PID TID" with LIBRARY, then "done"."""
 import ctypes
@@ -58,8 +60,24 @@ def worker(seconds, spun, done):
     wait_worker(done)
 
 
+def sampler_running():
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                # The kernel keeps 15 characters of a thread's name.
+                if f.read().startswith("cutrace-pysamp"):
+                    return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
 def main():
     main_s, worker_s = float(sys.argv[1]), float(sys.argv[2])
+    if os.environ.get("WAIT_FOR_SAMPLER") == "1":
+        deadline = time.monotonic() + 30
+        while not sampler_running() and time.monotonic() < deadline:
+            time.sleep(0.005)
     print("main", threading.get_native_id(), flush=True)
     spun, done = threading.Event(), threading.Event()
     thread = threading.Thread(target=worker, args=(worker_s, spun, done))
