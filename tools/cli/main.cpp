@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "launcher/profile.h"
-#include "report/commands.h"
+#include "common/commands.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "cutrace/abi.h"
-#include "report/python_handoff.h"
+#include "common/python_handoff.h"
 
 namespace cutrace::launcher {
 

@@ -1,7 +1,7 @@
 #include "launcher/options.h"
 
 #include "common/command_line.h"
-#include "report/exporter.h"
+#include "export/exporter.h"
 
 #include <algorithm>
 #include <cctype>

@@ -28,7 +28,7 @@
 #include "launcher/output_relay.h"
 #include "launcher/process.h"
 #include "launcher/recorder_process.h"
-#include "report/commands.h"
+#include "common/commands.h"
 #include "cutrace/job.h"
 #include "cutrace/session.h"
 

@@ -9,9 +9,9 @@
 #include <unordered_set>
 
 #include "reader/decode.h"
-#include "report/symbolizer.h"
-#include "report/call_links.h"
-#include "report/mpi_calls.h"
+#include "model/symbolizer.h"
+#include "model/call_links.h"
+#include "model/mpi_calls.h"
 #include "report/report_support.h"
 
 namespace cutrace::report {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "reader/decode.h"
-#include "report/cli.h"
-#include "report/commands.h"
+#include "common/cli.h"
+#include "common/commands.h"
 #include "report/table.h"
 
 namespace cutrace::report {

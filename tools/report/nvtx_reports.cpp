@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "reader/decode.h"
-#include "report/nvtx_ranges.h"
+#include "model/nvtx_ranges.h"
 #include "report/report_support.h"
 
 namespace cutrace::report {

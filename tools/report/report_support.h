@@ -11,20 +11,13 @@
 #include <vector>
 
 #include "report/reports.h"
-#include "report/spill.h"
+#include "model/spill.h"
 #include "report/table.h"
 
 namespace cutrace::report {
 
 // The sample standard deviation, as nsys shows it, from the count, sum and sum of squares.
 double sample_deviation(uint64_t n, uint64_t sum, unsigned __int128 squares);
-
-// Whether the trace was recorded with GPU activity (CUPTI), whose API link records give calls their
-// CorrID (call_links.h); without it, calls are numbered by the reader.
-inline bool trace_has_gpu_activity(reader::TraceReader& reader) {
-  const std::string* gpu = reader.metadata_value("gpu_activity");
-  return gpu && *gpu == "cupti";
-}
 
 // The result cell of a call, as nsys shows it: the number. Set in place, as rows are written by the
 // million.
@@ -83,10 +76,6 @@ std::vector<Row*> by_total_time(std::deque<Row>& rows, uint64_t& grand_total, Ti
   });
   return order;
 }
-
-// The function's own name in a demangled kernel name, as nsys's shortName and :base
-// ("void ns::axpy<float>(int, float*)" -> "axpy"); gpu_reports.cpp.
-std::string base_kernel_name(std::string_view demangled);
 
 // The reports of each family, for the table of stats_reports().
 // api_reports.cpp

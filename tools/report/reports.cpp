@@ -165,13 +165,4 @@ std::unique_ptr<Report> make_report(std::string_view full_name, const ReportOpti
   return nullptr;
 }
 
-bool is_shown_call(const ApiCall& call, bool show_internal) {
-  return !call.outside_capture() && (show_internal || !call.api->internal);
-}
-
-bool is_counted_call(const ApiCall& call, const CallFamily& family, bool show_internal) {
-  return is_shown_call(call, show_internal) && (abi::domain_bit(call.api->domain) & family.domains) &&
-         !call.inside(family.within);
-}
-
 }  // namespace cutrace::report

@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "reader/decode.h"
-#include "report/symbolizer.h"
+#include "model/symbolizer.h"
 #include "report/report_support.h"
 
 namespace cutrace::report {

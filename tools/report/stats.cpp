@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "reader/decode.h"
-#include "report/cli.h"
-#include "report/progress.h"
-#include "report/commands.h"
-#include "report/nvtx_ranges.h"
-#include "report/symbolizer.h"
+#include "common/cli.h"
+#include "common/progress.h"
+#include "common/commands.h"
+#include "model/nvtx_ranges.h"
+#include "model/symbolizer.h"
 #include "report/reports.h"
 
 namespace cutrace::report {

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/json.h"
+
 namespace cutrace::report {
 
 enum class TableFormat { kColumn, kTable, kCsv, kTsv, kJson };
@@ -111,10 +113,5 @@ struct Table {
 };
 // Streams `table` into `sink`.
 void replay(Table& table, TableSink& sink);
-
-// A JSON string literal with escapes; invalid UTF-8 becomes U+FFFD so the output always parses.
-void append_json_string(std::string& out, std::string_view s);
-// A JSON array of strings.
-void append_json_strings(std::string& out, const std::vector<std::string>& strings);
 
 }  // namespace cutrace::report

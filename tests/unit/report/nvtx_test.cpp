@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "reader/trace_reader.h"
-#include "report/nvtx_ranges.h"
+#include "model/nvtx_ranges.h"
 #include "trace_builder.h"
 
 namespace cutrace::testing {

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "report/commands.h"
+#include "common/commands.h"
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "info") == 0) return cutrace::report::info_main(argc - 1, argv + 1);

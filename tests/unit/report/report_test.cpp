@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "reader/decode.h"
-#include "report/cli.h"
-#include "report/mpi_calls.h"
+#include "common/cli.h"
+#include "model/mpi_calls.h"
 #include "trace_builder.h"
 
 namespace cutrace::testing {

@@ -1,6 +1,6 @@
 // Bounded-memory sorting and selection give exactly what the in-memory versions give, however many
 // times the data spilled to temporary files.
-#include "report/spill.h"
+#include "model/spill.h"
 
 #include <gtest/gtest.h>
 

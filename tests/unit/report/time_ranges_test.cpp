@@ -1,5 +1,5 @@
 // nsys export's --times, as its documentation writes the values, ranges and boundaries.
-#include "report/time_ranges.h"
+#include "model/time_ranges.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "report/gzip_stream.h"
+#include "export/gzip_stream.h"
 
 #include <zlib.h>
 

@@ -1,4 +1,4 @@
-#include "report/nvtx_ranges.h"
+#include "model/nvtx_ranges.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "report/export_tables.h"
+#include "export/export_tables.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,13 +14,12 @@
 #include <vector>
 
 #include "reader/decode.h"
-#include "report/call_links.h"
-#include "report/mpi_calls.h"
-#include "report/nvtx_ranges.h"
-#include "report/report_support.h"
-#include "report/reports.h"
-#include "report/symbolizer.h"
-#include "report/time_ranges.h"
+#include "model/call_links.h"
+#include "model/mpi_calls.h"
+#include "model/nvtx_ranges.h"
+#include "model/calls.h"
+#include "model/symbolizer.h"
+#include "model/time_ranges.h"
 
 namespace cutrace::report {
 

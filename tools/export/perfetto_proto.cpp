@@ -1,4 +1,4 @@
-#include "report/perfetto_proto.h"
+#include "export/perfetto_proto.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>

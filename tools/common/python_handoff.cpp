@@ -1,5 +1,5 @@
 // Handing a command over to the Python package, in place of this process.
-#include "report/python_handoff.h"
+#include "common/python_handoff.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "report/cli.h"
-#include "report/commands.h"
+#include "common/cli.h"
+#include "common/commands.h"
 
 namespace cutrace::report {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "reader/trace_reader.h"
-#include "report/exporter.h"
+#include "export/exporter.h"
 
 namespace cutrace::report {
 

@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "reader/trace_reader.h"
-#include "report/exporter.h"
-#include "report/timeline.h"
+#include "export/exporter.h"
+#include "model/timeline.h"
 
 namespace cutrace::report {
 

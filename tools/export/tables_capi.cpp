@@ -7,8 +7,8 @@
 #include <string>
 
 #include "reader/trace_reader.h"
-#include "report/arrow_batches.h"
-#include "report/export_tables.h"
+#include "export/arrow_batches.h"
+#include "export/export_tables.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "report/arrow_batches.h"
+#include "export/arrow_batches.h"
 
 #include <cstring>
 #include <string>

@@ -15,15 +15,15 @@
 #include <vector>
 
 #include "reader/decode.h"
-#include "report/cli.h"
-#include "report/commands.h"
-#include "report/gzip_stream.h"
-#include "report/nvtx_ranges.h"
-#include "report/perfetto.h"
-#include "report/progress.h"
-#include "report/python_handoff.h"
-#include "report/exporter.h"
-#include "report/symbolizer.h"
+#include "common/cli.h"
+#include "common/commands.h"
+#include "export/gzip_stream.h"
+#include "model/nvtx_ranges.h"
+#include "export/perfetto.h"
+#include "common/progress.h"
+#include "common/python_handoff.h"
+#include "export/exporter.h"
+#include "model/symbolizer.h"
 
 namespace cutrace::report {
 namespace {

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "report/arrow_c_abi.h"
-#include "report/export_tables.h"
+#include "export/arrow_c_abi.h"
+#include "export/export_tables.h"
 
 namespace cutrace::report {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "report/exporter.h"
+#include "export/exporter.h"
 
 namespace cutrace::report {
 

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "reader/decode.h"
-#include "report/exporter.h"
-#include "report/perfetto.h"
-#include "report/sqlite_export.h"
+#include "export/exporter.h"
+#include "export/perfetto.h"
+#include "export/sqlite_export.h"
 
 namespace cutrace::report {
 namespace {

@@ -1,4 +1,4 @@
-#include "report/sqlite_export.h"
+#include "export/sqlite_export.h"
 
 #include <sqlite3.h>
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "reader/decode.h"
-#include "report/export_tables.h"
+#include "export/export_tables.h"
 
 namespace cutrace::report {
 namespace {

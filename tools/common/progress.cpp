@@ -1,4 +1,4 @@
-#include "report/progress.h"
+#include "common/progress.h"
 
 #include <unistd.h>
 

@@ -1,12 +1,12 @@
-#include "report/perfetto.h"
+#include "export/perfetto.h"
 
 #include <charconv>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
-#include "report/perfetto_proto.h"
-#include "report/table.h"
+#include "export/perfetto_proto.h"
+#include "common/json.h"
 
 namespace cutrace::report {
 namespace {

@@ -1,4 +1,4 @@
-#include "report/symbolizer.h"
+#include "model/symbolizer.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>

@@ -1,4 +1,4 @@
-#include "report/time_ranges.h"
+#include "model/time_ranges.h"
 
 #include <charconv>
 #include <cmath>

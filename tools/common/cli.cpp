@@ -1,4 +1,4 @@
-#include "report/cli.h"
+#include "common/cli.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

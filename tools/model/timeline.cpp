@@ -1,4 +1,4 @@
-#include "report/timeline.h"
+#include "model/timeline.h"
 
 #include <algorithm>
 #include <cstring>
@@ -10,10 +10,9 @@
 #include <vector>
 
 #include "reader/decode.h"
-#include "report/nvtx_ranges.h"
-#include "report/report_support.h"
-#include "report/reports.h"
-#include "report/symbolizer.h"
+#include "model/nvtx_ranges.h"
+#include "model/calls.h"
+#include "model/symbolizer.h"
 
 namespace cutrace::report {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "report/timeline.h"
+#include "model/timeline.h"
 
 namespace cutrace::report {
 

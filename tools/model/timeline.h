@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "reader/trace_reader.h"
-#include "report/exporter.h"
+#include "model/export_options.h"
 
 namespace cutrace::report {
 
