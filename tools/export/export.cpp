@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <algorithm>
 #include <memory>
-#include <optional>
 #include <string>
 #include <regex>
 #include <tuple>
@@ -19,7 +18,6 @@
 #include "common/commands.h"
 #include "export/gzip_stream.h"
 #include "model/nvtx_ranges.h"
-#include "export/perfetto.h"
 #include "common/progress.h"
 #include "common/python_handoff.h"
 #include "export/exporter.h"
@@ -27,14 +25,6 @@
 
 namespace cutrace::report {
 namespace {
-
-// "perfetto" or "perfetto, sqlite and parquet": the --type values, for help and refusals.
-std::string types_text() {
-  std::string out;
-  const auto& all = exporters();
-  for (size_t i = 0; i < all.size(); ++i) out += (i == 0 ? "" : i + 1 == all.size() ? " and " : ", ") + std::string(all[i].type);
-  return out;
-}
 
 void print_help() {
   std::printf("usage: cutrace export --type %s [options] FILE.cutrace\n"
@@ -202,15 +192,7 @@ int expand_directories(std::vector<std::string>& traces) {
   return kExitOk;
 }
 
-// The timeline format of a Perfetto export type; none for the others.
-std::optional<PerfettoFormat> timeline_format(const ExporterInfo& exporter) {
-  const std::string_view type = exporter.type;
-  if (type == "perfetto") return PerfettoFormat::kProtobuf;
-  if (type == "perfetto-json") return PerfettoFormat::kJson;
-  return std::nullopt;
-}
-
-// Several traces as one Perfetto timeline (write_perfetto_job).
+// Several traces as one output (ExporterInfo::write_job: a job's ranks on one timeline).
 int export_job(const ExporterInfo& exporter, const std::vector<std::string>& paths, const std::string& output_path,
                bool overwrite, bool gzip, bool quiet, const ExportOptions& options) {
   std::vector<std::unique_ptr<reader::TraceReader>> readers;
@@ -235,12 +217,9 @@ int export_job(const ExporterInfo& exporter, const std::vector<std::string>& pat
     before += t->file_bytes();
   }
   uint64_t stream_bytes = 0;
-  std::vector<std::string> notes;
-  PerfettoCounts counts;
+  ExportResult result;
   if (!write_stream(out, output_path, gzip, progress, stream_bytes,
-                  [&](FILE* stream) {
-                    counts = write_perfetto_job(traces, stream, options, *timeline_format(exporter), notes);
-                  }))
+                  [&](FILE* stream) { result = exporter.write_job(traces, stream, options); }))
     return kExitFailure;
   int exit_code = kExitOk;
   for (reader::TraceReader* t : traces) {
@@ -249,8 +228,7 @@ int export_job(const ExporterInfo& exporter, const std::vector<std::string>& pat
     const std::string loss = loss_sentence(loss_counts(*t));
     if (!loss.empty()) std::fprintf(stderr, "cutrace export: warning: %s: %s; the timeline has gaps.\n", t->path().c_str(), loss.c_str());
   }
-  for (const std::string& note : notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
-  for (const std::string& note : counts.symbol_notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
+  for (const std::string& note : result.notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
   if (!out.commit(error)) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;
@@ -258,9 +236,7 @@ int export_job(const ExporterInfo& exporter, const std::vector<std::string>& pat
   for (const std::string& warning : exporter.size_warnings(output_path, stream_bytes))
     std::fprintf(stderr, "cutrace export: warning: %s.\n", warning.c_str());
   if (!out.is_stdout())
-    std::fprintf(stderr, "cutrace export: wrote %s (%zu traces: %s calls, %s processes, %s threads).\n",
-                 output_path.c_str(), traces.size(), reader::thousands(counts.calls).c_str(),
-                 reader::thousands(counts.processes).c_str(), reader::thousands(counts.threads).c_str());
+    std::fprintf(stderr, "cutrace export: wrote %s (%s).\n", output_path.c_str(), result.written.c_str());
   return exit_code;
 }
 
@@ -375,13 +351,13 @@ int export_main(int argc, char** argv) {
   const char* const one_type = exporters().size() == 1 ? exporters()[0].type : "TYPE";
   if (type.empty()) {
     std::fprintf(stderr, "cutrace export: no export type given; add --type %s.\n",
-                 exporters().size() == 1 ? one_type : ("TYPE (" + types_text() + ")").c_str());
+                 exporters().size() == 1 ? one_type : ("TYPE (" + exporter_types(any_exporter) + ")").c_str());
     return kExitUsage;
   }
   const ExporterInfo* exporter = find_exporter(type);
   if (!exporter) {
     std::fprintf(stderr, "cutrace export: unknown export type '%s'; the available %s %s.\n", type.c_str(),
-                 exporters().size() == 1 ? "type is" : "types are", types_text().c_str());
+                 exporters().size() == 1 ? "type is" : "types are", exporter_types(any_exporter).c_str());
     return kExitUsage;
   }
   if (traces.empty()) {
@@ -389,9 +365,9 @@ int export_main(int argc, char** argv) {
     return kExitUsage;
   }
   if (const int exit_code = expand_directories(traces); exit_code != kExitOk) return exit_code;
-  if (traces.size() > 1 && !timeline_format(*exporter)) {
-    std::fprintf(stderr, "cutrace export: several traces are merged into one timeline by --type perfetto and "
-                         "perfetto-json only; export each trace on its own with --type %s.\n", exporter->type);
+  if (traces.size() > 1 && !merges_traces(*exporter)) {
+    std::fprintf(stderr, "cutrace export: several traces are merged into one timeline by --type %s only; export "
+                         "each trace on its own with --type %s.\n", exporter_types(merges_traces).c_str(), exporter->type);
     return kExitUsage;
   }
   if (traces.size() > 1 && output_arg.empty()) {
@@ -405,11 +381,12 @@ int export_main(int argc, char** argv) {
     return kExitUsage;
   }
   trace_path = traces[0];
-  const bool made_of_tables = exporter->write_file || exporter->python_module;
+  const bool made_of_tables = exporter->made_of_tables;
+  const std::string tables_types = exporter_types(is_made_of_tables);
   if (!given_table_options.empty() && !made_of_tables) {
     const std::string& option = given_table_options.front();
-    std::fprintf(stderr, "cutrace export: %s is for the exports made of tables (sqlite, parquetdir, arrowdir and "
-                         "arrow), not %s%s.\n", option.c_str(), exporter->type,
+    std::fprintf(stderr, "cutrace export: %s is for the exports made of tables (%s), not %s%s.\n", option.c_str(),
+                 tables_types.c_str(), exporter->type,
                  option == "--lazy" ? "" : "; --from and --to choose the time of a timeline");
     return kExitUsage;
   }
@@ -423,8 +400,8 @@ int export_main(int argc, char** argv) {
     }
   }
   if (!tables_args.empty() && !made_of_tables) {
-    std::fprintf(stderr, "cutrace export: --tables is for the exports made of tables (sqlite, parquetdir, "
-                         "arrowdir and arrow), not %s.\n", exporter->type);
+    std::fprintf(stderr, "cutrace export: --tables is for the exports made of tables (%s), not %s.\n",
+                 tables_types.c_str(), exporter->type);
     return kExitUsage;
   }
   // Every pattern of every --tables, one alternative each of the one expression the exports match.
@@ -483,12 +460,14 @@ int export_main(int argc, char** argv) {
     options.window_end_ns = std::min(options.window_end_ns, to);
   }
   if (output_arg.ends_with(".gz")) gzip = true;
-  if (made_of_tables && gzip) {
-    std::fprintf(stderr, "cutrace export: --gzip is for the Perfetto exports; a %s export is not compressed.\n",
+  // Only a stream is compressed or goes to stdout; a database or a directory is a file of its own.
+  if (!exporter->write && gzip) {
+    std::fprintf(stderr, "cutrace export: --gzip is for the exports written as one stream (%s); a %s export is not "
+                 "compressed.\n", exporter_types([](const ExporterInfo& e) { return e.write != nullptr; }).c_str(),
                  exporter->type);
     return kExitUsage;
   }
-  if (made_of_tables && output_arg == "-") {
+  if (!exporter->write && output_arg == "-") {
     std::fprintf(stderr, "cutrace export: a %s export is a file and cannot go to stdout; give it a name with -o.\n",
                  exporter->type);
     return kExitUsage;
@@ -500,7 +479,8 @@ int export_main(int argc, char** argv) {
                                      "--show-internal", options.show_internal ? "true" : "false",
                                      "--from", std::to_string(options.window_begin_ns) + "ns"};
     if (options.window_end_ns != UINT64_MAX) args.insert(args.end(), {"--to", std::to_string(options.window_end_ns) + "ns"});
-    if (!output_arg.empty()) args.insert(args.end(), {"-o", output_arg});
+    // The output named here, so that the table's extension is the one default.
+    args.insert(args.end(), {"-o", output_arg.empty() ? default_output(trace_path, exporter->extension, false) : output_arg});
     if (!options.tables.empty()) args.insert(args.end(), {"--tables", options.tables});
     for (const std::string& times : times_args) args.insert(args.end(), {"--times", times});
     if (options.ts_normalize) args.insert(args.end(), {"--ts-normalize", "true"});

@@ -20,19 +20,27 @@ struct ExportResult {
   std::vector<std::string> notes;     // one line each, "cutrace export: note: " before it
 };
 
+// One format: the row is all that names it, says what it is and writes it. What it is decides the
+// options it takes, the help and the refusals, so none of them lists types by name.
 struct ExporterInfo {
   const char* type;         // the --type value
   const char* description;  // one line for --help
   const char* extension;    // the default output's suffix after the trace's name (".json")
-  // Writes the export of `reader` (read to its end) to `out`; nullptr for a format written by name.
+  // Made of the SQLite export's tables (docs/sql.md), as nsys's sqlite, parquet and arrow exports:
+  // takes --tables, --lazy, --times, --ts-normalize and --ts-shift.
+  bool made_of_tables;
+  // It is written one of three ways; the other two are nullptr.
+  // A stream: to a file or stdout, gzip-compressed when asked. Reads `reader` to its end.
   ExportResult (*write)(reader::TraceReader& reader, FILE* out, const ExportOptions& options);
-  // A format that writes a file of its own (a database): writes the export to `path`, which exists and
-  // is empty, and sets `error` to one sentence when it cannot. nullptr for a stream format.
+  // A file of its own (a database): written to `path`, which exists and is empty; sets `error` to one
+  // sentence when it cannot.
   ExportResult (*write_file)(reader::TraceReader& reader, const std::string& path, const ExportOptions& options,
                              std::string& error);
-  // A format the Python package writes (python/cutrace, with pyarrow): `cutrace export` hands its whole
-  // command line to `python3 -m <module> export ...`. nullptr for the formats written here.
+  // By the Python package (python/cutrace, with pyarrow): `cutrace export` hands its checked command
+  // line, the output resolved, to `python3 -m <module> export ...`.
   const char* python_module;
+  // Several traces into one stream (a job's ranks on one timeline); nullptr: one trace at a time.
+  ExportResult (*write_job)(const std::vector<reader::TraceReader*>& traces, FILE* out, const ExportOptions& options);
   // Warnings about the finished output of `bytes` bytes (before any compression), one sentence each;
   // nullptr: none.
   std::vector<std::string> (*size_warnings)(const std::string& path, uint64_t bytes);
@@ -41,5 +49,10 @@ struct ExporterInfo {
 const std::vector<ExporterInfo>& exporters();
 // nullptr for a type exporters() does not list.
 const ExporterInfo* find_exporter(const std::string& type);
+// The types of the exporters `which` is true of, as "a, b and c" (`last` joins the last two).
+std::string exporter_types(bool (*which)(const ExporterInfo&), const char* last = " and ");
+inline bool any_exporter(const ExporterInfo&) { return true; }
+inline bool is_made_of_tables(const ExporterInfo& e) { return e.made_of_tables; }
+inline bool merges_traces(const ExporterInfo& e) { return e.write_job != nullptr; }
 
 }  // namespace cutrace::report

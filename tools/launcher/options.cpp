@@ -352,13 +352,7 @@ bool parse_capture_end(const std::string& text, ProfileOptions* options) {
 }
 
 // The types `cutrace export` writes, "a, b or c".
-static std::string export_types_text() {
-  std::string text;
-  const auto& all = report::exporters();
-  for (size_t i = 0; i < all.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + std::string(all[i].type);
-  return text;
-}
+static std::string export_types_text() { return report::exporter_types(report::any_exporter, " or "); }
 
 static const Unsupported* find_unsupported(const cli::Arg& w) {
   for (const auto& u : kUnsupported)
@@ -620,7 +614,8 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
               options->exports.clear();
             } else if (type == "hdf" || type == "json" || type == "text" || type == "jsonlines") {
               *error = usage("option '" + w.spelled + "': nsys's " + type + " export is not one cutrace writes; it " +
-                             "writes " + export_types_text() + " (sqlite, parquetdir, arrowdir and arrow as nsys does)");
+                             "writes " + export_types_text() + " (" + report::exporter_types(report::is_made_of_tables) +
+                             " as nsys does)");
               return false;
             } else if (!report::find_exporter(type)) {
               *error = usage("option '" + w.spelled + "' takes " + export_types_text() + " or none, not '" + type +

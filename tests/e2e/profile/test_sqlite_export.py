@@ -194,7 +194,8 @@ def test_refusals_and_an_existing_output(vector_add, tmp_path):
     assert proc.stderr == f"cutrace export: {out} already exists; pass -f true to overwrite it or choose another name with -o.\n"
     assert out.read_bytes() == before
     proc = run_tool("export", "--type", "sqlite", "--gzip", "true", "-o", tmp_path / "x.sqlite", trace, expect=2)
-    assert proc.stderr == "cutrace export: --gzip is for the Perfetto exports; a sqlite export is not compressed.\n"
+    assert proc.stderr == ("cutrace export: --gzip is for the exports written as one stream (perfetto and "
+                           "perfetto-json); a sqlite export is not compressed.\n")
     proc = run_tool("export", "--type", "sqlite", "-o", "-", trace, expect=2)
     assert proc.stderr == "cutrace export: a sqlite export is a file and cannot go to stdout; give it a name with -o.\n"
     assert not (tmp_path / "x.sqlite").exists()
