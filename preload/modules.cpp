@@ -8,8 +8,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "api_lookup.h"
+#include "cutrace/domains.h"
 #include "interpose.h"
 #include "loaded_objects.h"
 
@@ -80,13 +82,19 @@ const char* base_name(const char* path) {
   return slash ? slash + 1 : path;
 }
 
-// The CUDA libraries whose calls the shim records, by file name.
+// The CUDA libraries whose calls the shim records, by file name: the libraries column of domains.def,
+// for the domains of CUDA and of the libraries traced with it.
 bool is_cuda_library(const char* path) {
-  static const char* const kPrefixes[] = {"libcudart.so", "libcuda.so",     "libcublas.so",  "libcublasLt.so",
-                                          "libcudnn.so",  "libcusolver.so", "libcusparse.so"};
-  const char* base = base_name(path);
-  for (const char* prefix : kPrefixes)
-    if (strncmp(base, prefix, strlen(prefix)) == 0) return true;
+  const std::string_view base = base_name(path);
+  for (const abi::DomainInfo& info : abi::kDomains) {
+    if (info.group != "cuda" && info.needs != "cuda") continue;
+    for (std::string_view rest = info.libraries; !rest.empty();) {
+      const size_t space = rest.find(' ');
+      const std::string_view prefix = rest.substr(0, space);
+      if (!prefix.empty() && base.starts_with(prefix)) return true;
+      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+    }
+  }
   return false;
 }
 

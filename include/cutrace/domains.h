@@ -12,7 +12,8 @@ using DomainSet = uint64_t;
 inline constexpr uint32_t kMaxDomains = 64;
 
 enum class ApiDomain : uint16_t {
-#define CUTRACE_DOMAIN(enumerator, id, name, group, needs, status_type, libraries, hides_nested) enumerator = id,
+#define CUTRACE_DOMAIN(enumerator, id, name, group, needs, status_type, libraries, symbols, hides_nested) \
+  enumerator = id,
 #include "cutrace/domains.def"
 #undef CUTRACE_DOMAIN
 };
@@ -24,12 +25,13 @@ struct DomainInfo {
   std::string_view needs;        // the -t value its group also records; "" for none
   std::string_view status_type;  // the enum naming its error results; "" for none
   std::string_view libraries;    // file-name prefixes of its shared objects, space-separated
+  std::string_view symbols;      // the shim's exports for it, version-script globs, space-separated
   bool hides_nested;             // calls of its group inside one of its calls are not counted again
 };
 
 inline constexpr DomainInfo kDomains[] = {
-#define CUTRACE_DOMAIN(enumerator, id, name, group, needs, status_type, libraries, hides_nested) \
-  {ApiDomain::enumerator, name, group, needs, status_type, libraries, hides_nested != 0},
+#define CUTRACE_DOMAIN(enumerator, id, name, group, needs, status_type, libraries, symbols, hides_nested) \
+  {ApiDomain::enumerator, name, group, needs, status_type, libraries, symbols, hides_nested != 0},
 #include "cutrace/domains.def"
 #undef CUTRACE_DOMAIN
 };

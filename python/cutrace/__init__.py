@@ -24,7 +24,7 @@ except ImportError as _e:  # `python3 -m cutrace export` says what is missing, i
 
 __all__ = ["open", "Trace", "TraceError", "table_names", "read_arrow_export"]
 
-_ABI_VERSION = 3
+_ABI_VERSION = 4
 
 
 class TraceError(Exception):
@@ -88,11 +88,18 @@ def _library():
     lib.cutrace_tables_progress.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
                                             ctypes.POINTER(ctypes.c_uint64)]
     lib.cutrace_tables_close.argtypes = [ctypes.c_void_p]
+    lib.cutrace_tables_cuda_library_prefixes.restype = ctypes.c_char_p
     lib.cutrace_tables_metadata.restype = ctypes.c_int64
     lib.cutrace_tables_metadata.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
                                             ctypes.c_size_t]
     _lib = lib
     return lib
+
+
+def cuda_library_prefixes():
+    """The file-name prefixes of the CUDA libraries cutrace traces, as include/cutrace/domains.def lists
+    them ("libcudart.so", "libcudnn_", ...)."""
+    return _library().cutrace_tables_cuda_library_prefixes().decode().split()
 
 
 def table_names():

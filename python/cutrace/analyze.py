@@ -24,11 +24,23 @@ DEFAULT_ROWS = 50  # nsys analyze shows a rule's first 50 rows
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 
-# Modules that are not the program's own code: a call site is the innermost frame outside them.
-NOT_THE_PROGRAM = (r"(^|/)(libcudart|libcuda|libcupti|libcublas|libcublasLt|libcudnn[^/]*|libcusolver|libcusparse|"
-                   r"libnvrtc|libnvJitLink|"
-                   r"libcutrace[^/]*|libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|libffi|libpython[^/]*|"
-                   r"ld-linux[^/]*|_ctypes[^/]*|python[0-9.]*)(\.so[^/]*)?$")
+# Modules that are not the program's own code, besides the CUDA libraries cutrace traces (which
+# include/cutrace/domains.def lists, not_the_program()): a call site is the innermost frame outside them.
+NOT_THE_PROGRAM_TOO = (r"libcupti|libnvrtc|libnvJitLink|"
+                       r"libcutrace[^/]*|libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|libffi|libpython[^/]*|"
+                       r"ld-linux[^/]*|_ctypes[^/]*|python[0-9.]*")
+
+
+def not_the_program():
+    """The regular expression of a module path that is not the program's own code."""
+    from . import cuda_library_prefixes
+    stems = []
+    for prefix in cuda_library_prefixes():
+        # "libcudart.so": that library, any version; "libcudnn_": every library of that name's family.
+        stem = prefix[:-3] if prefix.endswith(".so") else re.escape(prefix) + "[^/]*"
+        if stem not in stems:
+            stems.append(stem)
+    return r"(^|/)(" + "|".join(stems) + "|" + NOT_THE_PROGRAM_TOO + r")(\.so[^/]*)?$"
 CONCURRENT_BYTES = 32 << 20  # traces of more than this in all are read by a process per core
 SITE_FRAMES = 3         # native frames of the program shown per call site
 PYTHON_SITE_FRAMES = 2  # Python frames shown per call site
@@ -124,7 +136,7 @@ def _site_queries():
                      row_number() OVER (PARTITION BY c.id ORDER BY c.stackDepth) AS k
               FROM CUDA_CALLCHAINS AS c JOIN StringIds AS s ON s.id = c.symbol
               JOIN StringIds AS m ON m.id = c.module
-              WHERE NOT regexp_matches(m.value, {quote_text(NOT_THE_PROGRAM)})
+              WHERE NOT regexp_matches(m.value, {quote_text(not_the_program())})
                 AND s.value NOT IN ({", ".join(quote_text(f) for f in ENTRY_FRAMES)}))
         WHERE k <= {SITE_FRAMES} GROUP BY id"""
     python = f"""

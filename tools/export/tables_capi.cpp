@@ -7,6 +7,7 @@
 #include <string>
 
 #include "reader/trace_reader.h"
+#include "cutrace/domains.h"
 #include "export/arrow_batches.h"
 #include "export/export_tables.h"
 
@@ -30,7 +31,21 @@ struct cutrace_tables {
 #define CUTRACE_TABLES_API extern "C" __attribute__((visibility("default")))
 
 // Bumped when a function below changes; the package refuses a library of another version.
-CUTRACE_TABLES_API int cutrace_tables_abi_version() { return 3; }
+CUTRACE_TABLES_API int cutrace_tables_abi_version() { return 4; }
+
+// The file-name prefixes of the CUDA libraries cutrace traces (CUDA's own and those traced with it), as
+// domains.def lists them, separated by spaces: for the package's view of which frames are not the
+// program's (cutrace analyze).
+CUTRACE_TABLES_API const char* cutrace_tables_cuda_library_prefixes() {
+  static const std::string prefixes = [] {
+    std::string out;
+    for (const cutrace::abi::DomainInfo& info : cutrace::abi::kDomains)
+      if ((info.group == "cuda" || info.needs == "cuda") && !info.libraries.empty())
+        out += (out.empty() ? "" : " ") + std::string(info.libraries);
+    return out;
+  }();
+  return prefixes.c_str();
+}
 
 CUTRACE_TABLES_API int cutrace_tables_count() { return int(TableId::kCount); }
 

@@ -723,7 +723,21 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
   return true;
 }
 
+static const char* help_template();
+
 const char* help_text() {
+  // The -t values come from domains.def, in its order; the sentences that describe them are checked
+  // against it (LauncherHelp.EveryTraceValueIsDescribed).
+  static const std::string text = [] {
+    std::string t = help_template();
+    const std::string marker = "@TRACE_VALUES@";
+    t.replace(t.find(marker), marker.size(), traced_values(",", ","));
+    return t;
+  }();
+  return text.c_str();
+}
+
+static const char* help_template() {
   return R"(usage: cutrace profile [options] [--] <command> [args...]
 
 Runs <command> with its CUDA runtime and driver calls and its NVTX annotations (and with -t, its
@@ -750,7 +764,7 @@ options:
                               false writes the command's stdout and stderr to files named after
                               the trace (NAME.stdout, NAME.stderr) instead of the terminal
                               (default true)
-  -t, --trace cuda,nvtx,osrt,cublas,cudnn,cusolver,cusparse,mpi|none
+  -t, --trace @TRACE_VALUES@|none
                               what to record, comma-separated (default cuda,nvtx): cuda is the
                               CUDA runtime and driver, nvtx the program's NVTX ranges and marks,
                               osrt its blocking libc calls (read, poll, sleeps, locks, waits),

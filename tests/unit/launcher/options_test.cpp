@@ -1,7 +1,10 @@
 #include "launcher/options.h"
 
+#include "cutrace/domains.h"
+
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -507,6 +510,31 @@ TEST(LauncherOptions, HelpNeedsNoCommand) {
   }
   EXPECT_NE(std::string(help_text()).find("--force-overwrite"), std::string::npos);
   EXPECT_NE(std::string(help_text()).find("NAME.stdout"), std::string::npos);
+}
+
+// The -t synopsis lists domains.def's values; its paragraph must say what each records, so that a
+// library added there is not left undescribed.
+TEST(LauncherHelp, EveryTraceValueIsDescribed) {
+  const std::string help = help_text();
+  const size_t synopsis = help.find("  -t, --trace ");
+  ASSERT_NE(synopsis, std::string::npos);
+  const size_t end = help.find("\n  -", synopsis + 1);
+  const std::string paragraph = help.substr(synopsis, end - synopsis);
+  std::string values;
+  for (const abi::DomainInfo& d : abi::kDomains) {
+    if (d.group.empty() || values.find(std::string(d.group) + ",") != std::string::npos) continue;
+    values += std::string(d.group) + ",";
+    // Named in the sentences below the synopsis, as a word.
+    const std::string described = paragraph.substr(paragraph.find('\n'));
+    bool found = false;
+    for (size_t at = described.find(d.group); at != std::string::npos; at = described.find(d.group, at + 1)) {
+      const auto word_edge = [&](size_t i) { return i >= described.size() || !std::isalnum((unsigned char)described[i]); };
+      found = found || (word_edge(at - 1) && word_edge(at + d.group.size()));
+    }
+    EXPECT_TRUE(found) << "-t " << d.group << " is not described in:\n" << paragraph;
+  }
+  values.pop_back();
+  EXPECT_EQ(paragraph.substr(0, paragraph.find('\n')), "  -t, --trace " + values + "|none");
 }
 
 TEST(LauncherOptions, GivenWordsAreKeptVerbatimForTheTrace) {
