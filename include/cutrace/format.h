@@ -18,6 +18,10 @@ namespace cutrace::format {
 
 inline constexpr char kFileMagic[8] = {'C', 'U', 'T', 'R', 'A', 'C', 'E', '\x01'};
 inline constexpr uint32_t kFormatVersion = 7;
+// Every cutrace reads every version from this one on (docs/trace-format.md, "Versions"): a format
+// change bumps kFormatVersion and teaches the reader to upgrade what the older versions wrote, and
+// tests/data/traces keeps traces of each version with the reports they must give.
+inline constexpr uint32_t kOldestReadableFormatVersion = 7;
 inline constexpr uint32_t kChunkMagic = 0x4b434354u;  // "CTCK"
 inline constexpr const char* kFileExtension = ".cutrace";
 // A chunk never decompresses to more than this; readers reject larger claims before allocating.

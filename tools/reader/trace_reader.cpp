@@ -290,11 +290,12 @@ bool TraceReader::open(const std::string& path) {
              "); upgrade cutrace to read it.";
     return false;
   }
-  if (header_.format_version >= 1 && header_.format_version < format::kFormatVersion) {
-    // Versions 1 and 2 encoded calls differently; cutrace 0.1 development builds were their only writers.
+  if (header_.format_version >= 1 && header_.format_version < format::kOldestReadableFormatVersion) {
+    // Versions before 7 came from development builds that preceded the promise to read old traces.
     error_ = path + ": written in trace format version " + std::to_string(header_.format_version) +
-             " by an earlier development build of cutrace, which this cutrace (format version " +
-             std::to_string(format::kFormatVersion) + ") does not read; record the trace again.";
+             " by a development build of cutrace from before version " +
+             std::to_string(format::kOldestReadableFormatVersion) +
+             ", the oldest this cutrace reads; record the trace again.";
     return false;
   }
   if (header_.format_version == 0 || header_.header_bytes < sizeof(format::FileHeader) ||
