@@ -224,8 +224,9 @@ def probe_full_disk(kit):
     disk = kit.work / "disk"
     disk.mkdir(exist_ok=True)
     program = [kit.app("cheap_calls"), "3000000"]
-    proc = in_mount_namespace(kit, [("1m", disk)], [kit.cutrace, "profile", "--gpu-activity", "false", "-o",
-                                                     disk / "trace", "--", *program])
+    # A ring that holds every call, so that all of them reach the writer however slow the recorder.
+    proc = in_mount_namespace(kit, [("1m", disk)], [kit.cutrace, "profile", "--gpu-activity", "false",
+                                                     "--ring-size", 128 << 20, "-o", disk / "trace", "--", *program])
     check(proc.returncode == 0 and "calls 3000000" in proc.stdout, f"the program was disturbed: {proc.returncode}")
     check(".part" not in proc.stderr, f"a message names the partial file: {proc.stderr.strip()}")
     check("were not written" in proc.stderr, f"the loss is not counted: {proc.stderr.strip()}")
