@@ -80,6 +80,16 @@ def need_root():
         raise Skipped("needs root, unshare and setpriv")
 
 
+def need_nobody_to_reach(kit):
+    """Programs run as uid 65534 must reach the build and this Python (not so under a private home)."""
+    needed = [kit.app("sim_vector_add"), str(kit.build / "lib" / "libcutrace-preload.so")]
+    readable = "import os, sys; sys.exit(0 if all(os.access(p, os.R_OK) for p in sys.argv[1:]) else 1)"
+    check = kit.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-c",
+                     readable, *needed])
+    if check.returncode != 0:
+        raise Skipped(f"uid {NOBODY} cannot run this Python or read the build")
+
+
 def in_mount_namespace(kit, mounts, command, timeout=300):
     """Runs `command` with each (tmpfs size, directory) mounted over its directory, in a mount namespace."""
     shell = " && ".join(f'mount -t tmpfs -o size={size},mode=1777 red-team "{where}"' for size, where in mounts)
@@ -114,6 +124,7 @@ def probe_tiny_dev_shm(kit):
 def probe_user_switch(kit):
     """`cutrace profile -- setpriv --reuid nobody ... app` records the program."""
     need_root()
+    need_nobody_to_reach(kit)
     proc, _ = kit.profile("switch", ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
                                      kit.app("sim_vector_add")])
     check(proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr.strip()}")
@@ -126,6 +137,7 @@ def probe_user_switch(kit):
 def probe_user_switch_without_the_descriptor(kit):
     """A program that closes every descriptor, then changes user: named, with its uid and the cause."""
     need_root()
+    need_nobody_to_reach(kit)
     switch = (f"import os, sys; os.closerange(3, 65536); os.setgid({NOBODY}); os.setuid({NOBODY}); "
               "os.execv(sys.argv[1], sys.argv[1:])")
     proc, _ = kit.profile("switch_lost", [sys.executable, "-c", switch, kit.app("sim_vector_add")])
@@ -138,6 +150,7 @@ def probe_user_switch_without_the_descriptor(kit):
 def probe_other_user_and_the_session(kit):
     """Another user can neither open nor remove a running session's shared memory."""
     need_root()
+    need_nobody_to_reach(kit)
     progress = kit.work / "other_user_progress"
     launcher = subprocess.Popen([str(kit.cutrace), "profile", "-f", "true", "-o", str(kit.work / "other_user"), "--",
                                  kit.app("sim_progress"), str(progress), "0", "100"], env=kit.env,

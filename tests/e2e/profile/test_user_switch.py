@@ -18,10 +18,23 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv")
 
 # Changes to uid/gid 65534 the way setpriv, runuser and gosu do: inherited descriptors stay open.
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+# Run as uid 65534: whether it may read each path it is given.
+READABLE = "import os, sys; sys.exit(0 if all(os.access(p, os.R_OK) for p in sys.argv[1:]) else 1)"
 # A program that closes every inherited descriptor, then changes user and runs the rest.
 CLOSE_THEN_SWITCH = [sys.executable, "-c",
                      f"import os, sys; os.closerange(3, 65536); os.setgid({NOBODY}); os.setuid({NOBODY}); "
                      "os.execv(sys.argv[1], sys.argv[1:])"]
+
+
+@pytest.fixture(autouse=True)
+def nobody_can_reach_the_build():
+    """The programs, the shim and this Python must be reachable by uid 65534 (a checkout under a private
+    home directory is not); otherwise there is nothing to test here."""
+    from conftest import BUILD
+    needed = [app("sim_vector_add"), str(BUILD / "lib" / "libcutrace-preload.so")]
+    check = subprocess.run([*AS_NOBODY, sys.executable, "-c", READABLE, *needed], capture_output=True, timeout=60)
+    if check.returncode != 0:
+        pytest.skip(f"uid {NOBODY} cannot run this Python or read the build ({', '.join(needed)})")
 
 
 def untraced(command):
