@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 
 #include "api_lookup.h"
 #include "cutrace/domains.h"
@@ -82,20 +81,9 @@ const char* base_name(const char* path) {
   return slash ? slash + 1 : path;
 }
 
-// The CUDA libraries whose calls the shim records, by file name: the libraries column of domains.def,
-// for the domains of CUDA and of the libraries traced with it.
+// The CUDA libraries whose calls the shim records, by file name (domains.def's libraries column).
 bool is_cuda_library(const char* path) {
-  const std::string_view base = base_name(path);
-  for (const abi::DomainInfo& info : abi::kDomains) {
-    if (info.group != "cuda" && info.needs != "cuda") continue;
-    for (std::string_view rest = info.libraries; !rest.empty();) {
-      const size_t space = rest.find(' ');
-      const std::string_view prefix = rest.substr(0, space);
-      if (!prefix.empty() && base.starts_with(prefix)) return true;
-      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
-    }
-  }
-  return false;
+  return (abi::library_domain(base_name(path)) & (abi::kCudaDomains | abi::kCudaLibraryDomains)) != 0;
 }
 
 // Walks the loader's list into g_objects. Caller holds g_lock; no dl call happens inside the walk, nor

@@ -148,8 +148,7 @@ trace::KeyValues Recorder::metadata() const {
   return kv;
 }
 
-uint64_t Recorder::poll() {
-  const uint64_t now = monotonic_ns();
+uint64_t Recorder::poll(uint64_t now) {
   periodic(now);
   uint64_t consumed = 0;
   slots_in_use_ = 0;
@@ -185,7 +184,7 @@ void Recorder::run(const std::function<bool()>& should_stop) {
     // Read before the pass: a wake after it (a claim the pass missed) changes the word, and the nap
     // below then does not start.
     const uint32_t wake_seen = wake_word_ ? wake_word_->load(std::memory_order_acquire) : 0;
-    const uint64_t consumed = poll();
+    const uint64_t consumed = poll(pass_ns);
     if (consumed >= options_.busy_pass_bytes) {
       // A ring is filling fast: go straight back for more.
       sleep_ns = 0;

@@ -34,8 +34,8 @@
 #include "recorder/clock.h"
 #include "recorder/cpu_samples.h"
 #include "recorder/process_monitor.h"
-#include "recorder/unreached.h"
 #include "recorder/trace_writer.h"
+#include "recorder/unreached.h"
 
 namespace cutrace::recorder {
 
@@ -98,7 +98,9 @@ class Recorder {
   // One pass over every slot: drains active and retired rings, frees retired ones and those of dead
   // processes, and runs the periodic work (process checks, clock pairs, timed chunk flushes). Returns
   // the ring bytes consumed, 0 when there was nothing to do.
-  uint64_t poll();
+  uint64_t poll() { return poll(monotonic_ns()); }
+  // The same, for a pass that began at `now_ns` (CLOCK_MONOTONIC), which run() has already read.
+  uint64_t poll(uint64_t now_ns);
   // Drains up to `max_bytes` of one slot that is kActive or kRetired (registering its thread on first
   // sight) without freeing it. Returns the ring bytes consumed.
   uint64_t drain_slot(uint32_t slot, uint64_t max_bytes);

@@ -39,8 +39,9 @@ CUTRACE_TABLES_API int cutrace_tables_abi_version() { return 4; }
 CUTRACE_TABLES_API const char* cutrace_tables_cuda_library_prefixes() {
   static const std::string prefixes = [] {
     std::string out;
-    for (const cutrace::abi::DomainInfo& info : cutrace::abi::kDomains)
-      if ((info.group == "cuda" || info.needs == "cuda") && !info.libraries.empty())
+    namespace abi = cutrace::abi;
+    for (const abi::DomainInfo& info : abi::kDomains)
+      if ((abi::domain_bit(info.domain) & (abi::kCudaDomains | abi::kCudaLibraryDomains)) && !info.libraries.empty())
         out += (out.empty() ? "" : " ") + std::string(info.libraries);
     return out;
   }();
