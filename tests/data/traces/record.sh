@@ -14,20 +14,36 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=$(realpath "${1:?usage: record.sh BUILD [OUT]}")
 out=$(realpath -m "${2:-$here}")
 cutrace="$build/bin/cutrace"
-apps="$build/tests/bin"
 export LD_LIBRARY_PATH="$build/simcuda/lib"
 unset LD_PRELOAD CUTRACE_SESSION CUTRACE_SESSION_FD
 reports=$(paste -sd, "$here/reports.txt")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"  # the traces record the working directory; one that says nothing of the machine
+# The programs run from a copy that is gone before the outputs are taken: the frames of a stack (the
+# OS runtime's slow calls carry one) then read as module+offset here and on every later machine, rather
+# than as names only this one's files could give.
+apps="$work/programs"
+cp -r "$build/tests/bin" "$apps"
 
 # NAME, then the options of cutrace profile, --, and the program with its arguments.
+names=()
 record() {
   local name=$1
   shift
   "$cutrace" profile -q -f true -o "$work/$name" "$@" > /dev/null
-  local version
+  names+=("$name")
+}
+
+record vector_add -- "$apps/sim_vector_add" 3 65536
+record graphs_node --cuda-graph-trace node -- "$apps/sim_graphs" 2
+record nvtx -t cuda,nvtx -- "$apps/nvtx_app" 2 5
+record osrt -t cuda,osrt --osrt-threshold 0 -- "$apps/osrt_app" sleeps 2 3 5 100
+record streams -- "$apps/sim_streams" 65536 2
+record threads -- "$apps/sim_threads" 3 4 concurrent
+
+rm -rf "$apps"
+for name in "${names[@]}"; do
   version=$(python3 -c 'import struct, sys; print(struct.unpack_from("<I", open(sys.argv[1], "rb").read(12), 8)[0])' \
             "$work/$name.cutrace")
   mkdir -p "$out/v$version"
@@ -39,11 +55,4 @@ record() {
   python3 -c 'import sqlite3, sys; sys.stdout.write("\n".join(sqlite3.connect(sys.argv[1]).iterdump()) + "\n")' \
     "$work/$name.sqlite" | gzip -n -9 > "$out/v$version/$name.sqlite.sql.gz"
   echo "record.sh: $out/v$version/$name.cutrace"
-}
-
-record vector_add -- "$apps/sim_vector_add" 3 65536
-record graphs_node --cuda-graph-trace node -- "$apps/sim_graphs" 2
-record nvtx -t cuda,nvtx -- "$apps/nvtx_app" 2 5
-record osrt -t cuda,osrt --osrt-threshold 0 -- "$apps/osrt_app" sleeps 2 3 5 100
-record streams -- "$apps/sim_streams" 65536 2
-record threads -- "$apps/sim_threads" 3 4 concurrent
+done
