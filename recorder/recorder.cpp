@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "recorder/library_exports.h"
+#include "recorder/warnings.h"
 
 namespace cutrace::recorder {
 
@@ -716,19 +717,10 @@ std::vector<std::string> Recorder::warnings() const {
   const abi::DomainSet watched = trace_domains_ & table_domains_;
   std::vector<std::string> out;
   // Read by final_drain(): nothing here touches the session, which may be gone by now.
-  if (const uint32_t foreign = foreign_shims_)
-    out.push_back(std::to_string(foreign) + (foreign == 1 ? " process" : " processes") + " ran a cutrace shim of another " +
-                  "build (its table of functions differs from this recorder's), so " +
-                  (foreign == 1 ? "its" : "their") +
-                  " calls were not recorded rather than named wrongly; run the launcher, the recorder and the shim "
-                  "of one build (CUTRACE_PRELOAD_LIB names the shim)");
+  if (foreign_shims_) out.push_back(warning_text(Warning::kForeignShim, foreign_shims_));
   const std::vector<std::string> unreached = unreached_.warnings();
   out.insert(out.end(), unreached.begin(), unreached.end());
-  if (processes_cut_off_)
-    out.push_back(std::to_string(processes_cut_off_) + (processes_cut_off_ == 1 ? " process" : " processes") +
-                  " the command started " + (processes_cut_off_ == 1 ? "was" : "were") +
-                  " still running when it exited and recording stopped (--wait primary): calls made after that are "
-                  "not in the trace; --wait all waits for them");
+  if (processes_cut_off_) out.push_back(warning_text(Warning::kProcessesCutOff, processes_cut_off_));
   if (!(watched & cuda_any)) return out;
   bool any_cuda = false;
   for (const ProcessKernels& p : kernels_) {
@@ -752,52 +744,35 @@ std::vector<std::string> Recorder::warnings() const {
       for (uint32_t d = 0; d < abi::kMaxDomains; ++d)
         if (p.loaded_domains & family & (abi::DomainSet(1) << d)) silent.push_back(library(abi::DomainSet(1) << d));
     }
-    const std::string who = "process " + std::to_string(p.pid) + (p.command.empty() ? "" : " (" + p.command + ")");
+    const std::string who = process_name(p.pid, p.command);
     if (!p.unwrapped_entry_points.empty() && (watched & driver)) {
       std::string names;
       for (const std::string& n : p.unwrapped_entry_points) names += (names.empty() ? "" : ", ") + n;
-      const bool one = p.unwrapped_entry_points.size() == 1;
-      out.push_back(who + ": the driver handed out " + std::to_string(p.unwrapped_entry_points.size()) +
-                    (one ? " entry point" : " entry points") + " this cutrace has no wrapper for (asked for by a CUDA "
-                    "runtime or library newer than the one cutrace was built from), so calls through " +
-                    (one ? "it are" : "them are") + " not recorded: " + names);
+      out.push_back(warning_text(Warning::kUnwrappedEntryPoints, p.unwrapped_entry_points.size(),
+                                 {{"who", who}, {"names", names}}));
     }
-    std::string text;
     if (!capture_range_.empty() && !p.opened_capture_range) {
       // With -c a process is recorded only inside its ranges: one that never opened one says so, and
       // that is the whole story of its silent libraries.
       if (p.loaded_domains || p.cuda_program || called)
-        out.push_back(who + " never opened a capture range (" + capture_range_ +
-                      "), so none of its calls was recorded; check that it reaches the range, or profile without -c");
+        out.push_back(warning_text(Warning::kNoCaptureRange, 1, {{"who", who}, {"range", capture_range_}}));
       any_cuda = true;
       continue;
     }
     if (!called && p.cuda_program && !(p.loaded_domains & runtime)) {
       // Device code without a shared runtime: the static runtime, which reaches the driver through
       // cuGetProcAddress, so only driver calls could show its work.
-      if (!(p.loaded_domains & driver))
-        text = who + " carries CUDA device code but loaded no CUDA library and no CUDA call was recorded: the "
-               "program is built with the static CUDA runtime and no driver was found, or it ended before using CUDA";
-      else
-        text = who + " carries CUDA device code and loaded " + library(driver) +
-               ", but no CUDA call was recorded: the program is built with the static CUDA runtime, whose work "
-               "shows only as driver calls" + ((watched & driver) ? ", and none reached cutrace" : ", which this "
-               "cutrace does not record");
+      const Warning w = !(p.loaded_domains & driver) ? Warning::kStaticRuntimeWithoutDriver
+                        : (watched & driver)         ? Warning::kStaticRuntimeDriverSilent
+                                                     : Warning::kStaticRuntimeDriverUntraced;
+      out.push_back(warning_text(w, 1, {{"who", who}, {"driver", library(driver)}}));
     } else if (!silent.empty()) {
-      std::string names;
-      for (size_t i = 0; i < silent.size(); ++i)
-        names += (i == 0 ? "" : i + 1 == silent.size() ? " and " : ", ") + silent[i];
-      const bool one = silent.size() == 1;
-      text = who + ": " + names + (one ? " was" : " were") + " loaded but none of " + (one ? "its" : "their") +
-             " calls was recorded: the program may not have used " + (one ? "it" : "them") +
-             ", or reached " + (one ? "it" : "them") + " through a route cutrace does not see";
+      out.push_back(warning_text(Warning::kSilentLibraries, silent.size(), {{"who", who}, {"libraries", listed(silent)}}));
     }
-    if (!text.empty()) out.push_back(std::move(text));
   }
   // A process that could not reach the session has been named above, with the real reason.
   if (!any_cuda && capture_range_.empty() && unreached_.processes().empty())
-    out.push_back("no CUDA call was recorded and no traced process loaded a CUDA library; check that the program uses "
-                  "CUDA");
+    out.push_back(warning_text(Warning::kNoCuda, 0));
   for (const std::string& w : library_warnings()) out.push_back(w);
   // One line per reason: a run of many processes without a driver says so once.
   std::map<std::string, std::vector<const ProcessKernels*>> without_gpu;
@@ -807,41 +782,28 @@ std::vector<std::string> Recorder::warnings() const {
     if (p.gpu_status_code == UINT32_MAX && p.no_driver_api < api_count_)
       without_gpu[no_driver_reason(p)].push_back(&p);
   }
-  for (const auto& [reason, processes] : without_gpu) {
-    if (processes.size() == 1) {
-      const ProcessKernels& p = *processes.front();
-      out.push_back("process " + std::to_string(p.pid) + (p.command.empty() ? "" : " (" + p.command + ")") +
-                    " has no GPU activity in the trace, only its API calls: " + reason);
-    } else {
-      std::string pids;
-      for (size_t i = 0; i < processes.size() && i < 8; ++i) pids += (i ? ", " : "") + std::to_string(processes[i]->pid);
-      if (processes.size() > 8) pids += ", ...";
-      out.push_back(std::to_string(processes.size()) + " processes (" + pids +
-                    ") have no GPU activity in the trace, only their API calls: " + reason);
-    }
-  }
+  auto named = [](const std::vector<const ProcessKernels*>& processes) {
+    std::vector<NamedProcess> out;
+    for (const ProcessKernels* p : processes) out.push_back({p->pid, p->command});
+    return out;
+  };
+  for (const auto& [reason, processes] : without_gpu)
+    out.push_back(warning_text(Warning::kNoGpuActivity, processes.size(),
+                               {{"who", processes_name(named(processes))}, {"reason", reason}}));
   // One line per reason, as above: every rank of a job on one interpreter says so once.
   std::map<std::string, std::vector<const ProcessKernels*>> without_python;
   for (const ProcessKernels& p : kernels_)
     if (p.python_frames_code == 1) without_python[p.python_frames_status].push_back(&p);
+  // Many processes are counted, not listed: the reason is usually the interpreter's, the same in all.
   for (const auto& [reason, processes] : without_python) {
-    std::string who = processes.size() == 1 ? "process " + std::to_string(processes.front()->pid) +
-                                                  (processes.front()->command.empty() ? "" : " (" + processes.front()->command + ")")
-                                            : std::to_string(processes.size()) + " processes";
-    out.push_back(who + ": " + reason);
+    const std::string who = processes.size() == 1 ? process_name(processes.front()->pid, processes.front()->command)
+                                                  : std::to_string(processes.size()) + " processes";
+    out.push_back(warning_text(Warning::kNoPythonFrames, processes.size(), {{"who", who}, {"reason", reason}}));
   }
-  if (gpu_dropped_)
-    out.push_back(std::to_string(gpu_dropped_) + " GPU activity records were dropped by CUPTI: its buffers filled "
-                  "faster than the trace took them");
-  if (cpu_samples_ && cpu_samples_->lost())
-    out.push_back(std::to_string(cpu_samples_->lost()) + " CPU samples were lost: the kernel's sampling buffers filled "
-                  "before the recorder read them (lower --sampling-frequency)");
-  if (timer_samples_skipped_)
-    out.push_back(std::to_string(timer_samples_skipped_) + " CPU samples of the timer sampler were skipped: the "
-                  "signal came while the thread was inside cutrace, whose own time they would have shown");
-  if (cpu_samples_untraced_)
-    out.push_back(std::to_string(cpu_samples_untraced_) + " CPU samples of processes that recorded nothing (no CUDA "
-                  "call, no traced library) were left out: the trace has no thread of theirs to put them on");
+  if (gpu_dropped_) out.push_back(warning_text(Warning::kGpuRecordsDropped, gpu_dropped_));
+  if (cpu_samples_ && cpu_samples_->lost()) out.push_back(warning_text(Warning::kCpuSamplesLost, cpu_samples_->lost()));
+  if (timer_samples_skipped_) out.push_back(warning_text(Warning::kTimerSamplesSkipped, timer_samples_skipped_));
+  if (cpu_samples_untraced_) out.push_back(warning_text(Warning::kUntracedCpuSamples, cpu_samples_untraced_));
   return out;
 }
 
@@ -875,10 +837,7 @@ const std::vector<std::string>& Recorder::library_warnings() const {
       if (wrapped_stems.count(soname_stem(exports.soname)))
         // Its calls that bind by name to another version's unversioned wrappers are recorded (the
         // wrappers fall back to it where the prototypes agree); those through its own handles are not.
-        library_warnings_->push_back(who + " is a major version this cutrace has no wrappers of its own for: its "
-                                           "calls were recorded only where they reached another version's "
-                                           "wrappers by name, through that version's prototypes; use a cutrace "
-                                           "built for it");
+        library_warnings_->push_back(warning_text(Warning::kOtherMajorVersion, 1, {{"library", who}}));
       continue;
     }
     std::vector<std::string_view> missing;
@@ -889,10 +848,8 @@ const std::vector<std::string>& Recorder::library_warnings() const {
     const size_t shown = std::min<size_t>(missing.size(), 8);
     for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + std::string(missing[i]);
     if (shown < missing.size()) names += ", ... (scripts/coverage.py --libraries lists them all)";
-    const bool one = missing.size() == 1;
-    library_warnings_->push_back(who + " exports " + std::to_string(missing.size()) + (one ? " function" : " functions") +
-                                 " this cutrace has no wrapper for (the library is newer than the one cutrace was "
-                                 "built from), so calls to " + (one ? "it are" : "them are") + " not recorded: " + names);
+    library_warnings_->push_back(
+        warning_text(Warning::kUnwrappedExports, missing.size(), {{"library", who}, {"names", names}}));
   }
   return *library_warnings_;
 }
@@ -1087,7 +1044,7 @@ std::string Recorder::summary_line(uint64_t file_bytes) const {
   if (!cut_off_.empty()) {
     std::string why = cut_off_;
     std::replace_if(why.begin(), why.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
-    out += "warning the trace is cut off: " + why + "; later calls are not in it\n";
+    out += "warning " + warning_text(Warning::kCutOff, 1, {{"why", why}}) + "\n";
   }
   for (std::string w : warnings()) {
     std::replace_if(w.begin(), w.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');

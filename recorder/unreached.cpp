@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "cutrace/abi.h"
+#include "recorder/warnings.h"
 
 namespace cutrace::recorder {
 
@@ -101,30 +102,14 @@ std::vector<std::string> UnreachedWatch::warnings() const {
   std::vector<std::string> out;
   for (const auto& [cause, processes] : by_cause) {
     const auto [uid, error] = cause;
-    std::string who;
-    if (processes.size() == 1) {
-      const UnreachedProcess& p = *processes.front();
-      who = "process " + std::to_string(p.pid) + (p.command.empty() ? "" : " (" + p.command + ")");
-    } else {
-      std::string pids;
-      for (size_t i = 0; i < processes.size() && i < 8; ++i) pids += (i ? ", " : "") + std::to_string(processes[i]->pid);
-      if (processes.size() > 8) pids += ", ...";
-      who = std::to_string(processes.size()) + " processes (" + pids + ")";
-    }
-    const bool one = processes.size() == 1;
-    std::string text = who + " ran as uid " + std::to_string(uid) +
-                       " and could not open the session's shared memory (" + std::strerror(error) + "), so " +
-                       (one ? "its" : "their") + " calls were not recorded";
-    if (error == EACCES || error == EPERM)
-      text += ": " + std::string(one ? "it" : "they") + " had changed user after losing the descriptor of the session "
-              "that cutrace hands down (CUTRACE_SESSION_FD), as a program that closes inherited descriptors "
-              "before switching user does; keep that descriptor open, or run cutrace as the user the program "
-              "switches to";
-    out.push_back(std::move(text));
+    std::vector<NamedProcess> named;
+    for (const UnreachedProcess* p : processes) named.push_back({p->pid, p->command});
+    // A permission error is what a user switch without the inherited descriptor gives: say the remedy.
+    const Warning w = error == EACCES || error == EPERM ? Warning::kUnreachedAfterUserSwitch : Warning::kUnreached;
+    out.push_back(warning_text(w, processes.size(),
+                               {{"who", processes_name(named)}, {"uid", std::to_string(uid)}, {"cause", std::strerror(error)}}));
   }
-  if (overflowed_)
-    out.push_back("/dev/shm changed faster than the recorder could follow, so processes that could not open the "
-                  "session may have gone unnoticed");
+  if (overflowed_) out.push_back(warning_text(Warning::kUnreachedOverflow, 0));
   return out;
 }
 
