@@ -36,6 +36,7 @@ import os
 import sys
 from pathlib import Path
 
+import cutrace_gen
 from cutrace_gen.common import ARG_FORMATS, DOMAINS_FILE, PROG, GenError
 from cutrace_gen.elf import exported_functions
 from cutrace_gen.emit_coverage import emit_coverage
@@ -134,6 +135,7 @@ def main(argv: list[str]) -> int:
         deps |= {os.path.abspath(a[1]) for a in args.library}
         deps |= {os.path.abspath(m.spec.annotations.parent / m.spec.extends) for m in models if m.spec.extends}
         deps |= {os.path.realpath(a[2]) for a in args.library if a[2] != "-"} | {os.path.abspath(__file__), str(DOMAINS_FILE)}
+        deps |= cutrace_gen.source_files()
         target = os.path.abspath(args.out_dir / "api_ids.h")
         escape = lambda p: p.replace(" ", "\\ ")  # noqa: E731
         args.depfile.write_text(f"{escape(target)}: " + " \\\n  ".join(escape(d) for d in sorted(deps)) + "\n")

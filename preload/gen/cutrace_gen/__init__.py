@@ -15,3 +15,12 @@ loads no part: each module imports what it needs, so a user of tokens.py or elf.
   emit_lookup.py       api_lookup.cpp, and the driver's entry point versions of cudaTypedefs.h
   emit_coverage.py     coverage.json
 """
+
+import os
+
+
+def source_files() -> set[str]:
+    """The package's modules, which a generator's depfile lists beside its own file: a change to any of
+    them regenerates what it may change."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return {os.path.join(here, name) for name in os.listdir(here) if name.endswith(".py")}
