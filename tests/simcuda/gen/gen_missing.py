@@ -4,9 +4,9 @@ library exports, so that a program or framework linked against the real library 
 one whatever it binds.
 
 The exports and their prototypes are read exactly as the wrapper generator of the shim reads them
-(preload/gen/gen_wrappers.py, whose header reader and annotations this imports): the real library's
-exported functions with pyelftools, their declarations from the headers its annotations file names,
-parsed by libclang with the include path given here.
+(preload/gen/gen_wrappers.py, whose header reader and annotations this imports from its package,
+preload/gen/cutrace_gen/): the real library's exported functions with pyelftools, their declarations
+from the headers its annotations file names, parsed by libclang with the include path given here.
 
 Every definition is WEAK: where the simulated library defines the function itself (the hand-written
 sources beside this), the linker keeps that strong definition and drops the generated one, so the
@@ -44,7 +44,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "preload" / "gen"))
-import gen_wrappers as gw  # noqa: E402
+from cutrace_gen import source_files  # noqa: E402
+from cutrace_gen.common import GenError  # noqa: E402
+from cutrace_gen.emit_lookup import driver_versions  # noqa: E402
+from cutrace_gen.headers import HeaderParser  # noqa: E402
+from cutrace_gen.model import Api, LibraryModel, build_library  # noqa: E402
+from cutrace_gen.output import c_string, write_output  # noqa: E402
+from cutrace_gen.schema import load_library  # noqa: E402
+from cutrace_gen.tokens import render  # noqa: E402
 
 PROG = "gen_missing"
 
@@ -81,7 +88,7 @@ def cbid_of(name: str, domain: str, cbids: dict[str, int]) -> str | None:
     return f"CUPTI_RUNTIME_TRACE_CBID_{name}_v{max(versions)}" if versions else None
 
 
-def returned_value(api: gw.Api, status_type: str, status_value: str) -> str | None:
+def returned_value(api: Api, status_type: str, status_value: str) -> str | None:
     """The expression a stub returns (None for void)."""
     ret = api.proto.ret_spelling
     ret = STATUS_ALIASES.get(ret, ret)
@@ -90,13 +97,13 @@ def returned_value(api: gw.Api, status_type: str, status_value: str) -> str | No
     if ret == status_type:
         return status_value
     if ret in ("const char*", "char const*"):
-        return gw.c_string(f"{api.name} is not supported by the simulated device")
+        return c_string(f"{api.name} is not supported by the simulated device")
     if "*" in ret:
         return "nullptr"
     return "{}"
 
 
-def emit(model: gw.LibraryModel, cbids: dict[str, int], binary: Path) -> tuple[str, list[str]]:
+def emit(model: LibraryModel, cbids: dict[str, int], binary: Path) -> tuple[str, list[str]]:
     lib = model.spec
     status_type, status_value, helpers, cbid_domain = KINDS[lib.domain]
     weak = 'extern "C" __attribute__((visibility("default"), weak))'
@@ -124,7 +131,7 @@ def emit(model: gw.LibraryModel, cbids: dict[str, int], binary: Path) -> tuple[s
         if api.name in model.shadowed:
             out.append(f"#undef {api.name}")  # a macro naming the newer export (cublasSgemm -> cublasSgemm_v2)
         params = ", ".join(p.declaration(n) for p, n in zip(api.proto.params, api.param_names))
-        ret = gw.render(api.proto.ret)
+        ret = render(api.proto.ret)
         value = returned_value(api, status_type, status_value)
         # Declared again, whether or not an included header declares it (an internal header's, a variant's
         # or a legacy function's declaration is not seen here): the compiler then checks the definition
@@ -146,10 +153,10 @@ def emit(model: gw.LibraryModel, cbids: dict[str, int], binary: Path) -> tuple[s
     return "\n".join(out), left_out
 
 
-def emit_proc_table(pre: gw.HeaderParser, include_dirs: list[str], model: gw.LibraryModel) -> str:
+def emit_proc_table(pre: HeaderParser, include_dirs: list[str], model: LibraryModel) -> str:
     """The driver's entry point versions whose export exists here, for cuGetProcAddress."""
     stubbed = {a.name for a in model.apis if a.proto is not None}
-    rows = [v for v in gw.driver_versions(pre, include_dirs) if v[3] in stubbed]
+    rows = [v for v in driver_versions(pre, include_dirs) if v[3] in stubbed]
     out = ["", "// Every entry point version cudaTypedefs.h lists whose export is defined here (sorted by symbol,",
            "// then version): what cuGetProcAddress hands out for a symbol its own table lacks.",
            "namespace simcuda::drv {",
@@ -175,31 +182,31 @@ def main(argv: list[str]) -> int:
 
     name, annotations, binary = args.library
     binary = Path(binary)
-    spec = gw.load_library(name, Path(annotations), binary)
+    spec = load_library(name, Path(annotations), binary)
     if spec.domain not in KINDS:
-        raise gw.GenError(f"{annotations}: domain '{spec.domain}' is none of the simulated libraries' "
-                          f"({', '.join(KINDS)})")
+        raise GenError(f"{annotations}: domain '{spec.domain}' is none of the simulated libraries' "
+                       f"({', '.join(KINDS)})")
     spec.include_dirs = args.include_dir
     if spec.domain == "cuda_runtime" and "__CUDA_API_VERSION_INTERNAL" not in spec.defines:
         # As the runtime's own sources see the headers (cudart/runtime.h): every export of an older ABI
         # (CUDA 12's cudaGetDeviceProperties beside cudaGetDeviceProperties_v2) is then declared.
         spec.defines.append("__CUDA_API_VERSION_INTERNAL")
-    pre = gw.HeaderParser([args.cxx], args.include_dir, args.cxx_flag)
-    model = gw.build_library(spec, pre)
+    pre = HeaderParser([args.cxx], args.include_dir, args.cxx_flag)
+    model = build_library(spec, pre)
     cbid_domain = KINDS[spec.domain][3]
     cbids: dict[str, int] = {}
     if cbid_domain:
         if args.cbid_dir is None:
-            raise gw.GenError(f"{spec.soname} reports its calls to CUPTI: pass --cbid-dir")
+            raise GenError(f"{spec.soname} reports its calls to CUPTI: pass --cbid-dir")
         cbids = read_cbids(args.cbid_dir / f"cupti_{cbid_domain}_cbid.h", cbid_domain)
     text, left_out = emit(model, cbids, binary)
     if spec.domain == "cuda_driver":
         text += emit_proc_table(pre, args.include_dir, model)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    gw.write_output(args.out, text)
+    write_output(args.out, text)
     if args.depfile:
         deps = set(pre.dependencies) | {os.path.abspath(annotations), os.path.realpath(binary),
-                                        os.path.abspath(__file__), os.path.abspath(gw.__file__)}
+                                        os.path.abspath(__file__)} | source_files()
         if spec.extends:
             deps.add(os.path.abspath(Path(annotations).parent / spec.extends))
         escape = lambda p: p.replace(" ", "\\ ")  # noqa: E731
@@ -214,6 +221,6 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
-    except gw.GenError as e:
+    except GenError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(1)

@@ -7,15 +7,18 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "preload" / "gen"))
-import gen_wrappers as gen  # noqa: E402
+from cutrace_gen.elf import exported_functions  # noqa: E402
+from cutrace_gen.headers import HeaderParser  # noqa: E402
+from cutrace_gen.model import header_declared_exports  # noqa: E402
+from cutrace_gen.schema import load_library  # noqa: E402
 
 ANNOTATIONS = Path(__file__).resolve().parents[3] / "preload" / "annotations" / "driver.toml"
 
 
 def main(stub, include_dir, cxx):
-    stub_exports, _ = gen.exported_functions(Path(stub))
-    spec = gen.load_library("driver", ANNOTATIONS, None)
-    from_headers = gen.header_declared_exports(spec, gen.HeaderParser([cxx], [include_dir], ["-std=c++20"]))
+    stub_exports, _ = exported_functions(Path(stub))
+    spec = load_library("driver", ANNOTATIONS, None)
+    from_headers = header_declared_exports(spec, HeaderParser([cxx], [include_dir], ["-std=c++20"]))
     only_stub = sorted(set(stub_exports) - set(from_headers))
     only_headers = sorted(set(from_headers) - set(stub_exports))
     for name in only_stub:

@@ -6,18 +6,19 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "preload" / "gen"))
-import gen_wrappers as gen  # noqa: E402
+from cutrace_gen.elf import exported_functions  # noqa: E402
+from cutrace_gen.headers import HeaderParser, collect_c_prototypes  # noqa: E402
 
 
 def prototypes(cxx, include_dir, names):
-    parser = gen.HeaderParser([cxx], [include_dir], ["-std=c++20"])
+    parser = HeaderParser([cxx], [include_dir], ["-std=c++20"])
     # As driver.toml reads the headers: every entry point's own name, the legacy ones included.
     tu = parser.parse("#define __CUDA_API_VERSION_INTERNAL 1\n#include <cuda.h>\n", [], "cuda.h")
-    return {name: protos[0] for name, protos in gen.collect_c_prototypes(tu, names).items()}
+    return {name: protos[0] for name, protos in collect_c_prototypes(tu, names).items()}
 
 
 def main(stub, include13, include12, cxx):
-    exports, _ = gen.exported_functions(Path(stub))
+    exports, _ = exported_functions(Path(stub))
     cuda13 = prototypes(cxx, include13, set(exports))
     cuda12 = prototypes(cxx, include12, set(exports))
     assert len(cuda12) > 500, f"CUDA 12's cuda.h declares only {len(cuda12)} of the driver's exports"

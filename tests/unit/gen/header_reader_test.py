@@ -9,7 +9,9 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "preload" / "gen"))
-import gen_wrappers as gen  # noqa: E402
+from cutrace_gen.common import GenError  # noqa: E402
+from cutrace_gen.headers import HeaderParser, collect_c_prototypes, defined_macros, macro_probes  # noqa: E402
+from cutrace_gen.tokens import render  # noqa: E402
 
 CXX = "c++"
 
@@ -65,11 +67,11 @@ class HeaderReader(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.TemporaryDirectory(prefix="cutrace-header-reader-")
         Path(cls.dir.name, "tricky.h").write_text(HEADER)
-        parser = gen.HeaderParser([CXX], [cls.dir.name], ["-std=c++20"])
-        source = "#include <tricky.h>\n" + gen.macro_probes({"shadowed", "gone", "launch"})
+        parser = HeaderParser([CXX], [cls.dir.name], ["-std=c++20"])
+        source = "#include <tricky.h>\n" + macro_probes({"shadowed", "gone", "launch"})
         tu = parser.parse(source, [], "tricky.h")
-        cls.found = gen.collect_c_prototypes(tu, WANTED)
-        cls.macros = gen.defined_macros(tu, {"shadowed", "gone", "launch"})
+        cls.found = collect_c_prototypes(tu, WANTED)
+        cls.macros = defined_macros(tu, {"shadowed", "gone", "launch"})
         cls.dependencies = parser.dependencies
 
     @classmethod
@@ -84,7 +86,7 @@ class HeaderReader(unittest.TestCase):
     def declaration(self, name):
         p = self.proto(name)
         params = [param.declaration(param.name or f"arg{k}") for k, param in enumerate(p.params)]
-        return f"{gen.render(p.ret)} {p.name}({', '.join(params + (['...'] if p.variadic else []))})"
+        return f"{render(p.ret)} {p.name}({', '.join(params + (['...'] if p.variadic else []))})"
 
     def test_reads_exactly_the_c_declarations(self):
         self.assertEqual(set(self.found), WANTED - {"defined_here", "renamed", "cxx_linkage", "in_namespace"})
@@ -129,18 +131,18 @@ class HeaderReader(unittest.TestCase):
         self.assertIn(f"{self.dir.name}/tricky.h", self.dependencies)
 
     def test_a_missing_header_stops_with_a_message(self):
-        parser = gen.HeaderParser([CXX], [self.dir.name], ["-std=c++20"])
-        with self.assertRaises(gen.GenError) as e:
+        parser = HeaderParser([CXX], [self.dir.name], ["-std=c++20"])
+        with self.assertRaises(GenError) as e:
             parser.parse("#include <no_such_header.h>\n", [], "no_such_header.h")
         self.assertIn("'no_such_header.h' file not found", str(e.exception))
 
     def test_a_macro_that_pastes_tokens_is_refused_by_name(self):
         Path(self.dir.name, "pasting.h").write_text('#define VERSIONED(name) name##_v2\n'
                                                    'extern "C" int VERSIONED(f)(int), f_v3(VERSIONED(int) x);\n')
-        parser = gen.HeaderParser([CXX], [self.dir.name], ["-std=c++20"])
+        parser = HeaderParser([CXX], [self.dir.name], ["-std=c++20"])
         tu = parser.parse("typedef int int_v2;\n#include <pasting.h>\n", [], "pasting.h")
-        with self.assertRaises(gen.GenError) as e:
-            gen.collect_c_prototypes(tu, {"f_v3"})
+        with self.assertRaises(GenError) as e:
+            collect_c_prototypes(tu, {"f_v3"})
         self.assertIn("macro VERSIONED, which stringizes or pastes tokens", str(e.exception))
 
 

@@ -8,7 +8,11 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "preload" / "gen"))
-import gen_wrappers as gen  # noqa: E402
+from cutrace_gen.common import ARG_FORMATS, GenError  # noqa: E402
+from cutrace_gen.emit_interposers import emit_mpi_wrapper  # noqa: E402
+from cutrace_gen.model import Api, validate_function  # noqa: E402
+from cutrace_gen.schema import load_library  # noqa: E402
+from cutrace_gen.tokens import Param, Prototype, Token  # noqa: E402
 
 LIBRARY = """[library]
 soname = "libmpi.so.40"
@@ -28,12 +32,12 @@ def load(domain, functions):
         if domain != "mpi":
             text = text.replace('wrap = "listed"\n', "")
         path.write_text(text)
-        return gen.load_library("openmpi", path, Path("/nonexistent/libmpi.so.40"))
+        return load_library("openmpi", path, Path("/nonexistent/libmpi.so.40"))
 
 
 class MpiAnnotations(unittest.TestCase):
     def refused(self, domain, functions):
-        with self.assertRaises(gen.GenError) as e:
+        with self.assertRaises(GenError) as e:
             load(domain, functions)
         return str(e.exception)
 
@@ -44,8 +48,8 @@ class MpiAnnotations(unittest.TestCase):
         peer, comm = spec.functions["MPI_Send"].args
         self.assertEqual((peer.fmt, peer.components, peer.label), ("mpi_rank", ["dest", "comm"], "peer"))
         self.assertEqual((comm.fmt, comm.components), ("mpi_comm", ["comm"]))
-        self.assertEqual(gen.ARG_FORMATS["mpi_rank"], "kMpiRank")
-        self.assertEqual(gen.ARG_FORMATS["mpi_datatype"], "kMpiDatatype")
+        self.assertEqual(ARG_FORMATS["mpi_rank"], "kMpiRank")
+        self.assertEqual(ARG_FORMATS["mpi_datatype"], "kMpiDatatype")
 
     def test_a_rank_without_its_communicator_is_refused(self):
         message = self.refused("mpi", '[functions.MPI_Send]\nargs = [{ param = "dest", format = "mpi_rank" }]\n')
@@ -70,8 +74,8 @@ class MpiAnnotations(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / "mpi.toml"
             path.write_text(LIBRARY.format(domain="mpi").replace('wrap = "listed"\n', ""))
-            with self.assertRaises(gen.GenError) as e:
-                gen.load_library("openmpi", path, Path("/nonexistent"))
+            with self.assertRaises(GenError) as e:
+                load_library("openmpi", path, Path("/nonexistent"))
         self.assertIn('an mpi library wraps only the functions it lists, unversioned', str(e.exception))
 
 
@@ -81,14 +85,14 @@ class MpiWrapper(unittest.TestCase):
                            '{ param = "status", format = "mpi_status_tag", name = "status_tag", out = true }]\n'
                            'hook = { name = "forget_comm", args = ["comm"] }\n')
         def param(*words):
-            tokens = [gen.Token(w, "mpi.h", 1) for w in words]
-            return gen.Param(tokens, words[-1], len(words) - 1, "*" in words)
-        proto = gen.Prototype("MPI_Recv", [gen.Token("int", "mpi.h", 1)],
-                              [param("void", "*", "buf"), param("int", "count"), param("MPI_Comm", "comm"),
-                               param("MPI_Status", "*", "status")], False, "mpi.h", 1)
-        api = gen.Api("MPI_Recv", spec, proto, spec.functions["MPI_Recv"], id=7)
-        gen.validate_function(api)
-        text = gen.emit_mpi_wrapper(api, 3)
+            tokens = [Token(w, "mpi.h", 1) for w in words]
+            return Param(tokens, words[-1], len(words) - 1, "*" in words)
+        proto = Prototype("MPI_Recv", [Token("int", "mpi.h", 1)],
+                          [param("void", "*", "buf"), param("int", "count"), param("MPI_Comm", "comm"),
+                           param("MPI_Status", "*", "status")], False, "mpi.h", 1)
+        api = Api("MPI_Recv", spec, proto, spec.functions["MPI_Recv"], id=7)
+        validate_function(api)
+        text = emit_mpi_wrapper(api, 3)
         self.assertIn("cutrace::mpi::real_function<CutraceFn>(3)", text)
         self.assertIn("cutrace::kApi_openmpi_MPI_Recv", text)
         before, after = text.split("CallScope cutrace_scope", 1)
