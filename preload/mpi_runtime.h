@@ -9,7 +9,7 @@
 // name at the first call (the library may be dlopen()ed late, by mpi4py). Neither library links libmpi:
 // the predefined handles Open MPI names by address (MPI_COMM_WORLD, MPI_INT) are looked up by name too.
 //
-// The shape of a generated wrapper (preload/gen/gen_wrappers.py, emit_mpi_wrapper):
+// The shape of a generated wrapper (preload/gen/cutrace_gen/emit_interposers.py, emit_mpi_wrapper):
 //
 //   extern "C" int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
 //     auto real = cutrace::mpi::real_function<Fn>(index);  // PMPI_Send

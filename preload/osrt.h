@@ -6,7 +6,7 @@
 // ring, the depth of the calls in progress) through the shim's exported t_thread and the two functions
 // below, and keep their own copies of the little they read on every call.
 //
-// The shape of a generated wrapper (see preload/gen/gen_wrappers.py, emit_osrt_wrapper):
+// The shape of a generated wrapper (see preload/gen/cutrace_gen/emit_interposers.py, emit_osrt_wrapper):
 //
 //   extern "C" ssize_t cutrace_osrt_read(int fd, void* buf, size_t nbytes) __asm__("read");
 //   extern "C" ssize_t cutrace_osrt_read(int fd, void* buf, size_t nbytes) {

@@ -1,7 +1,7 @@
 // What the generated wrappers call. Everything a wrapper does on every call is inline here; everything
 // else (attaching to the session, claiming a ring, resolving a real symbol) is out of line and cold.
 //
-// The shape of a generated wrapper (see preload/gen/gen_wrappers.py):
+// The shape of a generated wrapper (see preload/gen/cutrace_gen/emit_wrappers.py, emit_wrapper):
 //
 //   extern "C" CUTRACE_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
 //     using Fn = decltype(&::cudaMalloc);
