@@ -15,7 +15,9 @@ if ! command -v clang++ > /dev/null; then
   echo "fuzz.sh: clang++ is not installed; run scripts/install-deps.sh (it installs clang)." >&2
   exit 1
 fi
-CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUTRACE_FUZZ=ON \
+generator=()  # ninja where installed, as scripts/test.sh; a build directory keeps its first generator
+if [[ ! -f $build/CMakeCache.txt ]] && command -v ninja > /dev/null; then generator=(-G Ninja); fi
+CC=clang CXX=clang++ cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUTRACE_FUZZ=ON \
   -DCUTRACE_BUILD_BENCHMARKS=OFF > /dev/null
 cmake --build "$build" -j"$(nproc)" --target reader_fuzz recorder_fuzz fuzz_seeds
 

@@ -24,9 +24,18 @@ say_timings() {
 }
 trap say_timings EXIT
 
-part "plain build"
+# Ninja where it is installed (scripts/install-deps.sh installs it): it schedules the whole build as
+# one graph, where make's recursion leaves cores idle. A build directory keeps its first generator.
+configure() {
+  local dir=$1
+  shift
+  local generator=()
+  if [[ ! -f $dir/CMakeCache.txt ]] && command -v ninja > /dev/null; then generator=(-G Ninja); fi
+  cmake -S . -B "$dir" "${generator[@]}" "$@"
+}
 
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+part "plain build"
+configure "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$build" -j"$jobs"
 part "plain tests"
 ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600
@@ -37,7 +46,7 @@ if (( sanitizers )); then
   for kind in address,undefined thread; do
     dir="$build-${kind%%,*}"
     part "${kind%%,*} build"
-    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCUTRACE_SANITIZE="$kind" -DCUTRACE_BUILD_BENCHMARKS=OFF
+    configure "$dir" -DCMAKE_BUILD_TYPE=Debug -DCUTRACE_SANITIZE="$kind" -DCUTRACE_BUILD_BENCHMARKS=OFF
     cmake --build "$dir" -j"$jobs"
     # Every in-process test in the sanitized build.
     part "${kind%%,*} in-process tests"
