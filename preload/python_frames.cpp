@@ -834,3 +834,15 @@ void forget_python_functions() {
 }
 
 }  // namespace cutrace::preload
+
+// --pytorch's start-up hook (python/bootstrap/_cutrace_pytorch.py) says through ctypes whether its
+// annotations started in this process: a kPytorchStatus string for the recorder's warnings and `cutrace
+// info`. The text is Python's, bounded like any string record.
+extern "C" CUTRACE_EXPORT void cutrace_pytorch_status(uint32_t code, const char* text) {
+  using namespace cutrace::preload;
+  ThreadState& ts = t_thread;
+  const int saved_errno = errno;
+  if (text && (ts.producer.header || prepare_thread(ts)))
+    emit_string(ts, cutrace::abi::StringKind::kPytorchStatus, code, text, strnlen(text, cutrace::abi::kMaxStringBytes));
+  errno = saved_errno;
+}

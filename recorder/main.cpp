@@ -337,6 +337,7 @@ int main(int argc, char** argv) {
   recorder.set_api_table(cutrace::kApiTable, cutrace::kApiTableSize);
   for (const auto& [key, value] : args.meta)
     if (key == "capture.opened_by") recorder.set_capture_range(value);
+    else if (key == "pytorch") recorder.set_pytorch(value);
   if (!recorder.attach(header, session.bytes(), &writer, &error)) {
     ::unlink(part.c_str());
     return fail(error + ".");

@@ -644,6 +644,14 @@ void Recorder::remember_string(const uint8_t* record) {
     p.python_frames_status.assign(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 400));
     return;
   }
+  if (s.header.aux == uint32_t(abi::StringKind::kPytorchStatus)) {
+    ProcessKernels& p = kernels_[kernels_of_thread_[batch_thread_]];
+    // A failure is not taken back by a later success of another thread's import.
+    if (p.pytorch_code == 1 && s.key != 1) return;
+    p.pytorch_code = s.key == 0 ? 0 : 1;
+    p.pytorch_status.assign(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 400));
+    return;
+  }
   if (s.header.aux == uint32_t(abi::StringKind::kUnwrappedEntryPoint)) {
     // Bounded: a warning names a few, and ring contents are untrusted.
     std::set<std::string>& names = kernels_[kernels_of_thread_[batch_thread_]].unwrapped_entry_points;
@@ -800,6 +808,18 @@ std::vector<std::string> Recorder::warnings() const {
                                                   : std::to_string(processes.size()) + " processes";
     out.push_back(warning_text(Warning::kNoPythonFrames, processes.size(), {{"who", who}, {"reason", reason}}));
   }
+  // --pytorch: a process whose annotations could not start, one line per reason; none at all started.
+  std::map<std::string, std::vector<const ProcessKernels*>> without_pytorch;
+  bool pytorch_reported = false;
+  for (const ProcessKernels& p : kernels_) {
+    pytorch_reported |= p.pytorch_code != UINT32_MAX;
+    if (p.pytorch_code == 1) without_pytorch[p.pytorch_status].push_back(&p);
+  }
+  for (const auto& [reason, processes] : without_pytorch)
+    out.push_back(warning_text(Warning::kPytorchNotStarted, processes.size(),
+                               {{"who", processes_name(named(processes))}, {"reason", reason}}));
+  if (!pytorch_modes_.empty() && !pytorch_reported)
+    out.push_back(warning_text(Warning::kPytorchNoProcess, 0, {{"modes", pytorch_modes_}}));
   if (gpu_dropped_) out.push_back(warning_text(Warning::kGpuRecordsDropped, gpu_dropped_));
   if (cpu_samples_ && cpu_samples_->lost()) out.push_back(warning_text(Warning::kCpuSamplesLost, cpu_samples_->lost()));
   if (timer_samples_skipped_) out.push_back(warning_text(Warning::kTimerSamplesSkipped, timer_samples_skipped_));

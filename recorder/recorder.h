@@ -151,6 +151,8 @@ class Recorder {
   // Capture ranges are in use (-c): how warnings() explains a process that recorded nothing, e.g.
   // "cudaProfilerStart/cuProfilerStart" or "the NVTX range train@*".
   void set_capture_range(std::string what_opens_a_range) { capture_range_ = std::move(what_opens_a_range); }
+  // --pytorch was given ("autograd-nvtx,functions-trace"): warnings() says when no process started it.
+  void set_pytorch(std::string modes) { pytorch_modes_ = std::move(modes); }
   // Every kernel name and handle seen so far, per process instance, for the kNames chunk; sorted so
   // that the same run gives the same file.
   std::vector<names::ProcessNames> kernel_names() const;
@@ -241,6 +243,10 @@ class Recorder {
     // and the interpreter, with why; bounded.
     uint32_t python_frames_code = UINT32_MAX;
     std::string python_frames_status;
+    // kPytorchStatus: 0 when --pytorch's annotations started, 1 when they could not (UINT32_MAX: the
+    // process never imported torch with them), and what it said; bounded.
+    uint32_t pytorch_code = UINT32_MAX;
+    std::string pytorch_status;
     // The first recorded call that found no usable driver or device (a runtime call returning
     // cudaErrorInsufficientDriver or cudaErrorNoDevice, a failed cuInit): why a process that never
     // initialised a driver has no GPU activity. UINT32_MAX: none.
@@ -289,6 +295,7 @@ class Recorder {
   abi::DomainSet batch_domains_ = 0;      // domains called in the drain under way, merged after it
   bool batch_capture_ranges_ = false;     // the drain under way held a capture range record
   std::string capture_range_;             // set_capture_range()
+  std::string pytorch_modes_;             // set_pytorch()
 
   std::unique_ptr<uint8_t[]> scratch_, batch_structure_, batch_times_;
   codec::StreamCursors batch_cursors_{};

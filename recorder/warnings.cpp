@@ -70,6 +70,13 @@ constexpr std::array kWarnings = {
     WarningRow{Warning::kNoGpuActivity,
                "{who} [has|have] no GPU activity in the trace, only [its|their] API calls: {reason}"},
     WarningRow{Warning::kNoPythonFrames, "{who}: {reason}"},
+    WarningRow{Warning::kPytorchNotStarted,
+               "{who}: --pytorch's annotations did not start, so [its|their] kernels have no PyTorch op or "
+               "module: {reason}"},
+    WarningRow{Warning::kPytorchNoProcess,
+               "--pytorch {modes} was given, but no process of the command imported torch with cutrace's "
+               "start-up hook, so the trace has no PyTorch annotations: the hook comes through PYTHONPATH and "
+               "sitecustomize, which a Python started with -I, -E or -S skips"},
     WarningRow{Warning::kGpuRecordsDropped,
                "{count} GPU activity records were dropped by CUPTI: its buffers filled faster than the trace took "
                "them"},

@@ -28,6 +28,8 @@ enum class Warning : uint8_t {
   kUnwrappedExports,
   kNoGpuActivity,
   kNoPythonFrames,
+  kPytorchNotStarted,
+  kPytorchNoProcess,
   kGpuRecordsDropped,
   kCpuSamplesLost,
   kTimerSamplesSkipped,

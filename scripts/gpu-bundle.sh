@@ -24,6 +24,8 @@ done
 for lib in "$build"/lib/libcutrace-*.so; do
   strip -o "$bundle/build/lib/$(basename "$lib")" "$lib"
 done
+# --pytorch's start-up hook, beside the shim where the launcher looks for it.
+cp -r "$build/lib/cutrace-python" "$bundle/build/lib/"
 # The programs keep their symbols: the backtrace test names their functions.
 for app in sim_vector_add sim_vector_add_static sim_streams sim_threads sim_graphs sim_cublas two_runtimes backtrace_app cheap_calls; do
   cp "$build/tests/bin/$app" "$bundle/build/tests/bin/"

@@ -9,9 +9,9 @@
 # virtual environment and profiling a PyTorch step there.
 # Everything goes to RESULTS (default /tmp/gpu-check): log.txt, and the tests' measurements as JSON.
 # GPU_CHECK_STEPS picks steps, so that a short device lease can be spent in parts: a comma-separated
-# list of example, cuda13.2, activity-tests, other-tests, train, outputs (the train step's trace through
-# SQLite, analyze, recipes, a merged timeline and Kineto/HTA), bench, torch-bench, probe, wheel (default:
-# all of them).
+# list of example, cuda13.2, activity-tests, other-tests, train, pytorch (--pytorch's ops and modules of
+# each kernel), outputs (the train step's trace through SQLite, analyze, recipes, a merged timeline and
+# Kineto/HTA), bench, torch-bench, probe, wheel (default: all of them).
 #
 # usage: [GPU_CHECK_STEPS=example,activity-tests] scripts/gpu-check.sh [BUNDLE_DIR=.gpu] [RESULTS=/tmp/gpu-check]
 set -uo pipefail
@@ -22,7 +22,7 @@ mkdir -p "$results"
 exec > >(tee "$results/log.txt") 2>&1
 step() { echo; echo "=== $* ($(date +%T))"; }
 python=${PYTHON:-python3}
-steps=,${GPU_CHECK_STEPS:-example,graphs,cuda13.2,activity-tests,other-tests,train,outputs,bench,torch-bench,probe,wheel},
+steps=,${GPU_CHECK_STEPS:-example,graphs,cuda13.2,activity-tests,other-tests,train,pytorch,outputs,bench,torch-bench,probe,wheel},
 wanted() { [[ $steps == *,$1,* ]]; }
 
 # Runs a command for at most LIMIT seconds. One still running then has the stacks of every thread of
@@ -155,6 +155,30 @@ for report in callsite_sum cpu_sample_sum cpu_ctxsw_sum python_sample_sum cuda_g
   timeout 60 "$cutrace" stats -r $report -f csv "$results/train.cutrace" | head -12 | cut -c1-600
 done
 timeout 60 "$cutrace" info "$results/train.cutrace" | grep -E "cpu_samples|python_samples|context_switches|gpu_activity|dropped|events"
+fi
+
+if wanted pytorch; then
+# Issue 45: --pytorch on the GPU. The share of the step's kernels whose launch lies inside an op's
+# range on its thread (through the launch's correlation id), and the module paths.
+step "--pytorch autograd-shapes-nvtx,functions-trace: each kernel's op and module"
+watched 180 "$cutrace" profile -f true -o "$results/pytorch" --pytorch autograd-shapes-nvtx,functions-trace \
+  -- $python scripts/gpu/train_step.py 5
+echo "exit $?"
+timeout 60 "$cutrace" info "$results/pytorch.cutrace" | grep -A3 "PyTorch annotations"
+timeout 120 "$cutrace" export --type sqlite -f true -o "$results/pytorch.sqlite" "$results/pytorch.cutrace"
+$python - "$results/pytorch.sqlite" <<'PY'
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+launches = con.execute("SELECT a.globalTid, a.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME a "
+                       "ON a.correlationId = k.correlationId").fetchall()
+ranges = con.execute("SELECT globalTid, start, end, text FROM NVTX_EVENTS WHERE end IS NOT NULL AND text IS NOT NULL").fetchall()
+ops = modules = 0
+for tid, start in launches:
+    open_ = [t for (g, b, e, t) in ranges if g == tid and b <= start < e]
+    ops += any(t.startswith(("aten::", "autograd::", "Optimizer.")) for t in open_)
+    modules += any(" (" in t and not t.startswith("aten::") for t in open_)
+print(f"{len(launches)} kernels: {ops} inside an op, {modules} inside a module")
+PY
 fi
 
 if wanted outputs; then

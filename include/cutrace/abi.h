@@ -207,6 +207,11 @@ enum class StringKind : uint32_t {
   // kFamilies), each as NAME=VALUE, the value cut at job::kMaxValueBytes, NUL-separated. Sent once per
   // process, when it is announced, and only when one of them is set. Readers that predate it skip it.
   kProcessJob = 11,
+  // key = 0 when --pytorch's annotations started in the process (text: "torch 2.15.0: autograd-nvtx,
+  // functions-trace"), 1 when they could not (text: torch's version and why). Sent through
+  // cutrace_pytorch_status() by python/bootstrap/_cutrace_pytorch.py, once per process that imports
+  // torch. Readers that predate it skip it.
+  kPytorchStatus = 12,
 };
 
 struct StringRecord {

@@ -111,6 +111,18 @@ def test_the_environments_cutrace_profiles_a_python_program(tmp_path):
     assert line.startswith("cudaMalloc") and line.split()[1::2] == ["3", "3", "3", "3"], line
 
 
+def test_the_environments_cutrace_has_the_pytorch_hook(tmp_path):
+    # --pytorch's start-up hook is installed beside the shim: a program that imports a torch runs it
+    # (this one, a stand-in, lacks what the annotations need, which the trace and the run then say).
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("__version__ = '0.0-stand-in'\n")
+    proc = run(Path(VENV) / "bin" / "cutrace", "profile", "-o", tmp_path / "pt", "--pytorch", "functions-trace", "--",
+               Path(VENV) / "bin" / "python", "-c", "import torch; print(torch.__version__)",
+               env=venv_env(PYTHONPATH=str(tmp_path)))
+    assert proc.stdout == "0.0-stand-in\n", proc.stdout
+    assert "--pytorch's annotations did not start" in proc.stderr, proc.stderr
+
+
 def needed(path):
     """DT_NEEDED of an ELF file, by readelf."""
     out = run("readelf", "-d", path).stdout

@@ -15,6 +15,10 @@ inline constexpr const char* kOsrtFileName = "libcutrace-osrt.so";
 // them (CUTRACE_CUDA12).
 inline constexpr const char* kCuda12FileName = "libcutrace-cuda12.so";
 inline constexpr const char* kRecorderFileName = "cutrace-recorder";
+// --pytorch's start-up hook (python/bootstrap/), a directory in the preload library's directory, and
+// the variable that tells it what to annotate.
+inline constexpr const char* kPytorchBootstrapDir = "cutrace-python";
+inline constexpr const char* kPytorchEnvVar = "CUTRACE_PYTORCH";
 inline constexpr const char* kPreloadEnvVar = "CUTRACE_PRELOAD_LIB";
 inline constexpr const char* kRecorderEnvVar = "CUTRACE_RECORDER";
 

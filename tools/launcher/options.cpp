@@ -20,7 +20,7 @@ enum Id : int {
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
   kSample, kSamplingFrequency, kCpuctxsw, kPythonSampling, kPythonSamplingFrequency, kGpuActivity,
-  kCudaMemoryUsage, kCudaGraphTrace, kMpiImpl, kExport, kEnvVar, kTraceForkBeforeExec,
+  kCudaMemoryUsage, kCudaGraphTrace, kMpiImpl, kExport, kEnvVar, kTraceForkBeforeExec, kPytorch,
 };
 
 constexpr cli::OptionSpec kSupported[] = {
@@ -59,6 +59,7 @@ constexpr cli::OptionSpec kSupported[] = {
     {0, "export", Arity::kValue, kExport},
     {'e', "env-var", Arity::kValue, kEnvVar},
     {0, "trace-fork-before-exec", Arity::kSwitch, kTraceForkBeforeExec},
+    {0, "pytorch", Arity::kValue, kPytorch},
     {'h', "help", Arity::kNone, kHelp},
 };
 
@@ -77,7 +78,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "nvtx-domain-exclude", nullptr},
     {0, "osrt-backtrace-stack-size", nullptr},
     {0, "python-functions-trace", nullptr},
-    {0, "pytorch", "none"},
     {0, "dask", "none"},
     {0, "cuda-um-cpu-page-faults", "false"},
     {0, "cuda-um-gpu-page-faults", "false"},
@@ -212,6 +212,40 @@ bool parse_trace_list(const std::string& spelled, const std::string& list, Profi
     return false;
   }
   options->trace_domains = domains;
+  return true;
+}
+
+constexpr const char* kPytorchModes = "autograd-nvtx, autograd-shapes-nvtx, functions-trace or none, or a comma list";
+
+// --pytorch's comma list, as nsys takes it, kept in a fixed order ("" for none). The two autograd
+// modes are one profiler with and without shapes, so at most one of them; none stands alone.
+bool parse_pytorch(const std::string& value, std::string* modes, std::string* why) {
+  bool ops = false, shapes = false, functions = false, none = false;
+  size_t count = 0;
+  for (size_t start = 0; start <= value.size();) {
+    const size_t comma = std::min(value.find(',', start), value.size());
+    const std::string mode = value.substr(start, comma - start);
+    ++count;
+    if (mode == "autograd-nvtx") ops = true;
+    else if (mode == "autograd-shapes-nvtx") shapes = true;
+    else if (mode == "functions-trace") functions = true;
+    else if (mode == "none") none = true;
+    else {
+      *why = "takes " + std::string(kPytorchModes) + ", not '" + (mode.empty() ? value : mode) + "'";
+      return false;
+    }
+    start = comma + 1;
+  }
+  if (ops && shapes) {
+    *why = "takes autograd-nvtx or autograd-shapes-nvtx, not both: the second is the first with shapes";
+    return false;
+  }
+  if (none && count > 1) {
+    *why = "takes none alone, not with other values";
+    return false;
+  }
+  *modes = ops ? "autograd-nvtx" : shapes ? "autograd-shapes-nvtx" : "";
+  if (functions) *modes += modes->empty() ? "functions-trace" : ",functions-trace";
   return true;
 }
 
@@ -596,6 +630,12 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             return false;
           }
           break;
+        case kPytorch:
+          if (std::string why; !take_value(&value) || !parse_pytorch(value, &options->pytorch, &why)) {
+            *error = usage("option '" + w.spelled + "' " + (value.empty() ? std::string("takes ") + kPytorchModes : why));
+            return false;
+          }
+          break;
         case kMpiImpl:
           if (!take_value(&value) || (value != "openmpi" && value != "mpich")) {
             *error = usage("option '" + w.spelled + "' takes openmpi or mpich" +
@@ -715,6 +755,11 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
     *error = usage("-c nvtx needs the range to follow: add -p RANGE, -p RANGE@DOMAIN or -p RANGE@*");
     return false;
   }
+  // The annotations are NVTX ranges: without -t nvtx they would be made and never recorded.
+  if (!options->pytorch.empty() && !(options->trace_domains & abi::domain_bit(abi::ApiDomain::kNvtx))) {
+    *error = usage("--pytorch " + options->pytorch + " annotates through NVTX, which -t leaves out; add nvtx to -t");
+    return false;
+  }
   if (!parse_cudabacktrace(options->cudabacktrace, options->cudabacktrace_threshold_ns,
                            options->backtrace_threshold_ns, error))
     return false;
@@ -813,6 +858,13 @@ options:
                               (3.9 or newer), from a thread that takes the GIL (default false)
       --python-sampling-frequency HZ
                               Python samples per second, 1 to 2000 (default 1000)
+      --pytorch autograd-nvtx|autograd-shapes-nvtx|functions-trace|none
+                              annotate PyTorch in every Python process of the command, with no
+                              change to it, as NVTX ranges (needs -t nvtx): each op
+                              (autograd-nvtx), each op with its inputs' shapes
+                              (autograd-shapes-nvtx), each module by its path in the model with
+                              its class, backward calls and optimizer steps (functions-trace);
+                              a comma list combines them (default none)
   -c, --capture-range none|cudaProfilerApi|nvtx
                               record each process only inside its own ranges: between its
                               cudaProfilerStart and cudaProfilerStop (or cuProfilerStart/Stop),
@@ -857,8 +909,8 @@ options:
   -h, --help                  print this help
 
 A boolean option given alone (-f) means true. Other nsys options are refused by name, all of them in
-one message, except those given the value that turns them off (-s none, -b none, -c none,
---pytorch none, ...), which match what cutrace does.
+one message, except those given the value that turns them off (-s none, -b none, --dask none,
+...), which match what cutrace does.
 
 Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cutrace with kill are passed on to the command;
 a terminal's Ctrl+C or Ctrl+\ already reaches the command directly. The trace is finished after the

@@ -47,6 +47,9 @@ struct ProfileOptions {
   // --python-sampling: the Python stacks of every thread of each CPython process, at
   // --python-sampling-frequency Hz (nsys's 1 to 2000, default 1000). Off by default, as in nsys.
   bool python_sampling = false;
+  // --pytorch: the annotations every Python process of the command starts when it imports torch, in
+  // a fixed order ("autograd-shapes-nvtx,functions-trace"); empty for none (python/bootstrap/).
+  std::string pytorch;
   // --gpu-activity (cutrace's own): with -t cuda, GPU activity through CUPTI, as nsys's -t cuda has it.
   bool gpu_activity = true;
   // --cuda-memory-usage: with GPU activity, device memory in use over time (nsys's default false).

@@ -326,6 +326,12 @@ int run(const ProfileOptions& options) {
                                         "; install it and rebuild cutrace, or leave mpi out of -t");
     ld_preload += ":" + mpi_path;
   }
+  // --pytorch: the start-up hook that every Python of the command runs from PYTHONPATH
+  // (python/bootstrap/), installed beside the shim.
+  const std::string pytorch_bootstrap = preload_dir + kPytorchBootstrapDir;
+  if (!options.pytorch.empty() && access((pytorch_bootstrap + "/sitecustomize.py").c_str(), R_OK) != 0)
+    return fail(kExitSetupFailed, "--pytorch needs " + pytorch_bootstrap +
+                                      "/sitecustomize.py, which is missing; rebuild or reinstall cutrace");
   if (!find_recorder(exe_dir, &recorder_path, &error)) return fail(error);
   if (!options.output_pattern.empty()) {
     std::string unused;
@@ -373,19 +379,28 @@ int run(const ProfileOptions& options) {
     session.header()->capture_domains.store(0, std::memory_order_release);
     session.header()->capture_opened_ns.store(UINT64_MAX, std::memory_order_release);
   }
-  std::vector<std::string> capture_env = capture_environment(options);
+  std::vector<std::string> extra_env = capture_environment(options);
   const InheritedSession inherited = inherited_session(session);
   FdCloser close_inherited(inherited.fd);  // the program has its copy once it is spawned
-  if (inherited.fd >= 0) capture_env.push_back(inherited.env_entry);
+  if (inherited.fd >= 0) extra_env.push_back(inherited.env_entry);
   const bool inject_nvtx = (options.trace_domains & abi::domain_bit(abi::ApiDomain::kNvtx)) != 0 ||
                            options.capture_range == ProfileOptions::CaptureRange::kNvtx;
   std::vector<std::string> given_entries = environment_with(options.env_vars);
+  if (!options.pytorch.empty()) {
+    // First on the program's own path, so that Python finds this sitecustomize, which runs the one it
+    // hides (python/bootstrap/sitecustomize.py).
+    std::string python_path = pytorch_bootstrap;
+    for (const std::string& e : given_entries)
+      if (e.starts_with("PYTHONPATH=") && e.size() > strlen("PYTHONPATH=")) python_path += ":" + e.substr(strlen("PYTHONPATH="));
+    extra_env.push_back("PYTHONPATH=" + python_path);
+    extra_env.push_back(std::string(kPytorchEnvVar) + "=" + options.pytorch);
+  }
   std::vector<char*> given_environment;
   for (std::string& e : given_entries) given_environment.push_back(e.data());
   given_environment.push_back(nullptr);
   const std::vector<std::string> program_env =
       program_environment(given_environment.data(), ld_preload, session.name(),
-                          inject_nvtx ? preload_path : std::string(), capture_env);
+                          inject_nvtx ? preload_path : std::string(), extra_env);
 
   const int dev_null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (dev_null < 0) return fail(kExitSetupFailed, std::string("cannot open /dev/null: ") + std::strerror(errno));
@@ -460,6 +475,7 @@ int run(const ProfileOptions& options) {
   if (options.force_overwrite) recorder_args.push_back("--force");
   if (options.capture_range != ProfileOptions::CaptureRange::kNone)
     recorder_args.insert(recorder_args.end(), {"--meta", "capture.opened_by=" + capture_opened_by(options)});
+  if (!options.pytorch.empty()) recorder_args.insert(recorder_args.end(), {"--meta", "pytorch=" + options.pytorch});
   // -s cpu: events on the held program, enabled by its exec; the recorder reads them.
   CpuSamplingEvents sampling;
   if (options.cpu_sampling || options.context_switches) {

@@ -235,6 +235,14 @@ void TraceReader::apply_events() {
           proc.python_frames_status.assign(text);
           break;
         }
+        case abi::StringKind::kPytorchStatus: {
+          // A failure of one import is not taken back by a later success.
+          const auto code = int64_t(load<uint64_t>(r + offsetof(abi::StringRecord, key)));
+          if (proc.pytorch_code == 1 && code != 1) break;
+          proc.pytorch_code = code == 0 ? 0 : 1;
+          proc.pytorch_status.assign(text);
+          break;
+        }
         case abi::StringKind::kPythonFunction: {
           const size_t nul = text.find('\0');
           Process::PythonFunction& f = proc.python_functions[load<uint64_t>(r + offsetof(abi::StringRecord, key))];

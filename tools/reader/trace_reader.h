@@ -137,6 +137,10 @@ struct Process {
   // said nothing (-1: no slow call in a CPython process), and the interpreter and why.
   int64_t python_frames_code = -1;
   std::string python_frames_status;
+  // kPytorchStatus: whether --pytorch's annotations started (0) or not (1), or the process never said
+  // (-1: it did not import torch with them), and what it said.
+  int64_t pytorch_code = -1;
+  std::string pytorch_status;
   // kGpuDevice: the devices CUPTI described to the process, by its device id, in the order first seen.
   std::vector<GpuDevice> gpu_devices;
 

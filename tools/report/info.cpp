@@ -165,6 +165,18 @@ int info_main(int argc, char** argv) {
     for (const std::string& path : runtimes) std::printf("  CUDA runtime library: %s\n", path.c_str());
   }
 
+  // --pytorch: what each process that imported torch said of its annotations.
+  {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& p : trace.processes())
+      if (p.pytorch_code >= 0)
+        rows.push_back({std::to_string(p.pid), p.pytorch_code == 0 ? "started" : "not started", p.pytorch_status});
+    if (!rows.empty()) {
+      std::printf("\nPyTorch annotations (%zu):\n", rows.size());
+      print_rows({"PID", "State", "What"}, rows, {true, false, false});
+    }
+  }
+
   // The GPUs CUPTI described to each process (GPU activity on): what the device numbers mean.
   {
     std::vector<std::vector<std::string>> rows;

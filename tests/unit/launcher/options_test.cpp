@@ -442,8 +442,8 @@ TEST(LauncherOptions, NsysOptionsAskingForNothingAreAccepted) {
 // A published command line is ported in one run: every option cutrace cannot take is named at once,
 // each with its remedy, and their values are not mistaken for the command.
 TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
-  expect_refused({"-b", "dwarf", "--cuda-um-cpu-page-faults=true", "-t", "cuda,ucx", "--bogus", "--pytorch",
-                  "autograd-nvtx", "python3", "train.py"},
+  expect_refused({"-b", "dwarf", "--cuda-um-cpu-page-faults=true", "-t", "cuda,ucx", "--bogus", "--dask",
+                  "functions-trace", "python3", "train.py"},
                  "cutrace profile: 5 options cannot be used: "
                  "(1) option '-b' is not supported yet; remove it to profile without it, or pass -b none; "
                  "(2) option '--cuda-um-cpu-page-faults' is not supported yet; remove it to profile without it, or "
@@ -451,10 +451,40 @@ TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
                  "(3) -t ucx is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas, "
                  "cudnn, cusolver, cusparse and mpi); "
                  "(4) unknown option '--bogus'; run `cutrace profile --help`; "
-                 "(5) option '--pytorch' is not supported yet; remove it to profile without it, or pass "
-                 "--pytorch=none.");
+                 "(5) option '--dask' is not supported yet; remove it to profile without it, or pass "
+                 "--dask=none.");
   // Other mistakes are still reported alone and first.
   expect_refused({"-b", "dwarf", "-o"}, "cutrace profile: option '-o' needs a file name.");
+}
+
+// --pytorch takes nsys's values and combinations, kept in one order; what cannot mean anything is
+// refused with the values it takes.
+TEST(LauncherOptions, PytorchTakesNsysModes) {
+  auto modes = [](std::vector<std::string> args) {
+    args.push_back("python3");
+    Parsed p = parse(args);
+    EXPECT_TRUE(p.ok) << p.error.message;
+    return p.options.pytorch;
+  };
+  EXPECT_EQ(modes({}), "");
+  EXPECT_EQ(modes({"--pytorch", "none"}), "");
+  EXPECT_EQ(modes({"--pytorch=autograd-nvtx"}), "autograd-nvtx");
+  EXPECT_EQ(modes({"--pytorch", "functions-trace,autograd-shapes-nvtx"}), "autograd-shapes-nvtx,functions-trace");
+  EXPECT_EQ(modes({"--pytorch", "autograd-nvtx,functions-trace,autograd-nvtx"}), "autograd-nvtx,functions-trace");
+  expect_refused({"--pytorch", "autograd", "python3"},
+                 "cutrace profile: option '--pytorch' takes autograd-nvtx, autograd-shapes-nvtx, functions-trace or "
+                 "none, or a comma list, not 'autograd'.");
+  expect_refused({"--pytorch", "autograd-nvtx,", "python3"},
+                 "cutrace profile: option '--pytorch' takes autograd-nvtx, autograd-shapes-nvtx, functions-trace or "
+                 "none, or a comma list, not 'autograd-nvtx,'.");
+  expect_refused({"--pytorch", "autograd-nvtx,autograd-shapes-nvtx", "python3"},
+                 "cutrace profile: option '--pytorch' takes autograd-nvtx or autograd-shapes-nvtx, not both: the "
+                 "second is the first with shapes.");
+  expect_refused({"--pytorch", "none,functions-trace", "python3"},
+                 "cutrace profile: option '--pytorch' takes none alone, not with other values.");
+  expect_refused({"-t", "cuda", "--pytorch", "autograd-nvtx", "python3"},
+                 "cutrace profile: --pytorch autograd-nvtx annotates through NVTX, which -t leaves out; add nvtx to "
+                 "-t.");
 }
 
 // `-w maybe` names the option, not a command called maybe; a real command after a bare flag runs.
