@@ -30,15 +30,6 @@ bool is_gpu_work(const Event& ev) {
 }
 
 
-std::string kernel_display_name(const reader::GpuActivityEvent& g, KernelNames style = KernelNames::kDemangled) {
-  if (!g.name) return "[unnamed kernel]";
-  switch (style) {
-    case KernelNames::kMangled: return g.name->mangled;
-    case KernelNames::kBase: return base_kernel_name(g.name->demangled);
-    default: return g.name->demangled;
-  }
-}
-
 // cuda_gpu_kern_sum, cuda_gpu_mem_time_sum: per kernel name, or per memory operation, nsys's duration
 // statistics of what the GPU ran.
 class GpuTimeSum : public Report {

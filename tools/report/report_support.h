@@ -97,5 +97,19 @@ std::unique_ptr<Report> make_gpu_size_sum();
 std::unique_ptr<Report> make_gpu_trace(KernelNames names);
 std::unique_ptr<Report> make_kern_exec_trace(KernelNames names);
 std::unique_ptr<Report> make_api_gpu_sum(const ReportOptions& options);
+// nvtx_gpu_reports.cpp
+std::unique_ptr<Report> make_nvtx_gpu_proj_trace();
+std::unique_ptr<Report> make_nvtx_gpu_proj_sum();
+std::unique_ptr<Report> make_nvtx_kern_sum(KernelNames names);
+
+// A kernel's name as a report shows it: demangled (nsys's default), its base name, or mangled.
+inline std::string kernel_display_name(const reader::GpuActivityEvent& g, KernelNames style = KernelNames::kDemangled) {
+  if (!g.name) return "[unnamed kernel]";
+  switch (style) {
+    case KernelNames::kMangled: return g.name->mangled;
+    case KernelNames::kBase: return base_kernel_name(g.name->demangled);
+    default: return g.name->demangled;
+  }
+}
 
 }  // namespace cutrace::report

@@ -83,6 +83,24 @@ const std::vector<ReportInfo>& stats_reports() {
        [](const ReportOptions&) -> std::unique_ptr<Report> {
          return make_nvtx_pushpop_trace();
        }},
+      {"nvtx_gpu_proj_sum", "NVTX GPU Projection Summary: per range name and style, the GPU time of the operations "
+       "launched inside each range (first start to last end), its instances and GPU operations",
+       "NVTX range data with GPU operations launched inside (profile with -t cuda,nvtx and GPU activity)", false,
+       [](const ReportOptions&) -> std::unique_ptr<Report> {
+         return make_nvtx_gpu_proj_sum();
+       }},
+      {"nvtx_gpu_proj_trace", "NVTX GPU Projection Trace: each range that launched GPU operations, projected onto "
+       "the GPU, with its CPU time, level, parent and range stack",
+       "NVTX range data with GPU operations launched inside (profile with -t cuda,nvtx and GPU activity)", false,
+       [](const ReportOptions&) -> std::unique_ptr<Report> {
+         return make_nvtx_gpu_proj_trace();
+       }},
+      {"nvtx_kern_sum", "NVTX Range Kernel Summary: per range, thread and kernel, the kernels launched inside the "
+       "range and their time (--pytorch: each op's and module's kernels)",
+       "NVTX range and CUDA kernel data (profile with -t cuda,nvtx and GPU activity)", true,
+       [](const ReportOptions& o) -> std::unique_ptr<Report> {
+         return make_nvtx_kern_sum(o.kernel_names);
+       }},
       {"callsite_sum", "Call Sites of Slow Calls: the calls that carry a backtrace (--cudabacktrace, "
        "--osrt-backtrace-threshold), per API and stack named from the binaries, ranked by total time",
        "backtrace data (profile with --cudabacktrace or -t osrt)", false,

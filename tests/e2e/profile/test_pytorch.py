@@ -226,3 +226,7 @@ def test_real_torch_names_each_kernels_op_and_module(tmp_path, torch_env):
     # Backward kernels run on autograd's thread, under the backward op that launched them.
     assert any(t.startswith("autograd::engine::evaluate_function: AddmmBackward0") for t in flat)
     assert any(t == "AdamW.step" for t in flat)
+    # nsys's projection of the ranges onto the GPU has each module's and op's GPU time.
+    out = run_tool("stats", "-q", "-r", "nvtx_gpu_proj_sum", "-f", "csv", trace).stdout.splitlines()
+    assert out[0].startswith("Range,Style,Total Proj Time (ns)")
+    assert sum(line.startswith('":layers.1.fc (Linear) [[32, 16]]",PushPop,') for line in out) == 1, out[:20]

@@ -338,7 +338,8 @@ TEST_F(ReportTest, StatsRefusesBadUsageWithOneSentence) {
   EXPECT_EQ(r.exit, 2);
   EXPECT_EQ(r.err,
             "cutrace stats: unknown report 'gpu_kern_magic'; available reports: cuda_api_sum, cuda_api_trace, "
-            "cublas_api_sum, cudnn_api_sum, osrt_sum, mpi_event_sum, mpi_event_trace, api_trace, nvtx_sum, nvtx_pushpop_trace, callsite_sum, cpu_sample_sum, "
+            "cublas_api_sum, cudnn_api_sum, osrt_sum, mpi_event_sum, mpi_event_trace, api_trace, nvtx_sum, nvtx_pushpop_trace, "
+            "nvtx_gpu_proj_sum, nvtx_gpu_proj_trace, nvtx_kern_sum, callsite_sum, cpu_sample_sum, "
             "cuda_gpu_kern_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, cuda_gpu_trace, cuda_kern_exec_trace, "
             "cuda_api_gpu_sum, "
             "python_sample_sum, cpu_ctxsw_sum.\n");
