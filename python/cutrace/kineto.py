@@ -10,6 +10,7 @@ operations' times until the end, to draw each range's span on the GPU ("gpu_user
 import bisect
 import json
 import os
+import re
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -31,6 +32,24 @@ SYNC_NAMES = {1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Con
 RANK_FILE = "rank-{}.json"
 GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 THREAD_BITS = 24
+# An op range of torch.autograd.profiler.emit_nvtx (cutrace profile --pytorch autograd-nvtx): the op's
+# name, then the numbers that make each range unique, and with autograd-shapes-nvtx its inputs' sizes.
+# It is written as the cpu_op torch.profiler would have written, under the op's own name.
+EMIT_NVTX_OP = re.compile(r"^(?P<name>[^,]+?)(?:, seq = (?P<seq>\d+))?(?:, op_id = (?P<op_id>\d+))"
+                          r"(?:, sizes = (?P<sizes>\[.*?\]))?(?:, input_op_ids = \[.*\])?$")
+
+
+def op_event_of(text):
+    """(name, args) of an emit_nvtx op range, or None for any other range."""
+    m = EMIT_NVTX_OP.match(text or "")
+    if not m:
+        return None
+    args = [f'"Record function id": {m["op_id"]}']
+    if m["seq"] is not None:
+        args.append(f'"Sequence number": {m["seq"]}')
+    if m["sizes"] is not None:
+        args.append(f'"Input Dims": {m["sizes"]}')
+    return json.dumps(m["name"]), args
 
 
 class UsageError(Exception):
@@ -97,6 +116,9 @@ class Scan:
         self.memory_kinds = {}
         self.nvtx = []              # (start, end, eventType, text, textId, globalTid)
         self.gpu_keys = []          # arrays of globalPid-index << 32 | correlationId
+        # Calls with a correlation id, for the range each GPU operation's launch was made in:
+        # arrays of keys, globalTids and starts.
+        self.calls = ([], [], [])
         self.process_index = {}     # globalPid -> a small number, for the keys
 
     def index_of(self, global_pid):
@@ -128,8 +150,16 @@ def first_pass(trace, progress):
         elif name in GPU_TABLES:
             correlation = batch.column("correlationId").fill_null(0).to_numpy()
             scan.gpu_keys.append(keys_of(scan, batch.column("globalPid").fill_null(0).to_pylist(), correlation))
+        elif name == "CUPTI_ACTIVITY_KIND_RUNTIME" and batch.num_rows:
+            correlation = batch.column("correlationId").fill_null(0).to_numpy()
+            linked = correlation != 0
+            tids = batch.column("globalTid").to_numpy(zero_copy_only=False)[linked]
+            scan.calls[0].append(keys_of(scan, [process_of(t) for t in tids], correlation[linked]))
+            scan.calls[1].append(tids.astype(np.int64))
+            scan.calls[2].append(batch.column("start").to_numpy(zero_copy_only=False)[linked].astype(np.int64))
     keys = np.concatenate(scan.gpu_keys) if scan.gpu_keys else np.zeros(0, dtype=np.int64)
     scan.gpu_keys = np.unique(keys)
+    scan.calls = tuple(np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in scan.calls)
     return scan
 
 
@@ -231,6 +261,7 @@ class Writer:
         self.annotated = {}               # GPU key -> external id of the range its call was made in
         self.gpu_spans = []               # (keys, device, stream, start, end) arrays, when there are ranges
         self.range_rank = {}              # external id -> (rank, name)
+        self.ops = set()                  # external ids written as cpu_op
 
     def name(self, string_id):
         q = self.quoted.get(string_id)
@@ -261,11 +292,28 @@ class Writer:
                 continue
             external_id = next_id
             next_id += 1
-            file.event(complete_event("user_annotation", name, process.pid, tid, start, end,
-                                      f'"External id": {external_id}'), "NVTX ranges")
+            op = op_event_of(text if text is not None else self.scan.strings.get(text_id))
+            if op:
+                name, args = op
+                file.event(complete_event("cpu_op", name, process.pid, tid, start, end,
+                                          ", ".join([f'"External id": {external_id}', *args])), "PyTorch ops")
+                self.ops.add(external_id)
+            else:
+                file.event(complete_event("user_annotation", name, process.pid, tid, start, end,
+                                          f'"External id": {external_id}'), "NVTX ranges")
             by_thread[global_tid].append((start, end, external_id))
             self.range_rank[external_id] = (file, name)
         self.ranges = {t: Ranges(r) for t, r in by_thread.items()}
+        # Each GPU operation gets the External id of the range its launch was made in, as
+        # torch.profiler gives a kernel its op's: known before the GPU tables come, whatever the order.
+        keys, tids, starts = self.scan.calls
+        if self.ranges and len(keys):
+            issued = np.isin(keys, self.scan.gpu_keys)
+            for key, global_tid, start in zip(keys[issued].tolist(), tids[issued].tolist(), starts[issued].tolist()):
+                ranges = self.ranges.get(global_tid)
+                external_id = ranges.innermost(start) if ranges else None
+                if external_id is not None:
+                    self.annotated[key] = external_id
 
     def runtime(self, batch):
         columns = [batch.column(c).to_pylist() for c in ("start", "end", "eventClass", "globalTid", "correlationId",
@@ -287,8 +335,6 @@ class Writer:
             external_id = ranges.innermost(start) if ranges else None
             if external_id is not None:
                 args.append(f'"External id": {external_id}')
-                if has_gpu:
-                    self.annotated[key] = external_id
             cat = "cuda_driver" if event_class == 1 else "cuda_runtime"
             file.event(complete_event(cat, self.name(name_id), process.pid, tid, start, end, ", ".join(args)),
                        "CUDA calls")
@@ -314,6 +360,10 @@ class Writer:
             args = [f'"device": {device}', f'"context": {r["contextId"]}', f'"stream": {stream}']
             if correlation:
                 args.append(f'"correlation": {correlation + process.correlation_base}')
+                external_id = self.annotated.get((self.scan.process_index.get(int(r["globalPid"] or 0), -1) << 32)
+                                                 | correlation)
+                if external_id is not None:
+                    args.append(f'"External id": {external_id}')
             if table == "CUPTI_ACTIVITY_KIND_KERNEL":
                 cat, kind = "kernel", "kernels"
                 name = self.name(r["demangledName"])
@@ -354,14 +404,16 @@ class Writer:
 
     def gpu_annotations(self):
         """Each NVTX range's span on each stream it gave work to: from the first to the last end of
-        the GPU operations launched by calls made inside it (innermost range only, as Kineto draws them)."""
+        the GPU operations launched by calls made inside it (innermost range only, as Kineto draws them;
+        none for a PyTorch op)."""
         if not self.annotated or not self.gpu_spans:
             return
         import pandas as pd
         frame = pd.DataFrame({name: np.concatenate([s[i] for s in self.gpu_spans])
                               for i, name in enumerate(("key", "device", "stream", "start", "end", "kept"))})
         frame["external"] = frame["key"].map(self.annotated)
-        frame = frame[frame["kept"] & frame["external"].notna()]
+        # Kineto draws annotations on the GPU, not ops: an op's span there would read as an annotation.
+        frame = frame[frame["kept"] & frame["external"].notna() & ~frame["external"].isin(self.ops)]
         spans = frame.groupby(["external", "device", "stream"]).agg(start=("start", "min"), end=("end", "max"))
         for (external, device, stream), row in spans.sort_values("start").iterrows():
             file, name = self.range_rank[int(external)]

@@ -250,3 +250,64 @@ def test_refusals(job, tmp_path):
     run_tool("export", "--type", "kineto", trace)
     assert [p.name for p in (tmp / "rank0_kineto").iterdir()] == ["rank-0.json"]
     assert not any(p.name.startswith("rank-0.json.tmp") for p in out.iterdir())
+
+
+# Ops as `cutrace profile --pytorch autograd-shapes-nvtx` records them (emit_nvtx's names), around
+# kernels launched through the driver (scripts/gpu_work.py), one op nested in another as aten::linear
+# holds aten::addmm; then a plain range.
+EMIT_NVTX_OPS = r"""
+import sys
+import nvtx
+sys.path.insert(0, sys.argv[1])
+import gpu_work
+context, module = gpu_work.setup(work_us=50)
+kernel = gpu_work.function(module, "work_sleep_us_50")
+for step in range(2):
+    nvtx.push_range(f"aten::linear, seq = {3 * step}, op_id = {10 * step + 1}, sizes = [[32, 8], [16, 8], [16]], "
+                    f"input_op_ids = [(0,-1), (0,-1), (0,-1)]")
+    nvtx.push_range(f"aten::addmm, seq = {3 * step + 1}, op_id = {10 * step + 2}, sizes = [[16], [32, 8], [8, 16], "
+                    f"[], []], input_op_ids = [(0,-1), (0,-1), (3,0), (0,-1), (0,-1)]")
+    gpu_work.launch(kernel)
+    nvtx.pop_range()
+    nvtx.pop_range()
+    nvtx.push_range(f"aten::relu, op_id = {10 * step + 3}")
+    gpu_work.launch(kernel)
+    nvtx.pop_range()
+nvtx.push_range("not an op")
+gpu_work.launch(kernel)
+nvtx.pop_range()
+gpu_work.synchronize()
+print("done")
+"""
+
+
+def test_pytorch_ops_become_cpu_ops_whose_kernels_carry_their_external_id(tmp_path):
+    pytest.importorskip("nvtx")
+    script = tmp_path / "ops.py"
+    script.write_text(EMIT_NVTX_OPS)
+    proc, trace = profile(tmp_path, [sys.executable, str(script), str(Path(__file__).resolve().parent / "scripts")],
+                          options=["-t", "cuda,nvtx"])
+    assert proc.stdout == "done\n", proc.stderr
+    out = tmp_path / "hta"
+    run_tool("export", "--type", "kineto", "-o", out, trace)
+    events = load(out / "rank-0.json")["traceEvents"]
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+    assert [o["name"] for o in ops] == ["aten::linear", "aten::addmm", "aten::relu"] * 2
+    assert ops[1]["args"]["Input Dims"] == [[16], [32, 8], [8, 16], [], []]
+    assert (ops[1]["args"]["Sequence number"], ops[1]["args"]["Record function id"]) == (1, 2)
+    assert "Sequence number" not in ops[2]["args"] and "Input Dims" not in ops[2]["args"]
+    assert [e["name"] for e in events if e.get("cat") == "user_annotation"] == ["not an op"]
+    # Each kernel carries the External id of the innermost op its launch was made in, as its call does.
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    by_id = {e["args"]["External id"]: e["name"] for e in events if e.get("cat") in ("cpu_op", "user_annotation")}
+    assert [by_id[k["args"]["External id"]] for k in kernels] == ["aten::addmm", "aten::relu"] * 2 + ["not an op"]
+    calls = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_driver" and "correlation" in e["args"]}
+    assert all(calls[k["args"]["correlation"]]["args"]["External id"] == k["args"]["External id"] for k in kernels)
+    # HTA's op-to-kernel analysis finds each aten op's kernels.
+    hta = pytest.importorskip("hta.trace_analysis")
+    analysis = hta.TraceAnalysis(trace_dir=str(out))
+    found = analysis.get_aten_op_kernels_and_delay(ranks=[0])[0]
+    assert sorted(found["aten_op_name"]) == ["aten::addmm", "aten::relu"], found
+    assert set(found["occurrence_count"]) == {2}, found
+    # Only annotations are drawn on the GPU, as Kineto draws them; ops are not.
+    assert [e["name"] for e in events if e.get("cat") == "gpu_user_annotation"] == ["not an op"]

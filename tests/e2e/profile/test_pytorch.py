@@ -230,3 +230,8 @@ def test_real_torch_names_each_kernels_op_and_module(tmp_path, torch_env):
     out = run_tool("stats", "-q", "-r", "nvtx_gpu_proj_sum", "-f", "csv", trace).stdout.splitlines()
     assert out[0].startswith("Range,Style,Total Proj Time (ns)")
     assert sum(line.startswith('":layers.1.fc (Linear) [[32, 16]]",PushPop,') for line in out) == 1, out[:20]
+    # The Kineto export has the ops as torch.profiler writes them, and HTA links each to its kernels.
+    run_tool("export", "--type", "kineto", "-o", tmp_path / "hta", trace)
+    hta = pytest.importorskip("hta.trace_analysis")
+    found = hta.TraceAnalysis(trace_dir=str(tmp_path / "hta")).get_aten_op_kernels_and_delay(ranks=[0])[0]
+    assert {"aten::addmm", "aten::mm", "aten::gelu"} <= set(found["aten_op_name"]), found.to_string()
