@@ -11,6 +11,9 @@
 namespace cutrace::report {
 namespace {
 
+using json::append_json_string;
+using json::append_json_strings;
+
 template <class T>
 void append_number(std::string& out, T v) {
   char buf[24];

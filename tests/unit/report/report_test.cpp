@@ -103,15 +103,15 @@ TEST(MpiKinds, SortCallsAsNsysTablesDo) {
 }
 
 TEST(LossSentence, NamesEachKindOfLoss) {
-  report::LossCounts loss;
+  cli::LossCounts loss;
   loss.dropped = 5;
   loss.dropped_no_memory = 2;
   loss.lost_no_slot = 1;
-  EXPECT_EQ(report::loss_sentence(loss),
+  EXPECT_EQ(cli::loss_sentence(loss),
             "3 records dropped (ring full), 2 records dropped (no room in /dev/shm), 1 record lost (no free ring)");
   loss.dropped_no_memory = 5;
   loss.lost_no_slot = 0;
-  EXPECT_EQ(report::loss_sentence(loss), "5 records dropped (no room in /dev/shm)");
+  EXPECT_EQ(cli::loss_sentence(loss), "5 records dropped (no room in /dev/shm)");
 }
 
 TEST_F(ReportTest, CudaApiSumColumnMatchesGolden) {
