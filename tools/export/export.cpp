@@ -32,6 +32,9 @@ using cli::kExitOk;
 using cli::kExitPartialTrace;
 using cli::kExitUsage;
 using cli::kNextArgument;
+using model::ExportOptions;
+using model::NvtxFilter;
+using model::NvtxWindows;
 
 void print_help() {
   std::printf("usage: cutrace export --type %s [options] FILE.cutrace\n"
@@ -336,7 +339,7 @@ int export_main(int argc, char** argv) {
         given_table_options.push_back("--times");
         std::string value, error;
         ok = value_into(value);
-        if (ok && !parse_time_ranges(value, options.times, error)) {
+        if (ok && !model::parse_time_ranges(value, options.times, error)) {
           std::fprintf(stderr, "cutrace export: %s.\n", error.c_str());
           return kExitUsage;
         }
@@ -349,7 +352,7 @@ int export_main(int argc, char** argv) {
           std::fprintf(stderr, "cutrace export: --symbol-path takes DIR or DIR:DIR....\n");
           return kExitUsage;
         }
-        set_symbol_path(split_symbol_path(value));
+        model::set_symbol_path(model::split_symbol_path(value));
         symbol_path_arg = value;
         break;
       }
@@ -440,7 +443,7 @@ int export_main(int argc, char** argv) {
   }
 
   NvtxFilter filter;
-  if (!filter_arg.empty() && !parse_nvtx_filter(filter_arg, filter)) {
+  if (!filter_arg.empty() && !model::parse_nvtx_filter(filter_arg, filter)) {
     std::fprintf(stderr, "cutrace export: --filter-nvtx takes RANGE, RANGE@DOMAIN or RANGE@*, optionally followed by "
                          "/INDEX, not '%s'.\n", filter_arg.c_str());
     return kExitUsage;
@@ -452,13 +455,13 @@ int export_main(int argc, char** argv) {
     // The window from the first selected range's start to the last one's end, within --from/--to.
     NvtxWindows windows;
     uint64_t found = 0;
-    collect_nvtx_windows(trace_path, filter, windows, found);
+    model::collect_nvtx_windows(trace_path, filter, windows, found);
     uint64_t first = UINT64_MAX, last = 0;
     for (const auto& [process, list] : windows)
       for (const auto& [start, end] : list) first = std::min(first, start), last = std::max(last, end);
     if (first > last) {
       std::fprintf(stderr, "cutrace export: %s has no NVTX range %s (%s found); nothing was written.\n",
-                   trace_path.c_str(), describe(filter).c_str(),
+                   trace_path.c_str(), model::describe(filter).c_str(),
                    (std::to_string(found) + (found == 1 ? " instance" : " instances")).c_str());
       return kExitNoData;
     }

@@ -31,16 +31,17 @@ struct ExporterInfo {
   bool made_of_tables;
   // It is written one of three ways; the other two are nullptr.
   // A stream: to a file or stdout, gzip-compressed when asked. Reads `reader` to its end.
-  ExportResult (*write)(reader::TraceReader& reader, FILE* out, const ExportOptions& options);
+  ExportResult (*write)(reader::TraceReader& reader, FILE* out, const model::ExportOptions& options);
   // A file of its own (a database): written to `path`, which exists and is empty; sets `error` to one
   // sentence when it cannot.
-  ExportResult (*write_file)(reader::TraceReader& reader, const std::string& path, const ExportOptions& options,
+  ExportResult (*write_file)(reader::TraceReader& reader, const std::string& path, const model::ExportOptions& options,
                              std::string& error);
   // By the Python package (python/cutrace, with pyarrow): `cutrace export` hands its checked command
   // line, the output resolved, to `python3 -m <module> export ...`.
   const char* python_module;
   // Several traces into one stream (a job's ranks on one timeline); nullptr: one trace at a time.
-  ExportResult (*write_job)(const std::vector<reader::TraceReader*>& traces, FILE* out, const ExportOptions& options);
+  ExportResult (*write_job)(const std::vector<reader::TraceReader*>& traces, FILE* out,
+                            const model::ExportOptions& options);
   // Warnings about the finished output of `bytes` bytes (before any compression), one sentence each;
   // nullptr: none.
   std::vector<std::string> (*size_warnings)(const std::string& path, uint64_t bytes);

@@ -11,6 +11,8 @@
 namespace cutrace::report {
 namespace {
 
+using model::ExportOptions;
+
 std::string count(uint64_t n, const char* one, const char* many) { return reader::thousands(n) + " " + (n == 1 ? one : many); }
 
 ExportResult timeline_result(const PerfettoCounts& counts) {

@@ -13,6 +13,15 @@ namespace {
 
 using json::append_json_string;
 using json::append_json_strings;
+using model::ExportOptions;
+using model::JobPlacement;
+using model::TimelineArg;
+using model::TimelineArgs;
+using model::TimelinePlacement;
+using model::TimelineSink;
+using model::TimelineSlice;
+using model::place_job;
+using model::run_timeline;
 
 template <class T>
 void append_number(std::string& out, T v) {

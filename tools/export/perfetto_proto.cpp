@@ -17,6 +17,10 @@
 namespace cutrace::report {
 namespace {
 
+using model::TimelineArg;
+using model::TimelineArgs;
+using model::TimelineSlice;
+
 namespace pb = cutrace::perfetto;
 using Coded = google::protobuf::io::CodedOutputStream;
 using WireFormat = google::protobuf::internal::WireFormatLite;

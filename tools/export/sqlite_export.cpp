@@ -13,6 +13,8 @@
 namespace cutrace::report {
 namespace {
 
+using model::ExportOptions;
+
 // "CREATE TABLE name (column TYPE [NOT NULL], ..., [PRIMARY KEY (...)]);" for every table kept.
 std::string schema_sql(const std::vector<bool>& kept) {
   std::string sql;

@@ -9,7 +9,7 @@
 namespace cutrace::report {
 
 // Writes the database to `path` (an empty or new file). On failure `error` says why, in one sentence.
-ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, const ExportOptions& options,
+ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, const model::ExportOptions& options,
                           std::string& error);
 
 }  // namespace cutrace::report

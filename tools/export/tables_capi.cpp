@@ -14,9 +14,9 @@
 namespace {
 
 using cutrace::report::ArrowBatchSink;
-using cutrace::report::ExportOptions;
 using cutrace::report::TableId;
 using cutrace::report::TableStream;
+using cutrace::model::ExportOptions;
 
 }  // namespace
 
@@ -71,7 +71,7 @@ CUTRACE_TABLES_API cutrace_tables* cutrace_tables_open(const char* path, int sho
   options.window_end_ns = to_ns;
   options.ts_normalize = ts_normalize != 0;
   options.ts_shift_ns = ts_shift_ns;
-  if (std::string why; times && !cutrace::report::parse_time_ranges(times, options.times, why)) {
+  if (std::string why; times && !cutrace::model::parse_time_ranges(times, options.times, why)) {
     if (error && error_bytes) std::snprintf(error, error_bytes, "%s.", why.c_str());
     return nullptr;
   }

@@ -28,6 +28,8 @@ using cli::kExitOk;
 using cli::kExitPartialTrace;
 using cli::kExitUsage;
 using cli::kNextArgument;
+using model::NvtxFilter;
+using model::NvtxWindows;
 
 std::string default_reports_text() {
   std::string text;
@@ -169,14 +171,15 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
   NvtxWindows windows;
   if (req.filter.on) {
     uint64_t found = 0;
-    if (!collect_nvtx_windows(trace_path, req.filter, windows, found)) {
+    if (!model::collect_nvtx_windows(trace_path, req.filter, windows, found)) {
       reader::TraceReader probe;
       cli::open_trace(probe, trace_path, "stats");  // says why, in its words
       return kExitFailure;
     }
     if (windows.empty()) {
       std::fprintf(stderr, "SKIPPED: %s has no NVTX range %s (%s found).\n", trace_path.c_str(),
-                   describe(req.filter).c_str(), (std::to_string(found) + (found == 1 ? " instance" : " instances")).c_str());
+                   model::describe(req.filter).c_str(),
+                   (std::to_string(found) + (found == 1 ? " instance" : " instances")).c_str());
       return kExitNoData;
     }
   }
@@ -188,10 +191,10 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
   reader::Event ev;
   while (trace.next(ev)) {
     if (req.filter.on && ev.thread && ev.kind == reader::EventKind::kApiCall &&
-        !inside_nvtx_windows(windows, ev.thread->process, ev.call.begin_ns, ev.call.end_ns))
+        !model::inside_nvtx_windows(windows, ev.thread->process, ev.call.begin_ns, ev.call.end_ns))
       continue;
     if (req.filter.on && ev.thread && ev.kind == reader::EventKind::kNvtx &&
-        !inside_nvtx_windows(windows, ev.thread->process, ev.nvtx.time_ns, ev.nvtx.time_ns))
+        !model::inside_nvtx_windows(windows, ev.thread->process, ev.nvtx.time_ns, ev.nvtx.time_ns))
       continue;
     for (auto& r : reports) r->add(trace, ev);
   }
@@ -351,13 +354,13 @@ int stats_main(int argc, char** argv) {
           return usage_error("--show-internal takes true or false");
         break;
       case kFilterNvtx:
-        if (!given || !parse_nvtx_filter(value, req.filter))
+        if (!given || !model::parse_nvtx_filter(value, req.filter))
           return usage_error("--filter-nvtx takes RANGE, RANGE@DOMAIN or RANGE@*, optionally followed by /INDEX" +
                              (!given ? std::string() : std::string(", not '") + value + "'"));
         break;
       case kSymbolPath:
         if (!given || value.empty()) return usage_error("--symbol-path takes DIR or DIR:DIR...");
-        set_symbol_path(split_symbol_path(value));
+        model::set_symbol_path(model::split_symbol_path(value));
         break;
     }
   }
