@@ -15,12 +15,17 @@ int stats_main(int argc, char** argv);
 // `cutrace profile --stats true`: the default reports of `cutrace stats` (nsys's) for the trace just
 // written, on standard output. Returns stats' exit status.
 int print_default_reports(const std::string& trace_path);
+
+}  // namespace cutrace::report
+
+namespace cutrace::exporting {
+
 // `cutrace export --type perfetto [-o OUT.json] [--force-overwrite true] FILE`.
 int export_main(int argc, char** argv);
 // Where `cutrace export --type TYPE TRACE` writes when not told (TRACE.sqlite, TRACE_pqtdir, ...).
 std::string default_export_path(const std::string& trace_path, const std::string& type);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting
 
 namespace cutrace::cli {
 

@@ -23,7 +23,7 @@
 #include "export/exporter.h"
 #include "model/symbolizer.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 namespace {
 
 using cli::kExitFailure;
@@ -534,4 +534,4 @@ int export_main(int argc, char** argv) {
   return finish_export(trace, out, output_path, result, exporter->size_warnings, stream_bytes);
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

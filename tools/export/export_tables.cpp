@@ -21,7 +21,7 @@
 #include "model/symbolizer.h"
 #include "model/time_ranges.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 namespace {
 
@@ -879,4 +879,4 @@ bool produce_tables(TraceReader& reader, const ExportOptions& options, RowSink& 
   return stream.ok();
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

@@ -14,7 +14,7 @@
 #include "reader/trace_reader.h"
 #include "export/exporter.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 // The nsys schema version whose names the tables follow (META_DATA_EXPORT's EXPORT_SCHEMA_VERSION): the
 // version Nsight Systems 2026.1's exports report, whose User Guide's schema reference the tables follow.
@@ -138,4 +138,4 @@ class TableStream {
 bool produce_tables(reader::TraceReader& reader, const model::ExportOptions& options, RowSink& sink,
                     TableCounts* counts);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

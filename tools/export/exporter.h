@@ -13,7 +13,7 @@
 #include "reader/trace_reader.h"
 #include "model/export_options.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 struct ExportResult {
   std::string written;                // what went out, for "wrote FILE (...)": "12 calls, 1 process, 2 threads"
@@ -56,4 +56,4 @@ inline bool any_exporter(const ExporterInfo&) { return true; }
 inline bool is_made_of_tables(const ExporterInfo& e) { return e.made_of_tables; }
 inline bool merges_traces(const ExporterInfo& e) { return e.write_job != nullptr; }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

@@ -8,7 +8,7 @@
 #include "export/perfetto.h"
 #include "export/sqlite_export.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 namespace {
 
 using model::ExportOptions;
@@ -116,4 +116,4 @@ const ExporterInfo* find_exporter(const std::string& type) {
   return nullptr;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

@@ -8,7 +8,7 @@
 #include "export/perfetto_proto.h"
 #include "common/json.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 namespace {
 
 using json::append_json_string;
@@ -281,4 +281,4 @@ PerfettoCounts write_perfetto_job(const std::vector<reader::TraceReader*>& trace
   return total;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

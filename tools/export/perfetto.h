@@ -33,7 +33,7 @@
 #include "export/exporter.h"
 #include "model/timeline.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 enum class PerfettoFormat { kProtobuf, kJson };
 
@@ -49,4 +49,4 @@ PerfettoCounts write_perfetto_job(const std::vector<reader::TraceReader*>& trace
                                   const model::ExportOptions& options, PerfettoFormat format,
                                   std::vector<std::string>& notes);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

@@ -14,7 +14,7 @@
 
 #include "perfetto_trace.pb.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 namespace {
 
 using model::TimelineArg;
@@ -761,4 +761,4 @@ void ProtoSink::end_of_trace() {
   s.flush();
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

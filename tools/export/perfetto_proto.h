@@ -6,7 +6,7 @@
 
 #include "model/timeline.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 // Writes the packets of a Trace message to `out` as items come; one sink takes any number of traces
 // (a job's) in turn. Everything is written when it is destroyed.
@@ -36,4 +36,4 @@ class ProtoSink final : public model::TimelineSink {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

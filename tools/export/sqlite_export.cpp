@@ -10,7 +10,7 @@
 #include "reader/decode.h"
 #include "export/export_tables.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 namespace {
 
 using model::ExportOptions;
@@ -189,4 +189,4 @@ ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, 
   return result;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

@@ -13,9 +13,9 @@
 
 namespace {
 
-using cutrace::report::ArrowBatchSink;
-using cutrace::report::TableId;
-using cutrace::report::TableStream;
+using cutrace::exporting::ArrowBatchSink;
+using cutrace::exporting::TableId;
+using cutrace::exporting::TableStream;
 using cutrace::model::ExportOptions;
 
 }  // namespace
@@ -52,11 +52,11 @@ CUTRACE_TABLES_API int cutrace_tables_count() { return int(TableId::kCount); }
 
 CUTRACE_TABLES_API const char* cutrace_tables_name(int table) {
   if (table < 0 || table >= int(TableId::kCount)) return nullptr;
-  return cutrace::report::table_def(TableId(table)).name;
+  return cutrace::exporting::table_def(TableId(table)).name;
 }
 
 CUTRACE_TABLES_API void cutrace_tables_schema(int table, ArrowSchema* out) {
-  cutrace::report::export_arrow_schema(TableId(table), out);
+  cutrace::exporting::export_arrow_schema(TableId(table), out);
 }
 
 // Opens a trace; null with `error` set to one sentence when it cannot be read or `times` is not
