@@ -29,10 +29,10 @@ Main command_main(std::string_view name) {
   if (name == "profile") return cutrace::launcher::profile_main;
   if (name == "info") return cutrace::report::info_main;
   if (name == "stats") return cutrace::report::stats_main;
-  if (name == "export") return cutrace::report::export_main;
-  if (name == "recipe") return cutrace::report::recipe_main;
-  if (name == "analyze") return cutrace::report::analyze_main;
-  if (name == "view") return cutrace::report::view_main;
+  if (name == "export") return cutrace::exporting::export_main;
+  if (name == "recipe") return cutrace::cli::recipe_main;
+  if (name == "analyze") return cutrace::cli::analyze_main;
+  if (name == "view") return cutrace::cli::view_main;
   return nullptr;
 }
 

@@ -12,14 +12,14 @@
 
 #include "reader/decode.h"
 
-namespace cutrace::report {
+namespace cutrace::cli {
 
-bool is_own_option(const cli::Arg& arg) {
-  return arg.kind == cli::Arg::Kind::kOption && !(arg.spec->arity == cli::Arity::kNone && arg.has_attached);
+bool is_own_option(const Arg& arg) {
+  return arg.kind == Arg::Kind::kOption && !(arg.spec->arity == Arity::kNone && arg.has_attached);
 }
 
-int take_trace(const cli::Arg& arg, const char* command, const std::string& hint, std::vector<std::string>& traces) {
-  if (arg.kind != cli::Arg::Kind::kOperand) {
+int take_trace(const Arg& arg, const char* command, const std::string& hint, std::vector<std::string>& traces) {
+  if (arg.kind != Arg::Kind::kOperand) {
     std::fprintf(stderr, "cutrace %s: unknown option '%s'; %s.\n", command, arg.word.c_str(), hint.c_str());
     return kExitUsage;
   }
@@ -27,7 +27,7 @@ int take_trace(const cli::Arg& arg, const char* command, const std::string& hint
   return kNextArgument;
 }
 
-int take_trace(const cli::Arg& arg, const char* command, const std::string& hint, std::string& trace) {
+int take_trace(const Arg& arg, const char* command, const std::string& hint, std::string& trace) {
   std::vector<std::string> taken;
   const int status = take_trace(arg, command, hint, taken);
   if (status != kNextArgument) return status;
@@ -178,4 +178,4 @@ void print_trace_warnings(const reader::TraceReader& reader, const char* command
   for (const std::string& w : trace_warnings(reader)) std::fprintf(stderr, "cutrace %s: warning: %s.\n", command, w.c_str());
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::cli

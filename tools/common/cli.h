@@ -10,7 +10,7 @@
 #include "common/command_line.h"
 #include "reader/trace_reader.h"
 
-namespace cutrace::report {
+namespace cutrace::cli {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the trace or the output could not be used
@@ -25,11 +25,11 @@ inline constexpr int kExitNoData = 4;
 // anything else (an unknown option, or `--quiet=x`) is refused in one sentence on stderr naming
 // `command` and ending with `hint` (how to get help). Returns kNextArgument to go on, or the exit code.
 inline constexpr int kNextArgument = -1;
-int take_trace(const cli::Arg& arg, const char* command, const std::string& hint, std::vector<std::string>& traces);
+int take_trace(const Arg& arg, const char* command, const std::string& hint, std::vector<std::string>& traces);
 // The same for a command that reads one trace: a second one is refused.
-int take_trace(const cli::Arg& arg, const char* command, const std::string& hint, std::string& trace);
+int take_trace(const Arg& arg, const char* command, const std::string& hint, std::string& trace);
 // True when `arg` is one of the command's options as it may be spelled: a flag takes no `=value`.
-bool is_own_option(const cli::Arg& arg);
+bool is_own_option(const Arg& arg);
 
 // Where a report goes: stdout for "" or "-", else a new file. Writes go to a temporary file beside the
 // target that is renamed over it by commit(), so a failed or interrupted run never leaves half a file
@@ -85,4 +85,4 @@ void print_trace_warnings(const reader::TraceReader& reader, const char* command
 // empty when nothing was lost.
 std::string loss_sentence(const LossCounts& loss);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::cli

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-namespace cutrace::report {
+namespace cutrace::json {
 
 void append_json_strings(std::string& out, const std::vector<std::string>& strings) {
   out += '[';
@@ -71,4 +71,4 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::json

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-namespace cutrace::report {
+namespace cutrace::cli {
 
 namespace {
 
@@ -61,4 +61,4 @@ void ProgressBar::finish() {
   drawn_ = false;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::cli

@@ -10,7 +10,7 @@
 
 #include "reader/trace_reader.h"
 
-namespace cutrace::report {
+namespace cutrace::cli {
 
 class ProgressBar {
  public:
@@ -34,4 +34,4 @@ class ProgressBar {
   std::chrono::steady_clock::time_point start_, last_;
 };
 
-}  // namespace cutrace::report
+}  // namespace cutrace::cli

@@ -14,7 +14,7 @@
 #include "common/cli.h"
 #include "common/commands.h"
 
-namespace cutrace::report {
+namespace cutrace::cli {
 namespace {
 
 // This executable ("" when /proc does not say).
@@ -78,4 +78,4 @@ int analyze_main(int argc, char** argv) {
 
 int view_main(int argc, char** argv) { return run_python_module("cutrace", "view", "traces are served", argc, argv); }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::cli

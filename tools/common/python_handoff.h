@@ -2,7 +2,7 @@
 // `cutrace recipe`, `cutrace analyze`, `cutrace view`.
 #pragma once
 
-namespace cutrace::report {
+namespace cutrace::cli {
 
 // Set by the `cutrace` command of a pip-installed package (python/_cutrace_command.py) to the
 // interpreter it runs under, whose environment has the package: the one to hand over to. The launcher
@@ -15,4 +15,4 @@ inline constexpr const char* kPackagePythonEnvVar = "CUTRACE_PACKAGE_PYTHON";
 // parquetdir is written", "recipes are run").
 int run_python_module(const char* module, const char* command, const char* what, int argc, char** argv);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::cli

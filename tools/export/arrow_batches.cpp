@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 namespace {
 
@@ -158,4 +158,4 @@ TableId ArrowBatchSink::take(ArrowArray* out) {
   return table;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

@@ -11,7 +11,7 @@
 #include "export/arrow_c_abi.h"
 #include "export/export_tables.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 // Rows per batch: large enough that Arrow's per-batch cost vanishes, small enough that a batch of
 // every table together stays a few hundred MB at most.
@@ -38,4 +38,4 @@ class ArrowBatchSink : public RowSink {
   std::deque<std::pair<TableId, std::unique_ptr<Builder>>> ready_;
 };
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

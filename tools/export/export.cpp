@@ -23,8 +23,18 @@
 #include "export/exporter.h"
 #include "model/symbolizer.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 namespace {
+
+using cli::kExitFailure;
+using cli::kExitNoData;
+using cli::kExitOk;
+using cli::kExitPartialTrace;
+using cli::kExitUsage;
+using cli::kNextArgument;
+using model::ExportOptions;
+using model::NvtxFilter;
+using model::NvtxWindows;
 
 void print_help() {
   std::printf("usage: cutrace export --type %s [options] FILE.cutrace\n"
@@ -111,10 +121,11 @@ bool parse_time_ns(const std::string& text, uint64_t* ns) {
 
 // After the writer: what the trace lacked, the writer's notes, the output moved into place, size and
 // loss warnings, and what was written. Returns the exit code.
-int finish_export(reader::TraceReader& trace, Output& out, const std::string& output_path, const ExportResult& result,
-                  std::vector<std::string> (*size_warnings)(const std::string&, uint64_t), uint64_t bytes) {
-  const int exit_code = warn_status(trace, "export");
-  print_trace_warnings(trace, "export");
+int finish_export(reader::TraceReader& trace, cli::Output& out, const std::string& output_path,
+                  const ExportResult& result, std::vector<std::string> (*size_warnings)(const std::string&, uint64_t),
+                  uint64_t bytes) {
+  const int exit_code = cli::warn_status(trace, "export");
+  cli::print_trace_warnings(trace, "export");
   for (const std::string& note : result.notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
   std::string error;
   if (!out.commit(error)) {
@@ -124,8 +135,8 @@ int finish_export(reader::TraceReader& trace, Output& out, const std::string& ou
   if (size_warnings)
     for (const std::string& warning : size_warnings(output_path, bytes))
       std::fprintf(stderr, "cutrace export: warning: %s.\n", warning.c_str());
-  const LossCounts loss = loss_counts(trace);
-  const std::string loss_text = loss_sentence(loss);
+  const cli::LossCounts loss = cli::loss_counts(trace);
+  const std::string loss_text = cli::loss_sentence(loss);
   if (!loss_text.empty()) std::fprintf(stderr, "cutrace export: warning: %s; the timeline has gaps.\n", loss_text.c_str());
   if (!out.is_stdout())
     std::fprintf(stderr, "cutrace export: wrote %s (%s).\n", output_path.c_str(), result.written.c_str());
@@ -136,8 +147,8 @@ int finish_export(reader::TraceReader& trace, Output& out, const std::string& ou
 // finishes the stream. False after one sentence on stderr; `bytes` is the size before compression, for
 // the size warnings.
 template <typename Write>
-bool write_stream(Output& out, const std::string& output_path, bool gzip, ProgressBar& progress, uint64_t& bytes,
-                  Write&& write) {
+bool write_stream(cli::Output& out, const std::string& output_path, bool gzip, cli::ProgressBar& progress,
+                  uint64_t& bytes, Write&& write) {
   bytes = 0;
   FILE* stream = gzip ? open_gzip_stream(out.file(), &bytes) : out.file();
   if (!stream) {
@@ -200,17 +211,17 @@ int export_job(const ExporterInfo& exporter, const std::vector<std::string>& pat
   uint64_t total_bytes = 0;
   for (const std::string& path : paths) {
     readers.push_back(std::make_unique<reader::TraceReader>());
-    if (!open_trace(*readers.back(), path, "export")) return kExitFailure;
+    if (!cli::open_trace(*readers.back(), path, "export")) return kExitFailure;
     traces.push_back(readers.back().get());
     total_bytes += readers.back()->file_bytes();
   }
-  Output out;
+  cli::Output out;
   std::string error;
   if (!out.open(output_path, overwrite, "-f true", error)) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;
   }
-  ProgressBar progress("cutrace export", total_bytes, !quiet);
+  cli::ProgressBar progress("cutrace export", total_bytes, !quiet);
   uint64_t before = 0;
   for (reader::TraceReader* t : traces) {
     t->on_chunk([&progress, before](uint64_t done) { progress.update(before + done); });
@@ -223,9 +234,9 @@ int export_job(const ExporterInfo& exporter, const std::vector<std::string>& pat
     return kExitFailure;
   int exit_code = kExitOk;
   for (reader::TraceReader* t : traces) {
-    if (warn_status(*t, "export") != kExitOk) exit_code = kExitPartialTrace;
-    print_trace_warnings(*t, "export");
-    const std::string loss = loss_sentence(loss_counts(*t));
+    if (cli::warn_status(*t, "export") != kExitOk) exit_code = kExitPartialTrace;
+    cli::print_trace_warnings(*t, "export");
+    const std::string loss = cli::loss_sentence(cli::loss_counts(*t));
     if (!loss.empty()) std::fprintf(stderr, "cutrace export: warning: %s: %s; the timeline has gaps.\n", t->path().c_str(), loss.c_str());
   }
   for (const std::string& note : result.notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
@@ -278,8 +289,8 @@ int export_main(int argc, char** argv) {
   };
   cli::Scanner words(argc, argv, kOptions);
   for (cli::Arg arg; words.next(arg);) {
-    if (!is_own_option(arg)) {
-      if (const int exit_code = take_trace(arg, "export", "see `cutrace export --help`", traces);
+    if (!cli::is_own_option(arg)) {
+      if (const int exit_code = cli::take_trace(arg, "export", "see `cutrace export --help`", traces);
           exit_code != kNextArgument)
         return exit_code;
       continue;
@@ -328,7 +339,7 @@ int export_main(int argc, char** argv) {
         given_table_options.push_back("--times");
         std::string value, error;
         ok = value_into(value);
-        if (ok && !parse_time_ranges(value, options.times, error)) {
+        if (ok && !model::parse_time_ranges(value, options.times, error)) {
           std::fprintf(stderr, "cutrace export: %s.\n", error.c_str());
           return kExitUsage;
         }
@@ -341,7 +352,7 @@ int export_main(int argc, char** argv) {
           std::fprintf(stderr, "cutrace export: --symbol-path takes DIR or DIR:DIR....\n");
           return kExitUsage;
         }
-        set_symbol_path(split_symbol_path(value));
+        model::set_symbol_path(model::split_symbol_path(value));
         symbol_path_arg = value;
         break;
       }
@@ -432,25 +443,25 @@ int export_main(int argc, char** argv) {
   }
 
   NvtxFilter filter;
-  if (!filter_arg.empty() && !parse_nvtx_filter(filter_arg, filter)) {
+  if (!filter_arg.empty() && !model::parse_nvtx_filter(filter_arg, filter)) {
     std::fprintf(stderr, "cutrace export: --filter-nvtx takes RANGE, RANGE@DOMAIN or RANGE@*, optionally followed by "
                          "/INDEX, not '%s'.\n", filter_arg.c_str());
     return kExitUsage;
   }
   if (traces.size() > 1) return export_job(*exporter, traces, output_arg, overwrite, gzip || output_arg.ends_with(".gz"), quiet, options);
   reader::TraceReader trace;
-  if (!open_trace(trace, trace_path, "export")) return kExitFailure;
+  if (!cli::open_trace(trace, trace_path, "export")) return kExitFailure;
   if (filter.on) {
     // The window from the first selected range's start to the last one's end, within --from/--to.
     NvtxWindows windows;
     uint64_t found = 0;
-    collect_nvtx_windows(trace_path, filter, windows, found);
+    model::collect_nvtx_windows(trace_path, filter, windows, found);
     uint64_t first = UINT64_MAX, last = 0;
     for (const auto& [process, list] : windows)
       for (const auto& [start, end] : list) first = std::min(first, start), last = std::max(last, end);
     if (first > last) {
       std::fprintf(stderr, "cutrace export: %s has no NVTX range %s (%s found); nothing was written.\n",
-                   trace_path.c_str(), describe(filter).c_str(),
+                   trace_path.c_str(), model::describe(filter).c_str(),
                    (std::to_string(found) + (found == 1 ? " instance" : " instances")).c_str());
       return kExitNoData;
     }
@@ -493,17 +504,18 @@ int export_main(int argc, char** argv) {
     for (std::string& a : args) python_argv.push_back(a.data());
     python_argv.push_back(nullptr);
     const std::string what = "--type " + std::string(exporter->type) + " is written";
-    return run_python_module(exporter->python_module, "export", what.c_str(), int(args.size()), python_argv.data());
+    return cli::run_python_module(exporter->python_module, "export", what.c_str(), int(args.size()),
+                                  python_argv.data());
   }
   const std::string output_path = output_arg.empty() ? default_output(trace_path, exporter->extension, gzip) : output_arg;
-  Output out;
+  cli::Output out;
   std::string error;
   if (!out.open(output_path, overwrite, "-f true", error)) {
     std::fprintf(stderr, "cutrace export: %s\n", error.c_str());
     return kExitFailure;
   }
   uint64_t stream_bytes = 0;
-  ProgressBar progress("cutrace export", trace.file_bytes(), !quiet);
+  cli::ProgressBar progress("cutrace export", trace.file_bytes(), !quiet);
   progress.follow(trace);
   if (exporter->write_file) {
     // The database is written into the temporary file, which takes the output's name once complete.
@@ -522,4 +534,4 @@ int export_main(int argc, char** argv) {
   return finish_export(trace, out, output_path, result, exporter->size_warnings, stream_bytes);
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

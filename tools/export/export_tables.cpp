@@ -21,7 +21,7 @@
 #include "model/symbolizer.h"
 #include "model/time_ranges.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 namespace {
 
@@ -228,6 +228,26 @@ const std::vector<TableDef>& export_tables() {
 
 namespace {
 
+using model::CallLinks;
+using model::ExportOptions;
+using model::MpiFields;
+using model::MpiKind;
+using model::NvtxRange;
+using model::NvtxRangeTracker;
+using model::ResolvedAddress;
+using model::Symbolizer;
+using model::any_keeps;
+using model::base_kernel_name;
+using model::is_counted_call;
+using model::is_shown_call;
+using model::kCublasFamily;
+using model::kCudaFamily;
+using model::kCudnnFamily;
+using model::kMpiFamily;
+using model::kOsrtFamily;
+using model::mpi_kind;
+using model::raw_frame;
+using model::trace_has_gpu_activity;
 using reader::ApiCall;
 using reader::Event;
 using reader::EventKind;
@@ -859,4 +879,4 @@ bool produce_tables(TraceReader& reader, const ExportOptions& options, RowSink& 
   return stream.ok();
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

@@ -14,7 +14,7 @@
 #include "reader/trace_reader.h"
 #include "export/exporter.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 // The nsys schema version whose names the tables follow (META_DATA_EXPORT's EXPORT_SCHEMA_VERSION): the
 // version Nsight Systems 2026.1's exports report, whose User Guide's schema reference the tables follow.
@@ -117,7 +117,7 @@ class TableProducer;
 // record batches): each step reads one event of the trace; the last gives the tables written at the end.
 class TableStream {
  public:
-  TableStream(reader::TraceReader& reader, const ExportOptions& options, RowSink& sink);
+  TableStream(reader::TraceReader& reader, const model::ExportOptions& options, RowSink& sink);
   ~TableStream();
   TableStream(const TableStream&) = delete;
   TableStream& operator=(const TableStream&) = delete;
@@ -135,6 +135,7 @@ class TableStream {
 // Reads `reader` to its end and gives every row of every table to `sink`. Rows of a table come in the
 // order the trace gives them, but for calls that wait for their CorrID (call_links.h), which follow
 // when it is known. False when the sink refused a row.
-bool produce_tables(reader::TraceReader& reader, const ExportOptions& options, RowSink& sink, TableCounts* counts);
+bool produce_tables(reader::TraceReader& reader, const model::ExportOptions& options, RowSink& sink,
+                    TableCounts* counts);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

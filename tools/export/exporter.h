@@ -13,7 +13,7 @@
 #include "reader/trace_reader.h"
 #include "model/export_options.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 struct ExportResult {
   std::string written;                // what went out, for "wrote FILE (...)": "12 calls, 1 process, 2 threads"
@@ -31,16 +31,17 @@ struct ExporterInfo {
   bool made_of_tables;
   // It is written one of three ways; the other two are nullptr.
   // A stream: to a file or stdout, gzip-compressed when asked. Reads `reader` to its end.
-  ExportResult (*write)(reader::TraceReader& reader, FILE* out, const ExportOptions& options);
+  ExportResult (*write)(reader::TraceReader& reader, FILE* out, const model::ExportOptions& options);
   // A file of its own (a database): written to `path`, which exists and is empty; sets `error` to one
   // sentence when it cannot.
-  ExportResult (*write_file)(reader::TraceReader& reader, const std::string& path, const ExportOptions& options,
+  ExportResult (*write_file)(reader::TraceReader& reader, const std::string& path, const model::ExportOptions& options,
                              std::string& error);
   // By the Python package (python/cutrace, with pyarrow): `cutrace export` hands its checked command
   // line, the output resolved, to `python3 -m <module> export ...`.
   const char* python_module;
   // Several traces into one stream (a job's ranks on one timeline); nullptr: one trace at a time.
-  ExportResult (*write_job)(const std::vector<reader::TraceReader*>& traces, FILE* out, const ExportOptions& options);
+  ExportResult (*write_job)(const std::vector<reader::TraceReader*>& traces, FILE* out,
+                            const model::ExportOptions& options);
   // Warnings about the finished output of `bytes` bytes (before any compression), one sentence each;
   // nullptr: none.
   std::vector<std::string> (*size_warnings)(const std::string& path, uint64_t bytes);
@@ -55,4 +56,4 @@ inline bool any_exporter(const ExporterInfo&) { return true; }
 inline bool is_made_of_tables(const ExporterInfo& e) { return e.made_of_tables; }
 inline bool merges_traces(const ExporterInfo& e) { return e.write_job != nullptr; }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

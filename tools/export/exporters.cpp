@@ -8,8 +8,10 @@
 #include "export/perfetto.h"
 #include "export/sqlite_export.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 namespace {
+
+using model::ExportOptions;
 
 std::string count(uint64_t n, const char* one, const char* many) { return reader::thousands(n) + " " + (n == 1 ? one : many); }
 
@@ -114,4 +116,4 @@ const ExporterInfo* find_exporter(const std::string& type) {
   return nullptr;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <new>
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 namespace {
 
 struct GzipCookie {
@@ -72,4 +72,4 @@ FILE* open_gzip_stream(FILE* sink, uint64_t* raw_bytes) {
   return f;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 // Opens a stream whose writes are compressed (gzip format, zlib level 6) into `sink`, which stays
 // open and owned by the caller. fclose() of the returned stream writes the gzip trailer and fails
@@ -13,4 +13,4 @@ namespace cutrace::report {
 // the bytes written before compression.
 FILE* open_gzip_stream(FILE* sink, uint64_t* raw_bytes = nullptr);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

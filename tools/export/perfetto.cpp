@@ -8,8 +8,20 @@
 #include "export/perfetto_proto.h"
 #include "common/json.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 namespace {
+
+using json::append_json_string;
+using json::append_json_strings;
+using model::ExportOptions;
+using model::JobPlacement;
+using model::TimelineArg;
+using model::TimelineArgs;
+using model::TimelinePlacement;
+using model::TimelineSink;
+using model::TimelineSlice;
+using model::place_job;
+using model::run_timeline;
 
 template <class T>
 void append_number(std::string& out, T v) {
@@ -269,4 +281,4 @@ PerfettoCounts write_perfetto_job(const std::vector<reader::TraceReader*>& trace
   return total;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

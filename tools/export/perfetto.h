@@ -33,19 +33,20 @@
 #include "export/exporter.h"
 #include "model/timeline.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 enum class PerfettoFormat { kProtobuf, kJson };
 
-using PerfettoCounts = TimelineCounts;
+using PerfettoCounts = model::TimelineCounts;
 
 // Reads `reader` to its end and writes its timeline to `out`.
-PerfettoCounts write_perfetto(reader::TraceReader& reader, FILE* out, const ExportOptions& options,
+PerfettoCounts write_perfetto(reader::TraceReader& reader, FILE* out, const model::ExportOptions& options,
                               PerfettoFormat format);
 
 // Several traces as one timeline (place_job); `notes` gets one line per trace placed without a paired
 // wall-clock anchor.
 PerfettoCounts write_perfetto_job(const std::vector<reader::TraceReader*>& traces, FILE* out,
-                                  const ExportOptions& options, PerfettoFormat format, std::vector<std::string>& notes);
+                                  const model::ExportOptions& options, PerfettoFormat format,
+                                  std::vector<std::string>& notes);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

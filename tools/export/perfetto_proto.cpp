@@ -14,8 +14,12 @@
 
 #include "perfetto_trace.pb.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 namespace {
+
+using model::TimelineArg;
+using model::TimelineArgs;
+using model::TimelineSlice;
 
 namespace pb = cutrace::perfetto;
 using Coded = google::protobuf::io::CodedOutputStream;
@@ -757,4 +761,4 @@ void ProtoSink::end_of_trace() {
   s.flush();
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

@@ -10,8 +10,10 @@
 #include "reader/decode.h"
 #include "export/export_tables.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 namespace {
+
+using model::ExportOptions;
 
 // "CREATE TABLE name (column TYPE [NOT NULL], ..., [PRIMARY KEY (...)]);" for every table kept.
 std::string schema_sql(const std::vector<bool>& kept) {
@@ -187,4 +189,4 @@ ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, 
   return result;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

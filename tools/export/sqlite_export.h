@@ -6,10 +6,10 @@
 
 #include "export/exporter.h"
 
-namespace cutrace::report {
+namespace cutrace::exporting {
 
 // Writes the database to `path` (an empty or new file). On failure `error` says why, in one sentence.
-ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, const ExportOptions& options,
+ExportResult write_sqlite(reader::TraceReader& reader, const std::string& path, const model::ExportOptions& options,
                           std::string& error);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::exporting

@@ -13,10 +13,10 @@
 
 namespace {
 
-using cutrace::report::ArrowBatchSink;
-using cutrace::report::ExportOptions;
-using cutrace::report::TableId;
-using cutrace::report::TableStream;
+using cutrace::exporting::ArrowBatchSink;
+using cutrace::exporting::TableId;
+using cutrace::exporting::TableStream;
+using cutrace::model::ExportOptions;
 
 }  // namespace
 
@@ -52,11 +52,11 @@ CUTRACE_TABLES_API int cutrace_tables_count() { return int(TableId::kCount); }
 
 CUTRACE_TABLES_API const char* cutrace_tables_name(int table) {
   if (table < 0 || table >= int(TableId::kCount)) return nullptr;
-  return cutrace::report::table_def(TableId(table)).name;
+  return cutrace::exporting::table_def(TableId(table)).name;
 }
 
 CUTRACE_TABLES_API void cutrace_tables_schema(int table, ArrowSchema* out) {
-  cutrace::report::export_arrow_schema(TableId(table), out);
+  cutrace::exporting::export_arrow_schema(TableId(table), out);
 }
 
 // Opens a trace; null with `error` set to one sentence when it cannot be read or `times` is not
@@ -71,7 +71,7 @@ CUTRACE_TABLES_API cutrace_tables* cutrace_tables_open(const char* path, int sho
   options.window_end_ns = to_ns;
   options.ts_normalize = ts_normalize != 0;
   options.ts_shift_ns = ts_shift_ns;
-  if (std::string why; times && !cutrace::report::parse_time_ranges(times, options.times, why)) {
+  if (std::string why; times && !cutrace::model::parse_time_ranges(times, options.times, why)) {
     if (error && error_bytes) std::snprintf(error, error_bytes, "%s.", why.c_str());
     return nullptr;
   }

@@ -26,7 +26,7 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
   const std::string preload_key = "LD_PRELOAD=";
   const std::string nvtx_key = "NVTX_INJECTION64_PATH=";
   const std::string session_key = std::string(abi::kSessionEnvVar) + "=";
-  const std::string package_python_key = std::string(report::kPackagePythonEnvVar) + "=";
+  const std::string package_python_key = std::string(cli::kPackagePythonEnvVar) + "=";
   // With duplicate LD_PRELOAD entries the loader uses the last one, so that is the value kept (in the
   // first one's place; the others would only confuse programs that read the environment).
   const char* user_preload = nullptr;

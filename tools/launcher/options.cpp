@@ -386,7 +386,7 @@ bool parse_capture_end(const std::string& text, ProfileOptions* options) {
 }
 
 // The types `cutrace export` writes, "a, b or c".
-static std::string export_types_text() { return report::exporter_types(report::any_exporter, " or "); }
+static std::string export_types_text() { return exporting::exporter_types(exporting::any_exporter, " or "); }
 
 static const Unsupported* find_unsupported(const cli::Arg& w) {
   for (const auto& u : kUnsupported)
@@ -654,10 +654,10 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
               options->exports.clear();
             } else if (type == "hdf" || type == "json" || type == "text" || type == "jsonlines") {
               *error = usage("option '" + w.spelled + "': nsys's " + type + " export is not one cutrace writes; it " +
-                             "writes " + export_types_text() + " (" + report::exporter_types(report::is_made_of_tables) +
-                             " as nsys does)");
+                             "writes " + export_types_text() + " (" +
+                             exporting::exporter_types(exporting::is_made_of_tables) + " as nsys does)");
               return false;
-            } else if (!report::find_exporter(type)) {
+            } else if (!exporting::find_exporter(type)) {
               *error = usage("option '" + w.spelled + "' takes " + export_types_text() + " or none, not '" + type +
                              "'");
               return false;

@@ -439,7 +439,7 @@ int run(const ProfileOptions& options) {
   // --export: its outputs are checked now, so that a run is not spent on a trace whose export would
   // be refused at the end.
   for (const std::string& type : options.exports) {
-    const std::string path = report::default_export_path(output.path, type);
+    const std::string path = exporting::default_export_path(output.path, type);
     if (!options.force_overwrite && access(path.c_str(), F_OK) == 0) {
       abandon_output(&output);
       return fail(kExitSetupFailed, path + " (--export " + type +

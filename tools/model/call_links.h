@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <utility>
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 // Row: anything with `uint64_t begin, duration, order` (order: the order calls were added, for giving
 // up the oldest), `uint32_t api` and `uint32_t correlation` (set here; 0 when no link came). Emit:
@@ -112,4 +112,4 @@ class CallLinks {
   uint64_t awaiting_count_ = 0;
 };
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

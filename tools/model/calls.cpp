@@ -1,6 +1,6 @@
 #include "model/calls.h"
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 using reader::ApiCall;
 
@@ -53,4 +53,4 @@ std::string base_kernel_name(std::string_view demangled) {
   return std::string(name.substr(start));
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

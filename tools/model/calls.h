@@ -10,7 +10,7 @@
 #include "cutrace/domains.h"
 #include "reader/trace_reader.h"
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 // How reports that name GPU kernels name them: demangled (the default), the function's name alone
 // (`:base`, as nsys: "axpy" for "void ns::axpy<float>(int, float*)"), or as compiled (`:mangled`).
@@ -64,4 +64,4 @@ inline bool trace_has_gpu_activity(reader::TraceReader& reader) {
 // ("void ns::axpy<float>(int, float*)" -> "axpy").
 std::string base_kernel_name(std::string_view demangled);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

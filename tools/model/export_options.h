@@ -8,7 +8,7 @@
 
 #include "model/time_ranges.h"
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 struct ExportOptions {
   bool show_internal = false;  // also export calls of internal apis (format::kApiFlagInternal)
@@ -29,4 +29,4 @@ struct ExportOptions {
   bool lazy = false;
 };
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

@@ -10,7 +10,7 @@
 
 #include "reader/trace_reader.h"
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 // nsys's kinds, which name its tables (MPI_P2P_EVENTS, MPI_COLLECTIVES_EVENTS, MPI_START_WAIT_EVENTS,
 // MPI_OTHER_EVENTS) and mpi_event_trace's Kind column.
@@ -97,4 +97,4 @@ class MpiFields {
   std::vector<std::optional<Slots>> slots_;
 };
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

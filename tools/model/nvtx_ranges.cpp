@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 std::string nvtx_range_name(const reader::TraceReader& reader, const reader::Thread& thread, uint32_t domain,
                             std::string_view message) {
@@ -212,4 +212,4 @@ uint64_t NvtxRangeTracker::open() const {
   return n;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

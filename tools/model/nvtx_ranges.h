@@ -13,7 +13,7 @@
 
 #include "reader/trace_reader.h"
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 struct NvtxRange {
   bool push_pop = true;        // false: a start/end range
@@ -99,4 +99,4 @@ bool collect_nvtx_windows(const std::string& path, const NvtxFilter& f, NvtxWind
 // Whether [from, to] lies inside one of the process's windows.
 bool inside_nvtx_windows(const NvtxWindows& windows, uint32_t process, uint64_t from, uint64_t to);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

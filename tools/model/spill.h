@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 // Memory a report may hold before it spills: several reports of one trace share a process, and the
 // reader needs its own, so that together they stay well under the 256 MB budget.
@@ -379,4 +379,4 @@ class SpillingValues {
   uint64_t spilled_ = 0;  // pairs in file_
 };
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

@@ -12,7 +12,7 @@
 
 #include "reader/decode.h"
 
-namespace cutrace::report {
+namespace cutrace::model {
 namespace {
 
 std::string base_name(const std::string& path) {
@@ -395,4 +395,4 @@ std::vector<std::string> Symbolizer::notes() const {
   return lines;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

@@ -13,7 +13,7 @@
 
 #include "reader/trace_reader.h"
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 struct SourceFrame {
   std::string function;  // demangled; empty when no symbol covers the address
@@ -97,4 +97,4 @@ class Symbolizer {
   ResolvedAddress unplaced_;
 };
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

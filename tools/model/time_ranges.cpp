@@ -6,7 +6,7 @@
 
 #include "common/command_line.h"
 
-namespace cutrace::report {
+namespace cutrace::model {
 namespace {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -116,4 +116,4 @@ bool parse_time_ranges(std::string_view text, std::vector<TimeRange>& ranges, st
   return true;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 struct TimeRange {
   int64_t start = INT64_MIN, end = INT64_MAX;  // an omitted bound is the farthest time
@@ -39,4 +39,4 @@ inline bool any_keeps(const std::vector<TimeRange>& ranges, int64_t begin, int64
   return false;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

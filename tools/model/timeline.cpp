@@ -14,7 +14,7 @@
 #include "model/calls.h"
 #include "model/symbolizer.h"
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 void TimelineCounts::add(const TimelineCounts& o) {
   calls += o.calls;
@@ -446,7 +446,7 @@ class Timeline {
     // next outermost call, and a bound keeps a thread that never returns to depth 0 from holding more.
     const uint64_t from = c.begin_ns > origin_ ? c.begin_ns - origin_ : 0, to = from + c.duration_ns();
     const bool in_window = to >= options_.window_begin_ns && from < options_.window_end_ns;
-    const bool shown = in_window && report::is_shown_call(c, options_.show_internal);
+    const bool shown = in_window && model::is_shown_call(c, options_.show_internal);
     auto held = held_.find(t.index);
     if (c.depth == 0 && (held == held_.end() || held->second.empty())) {
       if (!shown) return;
@@ -671,4 +671,4 @@ JobPlacement place_job(const std::vector<reader::TraceReader*>& traces, std::vec
   return job;
 }
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

@@ -24,7 +24,7 @@
 #include "reader/trace_reader.h"
 #include "model/export_options.h"
 
-namespace cutrace::report {
+namespace cutrace::model {
 
 struct TimelineArg {
   enum class Type : uint8_t { kUnsigned, kSigned, kText, kTexts, kNumbers };
@@ -182,4 +182,4 @@ struct JobPlacement {
 };
 JobPlacement place_job(const std::vector<reader::TraceReader*>& traces, std::vector<std::string>& notes);
 
-}  // namespace cutrace::report
+}  // namespace cutrace::model

@@ -17,6 +17,20 @@
 namespace cutrace::report {
 namespace {
 
+using model::CallFamily;
+using model::CallLinks;
+using model::MpiFields;
+using model::SpillSorter;
+using model::Symbolizer;
+using model::TempFile;
+using model::is_counted_call;
+using model::is_counted_cuda_call;
+using model::is_shown_call;
+using model::kMpiFamily;
+using model::mpi_kind;
+using model::mpi_kind_name;
+using model::python_stack;
+using model::trace_has_gpu_activity;
 using reader::ApiCall;
 using reader::ApiSpec;
 using reader::Event;

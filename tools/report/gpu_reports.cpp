@@ -13,6 +13,11 @@
 namespace cutrace::report {
 namespace {
 
+using model::KernelNames;
+using model::SpillSorter;
+using model::base_kernel_name;
+using model::is_counted_call;
+using model::kCudaFamily;
 using reader::ApiCall;
 using reader::ApiSpec;
 using reader::Event;

@@ -15,6 +15,10 @@
 namespace cutrace::report {
 namespace {
 
+using cli::kExitFailure;
+using cli::kExitOk;
+using cli::kExitUsage;
+using cli::kNextArgument;
 using reader::thousands;
 
 void print_help() {
@@ -76,11 +80,11 @@ int info_main(int argc, char** argv) {
   constexpr cli::OptionSpec kOptions[] = {{'h', "help", cli::Arity::kNone, 0}};
   cli::Scanner words(argc, argv, kOptions);
   for (cli::Arg arg; words.next(arg);) {
-    if (is_own_option(arg)) {
+    if (cli::is_own_option(arg)) {
       print_help();
       return kExitOk;
     }
-    if (const int exit_code = take_trace(arg, "info", "usage: cutrace info FILE.cutrace", trace_path);
+    if (const int exit_code = cli::take_trace(arg, "info", "usage: cutrace info FILE.cutrace", trace_path);
         exit_code != kNextArgument)
       return exit_code;
   }
@@ -90,7 +94,7 @@ int info_main(int argc, char** argv) {
   }
 
   reader::TraceReader trace;
-  if (!open_trace(trace, trace_path, "info")) return kExitFailure;
+  if (!cli::open_trace(trace, trace_path, "info")) return kExitFailure;
   uint64_t api_calls = 0, timed_calls = 0, nvtx_events = 0;
   // Capture ranges (-c) per process: how many opened, and the time recorded inside them.
   struct Ranges {
@@ -120,7 +124,7 @@ int info_main(int argc, char** argv) {
     if (!ev.call.outside_capture()) ++timed_calls;
   }
   const reader::Status& status = trace.status();
-  const int exit_code = warn_status(trace, "info");
+  const int exit_code = cli::warn_status(trace, "info");
 
   const auto& h = trace.file_header();
   std::printf("File:      %s (%s, format version %u)\n", trace.path().c_str(), size_text(trace.file_bytes()).c_str(),
@@ -206,7 +210,7 @@ int info_main(int argc, char** argv) {
     print_rows({"PID", "TID", "Name", "Records", "Dropped", "Malformed"}, rows, {true, true, false, true, true, true});
   }
 
-  const LossCounts loss = loss_counts(trace);
+  const cli::LossCounts loss = cli::loss_counts(trace);
   auto counted = [&](uint64_t n) { return loss.known ? thousands(n) : std::string("unknown (no end summary)"); };
   std::printf("\nTotals:\n");
   std::printf("  events         %s\n", thousands(status.events).c_str());
@@ -227,7 +231,7 @@ int info_main(int argc, char** argv) {
                 thousands(status.skipped_chunks).c_str());
 
   // The recorder's word on what the trace may lack, as `cutrace profile` printed it.
-  const std::vector<std::string> warnings = trace_warnings(trace);
+  const std::vector<std::string> warnings = cli::trace_warnings(trace);
   if (!warnings.empty()) {
     std::printf("\nWarnings:\n");
     for (const std::string& w : warnings) std::printf("  cutrace: warning: %s.\n", w.c_str());

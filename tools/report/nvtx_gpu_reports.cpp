@@ -17,6 +17,9 @@
 namespace cutrace::report {
 namespace {
 
+using model::KernelNames;
+using model::NvtxRange;
+using model::NvtxRangeTracker;
 using reader::Event;
 using reader::EventKind;
 using reader::TraceReader;

@@ -13,6 +13,10 @@
 namespace cutrace::report {
 namespace {
 
+using model::NvtxRange;
+using model::NvtxRangeTracker;
+using model::SpillSorter;
+using model::TempFile;
 using reader::ApiCall;
 using reader::ApiSpec;
 using reader::Event;

@@ -29,7 +29,7 @@ void set_result(Cell& cell, const reader::ApiSpec& api, uint64_t result);
 struct DurationStats {
   uint64_t count = 0, total = 0, min = 0, max = 0;
   unsigned __int128 squares = 0;
-  SpillingValues durations;
+  model::SpillingValues durations;
 
   // Returns whether the durations hold one more distinct value (for spill_when_over_budget).
   bool add(uint64_t d) {
@@ -57,7 +57,7 @@ struct DurationStats {
 // many distinct values, every row spills its own.
 template <class Rows>
 void spill_when_over_budget(Rows& rows, uint64_t& held, bool& ok) {
-  if (++held < kSpillBudgetBytes / 2 / SpillingValues::kBytesPerHeldValue) return;
+  if (++held < model::kSpillBudgetBytes / 2 / model::SpillingValues::kBytesPerHeldValue) return;
   for (auto& each : rows) ok = each.stats.durations.spill() && ok;
   held = 0;
 }
@@ -79,7 +79,7 @@ std::vector<Row*> by_total_time(std::deque<Row>& rows, uint64_t& grand_total, Ti
 
 // The reports of each family, for the table of stats_reports().
 // api_reports.cpp
-std::unique_ptr<Report> make_api_sum(const char* title, CallFamily family, const ReportOptions& options);
+std::unique_ptr<Report> make_api_sum(const char* title, model::CallFamily family, const ReportOptions& options);
 std::unique_ptr<Report> make_cuda_api_trace(const ReportOptions& options);
 std::unique_ptr<Report> make_api_trace(const ReportOptions& options);
 std::unique_ptr<Report> make_mpi_event_trace(const ReportOptions& options);
@@ -92,22 +92,23 @@ std::unique_ptr<Report> make_cpu_sample_sum();
 std::unique_ptr<Report> make_python_sample_sum();
 std::unique_ptr<Report> make_cpu_ctxsw_sum();
 // gpu_reports.cpp
-std::unique_ptr<Report> make_gpu_time_sum(const char* title, bool kernels, KernelNames names);
+std::unique_ptr<Report> make_gpu_time_sum(const char* title, bool kernels, model::KernelNames names);
 std::unique_ptr<Report> make_gpu_size_sum();
-std::unique_ptr<Report> make_gpu_trace(KernelNames names);
-std::unique_ptr<Report> make_kern_exec_trace(KernelNames names);
+std::unique_ptr<Report> make_gpu_trace(model::KernelNames names);
+std::unique_ptr<Report> make_kern_exec_trace(model::KernelNames names);
 std::unique_ptr<Report> make_api_gpu_sum(const ReportOptions& options);
 // nvtx_gpu_reports.cpp
 std::unique_ptr<Report> make_nvtx_gpu_proj_trace();
 std::unique_ptr<Report> make_nvtx_gpu_proj_sum();
-std::unique_ptr<Report> make_nvtx_kern_sum(KernelNames names);
+std::unique_ptr<Report> make_nvtx_kern_sum(model::KernelNames names);
 
 // A kernel's name as a report shows it: demangled (nsys's default), its base name, or mangled.
-inline std::string kernel_display_name(const reader::GpuActivityEvent& g, KernelNames style = KernelNames::kDemangled) {
+inline std::string kernel_display_name(const reader::GpuActivityEvent& g,
+                                       model::KernelNames style = model::KernelNames::kDemangled) {
   if (!g.name) return "[unnamed kernel]";
   switch (style) {
-    case KernelNames::kMangled: return g.name->mangled;
-    case KernelNames::kBase: return base_kernel_name(g.name->demangled);
+    case model::KernelNames::kMangled: return g.name->mangled;
+    case model::KernelNames::kBase: return model::base_kernel_name(g.name->demangled);
     default: return g.name->demangled;
   }
 }

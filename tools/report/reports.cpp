@@ -7,6 +7,12 @@
 
 namespace cutrace::report {
 
+using model::KernelNames;
+using model::kCublasFamily;
+using model::kCudaFamily;
+using model::kCudnnFamily;
+using model::kMpiFamily;
+using model::kOsrtFamily;
 using reader::ApiCall;
 using reader::ApiSpec;
 

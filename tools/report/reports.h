@@ -46,7 +46,7 @@ class Report {
 };
 
 struct ReportOptions {
-  KernelNames kernel_names = KernelNames::kDemangled;  // set from the report's :argument
+  model::KernelNames kernel_names = model::KernelNames::kDemangled;  // set from the report's :argument
   // Show calls of apis the trace's table flags internal (kernel registration, the <<<>>> call
   // configuration), which nsys leaves out and so do we by default: `--show-internal true`.
   bool show_internal = false;

@@ -13,6 +13,8 @@
 namespace cutrace::report {
 namespace {
 
+using model::ResolvedAddress;
+using model::Symbolizer;
 using reader::ApiCall;
 using reader::ApiSpec;
 using reader::Event;

@@ -22,6 +22,15 @@
 namespace cutrace::report {
 namespace {
 
+using cli::kExitFailure;
+using cli::kExitNoData;
+using cli::kExitOk;
+using cli::kExitPartialTrace;
+using cli::kExitUsage;
+using cli::kNextArgument;
+using model::NvtxFilter;
+using model::NvtxWindows;
+
 std::string default_reports_text() {
   std::string text;
   for (const char* name : kDefaultReports) text += (text.empty() ? "" : ", ") + std::string(name);
@@ -127,9 +136,9 @@ struct JsonDocument {
   size_t items = 0;
   void open_item(const std::string& trace, const std::string& report) {
     std::string head = items++ ? ",\n{\"trace\": " : "[\n{\"trace\": ";
-    append_json_string(head, trace);
+    json::append_json_string(head, trace);
     head += ", \"report\": ";
-    append_json_string(head, report);
+    json::append_json_string(head, report);
     head += ", \"rows\": ";
     std::fputs(head.c_str(), stdout);
   }
@@ -162,39 +171,40 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
   NvtxWindows windows;
   if (req.filter.on) {
     uint64_t found = 0;
-    if (!collect_nvtx_windows(trace_path, req.filter, windows, found)) {
+    if (!model::collect_nvtx_windows(trace_path, req.filter, windows, found)) {
       reader::TraceReader probe;
-      open_trace(probe, trace_path, "stats");  // says why, in its words
+      cli::open_trace(probe, trace_path, "stats");  // says why, in its words
       return kExitFailure;
     }
     if (windows.empty()) {
       std::fprintf(stderr, "SKIPPED: %s has no NVTX range %s (%s found).\n", trace_path.c_str(),
-                   describe(req.filter).c_str(), (std::to_string(found) + (found == 1 ? " instance" : " instances")).c_str());
+                   model::describe(req.filter).c_str(),
+                   (std::to_string(found) + (found == 1 ? " instance" : " instances")).c_str());
       return kExitNoData;
     }
   }
 
   reader::TraceReader trace;
-  if (!open_trace(trace, trace_path, "stats")) return kExitFailure;
-  ProgressBar progress("cutrace stats", trace.file_bytes(), !req.quiet);
+  if (!cli::open_trace(trace, trace_path, "stats")) return kExitFailure;
+  cli::ProgressBar progress("cutrace stats", trace.file_bytes(), !req.quiet);
   progress.follow(trace);
   reader::Event ev;
   while (trace.next(ev)) {
     if (req.filter.on && ev.thread && ev.kind == reader::EventKind::kApiCall &&
-        !inside_nvtx_windows(windows, ev.thread->process, ev.call.begin_ns, ev.call.end_ns))
+        !model::inside_nvtx_windows(windows, ev.thread->process, ev.call.begin_ns, ev.call.end_ns))
       continue;
     if (req.filter.on && ev.thread && ev.kind == reader::EventKind::kNvtx &&
-        !inside_nvtx_windows(windows, ev.thread->process, ev.nvtx.time_ns, ev.nvtx.time_ns))
+        !model::inside_nvtx_windows(windows, ev.thread->process, ev.nvtx.time_ns, ev.nvtx.time_ns))
       continue;
     for (auto& r : reports) r->add(trace, ev);
   }
   progress.finish();
-  int exit_code = warn_status(trace, "stats");
-  print_trace_warnings(trace, "stats");
+  int exit_code = cli::warn_status(trace, "stats");
+  cli::print_trace_warnings(trace, "stats");
 
   // Loss is never silent: on the console it heads the first table; elsewhere data stays pure data, so
   // it goes to stderr.
-  const std::string loss = loss_sentence(loss_counts(trace));
+  const std::string loss = cli::loss_sentence(cli::loss_counts(trace));
   bool loss_told = loss.empty();
   auto tell_loss_on_stderr = [&] {
     if (loss_told) return;
@@ -248,7 +258,7 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
     std::string file_name = name;  // cuda_gpu_kern_sum:base -> cuda_gpu_kern_sum_base
     std::replace(file_name.begin(), file_name.end(), ':', '_');
     const std::string file = base + "_" + file_name + "." + table_format_name(format);
-    Output out;
+    cli::Output out;
     std::string error;
     if (!out.open(file, req.overwrite, "--force-overwrite true", error)) {
       std::fprintf(stderr, "cutrace stats: %s\n", error.c_str());
@@ -294,8 +304,8 @@ int stats_main(int argc, char** argv) {
   };
   cli::Scanner words(argc, argv, kOptions);
   for (cli::Arg arg; words.next(arg);) {
-    if (!is_own_option(arg)) {
-      if (const int exit_code = take_trace(arg, "stats", "see `cutrace stats --help`", traces);
+    if (!cli::is_own_option(arg)) {
+      if (const int exit_code = cli::take_trace(arg, "stats", "see `cutrace stats --help`", traces);
           exit_code != kNextArgument)
         return exit_code;
       continue;
@@ -344,13 +354,13 @@ int stats_main(int argc, char** argv) {
           return usage_error("--show-internal takes true or false");
         break;
       case kFilterNvtx:
-        if (!given || !parse_nvtx_filter(value, req.filter))
+        if (!given || !model::parse_nvtx_filter(value, req.filter))
           return usage_error("--filter-nvtx takes RANGE, RANGE@DOMAIN or RANGE@*, optionally followed by /INDEX" +
                              (!given ? std::string() : std::string(", not '") + value + "'"));
         break;
       case kSymbolPath:
         if (!given || value.empty()) return usage_error("--symbol-path takes DIR or DIR:DIR...");
-        set_symbol_path(split_symbol_path(value));
+        model::set_symbol_path(model::split_symbol_path(value));
         break;
     }
   }

@@ -10,6 +10,8 @@
 namespace cutrace::report {
 namespace {
 
+using json::append_json_string;
+
 // Display width in terminal columns: UTF-8 continuation bytes take none.
 size_t width(std::string_view s) {
   return size_t(std::count_if(s.begin(), s.end(), [](char ch) { return (uint8_t(ch) & 0xc0) != 0x80; }));

@@ -19,8 +19,8 @@ TEST(NvtxReading, NamesEventsRangesAndCaptureState) {
   write_nvtx_trace(path);
   reader::TraceReader trace;
   ASSERT_TRUE(trace.open(path)) << trace.error();
-  std::vector<report::NvtxRange> ranges;
-  report::NvtxRangeTracker tracker([&](const report::NvtxRange& r) { ranges.push_back(r); });
+  std::vector<model::NvtxRange> ranges;
+  model::NvtxRangeTracker tracker([&](const model::NvtxRange& r) { ranges.push_back(r); });
   std::vector<std::string> marks;
   std::vector<std::pair<bool, uint32_t>> captures;
   size_t nvtx_events = 0, naming_records = 0;

@@ -88,30 +88,30 @@ class ReportTest : public ::testing::Test {
 // Drops for want of /dev/shm space are told apart from drops in full rings: the remedies differ.
 // nsys's kinds of MPI calls, by name: the blocking and non-blocking forms alike.
 TEST(MpiKinds, SortCallsAsNsysTablesDo) {
-  using report::MpiKind;
+  using model::MpiKind;
   for (const char* p2p : {"MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Sendrecv", "MPI_Ssend", "MPI_Iprobe",
                           "MPI_Sendrecv_replace"})
-    EXPECT_EQ(report::mpi_kind(p2p), MpiKind::kPointToPoint) << p2p;
+    EXPECT_EQ(model::mpi_kind(p2p), MpiKind::kPointToPoint) << p2p;
   for (const char* coll : {"MPI_Barrier", "MPI_Ibarrier", "MPI_Bcast", "MPI_Ibcast", "MPI_Allreduce", "MPI_Iallreduce",
                            "MPI_Reduce_scatter_block", "MPI_Ireduce_scatter", "MPI_Alltoallv", "MPI_Iexscan"})
-    EXPECT_EQ(report::mpi_kind(coll), MpiKind::kCollective) << coll;
+    EXPECT_EQ(model::mpi_kind(coll), MpiKind::kCollective) << coll;
   for (const char* wait : {"MPI_Wait", "MPI_Waitall", "MPI_Test", "MPI_Testsome", "MPI_Start", "MPI_Startall"})
-    EXPECT_EQ(report::mpi_kind(wait), MpiKind::kStartWait) << wait;
+    EXPECT_EQ(model::mpi_kind(wait), MpiKind::kStartWait) << wait;
   for (const char* other : {"MPI_Init", "MPI_Comm_split", "MPI_Put", "MPI_Win_fence", "MPI_Info_create", "cudaMalloc"})
-    EXPECT_EQ(report::mpi_kind(other), MpiKind::kOther) << other;
-  EXPECT_EQ(report::mpi_kind_name(MpiKind::kCollective), "coll");
+    EXPECT_EQ(model::mpi_kind(other), MpiKind::kOther) << other;
+  EXPECT_EQ(model::mpi_kind_name(MpiKind::kCollective), "coll");
 }
 
 TEST(LossSentence, NamesEachKindOfLoss) {
-  report::LossCounts loss;
+  cli::LossCounts loss;
   loss.dropped = 5;
   loss.dropped_no_memory = 2;
   loss.lost_no_slot = 1;
-  EXPECT_EQ(report::loss_sentence(loss),
+  EXPECT_EQ(cli::loss_sentence(loss),
             "3 records dropped (ring full), 2 records dropped (no room in /dev/shm), 1 record lost (no free ring)");
   loss.dropped_no_memory = 5;
   loss.lost_no_slot = 0;
-  EXPECT_EQ(report::loss_sentence(loss), "5 records dropped (no room in /dev/shm)");
+  EXPECT_EQ(cli::loss_sentence(loss), "5 records dropped (no room in /dev/shm)");
 }
 
 TEST_F(ReportTest, CudaApiSumColumnMatchesGolden) {

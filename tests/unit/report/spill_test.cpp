@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-namespace cutrace::report {
+namespace cutrace::model {
 namespace {
 
 struct Row {
@@ -145,4 +145,4 @@ TEST(SpillingValues, InMemoryWhenNothingSpilled) {
 }
 
 }  // namespace
-}  // namespace cutrace::report
+}  // namespace cutrace::model

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace cutrace::report {
+namespace cutrace::model {
 namespace {
 
 int64_t value_of(const char* text) {
@@ -122,4 +122,4 @@ TEST(TimeRanges, StrictAndLooseBoundariesKeepWhatTheDocumentationsTableSays) {
 }
 
 }  // namespace
-}  // namespace cutrace::report
+}  // namespace cutrace::model
