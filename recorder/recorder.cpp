@@ -341,12 +341,16 @@ ring::DrainStats Recorder::drain(const SlotTrack& track, abi::RingHeader* ring, 
   batch_records_ = 0;
   codec_.start_block();
   batch_domains_ = 0;
+  batch_launches_ = batch_gpu_kernels_ = 0;
   batch_capture_ranges_ = false;
   const ring::DrainStats stats =
       ring::drain(ring, data_of(ring), ring_bytes_, scratch_.get(), options_.scratch_bytes, max_bytes,
                   [this](const uint8_t* record, uint32_t bytes) { convert(record, bytes); });
   submit_batch();
-  kernels_[kernels_of_thread_[track.thread_index]].called_domains |= batch_domains_;
+  ProcessKernels& process = kernels_[kernels_of_thread_[track.thread_index]];
+  process.called_domains |= batch_domains_;
+  process.launches += batch_launches_;
+  process.gpu_kernels += batch_gpu_kernels_;
   if (batch_capture_ranges_) kernels_[kernels_of_thread_[track.thread_index]].opened_capture_range = true;
   threads_[track.thread_index].records_malformed += stats.malformed;
   return stats;
@@ -391,7 +395,10 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       codec::encode_call(codec_, record, clock_.to_ns(begin), end_ns, batch_cursors_);
       // One OR per call, folded into the process once per drain: what warnings() needs to tell a
       // library the program never reached from one it did.
-      if (header.aux < api_domain_bits_.size()) batch_domains_ |= api_domain_bits_[header.aux];
+      if (header.aux < api_domain_bits_.size()) {
+        batch_domains_ |= api_domain_bits_[header.aux];
+        batch_launches_ += api_launches_[header.aux];
+      }
       if (!naming_args_.empty()) remember_kernel_handle(record);
       if (gpu_activity_) note_no_driver(header.aux, record);
       ++batch_records_;
@@ -414,6 +421,7 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
     case abi::RecordKind::kGpuActivity:
       // Checked for size by the ring.
       ++gpu_records_[header.aux];
+      if (header.aux == uint32_t(abi::GpuActivity::kKernel)) ++batch_gpu_kernels_;
       if (header.aux == uint32_t(abi::GpuActivity::kDropped)) {
         uint64_t dropped;
         std::memcpy(&dropped, record + offsetof(abi::GpuDroppedRecord, dropped), sizeof dropped);
@@ -590,11 +598,13 @@ void Recorder::set_api_table(const ApiInfo* table, uint32_t count) {
   cuinit_api_ = UINT32_MAX;
   naming_args_.assign(count, {-1, -1});
   api_domain_bits_.assign(count, 0);
+  api_launches_.assign(count, 0);
   table_domains_ = 0;
   wrapped_by_soname_.clear();
   for (uint32_t id = 0; id < count; ++id) {
     if (table[id].library && table[id].name) wrapped_by_soname_[table[id].library].insert(table[id].name);
     if (table[id].name && std::strcmp(table[id].name, "cuInit") == 0) cuinit_api_ = id;
+    api_launches_[id] = table[id].api_class == abi::ApiClass::kKernel;
     if (uint32_t(table[id].domain) < abi::kMaxDomains) {
       api_domain_bits_[id] = abi::domain_bit(table[id].domain);
       table_domains_ |= api_domain_bits_[id];
@@ -774,8 +784,12 @@ std::vector<std::string> Recorder::warnings() const {
                         : (watched & driver)         ? Warning::kStaticRuntimeDriverSilent
                                                      : Warning::kStaticRuntimeDriverUntraced;
       out.push_back(warning_text(w, 1, {{"who", who}, {"driver", library(driver)}}));
-    } else if (!silent.empty()) {
-      out.push_back(warning_text(Warning::kSilentLibraries, silent.size(), {{"who", who}, {"libraries", listed(silent)}}));
+    } else if (p.gpu_kernels && !p.launches) {
+      // A library loaded and never called is no blind spot (cuDNN in a model without convolutions, CUDA
+      // in a DataLoader worker); kernels that no recorded call launched are one. The libraries loaded
+      // without a recorded call are where to look.
+      const std::string loaded = silent.empty() ? "" : "; loaded with no recorded call: " + listed(silent);
+      out.push_back(warning_text(Warning::kUnlaunchedKernels, p.gpu_kernels, {{"who", who}, {"libraries", loaded}}));
     }
   }
   // A process that could not reach the session has been named above, with the real reason.

@@ -230,6 +230,9 @@ class Recorder {
     // of the libraries it loaded (with the first file name of each), whether it carries device code.
     abi::DomainSet called_domains = 0;
     abi::DomainSet loaded_domains = 0;
+    // Kernels the GPU ran for it (CUPTI's records) and recorded calls that launch kernels: kernels
+    // without any launch are the evidence that its calls took a route cutrace does not see.
+    uint64_t gpu_kernels = 0, launches = 0;
     std::map<abi::DomainSet, std::string> loaded_library;  // domain bit -> file name
     bool cuda_program = false;
     bool opened_capture_range = false;  // a kCaptureState record came from it
@@ -283,6 +286,7 @@ class Recorder {
   // from (__cudaGetKernel, cuKernelGetFunction); -1 when the call has not both.
   std::vector<std::pair<int8_t, int8_t>> naming_args_;
   std::vector<abi::DomainSet> api_domain_bits_;  // per api id: domain_bit() of its domain
+  std::vector<uint8_t> api_launches_;            // per api id: 1 for a call that launches kernels
   abi::DomainSet table_domains_ = 0;      // domains the api table has functions of
   abi::DomainSet trace_domains_ = 0;            // domains `-t` selected (SessionHeader::trace_domains)
   bool gpu_activity_ = false;             // --gpu-activity (SessionHeader::gpu_activity)
@@ -293,6 +297,7 @@ class Recorder {
   uint64_t backtrace_threshold_ns_[abi::kBacktraceClasses] = {};  // SessionHeader::backtrace_threshold_ns
   uint32_t foreign_shims_ = 0;          // SessionHeader::foreign_shims, read by final_drain()
   abi::DomainSet batch_domains_ = 0;      // domains called in the drain under way, merged after it
+  uint64_t batch_launches_ = 0, batch_gpu_kernels_ = 0;  // likewise
   bool batch_capture_ranges_ = false;     // the drain under way held a capture range record
   std::string capture_range_;             // set_capture_range()
   std::string pytorch_modes_;             // set_pytorch()

@@ -54,9 +54,9 @@ constexpr std::array kWarnings = {
                "{who} carries CUDA device code and loaded {driver}, but no CUDA call was recorded: the program is "
                "built with the static CUDA runtime, whose work shows only as driver calls, which this cutrace "
                "does not record"},
-    WarningRow{Warning::kSilentLibraries,
-               "{who}: {libraries} [was|were] loaded but none of [its|their] calls was recorded: the program may "
-               "not have used [it|them], or reached [it|them] through a route cutrace does not see"},
+    WarningRow{Warning::kUnlaunchedKernels,
+               "{who}: the GPU ran {count} [kernel|kernels] of it, but no call that launches kernels was recorded: "
+               "they came through a route cutrace does not see{libraries}"},
     WarningRow{Warning::kNoCuda,
                "no CUDA call was recorded and no traced process loaded a CUDA library; check that the program "
                "uses CUDA"},

@@ -22,7 +22,7 @@ enum class Warning : uint8_t {
   kStaticRuntimeWithoutDriver,
   kStaticRuntimeDriverSilent,
   kStaticRuntimeDriverUntraced,
-  kSilentLibraries,
+  kUnlaunchedKernels,
   kNoCuda,
   kOtherMajorVersion,
   kUnwrappedExports,

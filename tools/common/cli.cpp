@@ -174,8 +174,12 @@ std::vector<std::string> trace_warnings(const reader::TraceReader& reader) {
   }
 }
 
-void print_trace_warnings(const reader::TraceReader& reader, const char* command) {
-  for (const std::string& w : trace_warnings(reader)) std::fprintf(stderr, "cutrace %s: warning: %s.\n", command, w.c_str());
+void mention_trace_warnings(const reader::TraceReader& reader, const char* command) {
+  if (const char* said = std::getenv(kTraceWarningsSaidEnvVar); said && *said) return;
+  const size_t n = trace_warnings(reader).size();
+  if (n)
+    std::fprintf(stderr, "cutrace %s: note: the recording of %s gave %zu %s; cutrace info shows %s.\n", command,
+                 reader.path().c_str(), n, n == 1 ? "warning" : "warnings", n == 1 ? "it" : "them");
 }
 
 }  // namespace cutrace::cli

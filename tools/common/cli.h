@@ -78,8 +78,11 @@ int warn_status(const reader::TraceReader& reader, const char* command);
 // The recorder's warnings about what the trace may lack (a CUDA library loaded but none of its calls
 // recorded, no CUDA at all): the kEnd summary's warning.N values, in order.
 std::vector<std::string> trace_warnings(const reader::TraceReader& reader);
-// Prints each on stderr as "cutrace COMMAND: warning: TEXT.", once per command run.
-void print_trace_warnings(const reader::TraceReader& reader, const char* command);
+// The recording's warnings were said when it ended, and `cutrace info` lists them: a command that reads
+// the trace says only that there are some, in one line on stderr, and nothing when the command that
+// recorded it runs it (profile's --stats and --export, which set kTraceWarningsSaidEnvVar for theirs).
+void mention_trace_warnings(const reader::TraceReader& reader, const char* command);
+inline constexpr const char* kTraceWarningsSaidEnvVar = "CUTRACE_TRACE_WARNINGS_SAID";
 
 // "1,234 records dropped (ring full), 2 malformed, 5 lost (no free ring)", naming only nonzero counts;
 // empty when nothing was lost.

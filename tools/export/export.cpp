@@ -125,7 +125,7 @@ int finish_export(reader::TraceReader& trace, cli::Output& out, const std::strin
                   const ExportResult& result, std::vector<std::string> (*size_warnings)(const std::string&, uint64_t),
                   uint64_t bytes) {
   const int exit_code = cli::warn_status(trace, "export");
-  cli::print_trace_warnings(trace, "export");
+  cli::mention_trace_warnings(trace, "export");
   for (const std::string& note : result.notes) std::fprintf(stderr, "cutrace export: note: %s.\n", note.c_str());
   std::string error;
   if (!out.commit(error)) {
@@ -235,7 +235,7 @@ int export_job(const ExporterInfo& exporter, const std::vector<std::string>& pat
   int exit_code = kExitOk;
   for (reader::TraceReader* t : traces) {
     if (cli::warn_status(*t, "export") != kExitOk) exit_code = kExitPartialTrace;
-    cli::print_trace_warnings(*t, "export");
+    cli::mention_trace_warnings(*t, "export");
     const std::string loss = cli::loss_sentence(cli::loss_counts(*t));
     if (!loss.empty()) std::fprintf(stderr, "cutrace export: warning: %s: %s; the timeline has gaps.\n", t->path().c_str(), loss.c_str());
   }

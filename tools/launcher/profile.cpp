@@ -28,6 +28,7 @@
 #include "launcher/output_relay.h"
 #include "launcher/process.h"
 #include "launcher/recorder_process.h"
+#include "common/cli.h"
 #include "common/commands.h"
 #include "cutrace/job.h"
 #include "cutrace/session.h"
@@ -275,6 +276,7 @@ void export_trace(const std::string& trace, const std::string& type, const Profi
   const pid_t child = fork();
   if (child == 0) {
     restore_signals_in_child();  // Ctrl-C stops an export as it would one run by hand
+    setenv(cli::kTraceWarningsSaidEnvVar, "1", 1);  // the run's end has just said them
     execv("/proc/self/exe", argv.data());
     _exit(127);
   }

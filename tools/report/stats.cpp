@@ -113,6 +113,7 @@ struct Request {
   std::vector<std::string> reports, formats, outputs;
   TimeUnit unit = TimeUnit::kNanoseconds;
   bool overwrite = false, quiet = false;
+  bool warnings_said = false;  // by the run that just recorded the trace (profile --stats)
   ReportOptions options;
   NvtxFilter filter;
 };
@@ -200,7 +201,7 @@ int stats_of(const std::string& trace_path, const Request& req, JsonDocument& js
   }
   progress.finish();
   int exit_code = cli::warn_status(trace, "stats");
-  cli::print_trace_warnings(trace, "stats");
+  if (!req.warnings_said) cli::mention_trace_warnings(trace, "stats");
 
   // Loss is never silent: on the console it heads the first table; elsewhere data stays pure data, so
   // it goes to stderr.
@@ -408,6 +409,7 @@ int run_stats(Request req, const std::vector<std::string>& traces) {
 int print_default_reports(const std::string& trace_path) {
   Request req;
   req.reports.assign(std::begin(kDefaultReports), std::end(kDefaultReports));
+  req.warnings_said = true;
   return run_stats(req, {trace_path});
 }
 

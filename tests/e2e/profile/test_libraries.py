@@ -159,13 +159,11 @@ def test_warnings_name_what_was_not_seen_and_stay_silent_otherwise(tmp_path):
     (line,) = warnings(proc.stderr)
     assert "sim_vector_add_static" in line and "static CUDA runtime" in line
 
-    # cuBLAS loaded, selected with -t, never called.
+    # cuBLAS loaded, selected with -t, never called: no blind spot (PyTorch loads libraries it never
+    # calls), so no warning; recorder_core_test's WarningTest has the one for kernels nothing launched.
     script = [sys.executable, "-c", "import ctypes; ctypes.CDLL('libcublas.so.13')"]
     proc, _ = profile(tmp_path, script, options=["-t", "cublas"], name="loaded")
-    (line,) = warnings(proc.stderr)
-    assert "libcublas.so.13" in line and f"process " in line
-    assert proc.returncode == 0
-    # Not selected: nothing to warn about.
+    assert warnings(proc.stderr) == [] and proc.returncode == 0
     proc, _ = profile(tmp_path, script, name="not_selected")
     assert warnings(proc.stderr) == []
 

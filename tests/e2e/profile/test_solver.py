@@ -179,17 +179,12 @@ def test_each_library_only_with_its_trace_value(tmp_path):
     assert "cublas, cudnn, cusolver, cusparse and mpi" in proc.stderr
 
 
-def test_a_loaded_library_without_calls_is_named_once(tmp_path):
+def test_a_loaded_library_without_calls_is_no_warning(tmp_path):
+    # cuSOLVER loads cuBLAS and cuSPARSE; none is called, which is no blind spot, whatever -t selects.
     script = [sys.executable, "-c", "import ctypes; ctypes.CDLL('libcusolver.so.12')"]
-    proc, _ = profile(tmp_path, script, options=["-t", "cusolver"], name="loaded")
-    # cuSOLVER loads cuBLAS and cuSPARSE, which -t cusolver does not ask for: only cuSOLVER is named.
-    (line,) = warnings(proc.stderr)
-    assert "libcusolver.so.12" in line and "libcublas" not in line and "libcusparse" not in line
-    proc, _ = profile(tmp_path, script, options=["-t", "cusolver,cusparse"], name="both")
-    (line,) = warnings(proc.stderr)
-    assert "libcusolver.so.12" in line and "libcusparse.so.12" in line
-    proc, _ = profile(tmp_path, script, name="not_selected")
-    assert warnings(proc.stderr) == []
+    for name, options in (("loaded", ["-t", "cusolver"]), ("both", ["-t", "cusolver,cusparse"]), ("not_selected", [])):
+        proc, _ = profile(tmp_path, script, options=options, name=name)
+        assert warnings(proc.stderr) == [], proc.stderr
 
 
 def test_the_real_libraries_are_recorded_with_their_status(tmp_path):

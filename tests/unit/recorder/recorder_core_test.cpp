@@ -599,9 +599,10 @@ constexpr uint32_t kRtMalloc = 0, kCublasSgemm = 2;
 
 class WarningTest : public RecorderTest {
  protected:
-  // A process 4242 "./gemm" that loaded the runtime, the driver and cuBLAS, and made a runtime call.
-  // The libraries' paths name no file: what their files export is another test's business.
-  void run_gemm_process(bool with_cublas_call) {
+  // A process 4242 "./gemm" that loaded the runtime, the driver and cuBLAS, and made a runtime call;
+  // the GPU ran `kernels` kernels for it (CUPTI's records). The libraries' paths name no file: what their
+  // files export is another test's business.
+  void run_gemm_process(bool with_cublas_call, int kernels = 0) {
     start();
     rec_->set_api_table(kLibraryApis, 4);
     TestRing r = TestRing::claim(session_.header(), 0, 4242, 4242, 1000);
@@ -616,17 +617,36 @@ class WarningTest : public RecorderTest {
     if (with_cublas_call) {
       ASSERT_TRUE(r.push_call(kCublasSgemm, 300, 400, 0));
     }
+    for (int k = 0; k < kernels; ++k) {
+      abi::GpuKernelRecord g{};
+      g.h.header = {uint16_t(abi::RecordKind::kGpuActivity), uint16_t(sizeof g), uint32_t(abi::GpuActivity::kKernel)};
+      g.h.start = 1000 + 100 * k, g.h.end = 1050 + 100 * k;
+      ASSERT_TRUE(r.push_raw(&g, sizeof g));
+    }
     r.retire();
     rec_->poll();
   }
 };
 
-TEST_F(WarningTest, ALoadedLibraryWithoutRecordedCallsIsNamedWithItsProcess) {
+// A library loaded and never called is no blind spot (cuDNN loaded by a model without convolutions, CUDA
+// in a DataLoader worker): no warning says so.
+TEST_F(WarningTest, ALoadedLibraryWithoutRecordedCallsIsNoWarning) {
   trace_domains_ = abi::kCudaDomains | abi::kCublasDomains;
   run_gemm_process(/*with_cublas_call=*/false);
+  EXPECT_TRUE(rec_->warnings().empty());
+  finish();
+  EXPECT_EQ(test::lookup(end_.summary, "warning.0"), "<missing>");
+}
+
+// Kernels that ran with no recorded call that launches kernels are: named with the process, and with
+// the libraries it loaded but never reached, where to look.
+TEST_F(WarningTest, KernelsWithoutARecordedLaunchAreNamedWithTheSilentLibraries) {
+  trace_domains_ = abi::kCudaDomains | abi::kCublasDomains;
+  run_gemm_process(/*with_cublas_call=*/false, /*kernels=*/3);
   const std::string expected =
-      "process 4242 (./gemm 512): libcublas.so.13 and libcublasLt.so.13 were loaded but none of their calls was "
-      "recorded: the program may not have used them, or reached them through a route cutrace does not see";
+      "process 4242 (./gemm 512): the GPU ran 3 kernels of it, but no call that launches kernels was recorded: "
+      "they came through a route cutrace does not see; loaded with no recorded call: libcublas.so.13 and "
+      "libcublasLt.so.13";
   EXPECT_EQ(rec_->warnings(), std::vector<std::string>{expected});
   // To the launcher before the summary line, and into the end summary.
   const std::string line = rec_->summary_line(0);
@@ -638,7 +658,7 @@ TEST_F(WarningTest, ALoadedLibraryWithoutRecordedCallsIsNamedWithItsProcess) {
 
 TEST_F(WarningTest, NoWarningWhenTheLibrarysCallsWereRecordedOrNotAskedFor) {
   trace_domains_ = abi::kCudaDomains | abi::kCublasDomains;
-  run_gemm_process(/*with_cublas_call=*/true);
+  run_gemm_process(/*with_cublas_call=*/true, /*kernels=*/3);
   EXPECT_TRUE(rec_->warnings().empty());
   EXPECT_EQ(rec_->summary_line(0).rfind("summary ", 0), 0u);
   finish();

@@ -358,6 +358,11 @@ inline Events decode_events(const std::vector<Chunk>& chunks) {
             abi::CaptureStateRecord c;
             std::memcpy(&c, rec, sizeof c);
             d.key = c.range;
+          } else if (d.kind == abi::RecordKind::kGpuActivity) {
+            abi::GpuActivityHeader g;
+            std::memcpy(&g, rec, sizeof g);
+            d.time_ns = g.start;
+            d.key = h.aux;  // the GpuActivity kind
           } else {
             return ev.error = "unexpected record kind in file", ev;
           }

@@ -49,9 +49,9 @@ TEST(WarningsTest, OneAndManyChooseTheirWords) {
   EXPECT_EQ(warning_text(Warning::kProcessesCutOff, 3),
             "3 processes the command started were still running when it exited and recording stopped (--wait "
             "primary): calls made after that are not in the trace; --wait all waits for them");
-  EXPECT_EQ(warning_text(Warning::kSilentLibraries, 2, {{"who", "process 7 (app)"}, {"libraries", "a and b"}}),
-            "process 7 (app): a and b were loaded but none of their calls was recorded: the program may not have "
-            "used them, or reached them through a route cutrace does not see");
+  EXPECT_EQ(warning_text(Warning::kUnlaunchedKernels, 2, {{"who", "process 7 (app)"}, {"libraries", ""}}),
+            "process 7 (app): the GPU ran 2 kernels of it, but no call that launches kernels was recorded: they came "
+            "through a route cutrace does not see");
   EXPECT_EQ(warning_text(Warning::kUnwrappedExports, 1, {{"library", "/x/libcublas.so"}, {"names", "cublasNew"}}),
             "/x/libcublas.so exports 1 function this cutrace has no wrapper for (the library is newer than the one "
             "cutrace was built from), so calls to it are not recorded: cublasNew");
