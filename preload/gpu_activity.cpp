@@ -65,6 +65,17 @@ std::atomic<bool> g_finalized{false};
 // cuptiFinalize crashed Kineto (pytorch/kineto #686). Flushes are rare (every 250 ms, a range's end).
 std::atomic_flag g_cupti_lock = ATOMIC_FLAG_INIT;
 
+// The kinds the shim enabled, to disable while the program's own CUPTI client holds the buffers and to
+// enable again after (lend_buffers, take_buffers_back).
+CUpti_ActivityKind g_own_kinds[8];
+uint32_t g_own_kind_count = 0;
+// The program's own activity client (torch.profiler's Kineto, a tool of its own): CUPTI hands completed
+// buffers to the callbacks registered last, so while the program's are registered the buffers are its
+// own, and the shim's kinds are off so that the program sees no record it did not ask for. Guarded by
+// g_cupti_lock.
+bool g_lent = false;
+uint64_t g_program_kinds = 0;  // bit per CUpti_ActivityKind below 64 that the program enabled
+
 struct CuptiLocked {
   CuptiLocked() {
     while (g_cupti_lock.test_and_set(std::memory_order_acquire)) sched_yield();
@@ -703,7 +714,10 @@ void start_cupti(ThreadState& ts) {
       step = "cuptiEnableCallback";
     }
     for (size_t k = 0; k < enabled && !step; ++k) {
-      if ((r = g_cupti.enable(kinds[k])) == CUPTI_SUCCESS) continue;
+      if ((r = g_cupti.enable(kinds[k])) == CUPTI_SUCCESS) {
+        g_own_kinds[g_own_kind_count++] = kinds[k];
+        continue;
+      }
       step = "cuptiActivityEnable";
       for (size_t undo = 0; undo < enabled; ++undo) g_cupti.disable(kinds[undo]);
       break;
@@ -713,10 +727,12 @@ void start_cupti(ThreadState& ts) {
     // one, which the status says rather than failing.
     if (!step && (g_session->gpu_activity & abi::kGpuActivityGraphNodes) == 0) {
       graph_level = g_cupti.enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE) == CUPTI_SUCCESS;
+      if (graph_level) g_own_kinds[g_own_kind_count++] = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
     }
     // The devices' descriptions (TARGET_INFO_GPU): CUPTI gives one record per device once the kind is
     // on. A CUPTI that refuses it costs the trace that table only.
-    if (!step) g_cupti.enable(CUPTI_ACTIVITY_KIND_DEVICE);
+    if (!step && g_cupti.enable(CUPTI_ACTIVITY_KIND_DEVICE) == CUPTI_SUCCESS)
+      g_own_kinds[g_own_kind_count++] = CUPTI_ACTIVITY_KIND_DEVICE;
   }
   if (all && step) {
     char what[1400];
@@ -892,3 +908,142 @@ void forget_gpu_activity() {
 }
 
 }  // namespace cutrace::preload
+
+// --- the program's own CUPTI activity client ------------------------------------------------------
+//
+// CUPTI gives its completed activity buffers to one client, the one that registered its callbacks
+// last: a program that profiles itself (torch.profiler, Kineto) would take every later record from the
+// trace, unseen. The shim interposes the program's calls that register callbacks, enable and disable
+// kinds and finalise, and lends CUPTI's buffers to the program for as long as it profiles: what CUPTI
+// held until then is flushed into the trace, the shim's kinds go off (the program's profile holds only
+// what it asked for, as without cutrace), and the program's callbacks take over. Once the program has
+// disabled every kind it enabled, or finalises, the shim flushes the program's last records to it,
+// registers its own callbacks again and enables its kinds. Each handover is a kGpuActivityLent record,
+// so the trace and the run's end say when GPU activity is missing. The shim's own calls reach CUPTI
+// through g_cupti, never these symbols.
+namespace cutrace::preload {
+namespace {
+
+template <class F>
+F next_cupti(const char* name) {
+  return reinterpret_cast<F>(real_dlsym()(RTLD_NEXT, name));
+}
+
+bool kind_bit(CUpti_ActivityKind kind, uint64_t* bit) {
+  if (uint32_t(kind) >= 64) return false;
+  *bit = uint64_t(1) << uint32_t(kind);
+  return true;
+}
+
+// A handover of CUPTI's buffers: key = the time << 1 | 1 when the program took them, | 0 when the shim
+// took them back.
+void note_handover(bool lent) {
+  ThreadState& ts = t_thread;
+  if (!ts.producer.header && !ts.in_tracer) prepare_thread(ts);
+  emit_string(ts, abi::StringKind::kGpuActivityLent, monotonic_ns() << 1 | (lent ? 1 : 0), "", 0);
+}
+
+// Runs `body` as one of the shim's own flushes: the records go into this thread's ring, and CUPTI's
+// calls meanwhile are CUPTI's.
+template <class Body>
+void as_tracer(Body body) {
+  ThreadState& ts = t_thread;
+  if (!ts.producer.header && !ts.in_tracer) prepare_thread(ts);
+  const bool was_flushing = t_flushing;
+  t_flushing = true;
+  ts.in_tracer++;
+  body();
+  ts.in_tracer--;
+  t_flushing = was_flushing;
+}
+
+// With g_cupti_lock held.
+void take_buffers_back() {
+  if (!g_lent) return;
+  as_tracer([] {
+    g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // the program's last records, to the program
+    g_cupti.buffer_callbacks(request_buffer, buffer_completed);
+    for (uint32_t k = 0; k < g_own_kind_count; ++k) g_cupti.enable(g_own_kinds[k]);
+  });
+  g_lent = false;
+  g_program_kinds = 0;
+  note_handover(false);
+}
+
+}  // namespace
+}  // namespace cutrace::preload
+
+using namespace cutrace::preload;
+
+extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
+                                                                     CUpti_BuffersCallbackCompleteFunc complete) {
+  static const auto real = next_cupti<decltype(&cuptiActivityRegisterCallbacks)>("cuptiActivityRegisterCallbacks");
+  if (!g_running.load(std::memory_order_acquire) || getpid() != g_running_pid)
+    return real ? real(request, complete) : CUPTI_ERROR_NOT_INITIALIZED;
+  const int saved_errno = errno;
+  CuptiLocked lock;
+  CUptiResult r = CUPTI_SUCCESS;
+  as_tracer([&] {
+    if (!g_lent) {
+      g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // what CUPTI holds so far is the trace's
+      for (uint32_t k = 0; k < g_own_kind_count; ++k) g_cupti.disable(g_own_kinds[k]);
+    }
+    r = g_cupti.buffer_callbacks(request, complete);
+  });
+  if (r == CUPTI_SUCCESS && !g_lent) {
+    g_lent = true;
+    g_program_kinds = 0;
+    note_handover(true);
+  } else if (r != CUPTI_SUCCESS && !g_lent) {
+    as_tracer([] {
+      for (uint32_t k = 0; k < g_own_kind_count; ++k) g_cupti.enable(g_own_kinds[k]);
+    });
+  }
+  errno = saved_errno;
+  return r;
+}
+
+extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
+  static const auto real = next_cupti<decltype(&cuptiActivityEnable)>("cuptiActivityEnable");
+  if (!g_running.load(std::memory_order_acquire) || getpid() != g_running_pid)
+    return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
+  CuptiLocked lock;
+  CUptiResult r = CUPTI_SUCCESS;
+  as_tracer([&] { r = g_cupti.enable(kind); });
+  uint64_t bit = 0;
+  if (r == CUPTI_SUCCESS && g_lent && kind_bit(kind, &bit)) g_program_kinds |= bit;
+  return r;
+}
+
+extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
+  static const auto real = next_cupti<decltype(&cuptiActivityDisable)>("cuptiActivityDisable");
+  if (!g_running.load(std::memory_order_acquire) || getpid() != g_running_pid)
+    return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
+  const int saved_errno = errno;
+  CuptiLocked lock;
+  CUptiResult r = CUPTI_SUCCESS;
+  as_tracer([&] { r = g_cupti.disable(kind); });
+  uint64_t bit = 0;
+  // The program has stopped profiling: the buffers come back to the trace.
+  if (g_lent && kind_bit(kind, &bit) && (g_program_kinds & bit)) {
+    g_program_kinds &= ~bit;
+    if (!g_program_kinds) take_buffers_back();
+  }
+  errno = saved_errno;
+  return r;
+}
+
+// The program's finalisation would end the trace's GPU activity too: its records are flushed to it,
+// the buffers come back to the trace, and CUPTI stays, as the shim needs it.
+extern "C" CUTRACE_EXPORT CUptiResult cuptiFinalize() {
+  static const auto real = next_cupti<decltype(&cuptiFinalize)>("cuptiFinalize");
+  if (!g_running.load(std::memory_order_acquire) || getpid() != g_running_pid)
+    return real ? real() : CUPTI_ERROR_NOT_INITIALIZED;
+  const int saved_errno = errno;
+  {
+    CuptiLocked lock;
+    take_buffers_back();
+  }
+  errno = saved_errno;
+  return CUPTI_SUCCESS;
+}

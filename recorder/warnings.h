@@ -30,6 +30,7 @@ enum class Warning : uint8_t {
   kNoPythonFrames,
   kPytorchNotStarted,
   kPytorchNoProcess,
+  kGpuActivityLent,
   kGpuRecordsDropped,
   kCpuSamplesLost,
   kTimerSamplesSkipped,

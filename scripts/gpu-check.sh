@@ -179,6 +179,21 @@ for tid, start in launches:
     modules += any(" (" in t and not t.startswith("aten::") for t in open_)
 print(f"{len(launches)} kernels: {ops} inside an op, {modules} inside a module")
 PY
+step "torch.profiler beside cutrace: the program's profiler and the trace, each with its kernels"
+beside='import torch
+x = torch.zeros(256, device="cuda")
+for _ in range(10): x.add_(1.0)
+torch.cuda.synchronize()
+acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+with torch.profiler.profile(activities=acts) as prof:
+    for _ in range(7): x.mul_(2.0)
+    torch.cuda.synchronize()
+print("program profiler kernels", len([e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]))
+for _ in range(5): x.sub_(1.0)
+torch.cuda.synchronize()'
+$python -c "$beside" 2>&1 | grep -v USDT | tail -3
+watched 120 "$cutrace" profile -f true -o "$results/beside" -- $python -c "$beside" 2>&1 | grep -v USDT | tail -6
+timeout 60 "$cutrace" stats -q -r cuda_gpu_kern_sum:base -f csv "$results/beside.cutrace" | head -5
 fi
 
 if wanted outputs; then

@@ -212,7 +212,8 @@ void TraceReader::apply_events() {
           break;
         case abi::StringKind::kProcessJob: apply_job(proc, text); break;
         case abi::StringKind::kUnwrappedEntryPoint:
-          break;  // the recorder's warning (metadata warning.N) names them
+        case abi::StringKind::kGpuActivityLent:
+          break;  // the recorder's warnings (metadata warning.N) say what they mean
         case abi::StringKind::kGpuKernelName: {
           KernelName& k = proc.gpu_kernel_names[load<uint64_t>(r + offsetof(abi::StringRecord, key))];
           k.mangled.assign(text);

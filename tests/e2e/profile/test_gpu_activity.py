@@ -7,6 +7,7 @@ alone."""
 import collections
 import csv
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -307,6 +308,28 @@ def test_when_the_duration_ends_and_the_program_goes_on_cupti_is_finalised_at_it
     command = [app("cupti_after_capture"), "4000"]
     proc, trace = profile(tmp_path, command, options=["-d", "2", "--kill", "none"])
     cupti_was_let_go_after_one_linked_copy(proc, trace)
+
+
+@pytest.mark.parametrize("let_go", ["disable", "finalize"])
+def test_the_programs_own_cupti_client_borrows_the_buffers_and_the_trace_says_when(tmp_path, let_go):
+    """cupti_client profiles itself as torch.profiler does: its own buffers and kernel records, for the 4
+    kernels in the middle of 12. It gets exactly those, as without cutrace, and nothing else; the trace
+    has the other 8, and a warning says when its GPU activity was lent."""
+    command = [app("cupti_client"), "3", "4", "5", "1" if let_go == "finalize" else "0"]
+    alone = subprocess.run(command, env=sim_env(), capture_output=True, text=True, timeout=60)
+    assert (alone.returncode, alone.stdout) == (0, "own kernels 4\nother records 0\ndone\n")
+    proc, trace = profile(tmp_path, command)
+    assert proc.stdout == alone.stdout
+    kernels = [r for r in rows(trace, "cuda_gpu_trace") if r["Name"] != "[CUDA memset]"]
+    assert [r["Name"] for r in kernels] == ["plain_sleep_us_100"] * 8
+    (line,) = warnings(proc.stderr)
+    assert re.fullmatch(r"cutrace: warning: process \d+ \(.*cupti_client 3 4 5 [01]\): the trace has no GPU activity of it from "
+                        r"\d+\.\d{3} s to \d+\.\d{3} s of the run: its own CUPTI client \(torch\.profiler, or another "
+                        r"profiler in it\) held CUPTI's activity buffers then, which CUPTI gives to one client, so the "
+                        r"program's profile has that activity\.", line), line
+    # The 4 kernels it profiled ran while its buffers were lent: between the last 3 before and the 5 after.
+    frm, to = (float(x) for x in re.findall(r"(\d+\.\d{3}) s", line))
+    assert frm <= to
 
 
 LATE = """

@@ -235,3 +235,39 @@ def test_real_torch_names_each_kernels_op_and_module(tmp_path, torch_env):
     hta = pytest.importorskip("hta.trace_analysis")
     found = hta.TraceAnalysis(trace_dir=str(tmp_path / "hta")).get_aten_op_kernels_and_delay(ranks=[0])[0]
     assert {"aten::addmm", "aten::mm", "aten::gelu"} <= set(found["aten_op_name"]), found.to_string()
+
+
+BESIDE = r"""
+import torch
+x = torch.zeros(256, device="cuda")
+for _ in range(10):
+    x.add_(1.0)
+torch.cuda.synchronize()
+activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+with torch.profiler.profile(activities=activities) as prof:
+    for _ in range(7):
+        x.mul_(2.0)
+    torch.cuda.synchronize()
+kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+print("the program's profiler saw", len(kernels), "kernels")
+for _ in range(5):
+    x.sub_(1.0)
+torch.cuda.synchronize()
+"""
+
+
+def test_beside_torch_profiler_the_program_keeps_its_kernels_and_the_trace_the_rest(tmp_path, torch_env):
+    """torch.profiler in the script takes CUPTI's buffers while it profiles: its profile is what it is
+    without cutrace (7 kernels), the trace has the 15 outside it, and a warning says when. The shim is
+    put first here (its CUPTI interposers must come before the simulated CUPTI, which the test preloads;
+    PyTorch's own CUPTI, found by its RPATH, comes after the shim anyway)."""
+    script = tmp_path / "beside.py"
+    script.write_text(BESIDE)
+    env = dict(torch_env, LD_PRELOAD=f"{BUILD / 'lib' / 'libcutrace-preload.so'} {torch_env['LD_PRELOAD']}")
+    plain = _program_output(tmp_path, script, torch_env, python=str(TORCH_VENV_PYTHON))
+    assert plain[:2] == (0, "the program's profiler saw 7 kernels\n"), plain
+    traced = _program_output(tmp_path, script, env, ["-t", "cuda"], python=str(TORCH_VENV_PYTHON))
+    assert traced[:3] == plain[:3], traced[3].stderr[-2000:]
+    out = run_tool("stats", "-q", "-r", "cuda_gpu_kern_sum:base", "-f", "csv", tmp_path / "trace.cutrace").stdout
+    assert sum(int(line.split(",")[2]) for line in out.splitlines()[1:]) == 15, out
+    assert "held CUPTI's activity buffers then" in traced[3].stderr, traced[3].stderr
