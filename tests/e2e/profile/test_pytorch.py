@@ -4,6 +4,7 @@ its exit, its own sitecustomize and that one's errors), and a torch without the 
 annotations need says why in a warning and runs on. With real torch on the simulated device (the
 frameworks venv of scripts/check-frameworks.sh; skipped without it): each kernel's op and module, shapes,
 DataLoader workers, autograd's threads, and the program's own torch.profiler beside the annotations."""
+import json
 import re
 import sqlite3
 import subprocess
@@ -17,14 +18,14 @@ from conftest import BUILD, info, profile, run_tool, sim_env
 TORCH_VENV_PYTHON = Path.home() / ".cache" / "cutrace" / "frameworks-cuda13" / "bin" / "python"
 
 
-def _program_output(tmp_path, script, env, options=None, python=sys.executable):
+def _program_output(tmp_path, script, env, options=None, python=sys.executable, args=()):
     """(exit, stdout, stderr) of the program alone: the traced run's stderr also holds cutrace's lines,
     so the program writes its stderr to a file of its own."""
     err = tmp_path / "program.stderr"
     # Kineto's lines carry the time and the pid: compared without them.
     def program_stderr():
         return re.sub(r"^USDT:\S+ \S+ \d+:\d+ ", "USDT: ", err.read_text(), flags=re.M)
-    command = ["sh", "-c", f'exec "$0" "$@" 2>"{err}"', python, str(script)]
+    command = ["sh", "-c", f'exec "$0" "$@" 2>"{err}"', python, str(script), *args]
     if options is None:
         proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
         return proc.returncode, proc.stdout, program_stderr(), None
@@ -271,3 +272,67 @@ def test_beside_torch_profiler_the_program_keeps_its_kernels_and_the_trace_the_r
     out = run_tool("stats", "-q", "-r", "cuda_gpu_kern_sum:base", "-f", "csv", tmp_path / "trace.cutrace").stdout
     assert sum(int(line.split(",")[2]) for line in out.splitlines()[1:]) == 15, out
     assert "held CUPTI's activity buffers then" in traced[3].stderr, traced[3].stderr
+
+
+ORACLE = r"""
+import sys
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).cuda()
+optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
+x, y = torch.randn(32, 8).cuda(), torch.randn(32, 4).cuda()
+
+def step():
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    optimizer.step()
+
+step()
+torch.cuda.synchronize()
+if sys.argv[1] == "profiler":
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        step()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(sys.argv[2])
+else:
+    torch.cuda.nvtx.range_push("measured step")
+    step()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+"""
+
+
+def kernel_ops(path, window=None):
+    """Each kernel's op, by kernel start, in a Kineto JSON: the cpu_op whose External id the kernel
+    carries. With `window`, only kernels whose launch began inside the user_annotation of that name."""
+    events = json.loads(Path(path).read_text())["traceEvents"]
+    ops = {e["args"]["External id"]: e["name"] for e in events if e.get("cat") == "cpu_op"}
+    launches = {e["args"]["correlation"]: float(e["ts"]) for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
+    if window:
+        (span,) = [e for e in events if e.get("cat") == "user_annotation" and e["name"] == window]
+        start, end = float(span["ts"]), float(span["ts"]) + float(span["dur"])
+        kernels = [k for k in kernels if start <= launches.get(k["args"].get("correlation"), -1) <= end]
+    return [(k["name"], ops.get(k["args"].get("External id"))) for k in kernels]
+
+
+def test_each_kernels_op_is_the_one_torch_profiler_gives_it(tmp_path, torch_env):
+    """The independent oracle: torch.profiler's own trace of a training step (on the simulated CUPTI,
+    without cutrace) names each kernel's op; cutrace with --pytorch autograd-nvtx, its Kineto export,
+    names the same op for each kernel of the same step, in the same order."""
+    script = tmp_path / "oracle.py"
+    script.write_text(ORACLE)
+    python = str(TORCH_VENV_PYTHON)
+    oracle_json = tmp_path / "torch_profiler.json"
+    run = subprocess.run([python, str(script), "profiler", str(oracle_json)], env=torch_env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    expected = kernel_ops(oracle_json)
+    assert len(expected) >= 15 and all(op for _, op in expected), expected
+    traced = _program_output(tmp_path, script, torch_env, ["--pytorch", "autograd-nvtx"], python=python,
+                             args=["nvtx"])
+    assert traced[0] == 0, traced[3].stderr[-2000:]
+    run_tool("export", "--type", "kineto", "-f", "true", "-o", tmp_path / "cutrace.json", tmp_path / "trace.cutrace")
+    assert kernel_ops(tmp_path / "cutrace.json", window="measured step") == expected
