@@ -749,3 +749,26 @@ extern "C" CUTRACE_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo
   set(NVTX3EXT_CBID_nvtxDomainIsEnabled, DomainIsEnabled);
   return 1;
 }
+
+// NVTX in a named domain for python/bootstrap/ (--python-functions-trace), which reaches the shim with
+// ctypes: the Python of the program need not have an NVTX package, and the shim is the NVTX tool. A
+// null or empty name is the default domain. `argb` is the range's colour when `has_color`.
+extern "C" CUTRACE_EXPORT void* cutrace_nvtx_domain(const char* name) {
+  if (!name || !*name) return nullptr;
+  return cutrace::preload::DomainCreateA(name);
+}
+
+extern "C" CUTRACE_EXPORT int cutrace_nvtx_push(void* domain, const char* message, uint32_t argb, int has_color) {
+  nvtxEventAttributes_t attr{};
+  attr.version = NVTX_VERSION;
+  attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  attr.colorType = has_color ? NVTX_COLOR_ARGB : NVTX_COLOR_UNKNOWN;
+  attr.color = argb;
+  attr.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  attr.message.ascii = message ? message : "";
+  return cutrace::preload::DomainRangePushEx(static_cast<nvtxDomainHandle_t>(domain), &attr);
+}
+
+extern "C" CUTRACE_EXPORT int cutrace_nvtx_pop(void* domain) {
+  return cutrace::preload::DomainRangePop(static_cast<nvtxDomainHandle_t>(domain));
+}

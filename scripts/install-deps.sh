@@ -20,6 +20,7 @@ packages=(
   libdw-dev           # elfutils' libdw/libdwfl: the tools name backtrace frames (function, file:line, inlining)
   libzstd-dev         # trace file compression
   libsqlite3-dev      # cutrace export --type sqlite: the database nsys users query with SQL
+  nlohmann-json3-dev  # --python-functions-trace: its JSON file is checked before the program starts (header-only)
   zlib1g-dev          # gzip-compressed Perfetto exports (cutrace export --gzip), which the Perfetto UI opens
   libprotobuf-dev     # cutrace export --type perfetto: Perfetto's protobuf format, written with libprotobuf-lite
   protobuf-compiler   # protoc compiles the part of Perfetto's schema the writer uses, at build time

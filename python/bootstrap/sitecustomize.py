@@ -1,9 +1,12 @@
-# cutrace's start-up hook for `cutrace profile --pytorch` (docs/pytorch.md). The launcher puts this
-# directory first on PYTHONPATH, so every Python of the command (torchrun's children, spawned and
-# forked workers) runs it from site.py, with no change to the program. It does two things and nothing
-# else, so a program that never imports torch runs as it would without cutrace:
+# cutrace's start-up hook for `cutrace profile --pytorch` and `--python-functions-trace`
+# (docs/pytorch.md). The launcher puts this directory first on PYTHONPATH, so every Python of the
+# command (torchrun's children, spawned and forked workers) runs it from site.py, with no change to the
+# program. It does two things and nothing else, so a program that imports none of the modules named
+# runs as it would without cutrace:
 #  - runs the sitecustomize this one hides (the environment's or the user's), under that name;
-#  - arranges for _cutrace_pytorch to switch on the annotations once torch has been imported.
+#  - arranges for the annotations to start once the modules they need have been imported: torch for
+#    --pytorch (_cutrace_pytorch), the modules the --python-functions-trace file names
+#    (_cutrace_functions).
 import sys
 
 
@@ -26,18 +29,32 @@ def _cutrace_run_hidden_sitecustomize():
     spec.loader.exec_module(module)
 
 
-class _CutraceTorchFinder:
-    """Finds nothing itself: when `torch` is imported, it wraps the loader the other finders give, so
-    that the annotations start right after torch's own __init__ has run. It leaves sys.meta_path at
-    that point, so later imports pay nothing."""
+class _CutraceImportHooks:
+    """Finds nothing itself: when a module it has hooks for is imported, it wraps the loader the other
+    finders give, so that the hooks run right after the module's own code. It leaves sys.meta_path once
+    every hooked module was imported, so later imports pay nothing."""
+
+    def __init__(self):
+        self.hooks = {}  # module name -> [callable(module)]
+
+    def add(self, name, hook):
+        module = sys.modules.get(name)
+        if module is not None:  # imported already (by site, or before this hook was asked for)
+            hook(module)
+            return
+        self.hooks.setdefault(name, []).append(hook)
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        hooks = self.hooks.pop(name, None)
+        if hooks is None:
             return None
-        if self in sys.meta_path:
+        if not self.hooks and self in sys.meta_path:
             sys.meta_path.remove(self)
         import importlib.util
 
+        # The other finders', found without this one: it has no hooks left for `name`.
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
@@ -49,13 +66,12 @@ class _CutraceTorchFinder:
 
             def exec_module(self, module):
                 loader.exec_module(module)
-                # torch's own loader from here on, for whatever reads __loader__ or __spec__.loader.
+                # The module's own loader from here on, for whatever reads __loader__ or __spec__.loader.
                 module.__loader__ = loader
                 if getattr(module, "__spec__", None) is not None:
                     module.__spec__.loader = loader
-                import _cutrace_pytorch
-
-                _cutrace_pytorch.start(module)
+                for hook in hooks:
+                    hook(module)
 
             def __getattr__(self, attribute):
                 return getattr(loader, attribute)
@@ -70,15 +86,18 @@ class _CutraceTorchFinder:
 def _cutrace_install():
     import os
 
-    if not os.environ.get("CUTRACE_PYTORCH"):
-        return
-    torch = sys.modules.get("torch")
-    if torch is not None:  # imported before site (a .pth file that imports it)
-        import _cutrace_pytorch
+    hooks = next((f for f in sys.meta_path if isinstance(f, _CutraceImportHooks)), None) or _CutraceImportHooks()
+    if os.environ.get("CUTRACE_PYTORCH"):
+        def start_pytorch(torch):
+            import _cutrace_pytorch
 
-        _cutrace_pytorch.start(torch)
-    elif not any(isinstance(finder, _CutraceTorchFinder) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _CutraceTorchFinder())
+            _cutrace_pytorch.start(torch)
+
+        hooks.add("torch", start_pytorch)
+    if os.environ.get("CUTRACE_PYTHON_FUNCTIONS"):
+        import _cutrace_functions
+
+        _cutrace_functions.install(hooks.add)
 
 
 try:

@@ -19,6 +19,7 @@ inline constexpr const char* kRecorderFileName = "cutrace-recorder";
 // the variable that tells it what to annotate.
 inline constexpr const char* kPytorchBootstrapDir = "cutrace-python";
 inline constexpr const char* kPytorchEnvVar = "CUTRACE_PYTORCH";
+inline constexpr const char* kPythonFunctionsEnvVar = "CUTRACE_PYTHON_FUNCTIONS";  // --python-functions-trace's file
 inline constexpr const char* kPreloadEnvVar = "CUTRACE_PRELOAD_LIB";
 inline constexpr const char* kRecorderEnvVar = "CUTRACE_RECORDER";
 

@@ -3,10 +3,15 @@
 #include "common/command_line.h"
 #include "export/exporter.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string_view>
 #include <vector>
@@ -20,7 +25,7 @@ enum Id : int {
   kCaptureRange, kCaptureRangeEnd, kNvtxCapture, kStopOnRangeEnd, kDelay, kDuration, kKill, kOsrtThreshold,
   kCudaBacktrace, kCudaBacktraceThreshold, kOsrtBacktraceThreshold, kOsrtBacktraceDepth, kPythonBacktrace,
   kSample, kSamplingFrequency, kCpuctxsw, kPythonSampling, kPythonSamplingFrequency, kGpuActivity,
-  kCudaMemoryUsage, kCudaGraphTrace, kMpiImpl, kExport, kEnvVar, kTraceForkBeforeExec, kPytorch,
+  kCudaMemoryUsage, kCudaGraphTrace, kMpiImpl, kExport, kEnvVar, kTraceForkBeforeExec, kPytorch, kPythonFunctions,
 };
 
 constexpr cli::OptionSpec kSupported[] = {
@@ -60,6 +65,7 @@ constexpr cli::OptionSpec kSupported[] = {
     {'e', "env-var", Arity::kValue, kEnvVar},
     {0, "trace-fork-before-exec", Arity::kSwitch, kTraceForkBeforeExec},
     {0, "pytorch", Arity::kValue, kPytorch},
+    {0, "python-functions-trace", Arity::kValue, kPythonFunctions},
     {'h', "help", Arity::kNone, kHelp},
 };
 
@@ -77,7 +83,6 @@ constexpr Unsupported kUnsupported[] = {
     {0, "nvtx-domain-include", nullptr},
     {0, "nvtx-domain-exclude", nullptr},
     {0, "osrt-backtrace-stack-size", nullptr},
-    {0, "python-functions-trace", nullptr},
     {0, "dask", "none"},
     {0, "cuda-um-cpu-page-faults", "false"},
     {0, "cuda-um-gpu-page-faults", "false"},
@@ -246,6 +251,52 @@ bool parse_pytorch(const std::string& value, std::string* modes, std::string* wh
   }
   *modes = ops ? "autograd-nvtx" : shapes ? "autograd-shapes-nvtx" : "";
   if (functions) *modes += modes->empty() ? "functions-trace" : ",functions-trace";
+  return true;
+}
+
+// --python-functions-trace's file, in nsys's format, checked before the program starts so that a mistake
+// is one sentence now rather than one per Python process later: a list of objects, each with a
+// "module" string and a "functions" list of strings, and optionally "domain" and "color" strings.
+bool check_python_functions(const std::string& path, std::string* absolute, std::string* why) {
+  std::ifstream in(path);
+  if (!in) {
+    *why = std::string("cannot read it (") + std::strerror(errno) + ")";
+    return false;
+  }
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    *why = "it is not JSON; it holds a list of {\"module\": ..., \"functions\": [...]} objects";
+    return false;
+  }
+  if (!doc.is_array()) {
+    *why = "it holds a list of {\"module\": ..., \"functions\": [...]} objects, not a list";
+    return false;
+  }
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const nlohmann::json& e = doc[i];
+    const std::string which = "entry " + std::to_string(i + 1);
+    if (!e.is_object() || !e.contains("module") || !e["module"].is_string() || e["module"].get<std::string>().empty()) {
+      *why = which + " has no \"module\" string";
+      return false;
+    }
+    if (!e.contains("functions") || !e["functions"].is_array()) {
+      *why = which + " (" + e["module"].get<std::string>() + ") has no \"functions\" list";
+      return false;
+    }
+    for (const nlohmann::json& f : e["functions"])
+      if (!f.is_string() || f.get<std::string>().empty()) {
+        *why = which + " (" + e["module"].get<std::string>() + ") lists a function that is not a name";
+        return false;
+      }
+    for (const char* key : {"domain", "color"})
+      if (e.contains(key) && !e[key].is_string()) {
+        *why = which + " (" + e["module"].get<std::string>() + ") has a \"" + key + "\" that is not a string";
+        return false;
+      }
+  }
+  std::error_code ec;
+  *absolute = std::filesystem::absolute(path, ec).lexically_normal().string();
+  if (ec) *absolute = path;
   return true;
 }
 
@@ -636,6 +687,16 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
             return false;
           }
           break;
+        case kPythonFunctions:
+          if (!take_value(&value)) {
+            *error = usage("option '" + w.spelled + "' needs a JSON file of the functions to annotate");
+            return false;
+          }
+          if (std::string why; !check_python_functions(value, &options->python_functions, &why)) {
+            *error = usage("--python-functions-trace " + value + ": " + why);
+            return false;
+          }
+          break;
         case kMpiImpl:
           if (!take_value(&value) || (value != "openmpi" && value != "mpich")) {
             *error = usage("option '" + w.spelled + "' takes openmpi or mpich" +
@@ -760,6 +821,10 @@ bool parse_options(int argc, const char* const* argv, ProfileOptions* options, U
     *error = usage("--pytorch " + options->pytorch + " annotates through NVTX, which -t leaves out; add nvtx to -t");
     return false;
   }
+  if (!options->python_functions.empty() && !(options->trace_domains & abi::domain_bit(abi::ApiDomain::kNvtx))) {
+    *error = usage("--python-functions-trace annotates through NVTX, which -t leaves out; add nvtx to -t");
+    return false;
+  }
   if (!parse_cudabacktrace(options->cudabacktrace, options->cudabacktrace_threshold_ns,
                            options->backtrace_threshold_ns, error))
     return false;
@@ -858,6 +923,10 @@ options:
                               (3.9 or newer), from a thread that takes the GIL (default false)
       --python-sampling-frequency HZ
                               Python samples per second, 1 to 2000 (default 1000)
+      --python-functions-trace FILE
+                              annotate the Python functions FILE names (nsys's JSON: a list of
+                              {"module", "functions", "domain", "color"}) as NVTX ranges, in
+                              every Python process of the command (needs -t nvtx)
       --pytorch autograd-nvtx|autograd-shapes-nvtx|functions-trace|none
                               annotate PyTorch in every Python process of the command, with no
                               change to it, as NVTX ranges (needs -t nvtx): each op

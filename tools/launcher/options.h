@@ -50,6 +50,8 @@ struct ProfileOptions {
   // --pytorch: the annotations every Python process of the command starts when it imports torch, in
   // a fixed order ("autograd-shapes-nvtx,functions-trace"); empty for none (python/bootstrap/).
   std::string pytorch;
+  // --python-functions-trace: the absolute path of the checked JSON file of functions to annotate.
+  std::string python_functions;
   // --gpu-activity (cutrace's own): with -t cuda, GPU activity through CUPTI, as nsys's -t cuda has it.
   bool gpu_activity = true;
   // --cuda-memory-usage: with GPU activity, device memory in use over time (nsys's default false).

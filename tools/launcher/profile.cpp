@@ -331,8 +331,10 @@ int run(const ProfileOptions& options) {
   // --pytorch: the start-up hook that every Python of the command runs from PYTHONPATH
   // (python/bootstrap/), installed beside the shim.
   const std::string pytorch_bootstrap = preload_dir + kPytorchBootstrapDir;
-  if (!options.pytorch.empty() && access((pytorch_bootstrap + "/sitecustomize.py").c_str(), R_OK) != 0)
-    return fail(kExitSetupFailed, "--pytorch needs " + pytorch_bootstrap +
+  const bool python_hook = !options.pytorch.empty() || !options.python_functions.empty();
+  if (python_hook && access((pytorch_bootstrap + "/sitecustomize.py").c_str(), R_OK) != 0)
+    return fail(kExitSetupFailed, std::string(options.pytorch.empty() ? "--python-functions-trace" : "--pytorch") +
+                                      " needs " + pytorch_bootstrap +
                                       "/sitecustomize.py, which is missing; rebuild or reinstall cutrace");
   if (!find_recorder(exe_dir, &recorder_path, &error)) return fail(error);
   if (!options.output_pattern.empty()) {
@@ -388,14 +390,16 @@ int run(const ProfileOptions& options) {
   const bool inject_nvtx = (options.trace_domains & abi::domain_bit(abi::ApiDomain::kNvtx)) != 0 ||
                            options.capture_range == ProfileOptions::CaptureRange::kNvtx;
   std::vector<std::string> given_entries = environment_with(options.env_vars);
-  if (!options.pytorch.empty()) {
+  if (python_hook) {
     // First on the program's own path, so that Python finds this sitecustomize, which runs the one it
     // hides (python/bootstrap/sitecustomize.py).
     std::string python_path = pytorch_bootstrap;
     for (const std::string& e : given_entries)
       if (e.starts_with("PYTHONPATH=") && e.size() > strlen("PYTHONPATH=")) python_path += ":" + e.substr(strlen("PYTHONPATH="));
     extra_env.push_back("PYTHONPATH=" + python_path);
-    extra_env.push_back(std::string(kPytorchEnvVar) + "=" + options.pytorch);
+    if (!options.pytorch.empty()) extra_env.push_back(std::string(kPytorchEnvVar) + "=" + options.pytorch);
+    if (!options.python_functions.empty())
+      extra_env.push_back(std::string(kPythonFunctionsEnvVar) + "=" + options.python_functions);
   }
   std::vector<char*> given_environment;
   for (std::string& e : given_entries) given_environment.push_back(e.data());

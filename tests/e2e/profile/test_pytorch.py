@@ -336,3 +336,69 @@ def test_each_kernels_op_is_the_one_torch_profiler_gives_it(tmp_path, torch_env)
     assert traced[0] == 0, traced[3].stderr[-2000:]
     run_tool("export", "--type", "kineto", "-f", "true", "-o", tmp_path / "cutrace.json", tmp_path / "trace.cutrace")
     assert kernel_ops(tmp_path / "cutrace.json", window="measured step") == expected
+
+
+FUNCTIONS_MODULE = '''
+import time
+
+def compute(n):
+    return sum(range(n))
+
+class Model:
+    def step(self, n):
+        return compute(n) + 1
+
+    @staticmethod
+    def helper():
+        return "helper"
+
+    @classmethod
+    def build(cls):
+        return cls()
+
+def untraced():
+    return 0
+'''
+
+FUNCTIONS_SCRIPT = '''
+import multiprocessing as mp
+import mymod
+
+def child():
+    mymod.compute(10)
+
+if __name__ == "__main__":
+    model = mymod.Model.build()
+    print(model.step(100), mymod.Model.helper(), mymod.untraced(), mymod.compute.__name__)
+    p = mp.get_context("spawn").Process(target=child)
+    p.start(); p.join()
+'''
+
+
+def test_python_functions_trace_annotates_the_named_functions_in_every_process(tmp_path):
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "mymod.py").write_text(FUNCTIONS_MODULE)
+    script = tmp_path / "uses.py"
+    script.write_text(FUNCTIONS_SCRIPT)
+    spec = tmp_path / "functions.json"
+    spec.write_text(json.dumps([
+        {"_comment": "as nsys's files are", "module": "mymod", "domain": "Mine", "color": "E8B795",
+         "functions": ["compute", "Model.step", "Model.helper", "Model.build", "no_such_function"]},
+    ]))
+    env = sim_env(PYTHONPATH=str(tmp_path / "mods"))
+    plain = _program_output(tmp_path, script, env)
+    traced = _program_output(tmp_path, script, env, ["--python-functions-trace", str(spec)])
+    assert plain[:3] == (0, "4951 helper 0 compute\n", "")
+    assert traced[:3] == plain[:3]
+    rows = run_tool("stats", "-q", "-r", "nvtx_sum", "-f", "csv", tmp_path / "trace.cutrace").stdout.splitlines()
+    counts = {line.rsplit(",", 1)[1]: int(line.split(",")[2]) for line in rows[1:]}
+    # compute once in the main process (inside Model.step, through the module's name) and once in the
+    # spawned child; the name that is not in the module is skipped, as nsys skips it.
+    assert counts == {"Mine:compute": 2, "Mine:Model.step": 1, "Mine:Model.helper": 1, "Mine:Model.build": 1}
+    # A file that is not what nsys takes is refused before anything runs, in one sentence.
+    spec.write_text('[{"module": "mymod"}]')
+    proc, _ = profile(tmp_path, [sys.executable, str(script)], options=["--python-functions-trace", str(spec)],
+                      check=False, name="refused")
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert proc.stderr == (f"cutrace profile: --python-functions-trace {spec}: entry 1 (mymod) has no \"functions\" "
+                           f"list.\n"), proc.stderr

@@ -353,7 +353,7 @@ TEST(LauncherOptions, NsysOptionsNotImplementedAreRefusedByName) {
       {"--samples-per-backtrace=2"},
       {"-b", "dwarf"},
       {"--backtrace", "fp"},
-      {"--python-functions-trace=funcs.json"},
+      {"--dask=functions-trace"},
       {"--cuda-um-cpu-page-faults", "true"},
       {"-n", "false"},
       {"--inherit-environment=false"},
@@ -485,6 +485,43 @@ TEST(LauncherOptions, PytorchTakesNsysModes) {
   expect_refused({"-t", "cuda", "--pytorch", "autograd-nvtx", "python3"},
                  "cutrace profile: --pytorch autograd-nvtx annotates through NVTX, which -t leaves out; add nvtx to "
                  "-t.");
+}
+
+// --python-functions-trace's file is checked before the program starts: one sentence for what is
+// wrong with it, and the absolute path of a good one for every Python of the command.
+TEST(LauncherOptions, PythonFunctionsTraceChecksItsFile) {
+  std::string dir = ::testing::TempDir();
+  if (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  auto file = [&](const std::string& name, const std::string& text) {
+    const std::string path = dir + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    return path;
+  };
+  const std::string good = file("good.json", R"([{"module": "torch.amp", "domain": "PyTorch", "color": "E8B795",
+                                                 "functions": ["GradScaler.step"]}])");
+  Parsed p = parse({"--python-functions-trace", good, "python3"});
+  ASSERT_TRUE(p.ok) << p.error.message;
+  EXPECT_EQ(p.options.python_functions, good);
+  auto refused = [&](const std::string& text) {
+    const std::string path = file("bad.json", text);
+    Parsed bad = parse({"--python-functions-trace", path, "python3"});
+    EXPECT_FALSE(bad.ok);
+    const std::string prefix = "cutrace profile: --python-functions-trace " + path + ": ";
+    EXPECT_EQ(bad.error.message.rfind(prefix, 0), 0u) << bad.error.message;
+    return bad.error.message.substr(prefix.size());
+  };
+  EXPECT_EQ(refused("[{"), "it is not JSON; it holds a list of {\"module\": ..., \"functions\": [...]} objects.");
+  EXPECT_EQ(refused(R"({"module": "m"})"), "it holds a list of {\"module\": ..., \"functions\": [...]} objects, not a list.");
+  EXPECT_EQ(refused(R"([{"functions": []}])"), "entry 1 has no \"module\" string.");
+  EXPECT_EQ(refused(R"([{"module": "m", "functions": ["f", 3]}])"), "entry 1 (m) lists a function that is not a name.");
+  EXPECT_EQ(refused(R"([{"module": "m", "functions": [], "color": 7}])"), "entry 1 (m) has a \"color\" that is not a string.");
+  Parsed missing = parse({"--python-functions-trace", dir + "/none.json", "python3"});
+  EXPECT_EQ(missing.error.message, "cutrace profile: --python-functions-trace " + dir +
+                                       "/none.json: cannot read it (No such file or directory).");
+  expect_refused({"-t", "cuda", "--python-functions-trace", good, "python3"},
+                 "cutrace profile: --python-functions-trace annotates through NVTX, which -t leaves out; add nvtx to -t.");
 }
 
 // `-w maybe` names the option, not a command called maybe; a real command after a bare flag runs.
