@@ -152,17 +152,29 @@ def probe_other_user_and_the_session(kit):
     need_root()
     need_nobody_to_reach(kit)
     progress = kit.work / "other_user_progress"
+    # SIGINT as a shell leaves it: a runner that ignores it (pytest-xdist's workers) would hand the launcher
+    # SIGINT ignored, which it then leaves ignored for the program, and the SIGINT below would end nothing.
     launcher = subprocess.Popen([str(kit.cutrace), "profile", "-f", "true", "-o", str(kit.work / "other_user"), "--",
                                  kit.app("sim_progress"), str(progress), "0", "100"], env=kit.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
+        # This run's session, named in its program's environment once the program runs: other runs
+        # beside this one (the test suite's, in parallel) have sessions of their own in /dev/shm.
         deadline = time.monotonic() + 60
         sessions = []
         while not sessions and time.monotonic() < deadline:
-            sessions = [n for n in os.listdir("/dev/shm") if n.startswith(f"cutrace-{os.getuid()}-") and
-                        "." not in n and os.stat(f"/dev/shm/{n}").st_mtime >= time.time() - 60]
+            try:
+                for pid in Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split():
+                    if Path(f"/proc/{pid}/comm").read_text().strip() != "sim_progress":
+                        continue
+                    for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                        if entry.startswith(b"CUTRACE_SESSION="):
+                            sessions = [entry.split(b"=", 1)[1].decode().lstrip("/")]
+            except OSError:
+                pass  # the program is starting or gone; the deadline decides
             time.sleep(0.05)
-        check(sessions, "no session appeared in /dev/shm")
+        check(sessions, "the program never ran with a session")
         for name in sessions:
             mode = stat.S_IMODE(os.stat(f"/dev/shm/{name}").st_mode)
             check(mode == 0o600, f"/dev/shm/{name} has mode {oct(mode)}")
@@ -177,7 +189,15 @@ def probe_other_user_and_the_session(kit):
             check(out == ["refused"] * 3, f"another user's open, open for writing and unlink of {name}: {out}")
     finally:
         launcher.send_signal(signal.SIGINT)
-        launcher.communicate(timeout=120)
+        try:
+            launcher.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            # What the launcher and its processes wait on, for the report.
+            states = subprocess.run(["ps", "-o", "pid,ppid,stat,wchan:24,cmd", "-p", str(launcher.pid), "--ppid",
+                                     str(launcher.pid)], capture_output=True, text=True).stdout
+            launcher.kill()
+            launcher.communicate()
+            raise Broken(f"cutrace profile did not end within 120 s of SIGINT; its processes:\n{states}")
 
 
 def probe_not_a_regular_file(kit):
