@@ -12,6 +12,7 @@ packages=(
   g++                 # C++20 compiler
   clang               # libFuzzer targets of the reader and the recorder (scripts/fuzz.sh, run by CI)
   make                # CMake's default generator when ninja is not used
+  ccache              # scripts/test.sh: the pip route's build takes the plain build's objects (optional)
   pkg-config          # finds libzstd
   binutils            # nm and addr2line: tests
   python3-clang-14    # libclang's Python bindings (and libclang-14): the wrapper generator parses the CUDA headers
