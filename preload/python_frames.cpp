@@ -422,45 +422,6 @@ uint32_t interpreter_version(DlsymFn lookup) {
   return (major << 24) | (minor << 16) | (micro << 8) | 0xF0;
 }
 
-// 3.13 states its own offsets (_Py_DebugOffsets, the first field of _PyRuntime): they must be the row's.
-bool debug_offsets_agree(DlsymFn lookup, const cutrace_python_layout& row) {
-  const auto* runtime = static_cast<const uint8_t*>(lookup(RTLD_DEFAULT, "_PyRuntime"));
-  if (!runtime) {
-    refuse("has no _PyRuntime, where 3.13 states its own layout");
-    return false;
-  }
-  const cutrace_python_debug_offsets& at = cutrace_python_debug_offsets_313;
-  auto value = [&](uint16_t position) {
-    uint64_t v;
-    std::memcpy(&v, runtime + position, sizeof v);
-    return v;
-  };
-  if (std::memcmp(runtime, "xdebugpy", 8) != 0 || value(at.version) != g_interpreter.version) {
-    refuse("does not start its _PyRuntime with the layout statement of 3.13");
-    return false;
-  }
-  if (value(at.free_threaded)) {
-    refuse("is a free-threaded build, whose objects are laid out differently");
-    return false;
-  }
-  const std::pair<uint16_t, uint64_t> expected[] = {
-      {at.tstate_interp, row.tstate_interp},     {at.tstate_frame, row.tstate_frame},
-      {at.frame_back, row.frame_back},           {at.frame_code, row.frame_code},
-      {at.frame_position, row.frame_position},   {at.frame_owner, row.frame_owner},
-      {at.code_filename, row.code_filename},     {at.code_name, row.code_name},
-      {at.code_qualname, row.code_qualname},     {at.code_firstlineno, row.code_firstlineno},
-      {at.code_adaptive, row.code_adaptive},     {at.ob_type, CUTRACE_PYTHON_OB_TYPE},
-      {at.unicode_state, row.unicode_state},     {at.unicode_length, row.unicode_length},
-      {at.ascii_size, row.ascii_size},           {at.bytes_data, row.bytes_data},
-      {at.code_linetable, row.code_linetable}};
-  for (const auto& [position, offset] : expected)
-    if (value(position) != offset) {
-      refuse("states a layout in its _PyRuntime that differs from 3.13's");
-      return false;
-    }
-  return true;
-}
-
 // Looks for CPython once per change of the loaded objects, and picks its layout; the caller holds g_lock.
 std::atomic<uint64_t> g_interpreter_looked_at_adds{~uint64_t(0)};
 
@@ -485,13 +446,12 @@ void find_interpreter() {
   in.version = interpreter_version(lookup);
   g_interpreter = in;
   const uint32_t major = in.version >> 24, minor = (in.version >> 16) & 0xFF;
-  const cutrace_python_layout* row = nullptr;
-  for (const cutrace_python_layout& l : cutrace_python_layouts)
-    if (major == 3 && l.minor == minor) row = &l;
-  if (!row) {
-    refuse(major == 3 && minor < 9 ? "is older than 3.9, the first whose frames cutrace reads"
-                                   : "is newer than the versions whose frame layout this build of cutrace knows (3.9 to "
-                                     "3.13)");
+  if (major < 3 || (major == 3 && minor < 9)) {
+    refuse("is older than 3.9, the first whose frames cutrace reads");
+    return;
+  }
+  if (major != 3) {
+    refuse("is a major version whose frame layout this build of cutrace does not know");
     return;
   }
   // Py_TRACE_REFS puts two pointers before every object's type.
@@ -499,7 +459,24 @@ void find_interpreter() {
     refuse("is built with Py_TRACE_REFS, which lays objects out differently");
     return;
   }
-  in.layout = *row;
+  // A row up to 3.12; from 3.13, what the interpreter states of itself (python_layouts.h).
+  const cutrace_python_layout* row = nullptr;
+  for (const cutrace_python_layout& l : cutrace_python_layouts)
+    if (l.minor == minor) row = &l;
+  if (row) {
+    in.layout = *row;
+  } else if (minor < 13) {
+    refuse("is a version whose frame layout this build of cutrace does not know");
+    return;
+  } else {
+    const auto* runtime = static_cast<const unsigned char*>(lookup(RTLD_DEFAULT, "_PyRuntime"));
+    const char* why = runtime ? cutrace_python_layout_from_debug_offsets(runtime, minor, in.version, &in.layout)
+                              : "has no _PyRuntime, where it would state its layout";
+    if (why) {
+      refuse(why);
+      return;
+    }
+  }
   in.code_type = reinterpret_cast<uintptr_t>(lookup(RTLD_DEFAULT, "PyCode_Type"));
   in.unicode_type = reinterpret_cast<uintptr_t>(lookup(RTLD_DEFAULT, "PyUnicode_Type"));
   in.bytes_type = reinterpret_cast<uintptr_t>(lookup(RTLD_DEFAULT, "PyBytes_Type"));
@@ -515,7 +492,6 @@ void find_interpreter() {
     refuse("does not export a function or type its frames are read with");
     return;
   }
-  if (minor == 13 && !debug_offsets_agree(lookup, *row)) return;
   char version[32];
   format_version(in.version, version, sizeof version);
   snprintf(g_frames_status, sizeof g_frames_status, "CPython %s", version);
@@ -673,6 +649,7 @@ bool walk_raw(ThreadState& ts, const Interpreter& in, uintptr_t tstate, abi::Pyt
     if (links > 4 * capacity + 64) return false;
     uintptr_t code = 0, next = 0;
     if (!load<Memory>(frame + l.frame_code, &code) || !load<Memory>(frame + l.frame_back, &next)) return false;
+    code &= ~uintptr_t(l.frame_code_tag_bits);
     int64_t offset_bytes;
     if (l.frames == CUTRACE_PYTHON_FRAME_OBJECTS) {
       uintptr_t type = 0;
@@ -684,7 +661,7 @@ bool walk_raw(ThreadState& ts, const Interpreter& in, uintptr_t tstate, abi::Pyt
     } else {
       uint8_t owner = 0;
       if (!load<Memory>(frame + l.frame_owner, &owner)) return false;
-      if (owner == l.owner_cstack) {  // the C stack's entry into the eval loop: no code of its own
+      if (owner >= l.owner_cstack) {  // an entry into the eval loop: no code of its own
         frame = next;
         continue;
       }
@@ -714,7 +691,7 @@ bool walk_raw(ThreadState& ts, const Interpreter& in, uintptr_t tstate, abi::Pyt
     } else if (l.owner_cstack != 0xFF && next) {
       uint8_t next_owner = 0;
       if (!load<Memory>(next + l.frame_owner, &next_owner)) return false;
-      entry = next_owner == l.owner_cstack;
+      entry = next_owner >= l.owner_cstack;
     }
     if (entry) out[*count].line |= abi::kPythonFrameEntry;
     ++*count;

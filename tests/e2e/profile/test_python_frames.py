@@ -241,7 +241,7 @@ def run_in_host(tmp_path, source, python, described, scenario):
     against the shared libpython of `python`; what run_scenario returns."""
     _, include, _, shared = described
     host = tmp_path / "python3"
-    subprocess.run(["cc", "-rdynamic", "-I", include, str(HERE / source), "-o", str(host), str(shared),
+    subprocess.run(["cc", "-rdynamic", "-I", include, "-I", str(Path(include) / "internal"), str(HERE / source), "-o", str(host), str(shared),
                     "-Wl,-rpath," + str(shared.parent), "-ldl"], check=True, capture_output=True, text=True, timeout=120)
     prefix = subprocess.run([python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True,
                             check=True).stdout.strip()
@@ -266,17 +266,36 @@ def test_frames_that_cpythons_own_api_contradicts_are_refused_from_then_on(tmp_p
         "calls have no Python frames."), said
 
 
-@pytest.mark.skipif(not SHARED, reason="needs a CPython with a shared libpython to embed")
-def test_an_unknown_interpreter_gets_native_stacks_and_one_warning_naming_it(tmp_path):
-    python, described = SHARED[0]
+# A newer interpreter is read through what it states of itself (_Py_DebugOffsets); one that states
+# nothing, or another version than it reports, is refused.
+UNSTATED = [(p, d) for p, d in SHARED if d[0][:2] < (3, 13)][:1]
+STATING = [(p, d) for p, d in SHARED if d[0][:2] >= (3, 13)][:1]
+NEWER = ([(*UNSTATED[0], "does not state its layout at the start of its _PyRuntime (_Py_DebugOffsets)")] if UNSTATED else []) + \
+        ([(*STATING[0], "states another version in its _PyRuntime than it reports")] if STATING else [])
+
+
+@pytest.mark.skipif(not NEWER, reason="needs a CPython with a shared libpython to embed")
+@pytest.mark.parametrize("python,described,why", NEWER, ids=[f"{'.'.join(map(str, d[0][:2]))}" for _, d, _ in NEWER])
+def test_an_unknown_interpreter_gets_native_stacks_and_one_warning_naming_it(tmp_path, python, described, why):
     pairs, trace, proc = run_in_host(tmp_path, "newer_host.c", python, described, "routes")
     # The program ran as it would have, its slow calls kept their native stacks, and none has Python
     # frames read by a guessed layout.
     assert len(pairs) == 3 and all(stack is None for _, stack in pairs)
-    reason = ("CPython 3.14.0 is newer than the versions whose frame layout this build of cutrace knows (3.9 to "
-              "3.13), so the stacks of its slow calls have no Python frames")
+    reason = f"CPython 3.14.0 {why}, so the stacks of its slow calls have no Python frames"
     said = [line for line in proc.stderr.splitlines() if "Python frames" in line]
     assert len(said) == 1 and said[0].startswith("cutrace: warning: process ") and said[0].endswith(reason + "."), said
     summary = metadata(trace, "End summary:")
     assert info(trace).count(said[0]) == 1  # the trace keeps the warning
     assert "python_frames.interpreter" not in summary
+
+
+@pytest.mark.skipif(not STATING, reason="needs a CPython 3.13 or newer with a shared libpython to embed")
+def test_a_layout_stated_in_a_form_no_cpython_has_is_refused(tmp_path):
+    python, described = STATING[0]
+    pairs, trace, proc = run_in_host(tmp_path, "forged_host.c", python, described, "routes")
+    assert len(pairs) == 3 and all(stack is None for _, stack in pairs)
+    said = [line for line in proc.stderr.splitlines() if "Python frames" in line]
+    assert len(said) == 1 and said[0].endswith(
+        f"{version_text(described)} states its layout in a form this build of cutrace does not know, so the stacks "
+        "of its slow calls have no Python frames."), said
+    assert "python_frames.interpreter" not in metadata(trace, "End summary:")

@@ -1,7 +1,9 @@
 /* Checks preload/python_layouts.h against the headers of the CPython it is compiled with: every offset
- * of that version's row is compared with the compiler's offsetof. Built and run by
- * test_python_frames.py once per interpreter found; prints each mismatch and exits 1, or prints
- * "layout 3.N checked" and exits 0. */
+ * of that version's layout is compared with the compiler's offsetof. Up to 3.12 the layout is the
+ * version's row; from 3.13 it is what cutrace_python_layout_from_debug_offsets makes of a statement
+ * that holds, where the headers' _Py_DebugOffsets puts them, the values CPython's own initializer
+ * gives them (offsetof and sizeof of its structs). Built and run by test_python_frames.py once per
+ * interpreter found; prints each mismatch and exits 1, or prints "layout 3.N checked" and exits 0. */
 #define Py_BUILD_CORE 1
 #include <Python.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
 #include "internal/pycore_runtime.h"
+#include <string.h>
 #endif
 
 #include "python_layouts.h"
@@ -27,10 +30,56 @@ static void check(const char* field, unsigned table, size_t actual) {
 #define CHECK(field, actual) check(#field, row->field, (actual))
 #define ABSENT(field) check(#field, row->field, CUTRACE_PYTHON_NONE)
 
+#if PY_VERSION_HEX >= 0x030D0000
+static unsigned char statement[sizeof(_Py_DebugOffsets)];
+static void state(size_t position, uint64_t value) { memcpy(statement + position, &value, sizeof value); }
+#define STATE(member, value) state(offsetof(_Py_DebugOffsets, member), (value))
+#endif
+
 int main(void) {
   const struct cutrace_python_layout* row = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+  struct cutrace_python_layout derived;
+  memcpy(statement, "xdebugpy", 8);
+  STATE(version, PY_VERSION_HEX);
+  STATE(free_threaded, 0);
+  STATE(thread_state.size, sizeof(PyThreadState));
+  STATE(thread_state.interp, offsetof(PyThreadState, interp));
+  STATE(thread_state.current_frame, offsetof(PyThreadState, current_frame));
+  STATE(interpreter_frame.size, sizeof(_PyInterpreterFrame));
+  STATE(interpreter_frame.previous, offsetof(_PyInterpreterFrame, previous));
+  STATE(interpreter_frame.executable, offsetof(_PyInterpreterFrame, f_executable));
+  STATE(interpreter_frame.instr_ptr, offsetof(_PyInterpreterFrame, instr_ptr));
+  STATE(interpreter_frame.owner, offsetof(_PyInterpreterFrame, owner));
+  STATE(code_object.size, sizeof(PyCodeObject));
+  STATE(code_object.filename, offsetof(PyCodeObject, co_filename));
+  STATE(code_object.name, offsetof(PyCodeObject, co_name));
+  STATE(code_object.qualname, offsetof(PyCodeObject, co_qualname));
+  STATE(code_object.linetable, offsetof(PyCodeObject, co_linetable));
+  STATE(code_object.firstlineno, offsetof(PyCodeObject, co_firstlineno));
+  STATE(code_object.co_code_adaptive, offsetof(PyCodeObject, co_code_adaptive));
+  STATE(pyobject.size, sizeof(PyObject));
+  STATE(pyobject.ob_type, offsetof(PyObject, ob_type));
+  STATE(type_object.tp_name, offsetof(PyTypeObject, tp_name));
+  STATE(tuple_object.ob_item, offsetof(PyTupleObject, ob_item));
+  STATE(tuple_object.ob_size, offsetof(PyTupleObject, ob_base.ob_size));
+  STATE(bytes_object.ob_size, offsetof(PyBytesObject, ob_base.ob_size));
+  STATE(bytes_object.ob_sval, offsetof(PyBytesObject, ob_sval));
+  STATE(unicode_object.state, offsetof(PyUnicodeObject, _base._base.state));
+  STATE(unicode_object.length, offsetof(PyUnicodeObject, _base._base.length));
+  STATE(unicode_object.asciiobject_size, sizeof(PyASCIIObject));
+  {
+    const char* why = cutrace_python_layout_from_debug_offsets(statement, PY_MINOR_VERSION, PY_VERSION_HEX, &derived);
+    if (why) {
+      printf("3.%d: the statement is refused: %s\n", PY_MINOR_VERSION, why);
+      return 1;
+    }
+  }
+  row = &derived;
+#else
   for (size_t i = 0; i < sizeof cutrace_python_layouts / sizeof cutrace_python_layouts[0]; ++i)
     if (cutrace_python_layouts[i].minor == PY_MINOR_VERSION) row = &cutrace_python_layouts[i];
+#endif
   if (PY_MAJOR_VERSION != 3 || !row) {
     printf("no row for %s\n", PY_VERSION);
     return 1;
@@ -70,9 +119,12 @@ int main(void) {
 #if PY_VERSION_HEX < 0x030C0000
   CHECK(frame_is_entry, offsetof(_PyInterpreterFrame, is_entry));
   CHECK(owner_cstack, 0xFF);
-#else
+#elif PY_VERSION_HEX < 0x030E0000
   ABSENT(frame_is_entry);
   CHECK(owner_cstack, FRAME_OWNED_BY_CSTACK);
+#else
+  ABSENT(frame_is_entry);
+  CHECK(owner_cstack, FRAME_OWNED_BY_INTERPRETER);
 #endif
   CHECK(owner_generator, FRAME_OWNED_BY_GENERATOR);
   CHECK(code_qualname, offsetof(PyCodeObject, co_qualname));
@@ -94,30 +146,12 @@ int main(void) {
 #else
   CHECK(code_linetable, offsetof(PyCodeObject, co_linetable));
 #endif
-#if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000
-  {
-    const struct cutrace_python_debug_offsets* d = &cutrace_python_debug_offsets_313;
-#define DEBUG(field, member) check("debug " #field, d->field, offsetof(_Py_DebugOffsets, member))
-    DEBUG(version, version);
-    DEBUG(free_threaded, free_threaded);
-    DEBUG(tstate_interp, thread_state.interp);
-    DEBUG(tstate_frame, thread_state.current_frame);
-    DEBUG(frame_back, interpreter_frame.previous);
-    DEBUG(frame_code, interpreter_frame.executable);
-    DEBUG(frame_position, interpreter_frame.instr_ptr);
-    DEBUG(frame_owner, interpreter_frame.owner);
-    DEBUG(code_filename, code_object.filename);
-    DEBUG(code_name, code_object.name);
-    DEBUG(code_qualname, code_object.qualname);
-    DEBUG(code_firstlineno, code_object.firstlineno);
-    DEBUG(code_adaptive, code_object.co_code_adaptive);
-    DEBUG(ob_type, pyobject.ob_type);
-    DEBUG(unicode_state, unicode_object.state);
-    DEBUG(unicode_length, unicode_object.length);
-    DEBUG(ascii_size, unicode_object.asciiobject_size);
-    DEBUG(bytes_data, bytes_object.ob_sval);
-    DEBUG(code_linetable, code_object.linetable);
-  }
+#if PY_VERSION_HEX >= 0x030E0000
+  /* Every tag bit of the code reference is masked, and no bit an object's address can have (8-aligned). */
+  check("frame_code_tag_bits covers Py_TAG_BITS", row->frame_code_tag_bits & Py_TAG_BITS, Py_TAG_BITS);
+  check("frame_code_tag_bits", row->frame_code_tag_bits & ~7u, 0);
+#else
+  CHECK(frame_code_tag_bits, 0);
 #endif
   if (failures) return 1;
   printf("layout 3.%d checked\n", PY_MINOR_VERSION);
