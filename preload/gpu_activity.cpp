@@ -65,16 +65,28 @@ std::atomic<bool> g_finalized{false};
 // cuptiFinalize crashed Kineto (pytorch/kineto #686). Flushes are rare (every 250 ms, a range's end).
 std::atomic_flag g_cupti_lock = ATOMIC_FLAG_INIT;
 
-// The kinds the shim enabled, to disable while the program's own CUPTI client holds the buffers and to
-// enable again after (lend_buffers, take_buffers_back).
+// The kinds the shim enabled, a bit per CUpti_ActivityKind below 64: only their records go into the trace.
 CUpti_ActivityKind g_own_kinds[8];
 uint32_t g_own_kind_count = 0;
-// The program's own activity client (torch.profiler's Kineto, a tool of its own): CUPTI hands completed
-// buffers to the callbacks registered last, so while the program's are registered the buffers are its
-// own, and the shim's kinds are off so that the program sees no record it did not ask for. Guarded by
-// g_cupti_lock.
-bool g_lent = false;
-uint64_t g_program_kinds = 0;  // bit per CUpti_ActivityKind below 64 that the program enabled
+std::atomic<uint64_t> g_own_kind_bits{0};
+// The program's own activity client (torch.profiler's Kineto, a tool of its own). CUPTI hands completed
+// buffers to one client, the callbacks registered last; the shim stays that client and hands on to the
+// program's callbacks a copy of each record of a kind the program enabled (forward_to_program), so
+// that both have every record they asked for. Changed under g_cupti_lock, read by CUPTI's worker.
+std::atomic<CUpti_BuffersCallbackRequestFunc> g_program_request{nullptr};
+std::atomic<CUpti_BuffersCallbackCompleteFunc> g_program_complete{nullptr};
+std::atomic<uint64_t> g_program_kinds{0};  // bit per CUpti_ActivityKind below 64 that the program enabled
+
+bool kind_bit(CUpti_ActivityKind kind, uint64_t* bit) {
+  if (uint32_t(kind) >= 64) return false;
+  *bit = uint64_t(1) << uint32_t(kind);
+  return true;
+}
+
+bool kind_in(uint64_t bits, CUpti_ActivityKind kind) {
+  uint64_t bit = 0;
+  return kind_bit(kind, &bit) && (bits & bit);
+}
 
 struct CuptiLocked {
   CuptiLocked() {
@@ -366,6 +378,47 @@ void convert(ThreadState& ts, const CUpti_Activity* record) {
 thread_local bool t_flushing = false;
 thread_local bool t_cupti_worker = false;
 
+// Copies the records of `buffer` of the kinds the program enabled into buffers its own request callback
+// gives, in CUPTI's order and byte for byte (a record's size is the distance to the next one, so
+// no record layout is assumed), and hands each to its completion callback when full and at the end:
+// what CUPTI would have given it without cutrace. Records that its request callback finds no room for
+// are lost to it, as CUPTI drops them when a client's callback gives no buffer.
+void forward_to_program(CUcontext context, uint32_t stream, uint8_t* buffer, size_t valid) {
+  const uint64_t kinds = g_program_kinds.load(std::memory_order_acquire);
+  const auto request = g_program_request.load(std::memory_order_acquire);
+  const auto complete = g_program_complete.load(std::memory_order_acquire);
+  if (!kinds || !request || !complete || !buffer) return;
+  uint8_t* out = nullptr;
+  size_t out_size = 0, out_used = 0, out_records = 0, out_max_records = 0;
+  auto hand_over = [&] {
+    if (out) complete(context, stream, out, out_size, out_used);
+    out = nullptr;
+    out_used = out_records = 0;
+  };
+  CUpti_Activity* record = nullptr;
+  bool more = g_cupti.next_record(buffer, valid, &record) == CUPTI_SUCCESS;
+  while (more) {
+    CUpti_Activity* next = record;
+    more = g_cupti.next_record(buffer, valid, &next) == CUPTI_SUCCESS;
+    const auto* from = reinterpret_cast<const uint8_t*>(record);
+    const size_t size = size_t((more ? reinterpret_cast<const uint8_t*>(next) : buffer + valid) - from);
+    if (kind_in(kinds, record->kind)) {
+      if (out && (out_used + size > out_size || (out_max_records && out_records == out_max_records))) hand_over();
+      if (!out) {
+        request(&out, &out_size, &out_max_records);
+        if (out && out_size < size) hand_over();
+      }
+      if (out) {
+        std::memcpy(out + out_used, from, size);
+        out_used += size;
+        ++out_records;
+      }
+    }
+    record = next;
+  }
+  hand_over();
+}
+
 void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
   const int saved_errno = errno;
   ThreadState& ts = t_thread;
@@ -379,7 +432,9 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
   if (ts.producer.header) {
     ts.in_tracer++;
     CUpti_Activity* record = nullptr;
-    while (buffer && g_cupti.next_record(buffer, valid, &record) == CUPTI_SUCCESS) convert(ts, record);
+    const uint64_t own = g_own_kind_bits.load(std::memory_order_relaxed);
+    while (buffer && g_cupti.next_record(buffer, valid, &record) == CUPTI_SUCCESS)
+      if (kind_in(own, record->kind)) convert(ts, record);
     size_t dropped = 0;
     if (g_cupti.dropped_records(context, stream, &dropped) == CUPTI_SUCCESS && dropped) {
       abi::GpuDroppedRecord r{};
@@ -390,6 +445,7 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
     }
     ts.in_tracer--;
   }
+  forward_to_program(context, stream, buffer, valid);
   if (buffer) give_back(buffer);
   errno = saved_errno;
 }
@@ -437,6 +493,45 @@ void finalize_cupti(ThreadState& ts) {
   errno = saved_errno;
 }
 
+// Which callbacks are enabled, a bit per (domain, id): the shim's own (the calls that give the device
+// work) and the program's. CUPTI up to 13.2 takes one subscriber, which the shim holds, so the
+// program's own (Kineto's, for its launches and contexts) is the shim's under another handle: CUPTI
+// calls on_callback for what either enabled, which hands the program the callbacks it enabled, with
+// its own userdata, and does the shim's work only for the shim's.
+struct CallbackSet {
+  std::atomic<uint64_t> words[CUPTI_CB_DOMAIN_SIZE][kCbidSlots / 64];
+  bool has(CUpti_CallbackDomain domain, uint32_t cbid) const {
+    return uint32_t(domain) < CUPTI_CB_DOMAIN_SIZE && cbid < kCbidSlots &&
+           (words[domain][cbid / 64].load(std::memory_order_relaxed) >> (cbid % 64) & 1);
+  }
+  void set(CUpti_CallbackDomain domain, uint32_t cbid, bool on) {
+    if (uint32_t(domain) >= CUPTI_CB_DOMAIN_SIZE || cbid >= kCbidSlots) return;
+    const uint64_t bit = uint64_t(1) << (cbid % 64);
+    if (on)
+      words[domain][cbid / 64].fetch_or(bit, std::memory_order_relaxed);
+    else
+      words[domain][cbid / 64].fetch_and(~bit, std::memory_order_relaxed);
+  }
+};
+CallbackSet g_own_callbacks, g_program_callbacks;
+std::atomic<CUpti_CallbackFunc> g_program_callback{nullptr};
+void* g_program_userdata = nullptr;
+char g_program_subscriber;  // its address is the handle the program gets
+// The program's callback gets a correlationData slot of its own, apart from the shim's, per domain.
+thread_local uint64_t t_program_correlation[CUPTI_CB_DOMAIN_SIZE];
+
+void hand_to_program(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  const CUpti_CallbackFunc callback = g_program_callback.load(std::memory_order_acquire);
+  if (!callback || !g_program_callbacks.has(domain, cbid) || t_thread.in_tracer) return;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    CUpti_CallbackData own = *static_cast<const CUpti_CallbackData*>(data);
+    own.correlationData = &t_program_correlation[domain];
+    callback(g_program_userdata, domain, cbid, &own);
+  } else {
+    callback(g_program_userdata, domain, cbid, data);
+  }
+}
+
 // The link from a call that gives the device work to that work: CUPTI's correlation id of the call,
 // which its kernels, copies and sets carry, written into the calling thread's ring with the call's
 // interval as CUPTI saw it (inside the shim's own interval of the call). Only the callback ids that
@@ -444,8 +539,12 @@ void finalize_cupti(ThreadState& ts) {
 // keeps no API records: the shim has every call already.
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  hand_to_program(domain, cbid, data);
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  // Not one of the shim's: only the program asked for it (or the teardown below enabled every call).
+  const bool own = g_own_callbacks.has(domain, cbid);
   if (call->callbackSite == CUPTI_API_ENTER) {
+    if (!own) return;
     if (call->correlationData) *call->correlationData = monotonic_ns();
     return;
   }
@@ -456,10 +555,13 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
   // on calling a finalised CUPTI: a later call's callback finalises it.
   if (CUTRACE_UNLIKELY(g_teardown_asked.load(std::memory_order_relaxed) ||
                        (g_session && g_session->capture_closed_ns.load(std::memory_order_relaxed)))) {
-    if (g_running.load(std::memory_order_acquire)) finalize_cupti(ts);
+    // Not where the program profiles with CUPTI itself: the session is its too.
+    const bool programs_too = g_program_callback.load(std::memory_order_relaxed) ||
+                              g_program_kinds.load(std::memory_order_relaxed);
+    if (g_running.load(std::memory_order_acquire) && !programs_too) finalize_cupti(ts);
     return;
   }
-  if (ts.in_tracer || !ts.producer.header || !call->correlationData) return;
+  if (!own || ts.in_tracer || !ts.producer.header || !call->correlationData) return;
   const int saved_errno = errno;
   const uint64_t start = *call->correlationData, end = monotonic_ns();
   const int32_t api = api_of_callback(domain, cbid);
@@ -495,7 +597,9 @@ uint32_t enable_work_callbacks(CUpti_SubscriberHandle subscriber) {
       const char* name = nullptr;
       if (g_cupti.callback_name(domain, cbid, &name) != CUPTI_SUCCESS || !name || !gives_device_work(name)) continue;
       if (api_of_callback(domain, cbid) < 0) continue;  // a call the trace has no name for
-      if (g_cupti.enable_callback(1, subscriber, domain, cbid) == CUPTI_SUCCESS) ++enabled;
+      if (g_cupti.enable_callback(1, subscriber, domain, cbid) != CUPTI_SUCCESS) continue;
+      g_own_callbacks.set(domain, cbid, true);
+      ++enabled;
     }
   return enabled;
 }
@@ -739,6 +843,10 @@ void start_cupti(ThreadState& ts) {
     std::snprintf(what, sizeof what, "%s (%s)", step, path);
     report_failure(ts, what, r);
   } else if (all) {
+    uint64_t own = 0, bit = 0;
+    for (uint32_t k = 0; k < g_own_kind_count; ++k)
+      if (kind_bit(g_own_kinds[k], &bit)) own |= bit;
+    g_own_kind_bits.store(own, std::memory_order_relaxed);
     const bool nodes_asked = (g_session->gpu_activity & abi::kGpuActivityGraphNodes) != 0;
     std::snprintf(g_source, sizeof g_source, "GPU activity from %s%s", path,
                   nodes_asked  ? ", CUDA graphs node by node"
@@ -862,6 +970,16 @@ bool bind_cupti(void* cupti, int (*enable_callback)(uint32_t, void*, int, uint32
       reinterpret_cast<decltype(g_cupti.dropped_records)>(dlsym(cupti, "cuptiActivityGetNumDroppedRecords"));
   g_cupti.enable_callback = enable_callback ? reinterpret_cast<decltype(g_cupti.enable_callback)>(enable_callback)
                                             : reinterpret_cast<decltype(g_cupti.enable_callback)>(dlsym(cupti, "cuptiEnableCallback"));
+  // As CUPTI's start leaves them: the shim's kinds on, and its callbacks (every API call's, of which the
+  // link is made only for those that give the device work).
+  uint64_t own = 0, bit = 0;
+  for (const CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_MEMORY2,
+                                        CUPTI_ACTIVITY_KIND_GRAPH_TRACE, CUPTI_ACTIVITY_KIND_DEVICE})
+    if (kind_bit(kind, &bit)) own |= bit;
+  g_own_kind_bits.store(own, std::memory_order_relaxed);
+  for (const CUpti_CallbackDomain domain : {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API})
+    for (uint32_t cbid = 0; cbid < kCbidSlots; ++cbid) g_own_callbacks.set(domain, cbid, true);
   return g_cupti.callback_name && g_cupti.next_record && g_cupti.dropped_records && g_cupti.enable_callback;
 }
 
@@ -913,34 +1031,18 @@ void forget_gpu_activity() {
 //
 // CUPTI gives its completed activity buffers to one client, the one that registered its callbacks
 // last: a program that profiles itself (torch.profiler, Kineto) would take every later record from the
-// trace, unseen. The shim interposes the program's calls that register callbacks, enable and disable
-// kinds and finalise, and lends CUPTI's buffers to the program for as long as it profiles: what CUPTI
-// held until then is flushed into the trace, the shim's kinds go off (the program's profile holds only
-// what it asked for, as without cutrace), and the program's callbacks take over. Once the program has
-// disabled every kind it enabled, or finalises, the shim flushes the program's last records to it,
-// registers its own callbacks again and enables its kinds. Each handover is a kGpuActivityLent record,
-// so the trace and the run's end say when GPU activity is missing. The shim's own calls reach CUPTI
-// through g_cupti, never these symbols.
+// trace, or the trace from it. The shim interposes the program's calls that register callbacks, enable
+// and disable kinds, flush and finalise, and stays CUPTI's client: the program's kinds are enabled
+// beside its own, and each completed buffer goes to the trace (the shim's kinds) and, copied, to the
+// program's callbacks (the program's kinds; forward_to_program). Enabling or disabling a kind the shim
+// also records first flushes, so that the program gets exactly the records made while it had the kind
+// on, as without cutrace. The shim's own calls reach CUPTI through g_cupti, never these symbols.
 namespace cutrace::preload {
 namespace {
 
 template <class F>
 F next_cupti(const char* name) {
   return reinterpret_cast<F>(real_dlsym()(RTLD_NEXT, name));
-}
-
-bool kind_bit(CUpti_ActivityKind kind, uint64_t* bit) {
-  if (uint32_t(kind) >= 64) return false;
-  *bit = uint64_t(1) << uint32_t(kind);
-  return true;
-}
-
-// A handover of CUPTI's buffers: key = the time << 1 | 1 when the program took them, | 0 when the shim
-// took them back.
-void note_handover(bool lent) {
-  ThreadState& ts = t_thread;
-  if (!ts.producer.header && !ts.in_tracer) prepare_thread(ts);
-  emit_string(ts, abi::StringKind::kGpuActivityLent, monotonic_ns() << 1 | (lent ? 1 : 0), "", 0);
 }
 
 // Runs `body` as one of the shim's own flushes: the records go into this thread's ring, and CUPTI's
@@ -957,18 +1059,8 @@ void as_tracer(Body body) {
   t_flushing = was_flushing;
 }
 
-// With g_cupti_lock held.
-void take_buffers_back() {
-  if (!g_lent) return;
-  as_tracer([] {
-    g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // the program's last records, to the program
-    g_cupti.buffer_callbacks(request_buffer, buffer_completed);
-    for (uint32_t k = 0; k < g_own_kind_count; ++k) g_cupti.enable(g_own_kinds[k]);
-  });
-  g_lent = false;
-  g_program_kinds = 0;
-  note_handover(false);
-}
+// Whether the shim's CUPTI session is this process's: else the program's calls go straight to CUPTI.
+bool shared() { return g_running.load(std::memory_order_acquire) && getpid() == g_running_pid; }
 
 }  // namespace
 }  // namespace cutrace::preload
@@ -978,71 +1070,206 @@ using namespace cutrace::preload;
 extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
                                                                      CUpti_BuffersCallbackCompleteFunc complete) {
   static const auto real = next_cupti<decltype(&cuptiActivityRegisterCallbacks)>("cuptiActivityRegisterCallbacks");
-  if (!g_running.load(std::memory_order_acquire) || getpid() != g_running_pid)
-    return real ? real(request, complete) : CUPTI_ERROR_NOT_INITIALIZED;
-  const int saved_errno = errno;
+  if (!shared()) return real ? real(request, complete) : CUPTI_ERROR_NOT_INITIALIZED;
+  if (!request || !complete) return CUPTI_ERROR_INVALID_PARAMETER;
   CuptiLocked lock;
-  CUptiResult r = CUPTI_SUCCESS;
-  as_tracer([&] {
-    if (!g_lent) {
-      g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // what CUPTI holds so far is the trace's
-      for (uint32_t k = 0; k < g_own_kind_count; ++k) g_cupti.disable(g_own_kinds[k]);
-    }
-    r = g_cupti.buffer_callbacks(request, complete);
-  });
-  if (r == CUPTI_SUCCESS && !g_lent) {
-    g_lent = true;
-    g_program_kinds = 0;
-    note_handover(true);
-  } else if (r != CUPTI_SUCCESS && !g_lent) {
-    as_tracer([] {
-      for (uint32_t k = 0; k < g_own_kind_count; ++k) g_cupti.enable(g_own_kinds[k]);
-    });
-  }
-  errno = saved_errno;
-  return r;
+  g_program_request.store(request, std::memory_order_release);
+  g_program_complete.store(complete, std::memory_order_release);
+  return CUPTI_SUCCESS;
 }
 
 extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
   static const auto real = next_cupti<decltype(&cuptiActivityEnable)>("cuptiActivityEnable");
-  if (!g_running.load(std::memory_order_acquire) || getpid() != g_running_pid)
-    return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
+  if (!shared()) return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
+  const int saved_errno = errno;
+  uint64_t bit = 0;
+  if (!kind_bit(kind, &bit)) return g_cupti.enable(kind);  // no kind CUPTI has; CUPTI says so
   CuptiLocked lock;
   CUptiResult r = CUPTI_SUCCESS;
-  as_tracer([&] { r = g_cupti.enable(kind); });
-  uint64_t bit = 0;
-  if (r == CUPTI_SUCCESS && g_lent && kind_bit(kind, &bit)) g_program_kinds |= bit;
+  as_tracer([&] {
+    if (g_own_kind_bits.load(std::memory_order_relaxed) & bit) {
+      // Records made so far were made for the trace alone.
+      if (!(g_program_kinds.load(std::memory_order_relaxed) & bit)) g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    } else {
+      r = g_cupti.enable(kind);
+    }
+  });
+  if (r == CUPTI_SUCCESS) g_program_kinds.fetch_or(bit, std::memory_order_acq_rel);
+  errno = saved_errno;
   return r;
 }
 
 extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
   static const auto real = next_cupti<decltype(&cuptiActivityDisable)>("cuptiActivityDisable");
-  if (!g_running.load(std::memory_order_acquire) || getpid() != g_running_pid)
-    return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
+  if (!shared()) return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
   const int saved_errno = errno;
+  uint64_t bit = 0;
+  if (!kind_bit(kind, &bit)) return g_cupti.disable(kind);
   CuptiLocked lock;
   CUptiResult r = CUPTI_SUCCESS;
-  as_tracer([&] { r = g_cupti.disable(kind); });
-  uint64_t bit = 0;
-  // The program has stopped profiling: the buffers come back to the trace.
-  if (g_lent && kind_bit(kind, &bit) && (g_program_kinds & bit)) {
-    g_program_kinds &= ~bit;
-    if (!g_program_kinds) take_buffers_back();
-  }
+  as_tracer([&] {
+    if (g_own_kind_bits.load(std::memory_order_relaxed) & bit) {
+      // The records made while the program had the kind on are its own too: they reach it first.
+      if (g_program_kinds.load(std::memory_order_relaxed) & bit) g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    } else {
+      r = g_cupti.disable(kind);
+    }
+  });
+  if (r == CUPTI_SUCCESS) g_program_kinds.fetch_and(~bit, std::memory_order_acq_rel);
   errno = saved_errno;
   return r;
 }
 
-// The program's finalisation would end the trace's GPU activity too: its records are flushed to it,
-// the buffers come back to the trace, and CUPTI stays, as the shim needs it.
+// The program's flush delivers through the shim's callbacks on the program's thread: marked as one of
+// the shim's flushes, so that the thread is not taken for CUPTI's own.
+extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
+  static const auto real = next_cupti<decltype(&cuptiActivityFlushAll)>("cuptiActivityFlushAll");
+  if (!shared()) return real ? real(flag) : CUPTI_ERROR_NOT_INITIALIZED;
+  const int saved_errno = errno;
+  CuptiLocked lock;
+  CUptiResult r = CUPTI_SUCCESS;
+  as_tracer([&] { r = g_cupti.flush_all(flag); });
+  errno = saved_errno;
+  return r;
+}
+
+// The program's callback subscriber: see CallbackSet. A second one is refused, as CUPTI refuses it.
+extern "C" CUTRACE_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                                                     void* userdata) {
+  static const auto real = next_cupti<decltype(&cuptiSubscribe)>("cuptiSubscribe");
+  if (!shared()) return real ? real(subscriber, callback, userdata) : CUPTI_ERROR_NOT_INITIALIZED;
+  if (!subscriber) return CUPTI_ERROR_INVALID_PARAMETER;
+  CuptiLocked lock;
+  if (g_program_callback.load(std::memory_order_relaxed)) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  g_program_userdata = userdata;
+  g_program_callback.store(callback, std::memory_order_release);
+  *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&g_program_subscriber);
+  return CUPTI_SUCCESS;
+}
+
+namespace cutrace::preload {
+namespace {
+
+bool is_programs(CUpti_SubscriberHandle subscriber) {
+  return subscriber == reinterpret_cast<CUpti_SubscriberHandle>(&g_program_subscriber);
+}
+
+// One callback of the program's on or off: in CUPTI too, unless the shim needs it on. With g_cupti_lock.
+CUptiResult set_program_callback(bool on, CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  CUptiResult r = CUPTI_SUCCESS;
+  if (!g_own_callbacks.has(domain, cbid)) as_tracer([&] { r = g_cupti.enable_callback(on, g_subscriber, domain, cbid); });
+  if (r == CUPTI_SUCCESS) g_program_callbacks.set(domain, cbid, on);
+  return r;
+}
+
+// Every callback of a domain that CUPTI names (the ids of the API domains; up to 4096 of the others).
+CUptiResult set_program_domain(bool on, CUpti_CallbackDomain domain) {
+  if (uint32_t(domain) >= CUPTI_CB_DOMAIN_SIZE || domain == CUPTI_CB_DOMAIN_INVALID) return CUPTI_ERROR_INVALID_PARAMETER;
+  const bool api = domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API;
+  if (!api) {
+    // The shim enables no callback of these: the domain as a whole, in CUPTI and for the program.
+    CUptiResult r = CUPTI_SUCCESS;
+    as_tracer([&] { r = g_cupti.enable_domain(on, g_subscriber, domain); });
+    if (r == CUPTI_SUCCESS)
+      for (uint32_t cbid = 0; cbid < kCbidSlots; ++cbid) g_program_callbacks.set(domain, cbid, on);
+    return r;
+  }
+  for (uint32_t cbid = 1; cbid < kCbidSlots; ++cbid) {
+    const char* name = nullptr;
+    if (g_cupti.callback_name(domain, cbid, &name) != CUPTI_SUCCESS || !name) continue;
+    if (CUptiResult r = set_program_callback(on, domain, cbid); r != CUPTI_SUCCESS) return r;
+  }
+  return CUPTI_SUCCESS;
+}
+
+// The program's subscriber goes: its callbacks that the shim does not need go off.
+void drop_program_subscriber() {
+  for (uint32_t domain = 1; domain < CUPTI_CB_DOMAIN_SIZE; ++domain)
+    for (uint32_t word = 0; word < kCbidSlots / 64; ++word) {
+      const uint64_t bits = g_program_callbacks.words[domain][word].load(std::memory_order_relaxed);
+      for (uint32_t b = 0; b < 64; ++b)
+        if (bits >> b & 1) set_program_callback(false, CUpti_CallbackDomain(domain), word * 64 + b);
+    }
+  g_program_callback.store(nullptr, std::memory_order_release);
+  g_program_userdata = nullptr;
+}
+
+}  // namespace
+}  // namespace cutrace::preload
+
+extern "C" CUTRACE_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
+  static const auto real = next_cupti<decltype(&cuptiUnsubscribe)>("cuptiUnsubscribe");
+  if (!is_programs(subscriber)) return real ? real(subscriber) : CUPTI_ERROR_NOT_INITIALIZED;
+  const int saved_errno = errno;
+  CuptiLocked lock;
+  if (!g_program_callback.load(std::memory_order_relaxed)) return CUPTI_ERROR_INVALID_PARAMETER;
+  drop_program_subscriber();
+  errno = saved_errno;
+  return CUPTI_SUCCESS;
+}
+
+extern "C" CUTRACE_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                                          CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  static const auto real = next_cupti<decltype(&cuptiEnableCallback)>("cuptiEnableCallback");
+  if (!is_programs(subscriber)) return real ? real(enable, subscriber, domain, cbid) : CUPTI_ERROR_NOT_INITIALIZED;
+  const int saved_errno = errno;
+  CuptiLocked lock;
+  const CUptiResult r = set_program_callback(enable != 0, domain, cbid);
+  errno = saved_errno;
+  return r;
+}
+
+extern "C" CUTRACE_EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                                        CUpti_CallbackDomain domain) {
+  static const auto real = next_cupti<decltype(&cuptiEnableDomain)>("cuptiEnableDomain");
+  if (!is_programs(subscriber)) return real ? real(enable, subscriber, domain) : CUPTI_ERROR_NOT_INITIALIZED;
+  const int saved_errno = errno;
+  CuptiLocked lock;
+  const CUptiResult r = set_program_domain(enable != 0, domain);
+  errno = saved_errno;
+  return r;
+}
+
+extern "C" CUTRACE_EXPORT CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle subscriber) {
+  static const auto real = next_cupti<decltype(&cuptiEnableAllDomains)>("cuptiEnableAllDomains");
+  if (!is_programs(subscriber)) return real ? real(enable, subscriber) : CUPTI_ERROR_NOT_INITIALIZED;
+  const int saved_errno = errno;
+  CuptiLocked lock;
+  CUptiResult r = CUPTI_SUCCESS;
+  for (uint32_t domain = 1; domain < CUPTI_CB_DOMAIN_SIZE && r == CUPTI_SUCCESS; ++domain)
+    r = set_program_domain(enable != 0, CUpti_CallbackDomain(domain));
+  errno = saved_errno;
+  return r;
+}
+
+extern "C" CUTRACE_EXPORT CUptiResult cuptiGetCallbackState(uint32_t* enable, CUpti_SubscriberHandle subscriber,
+                                                            CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  static const auto real = next_cupti<decltype(&cuptiGetCallbackState)>("cuptiGetCallbackState");
+  if (!is_programs(subscriber)) return real ? real(enable, subscriber, domain, cbid) : CUPTI_ERROR_NOT_INITIALIZED;
+  if (!enable || uint32_t(domain) >= CUPTI_CB_DOMAIN_SIZE || cbid >= kCbidSlots) return CUPTI_ERROR_INVALID_PARAMETER;
+  *enable = g_program_callbacks.has(domain, cbid) ? 1 : 0;
+  return CUPTI_SUCCESS;
+}
+
+// The program's finalisation would end the trace's GPU activity too: its records are flushed to it, its
+// kinds and callbacks that the shim does not need go off, and CUPTI stays, as the shim needs it.
 extern "C" CUTRACE_EXPORT CUptiResult cuptiFinalize() {
   static const auto real = next_cupti<decltype(&cuptiFinalize)>("cuptiFinalize");
-  if (!g_running.load(std::memory_order_acquire) || getpid() != g_running_pid)
-    return real ? real() : CUPTI_ERROR_NOT_INITIALIZED;
+  if (!shared()) return real ? real() : CUPTI_ERROR_NOT_INITIALIZED;
   const int saved_errno = errno;
   {
     CuptiLocked lock;
-    take_buffers_back();
+    as_tracer([] {
+      g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      const uint64_t program_only = g_program_kinds.load(std::memory_order_relaxed) &
+                                    ~g_own_kind_bits.load(std::memory_order_relaxed);
+      for (uint32_t kind = 0; kind < 64; ++kind)
+        if (program_only & (uint64_t(1) << kind)) g_cupti.disable(CUpti_ActivityKind(kind));
+    });
+    g_program_kinds.store(0, std::memory_order_release);
+    g_program_request.store(nullptr, std::memory_order_release);
+    g_program_complete.store(nullptr, std::memory_order_release);
+    drop_program_subscriber();
   }
   errno = saved_errno;
   return CUPTI_SUCCESS;

@@ -654,16 +654,6 @@ void Recorder::remember_string(const uint8_t* record) {
     p.python_frames_status.assign(reinterpret_cast<const char*>(record + sizeof s), std::min<uint32_t>(s.length, 400));
     return;
   }
-  if (s.header.aux == uint32_t(abi::StringKind::kGpuActivityLent)) {
-    std::vector<std::pair<uint64_t, uint64_t>>& lent = kernels_[kernels_of_thread_[batch_thread_]].lent;
-    const uint64_t time = s.key >> 1;
-    if (s.key & 1) {
-      if (lent.size() < 64) lent.emplace_back(time, 0);
-    } else if (!lent.empty() && lent.back().second == 0 && time >= lent.back().first) {
-      lent.back().second = time;
-    }
-    return;
-  }
   if (s.header.aux == uint32_t(abi::StringKind::kPytorchStatus)) {
     ProcessKernels& p = kernels_[kernels_of_thread_[batch_thread_]];
     // A failure is not taken back by a later success of another thread's import.
@@ -844,20 +834,6 @@ std::vector<std::string> Recorder::warnings() const {
                                {{"who", processes_name(named(processes))}, {"reason", reason}}));
   if (!pytorch_modes_.empty() && !pytorch_reported)
     out.push_back(warning_text(Warning::kPytorchNoProcess, 0, {{"modes", pytorch_modes_}}));
-  // The program's own CUPTI client held CUPTI's buffers: when, in seconds from the trace's start.
-  for (const ProcessKernels& p : kernels_) {
-    if (p.lent.empty()) continue;
-    auto seconds = [&](uint64_t t) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%.3f s", double(t > start_monotonic_ns_ ? t - start_monotonic_ns_ : 0) / 1e9);
-      return std::string(text);
-    };
-    std::vector<std::string> spans;
-    for (const auto& [from, to] : p.lent)
-      spans.push_back("from " + seconds(from) + (to ? " to " + seconds(to) : " to its end"));
-    out.push_back(warning_text(Warning::kGpuActivityLent, p.lent.size(),
-                               {{"who", process_name(p.pid, p.command)}, {"spans", listed(spans)}}));
-  }
   if (gpu_dropped_) out.push_back(warning_text(Warning::kGpuRecordsDropped, gpu_dropped_));
   if (cpu_samples_ && cpu_samples_->lost()) out.push_back(warning_text(Warning::kCpuSamplesLost, cpu_samples_->lost()));
   if (timer_samples_skipped_) out.push_back(warning_text(Warning::kTimerSamplesSkipped, timer_samples_skipped_));

@@ -250,9 +250,6 @@ class Recorder {
     // process never imported torch with them), and what it said; bounded.
     uint32_t pytorch_code = UINT32_MAX;
     std::string pytorch_status;
-    // kGpuActivityLent: when the program's own CUPTI client held CUPTI's buffers (CLOCK_MONOTONIC ns;
-    // an end of 0: until the end); bounded.
-    std::vector<std::pair<uint64_t, uint64_t>> lent;
     // The first recorded call that found no usable driver or device (a runtime call returning
     // cudaErrorInsufficientDriver or cudaErrorNoDevice, a failed cuInit): why a process that never
     // initialised a driver has no GPU activity. UINT32_MAX: none.

@@ -77,10 +77,6 @@ constexpr std::array kWarnings = {
                "--pytorch {modes} was given, but no process of the command imported torch with cutrace's "
                "start-up hook, so the trace has no PyTorch annotations: the hook comes through PYTHONPATH and "
                "sitecustomize, which a Python started with -I, -E or -S skips"},
-    WarningRow{Warning::kGpuActivityLent,
-               "{who}: the trace has no GPU activity of it {spans} of the run: its own CUPTI client "
-               "(torch.profiler, or another profiler in it) held CUPTI's activity buffers then, which CUPTI "
-               "gives to one client, so the program's profile has that activity"},
     WarningRow{Warning::kGpuRecordsDropped,
                "{count} GPU activity records were dropped by CUPTI: its buffers filled faster than the trace took "
                "them"},

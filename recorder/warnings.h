@@ -30,7 +30,6 @@ enum class Warning : uint8_t {
   kNoPythonFrames,
   kPytorchNotStarted,
   kPytorchNoProcess,
-  kGpuActivityLent,
   kGpuRecordsDropped,
   kCpuSamplesLost,
   kTimerSamplesSkipped,

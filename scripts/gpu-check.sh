@@ -179,7 +179,7 @@ for tid, start in launches:
     modules += any(" (" in t and not t.startswith("aten::") for t in open_)
 print(f"{len(launches)} kernels: {ops} inside an op, {modules} inside a module")
 PY
-step "torch.profiler beside cutrace: the program's profiler and the trace, each with its kernels"
+step "torch.profiler beside cutrace: the program's profiler with its 7 kernels, the trace with all 22"
 beside='import torch
 x = torch.zeros(256, device="cuda")
 for _ in range(10): x.add_(1.0)

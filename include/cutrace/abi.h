@@ -212,9 +212,9 @@ enum class StringKind : uint32_t {
   // cutrace_pytorch_status() by python/bootstrap/_cutrace_pytorch.py, once per process that imports
   // torch. Readers that predate it skip it.
   kPytorchStatus = 12,
-  // key = CLOCK_MONOTONIC ns << 1 | 1 when the program's own CUPTI activity client (torch.profiler's
-  // Kineto) took CUPTI's buffers, | 0 when the shim took them back; no text. Between the two the trace
-  // has no GPU activity of the process (preload/gpu_activity.cpp). Readers that predate it skip it.
+  // Sent by earlier builds when the program's own CUPTI client took CUPTI's buffers from the trace;
+  // the shim now shares them (preload/gpu_activity.cpp) and sends none. Kept so that the number is not
+  // given to another kind: traces of those builds hold it, and their readers skip it.
   kGpuActivityLent = 13,
 };
 

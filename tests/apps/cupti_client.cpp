@@ -1,12 +1,16 @@
-// A program with a CUPTI activity client of its own, as torch.profiler's Kineto is: linked to CUPTI,
-// it launches kernels, then registers its own activity buffers, enables kernel records, launches more,
-// flushes, disables the kind, and launches more again. It counts the kernel records its own callbacks
-// were given, by name: exactly the kernels it launched while it profiled, with or without cutrace.
+// A program with a CUPTI client of its own, as torch.profiler's Kineto is: linked to CUPTI, it launches
+// kernels, then subscribes to the driver's launch callbacks, registers its own activity buffers,
+// enables kernel records, launches more, flushes, disables the kind, unsubscribes, and launches more
+// again. It counts the kernel records its own callbacks were given, by name, and the launch callbacks
+// it got, whose correlationData must come back from entry to exit: exactly the kernels it launched
+// while it profiled, with or without cutrace.
 //
-// usage: cupti_client [before=3] [profiled=4] [after=5] [finalize=0]   (finalize 1: cuptiFinalize at the
-//        end of its profiling instead of disabling the kind)
+// usage: cupti_client [before=3] [profiled=4] [after=5] [finalize=0] [windows=1]   (finalize 1: cuptiFinalize
+//        at the end of its profiling instead of disabling the kind; windows: how many times it profiles,
+//        each time `profiled` kernels then `after` plain ones)
 // stdout: "own kernels <n>" (records of kernels named "profiled_sleep_us_100" its callbacks got),
-//         "other records <n>" (any other record it was given), then "done".
+//         "other records <n>" (any other record it was given), "launch callbacks <n>" (cuLaunchKernel
+//         exits whose entry's correlationData came back), then "done".
 // exit:   0; 1 when a driver or CUPTI call fails.
 #include <cuda.h>
 #include <cupti.h>
@@ -20,7 +24,18 @@ namespace {
 
 constexpr char kImage[] = "SIMCUDA-MODULE-1\0plain_sleep_us_100\0profiled_sleep_us_100\0";
 constexpr size_t kBufferBytes = 1 << 20;
-int g_own_kernels = 0, g_other_records = 0;
+int g_own_kernels = 0, g_other_records = 0, g_launch_callbacks = 0;
+
+void CUPTIAPI on_launch(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  if (userdata != &g_launch_callbacks || domain != CUPTI_CB_DOMAIN_DRIVER_API ||
+      cbid != CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+    return;
+  if (call->callbackSite == CUPTI_API_ENTER)
+    *call->correlationData = 0xC0FFEE;
+  else if (*call->correlationData == 0xC0FFEE)
+    ++g_launch_callbacks;
+}
 
 void CUPTIAPI request(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
@@ -61,6 +76,7 @@ int main(int argc, char** argv) {
   const int before = argc > 1 ? std::atoi(argv[1]) : 3, profiled = argc > 2 ? std::atoi(argv[2]) : 4;
   const int after = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool finalize = argc > 4 && std::atoi(argv[4]) != 0;
+  const int windows = argc > 5 ? std::atoi(argv[5]) : 1;
   CUdevice device;
   CUcontext context;
   CUmodule module;
@@ -77,15 +93,23 @@ int main(int argc, char** argv) {
     return ok(cuCtxSynchronize(), "cuCtxSynchronize");
   };
   if (!launch(plain, before)) return 1;
-  // The profiler of its own starts: its buffers, kernel records.
-  if (!ok(cuptiActivityRegisterCallbacks(request, complete), "cuptiActivityRegisterCallbacks") ||
-      !ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable") || !launch(mine, profiled) ||
-      !ok(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll"))
-    return 1;
-  if (finalize ? !ok(cuptiFinalize(), "cuptiFinalize")
-               : !ok(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityDisable"))
-    return 1;
-  if (!launch(plain, after)) return 1;
-  std::printf("own kernels %d\nother records %d\ndone\n", g_own_kernels, g_other_records);
+  for (int window = 0; window < windows; ++window) {
+    // The profiler of its own starts: the launch callbacks, its buffers, kernel records.
+    CUpti_SubscriberHandle subscriber = nullptr;
+    if (!ok(cuptiSubscribe(&subscriber, on_launch, &g_launch_callbacks), "cuptiSubscribe") ||
+        !ok(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel),
+            "cuptiEnableCallback") ||
+        !ok(cuptiActivityRegisterCallbacks(request, complete), "cuptiActivityRegisterCallbacks") ||
+        !ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable") ||
+        !launch(mine, profiled) || !ok(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll"))
+      return 1;
+    if (!ok(cuptiUnsubscribe(subscriber), "cuptiUnsubscribe")) return 1;
+    if (finalize ? !ok(cuptiFinalize(), "cuptiFinalize")
+                 : !ok(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityDisable"))
+      return 1;
+    if (!launch(plain, after)) return 1;
+  }
+  std::printf("own kernels %d\nother records %d\nlaunch callbacks %d\ndone\n", g_own_kernels, g_other_records,
+              g_launch_callbacks);
   return 0;
 }
