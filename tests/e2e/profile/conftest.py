@@ -15,6 +15,11 @@ BUILD = Path(os.environ.get("CUTRACE_BUILD_DIR", Path(__file__).resolve().parent
 # and the shim (CUTRACE_PRELOAD_LIB) of a plain build, which uninstrumented programs can load.
 TOOLS = Path(os.environ.get("CUTRACE_TOOLS_DIR", BUILD / "bin"))
 CUTRACE = TOOLS / "cutrace"
+# The commands that read traces (stats, export, ...), where another build's are asked for: scripts/test.sh's
+# TSan pass takes them from the plain build, as they run one thread, where TSan has no race to find
+# (ASan's pass runs them sanitized).
+READING_CUTRACE = (Path(os.environ["CUTRACE_READING_TOOLS_DIR"]) / "cutrace"
+                   if os.environ.get("CUTRACE_READING_TOOLS_DIR") else CUTRACE)
 APPS = BUILD / "tests" / "bin"
 SIM_LIB = BUILD / "simcuda" / "lib"
 REAL_CUDA_LIB = Path(os.environ.get("CUDA_LIB_DIR", "/usr/local/cuda/lib64"))
@@ -119,7 +124,7 @@ def profile(tmp_path, command, env=None, options=(), name="trace", timeout=120, 
 
 def run_tool(*args, check=True, expect=0):
     """Runs a cutrace tool; with check, its exit code must be `expect` (3: a cut-off or damaged trace)."""
-    proc = subprocess.run([str(CUTRACE), *map(str, args)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([str(READING_CUTRACE), *map(str, args)], capture_output=True, text=True, timeout=120)
     if check and proc.returncode != expect:
         raise AssertionError(f"cutrace {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr}")
     return proc

@@ -6,8 +6,8 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -61,8 +61,10 @@ const ApiArgInfo kConvFwdArgs[] = {{"handle", ArgFormat::kPointer},
 
 template <class T>
 void append(std::vector<uint8_t>& out, const T& v) {
-  auto* p = reinterpret_cast<const uint8_t*>(&v);
-  out.insert(out.end(), p, p + sizeof v);
+  // resize and copy rather than insert: GCC 12 at -O1 takes insert into an empty vector for an overflow.
+  const size_t at = out.size();
+  out.resize(at + sizeof v);
+  std::memcpy(out.data() + at, &v, sizeof v);
 }
 
 }  // namespace
