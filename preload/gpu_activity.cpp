@@ -1040,9 +1040,41 @@ void forget_gpu_activity() {
 namespace cutrace::preload {
 namespace {
 
+// The CUPTI functions the shim stands in front of. A program that looks them up through a handle of
+// its own (dlopen of libcupti, dlsym) gets the shim's instead, as a linked program does: else its
+// activity callbacks would take every buffer from the trace, silently, and its subscriber be refused.
+enum class CuptiEntry : uint32_t {
+  kActivityRegisterCallbacks,
+  kActivityEnable,
+  kActivityDisable,
+  kActivityFlushAll,
+  kSubscribe,
+  kUnsubscribe,
+  kEnableCallback,
+  kEnableDomain,
+  kEnableAllDomains,
+  kGetCallbackState,
+  kFinalize,
+  kCount
+};
+
+// What each lookup through a handle found: the function the shim's stands in front of for a program
+// whose CUPTI is loaded with RTLD_LOCAL, where RTLD_NEXT finds none.
+std::atomic<void*> g_found_through_handle[uint32_t(CuptiEntry::kCount)];
+
+// The definition the shim's function stands in front of: the one the program's own lookup found, else
+// the next one in the global scope. Kept once found; a lookup that finds none yet is tried again.
 template <class F>
-F next_cupti(const char* name) {
-  return reinterpret_cast<F>(real_dlsym()(RTLD_NEXT, name));
+F next_cupti(CuptiEntry entry, const char* name) {
+  static std::atomic<void*> cache[uint32_t(CuptiEntry::kCount)];
+  void* fn = cache[uint32_t(entry)].load(std::memory_order_acquire);
+  if (fn) return reinterpret_cast<F>(fn);
+  fn = g_found_through_handle[uint32_t(entry)].load(std::memory_order_acquire);
+  const int saved_errno = errno;
+  if (!fn) fn = real_dlsym()(RTLD_NEXT, name);
+  if (fn) cache[uint32_t(entry)].store(fn, std::memory_order_release);
+  errno = saved_errno;
+  return reinterpret_cast<F>(fn);
 }
 
 // Runs `body` as one of the shim's own flushes: the records go into this thread's ring, and CUPTI's
@@ -1069,7 +1101,7 @@ using namespace cutrace::preload;
 
 extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
                                                                      CUpti_BuffersCallbackCompleteFunc complete) {
-  static const auto real = next_cupti<decltype(&cuptiActivityRegisterCallbacks)>("cuptiActivityRegisterCallbacks");
+  const auto real = next_cupti<decltype(&cuptiActivityRegisterCallbacks)>(CuptiEntry::kActivityRegisterCallbacks, "cuptiActivityRegisterCallbacks");
   if (!shared()) return real ? real(request, complete) : CUPTI_ERROR_NOT_INITIALIZED;
   if (!request || !complete) return CUPTI_ERROR_INVALID_PARAMETER;
   CuptiLocked lock;
@@ -1079,7 +1111,7 @@ extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_Buffe
 }
 
 extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
-  static const auto real = next_cupti<decltype(&cuptiActivityEnable)>("cuptiActivityEnable");
+  const auto real = next_cupti<decltype(&cuptiActivityEnable)>(CuptiEntry::kActivityEnable, "cuptiActivityEnable");
   if (!shared()) return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
   const int saved_errno = errno;
   uint64_t bit = 0;
@@ -1100,7 +1132,7 @@ extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kin
 }
 
 extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
-  static const auto real = next_cupti<decltype(&cuptiActivityDisable)>("cuptiActivityDisable");
+  const auto real = next_cupti<decltype(&cuptiActivityDisable)>(CuptiEntry::kActivityDisable, "cuptiActivityDisable");
   if (!shared()) return real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
   const int saved_errno = errno;
   uint64_t bit = 0;
@@ -1123,7 +1155,7 @@ extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind ki
 // The program's flush delivers through the shim's callbacks on the program's thread: marked as one of
 // the shim's flushes, so that the thread is not taken for CUPTI's own.
 extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
-  static const auto real = next_cupti<decltype(&cuptiActivityFlushAll)>("cuptiActivityFlushAll");
+  const auto real = next_cupti<decltype(&cuptiActivityFlushAll)>(CuptiEntry::kActivityFlushAll, "cuptiActivityFlushAll");
   if (!shared()) return real ? real(flag) : CUPTI_ERROR_NOT_INITIALIZED;
   const int saved_errno = errno;
   CuptiLocked lock;
@@ -1136,7 +1168,7 @@ extern "C" CUTRACE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
 // The program's callback subscriber: see CallbackSet. A second one is refused, as CUPTI refuses it.
 extern "C" CUTRACE_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                                                      void* userdata) {
-  static const auto real = next_cupti<decltype(&cuptiSubscribe)>("cuptiSubscribe");
+  const auto real = next_cupti<decltype(&cuptiSubscribe)>(CuptiEntry::kSubscribe, "cuptiSubscribe");
   if (!shared()) return real ? real(subscriber, callback, userdata) : CUPTI_ERROR_NOT_INITIALIZED;
   if (!subscriber) return CUPTI_ERROR_INVALID_PARAMETER;
   CuptiLocked lock;
@@ -1198,7 +1230,7 @@ void drop_program_subscriber() {
 }  // namespace cutrace::preload
 
 extern "C" CUTRACE_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
-  static const auto real = next_cupti<decltype(&cuptiUnsubscribe)>("cuptiUnsubscribe");
+  const auto real = next_cupti<decltype(&cuptiUnsubscribe)>(CuptiEntry::kUnsubscribe, "cuptiUnsubscribe");
   if (!is_programs(subscriber)) return real ? real(subscriber) : CUPTI_ERROR_NOT_INITIALIZED;
   const int saved_errno = errno;
   CuptiLocked lock;
@@ -1210,7 +1242,7 @@ extern "C" CUTRACE_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle su
 
 extern "C" CUTRACE_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
                                                           CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  static const auto real = next_cupti<decltype(&cuptiEnableCallback)>("cuptiEnableCallback");
+  const auto real = next_cupti<decltype(&cuptiEnableCallback)>(CuptiEntry::kEnableCallback, "cuptiEnableCallback");
   if (!is_programs(subscriber)) return real ? real(enable, subscriber, domain, cbid) : CUPTI_ERROR_NOT_INITIALIZED;
   const int saved_errno = errno;
   CuptiLocked lock;
@@ -1221,7 +1253,7 @@ extern "C" CUTRACE_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti
 
 extern "C" CUTRACE_EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber,
                                                         CUpti_CallbackDomain domain) {
-  static const auto real = next_cupti<decltype(&cuptiEnableDomain)>("cuptiEnableDomain");
+  const auto real = next_cupti<decltype(&cuptiEnableDomain)>(CuptiEntry::kEnableDomain, "cuptiEnableDomain");
   if (!is_programs(subscriber)) return real ? real(enable, subscriber, domain) : CUPTI_ERROR_NOT_INITIALIZED;
   const int saved_errno = errno;
   CuptiLocked lock;
@@ -1231,7 +1263,7 @@ extern "C" CUTRACE_EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_S
 }
 
 extern "C" CUTRACE_EXPORT CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle subscriber) {
-  static const auto real = next_cupti<decltype(&cuptiEnableAllDomains)>("cuptiEnableAllDomains");
+  const auto real = next_cupti<decltype(&cuptiEnableAllDomains)>(CuptiEntry::kEnableAllDomains, "cuptiEnableAllDomains");
   if (!is_programs(subscriber)) return real ? real(enable, subscriber) : CUPTI_ERROR_NOT_INITIALIZED;
   const int saved_errno = errno;
   CuptiLocked lock;
@@ -1244,7 +1276,7 @@ extern "C" CUTRACE_EXPORT CUptiResult cuptiEnableAllDomains(uint32_t enable, CUp
 
 extern "C" CUTRACE_EXPORT CUptiResult cuptiGetCallbackState(uint32_t* enable, CUpti_SubscriberHandle subscriber,
                                                             CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  static const auto real = next_cupti<decltype(&cuptiGetCallbackState)>("cuptiGetCallbackState");
+  const auto real = next_cupti<decltype(&cuptiGetCallbackState)>(CuptiEntry::kGetCallbackState, "cuptiGetCallbackState");
   if (!is_programs(subscriber)) return real ? real(enable, subscriber, domain, cbid) : CUPTI_ERROR_NOT_INITIALIZED;
   if (!enable || uint32_t(domain) >= CUPTI_CB_DOMAIN_SIZE || cbid >= kCbidSlots) return CUPTI_ERROR_INVALID_PARAMETER;
   *enable = g_program_callbacks.has(domain, cbid) ? 1 : 0;
@@ -1254,7 +1286,7 @@ extern "C" CUTRACE_EXPORT CUptiResult cuptiGetCallbackState(uint32_t* enable, CU
 // The program's finalisation would end the trace's GPU activity too: its records are flushed to it, its
 // kinds and callbacks that the shim does not need go off, and CUPTI stays, as the shim needs it.
 extern "C" CUTRACE_EXPORT CUptiResult cuptiFinalize() {
-  static const auto real = next_cupti<decltype(&cuptiFinalize)>("cuptiFinalize");
+  const auto real = next_cupti<decltype(&cuptiFinalize)>(CuptiEntry::kFinalize, "cuptiFinalize");
   if (!shared()) return real ? real() : CUPTI_ERROR_NOT_INITIALIZED;
   const int saved_errno = errno;
   {
@@ -1273,4 +1305,35 @@ extern "C" CUTRACE_EXPORT CUptiResult cuptiFinalize() {
   }
   errno = saved_errno;
   return CUPTI_SUCCESS;
+}
+
+void* cutrace::preload::route_programs_cupti_lookup(const char* name, void* found) {
+  struct Interposer {
+    const char* name;
+    CuptiEntry entry;
+    void* function;
+  };
+  static const Interposer kInterposers[] = {
+      {"cuptiActivityRegisterCallbacks", CuptiEntry::kActivityRegisterCallbacks,
+       reinterpret_cast<void*>(&cuptiActivityRegisterCallbacks)},
+      {"cuptiActivityEnable", CuptiEntry::kActivityEnable, reinterpret_cast<void*>(&cuptiActivityEnable)},
+      {"cuptiActivityDisable", CuptiEntry::kActivityDisable, reinterpret_cast<void*>(&cuptiActivityDisable)},
+      {"cuptiActivityFlushAll", CuptiEntry::kActivityFlushAll, reinterpret_cast<void*>(&cuptiActivityFlushAll)},
+      {"cuptiSubscribe", CuptiEntry::kSubscribe, reinterpret_cast<void*>(&cuptiSubscribe)},
+      {"cuptiUnsubscribe", CuptiEntry::kUnsubscribe, reinterpret_cast<void*>(&cuptiUnsubscribe)},
+      {"cuptiEnableCallback", CuptiEntry::kEnableCallback, reinterpret_cast<void*>(&cuptiEnableCallback)},
+      {"cuptiEnableDomain", CuptiEntry::kEnableDomain, reinterpret_cast<void*>(&cuptiEnableDomain)},
+      {"cuptiEnableAllDomains", CuptiEntry::kEnableAllDomains, reinterpret_cast<void*>(&cuptiEnableAllDomains)},
+      {"cuptiGetCallbackState", CuptiEntry::kGetCallbackState, reinterpret_cast<void*>(&cuptiGetCallbackState)},
+      {"cuptiFinalize", CuptiEntry::kFinalize, reinterpret_cast<void*>(&cuptiFinalize)},
+  };
+  if (!found || !name || std::strncmp(name, "cupti", 5) != 0) return found;
+  for (const Interposer& interposer : kInterposers) {
+    if (std::strcmp(name, interposer.name) != 0) continue;
+    // The first CUPTI found stays the one stood in front of: a process has one CUPTI at work.
+    void* expected = nullptr;
+    g_found_through_handle[uint32_t(interposer.entry)].compare_exchange_strong(expected, found, std::memory_order_acq_rel);
+    return interposer.function;
+  }
+  return found;
 }

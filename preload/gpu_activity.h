@@ -39,6 +39,12 @@ bool in_shims_cupti(uintptr_t address);
 // process that _exits from a bad state (a crash handler, with CUPTI's locks held) still ends.
 void flush_gpu_activity_before_exit(uint32_t limit_ms);
 
+// A lookup of `name` through one of the program's handles (dlsym, dlvsym) found `found`: the shim's own
+// function where it stands in front of CUPTI's of that name (its activity callbacks, enabling,
+// flushing, subscribing, finalising: see gpu_activity.cpp), which then calls `found` where the
+// shim's CUPTI session is not the process's; else `found`.
+void* route_programs_cupti_lookup(const char* name, void* found);
+
 // In a forked child: the parent's CUPTI, if it had started one, is not the child's.
 void forget_gpu_activity();
 

@@ -375,14 +375,14 @@ extern "C" void* cutrace_dlsym_handle(void* handle, const char* name) {
   if (t_thread.in_tracer || in_shims_cupti(uintptr_t(__builtin_return_address(0))))
     return real_dlsym()(handle, name);
   const Prepared p = prepare_lookup(name);
-  return finish_lookup(p, real_dlsym()(handle, name));
+  return route_programs_cupti_lookup(name, finish_lookup(p, real_dlsym()(handle, name)));
 }
 
 extern "C" void* cutrace_dlvsym_handle(void* handle, const char* name, const char* version) {
   if (t_thread.in_tracer || in_shims_cupti(uintptr_t(__builtin_return_address(0))))
     return real_dlvsym()(handle, name, version);
   const Prepared p = prepare_lookup(name);
-  return finish_lookup(p, real_dlvsym()(handle, name, version));
+  return route_programs_cupti_lookup(name, finish_lookup(p, real_dlvsym()(handle, name, version)));
 }
 
 // An object unloaded by dlclose gets its unload record at once, while the time still says when it went:

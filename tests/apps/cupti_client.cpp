@@ -5,6 +5,10 @@
 // it got, whose correlationData must come back from entry to exit: exactly the kernels it launched
 // while it profiled, with or without cutrace.
 //
+// Built twice: cupti_client is linked to CUPTI; cupti_client_dlopen (CUPTI_THROUGH_DLOPEN) looks every
+// CUPTI function up through a handle of its own, dlopen("libcupti.so.13", RTLD_LOCAL) then dlsym, as
+// programs that load CUPTI only when they profile do.
+//
 // usage: cupti_client [before=3] [profiled=4] [after=5] [finalize=0] [windows=1]   (finalize 1: cuptiFinalize
 //        at the end of its profiling instead of disabling the kind; windows: how many times it profiles,
 //        each time `profiled` kernels then `after` plain ones)
@@ -14,6 +18,8 @@
 // exit:   0; 1 when a driver or CUPTI call fails.
 #include <cuda.h>
 #include <cupti.h>
+
+#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +31,40 @@ namespace {
 constexpr char kImage[] = "SIMCUDA-MODULE-1\0plain_sleep_us_100\0profiled_sleep_us_100\0";
 constexpr size_t kBufferBytes = 1 << 20;
 int g_own_kernels = 0, g_other_records = 0, g_launch_callbacks = 0;
+
+#define CUPTI_CLIENT_FUNCTIONS(X)                                                                            \
+  X(cuptiSubscribe) X(cuptiUnsubscribe) X(cuptiEnableCallback) X(cuptiActivityRegisterCallbacks)            \
+  X(cuptiActivityEnable) X(cuptiActivityDisable) X(cuptiActivityFlushAll) X(cuptiFinalize)                  \
+  X(cuptiActivityGetNextRecord)
+
+struct Cupti {
+#define CUPTI_CLIENT_POINTER(name) decltype(&::name) name = nullptr;
+  CUPTI_CLIENT_FUNCTIONS(CUPTI_CLIENT_POINTER)
+#undef CUPTI_CLIENT_POINTER
+};
+Cupti g_cupti;
+
+bool bind_cupti() {
+#ifdef CUPTI_THROUGH_DLOPEN
+  void* handle = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    std::fprintf(stderr, "dlopen libcupti.so.13 failed: %s\n", dlerror());
+    return false;
+  }
+  bool all = true;
+#define CUPTI_CLIENT_LOOKUP(name)                                                 \
+  g_cupti.name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name));        \
+  all = all && g_cupti.name;
+  CUPTI_CLIENT_FUNCTIONS(CUPTI_CLIENT_LOOKUP)
+#undef CUPTI_CLIENT_LOOKUP
+  return all;
+#else
+#define CUPTI_CLIENT_LINKED(name) g_cupti.name = &::name;
+  CUPTI_CLIENT_FUNCTIONS(CUPTI_CLIENT_LINKED)
+#undef CUPTI_CLIENT_LINKED
+  return true;
+#endif
+}
 
 void CUPTIAPI on_launch(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
@@ -45,7 +85,7 @@ void CUPTIAPI request(uint8_t** buffer, size_t* size, size_t* max_records) {
 
 void CUPTIAPI complete(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   CUpti_Activity* record = nullptr;
-  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+  while (g_cupti.cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || record->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       const auto* kernel = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       if (kernel->name && std::strcmp(kernel->name, "profiled_sleep_us_100") == 0) {
@@ -77,6 +117,7 @@ int main(int argc, char** argv) {
   const int after = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool finalize = argc > 4 && std::atoi(argv[4]) != 0;
   const int windows = argc > 5 ? std::atoi(argv[5]) : 1;
+  if (!bind_cupti()) return 1;
   CUdevice device;
   CUcontext context;
   CUmodule module;
@@ -96,16 +137,16 @@ int main(int argc, char** argv) {
   for (int window = 0; window < windows; ++window) {
     // The profiler of its own starts: the launch callbacks, its buffers, kernel records.
     CUpti_SubscriberHandle subscriber = nullptr;
-    if (!ok(cuptiSubscribe(&subscriber, on_launch, &g_launch_callbacks), "cuptiSubscribe") ||
-        !ok(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel),
+    if (!ok(g_cupti.cuptiSubscribe(&subscriber, on_launch, &g_launch_callbacks), "cuptiSubscribe") ||
+        !ok(g_cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel),
             "cuptiEnableCallback") ||
-        !ok(cuptiActivityRegisterCallbacks(request, complete), "cuptiActivityRegisterCallbacks") ||
-        !ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable") ||
-        !launch(mine, profiled) || !ok(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll"))
+        !ok(g_cupti.cuptiActivityRegisterCallbacks(request, complete), "cuptiActivityRegisterCallbacks") ||
+        !ok(g_cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable") ||
+        !launch(mine, profiled) || !ok(g_cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll"))
       return 1;
-    if (!ok(cuptiUnsubscribe(subscriber), "cuptiUnsubscribe")) return 1;
-    if (finalize ? !ok(cuptiFinalize(), "cuptiFinalize")
-                 : !ok(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityDisable"))
+    if (!ok(g_cupti.cuptiUnsubscribe(subscriber), "cuptiUnsubscribe")) return 1;
+    if (finalize ? !ok(g_cupti.cuptiFinalize(), "cuptiFinalize")
+                 : !ok(g_cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityDisable"))
       return 1;
     if (!launch(plain, after)) return 1;
   }

@@ -296,10 +296,10 @@ def test_after_the_last_capture_range_cupti_is_finalised_and_free_for_the_progra
     # CUPTI let go once the range ended, so the program takes it as it does alone.
     cupti_was_let_go_after_one_linked_copy(proc, trace)
     # Ranges that may come again keep CUPTI. This program reaches CUPTI through a handle of its own
-    # (dlopen, dlsym), past the shim's cuptiSubscribe that shares the one subscriber CUPTI up to 13.2
-    # takes, so its own is refused, as the README says (cupti_client, linked to CUPTI, shares it).
+    # (dlopen, dlsym), which hands it the shim's cuptiSubscribe: it shares the one subscriber CUPTI up
+    # to 13.2 takes, and its subscription succeeds as it does alone.
     proc, trace = profile(tmp_path, command, name="repeat", options=["-c", "cudaProfilerApi", "--capture-range-end", "repeat"])
-    assert proc.stdout == "copies 2\nsubscribe 39\n"
+    assert proc.stdout == "copies 2\nsubscribe 0\n"
     assert metadata(trace, "End summary:")["gpu_activity.source"] == (f"GPU activity from {SIM_LIB / 'libcupti.so.13'}, "
                                                                       "CUDA graphs as whole launches")
 
@@ -312,13 +312,15 @@ def test_when_the_duration_ends_and_the_program_goes_on_cupti_is_finalised_at_it
     cupti_was_let_go_after_one_linked_copy(proc, trace)
 
 
+@pytest.mark.parametrize("client", ["cupti_client", "cupti_client_dlopen"])
 @pytest.mark.parametrize("let_go", ["disable", "finalize"])
-def test_the_programs_own_cupti_client_gets_its_records_and_the_trace_keeps_every_kernel(tmp_path, let_go):
+def test_the_programs_own_cupti_client_gets_its_records_and_the_trace_keeps_every_kernel(tmp_path, let_go, client):
     """cupti_client profiles itself as torch.profiler does: its own subscriber for the launches, its own
     buffers and kernel records, for the 4 kernels in the middle of 12. It gets exactly those records and
     callbacks, as without cutrace, and nothing else (none of the memset records the trace has); the
-    trace has all 12, and no warning of missing GPU activity."""
-    command = [app("cupti_client"), "3", "4", "5", "1" if let_go == "finalize" else "0"]
+    trace has all 12, and no warning of missing GPU activity. cupti_client_dlopen finds CUPTI's
+    functions through a dlopen handle of its own (RTLD_LOCAL), and gets the same."""
+    command = [app(client), "3", "4", "5", "1" if let_go == "finalize" else "0"]
     alone = subprocess.run(command, env=sim_env(), capture_output=True, text=True, timeout=60)
     assert (alone.returncode, alone.stdout) == (0, "own kernels 4\nother records 0\nlaunch callbacks 4\ndone\n")
     proc, trace = profile(tmp_path, command)
