@@ -35,31 +35,32 @@ TEST_F(UnreachedWatchTest, CountsEachWellFormedAnnouncementOfItsSessionOnce) {
   UnreachedWatch watch;
   std::string error;
   ASSERT_TRUE(watch.start("/cutrace-0-abc", &error, dir_.string())) << error;
-  announce("cutrace-0-abc.unreached.41.65534.13");
-  announce("cutrace-0-abc.unreached.42.65534.13");
-  announce("cutrace-0-abc.unreached.43.1000.24");
-  // Again for pid 41 (a second image after exec), another session, malformed, out of range.
-  announce("cutrace-0-abc.unreached.41.65534.13");
-  announce("cutrace-0-abc.unreached.48.65534.13.");
-  announce("cutrace-0-abd.unreached.44.65534.13");
-  announce("cutrace-0-abc.unreached.45.65534");
+  // Pids above the kernel's largest (4194304): no process of this machine lends them its name.
+  announce("cutrace-0-abc.unreached.4194341.65534.13");
+  announce("cutrace-0-abc.unreached.4194342.65534.13");
+  announce("cutrace-0-abc.unreached.4194343.1000.24");
+  // Again for the first pid (a second image after exec), another session, malformed, out of range.
+  announce("cutrace-0-abc.unreached.4194341.65534.13");
+  announce("cutrace-0-abc.unreached.4194348.65534.13.");
+  announce("cutrace-0-abd.unreached.4194344.65534.13");
+  announce("cutrace-0-abc.unreached.4194345.65534");
   announce("cutrace-0-abc.unreached.x.65534.13");
-  announce("cutrace-0-abc.unreached.46.99999999999.13");
-  announce("cutrace-0-abc.unreached.47.65534.4096");
+  announce("cutrace-0-abc.unreached.4194346.99999999999.13");
+  announce("cutrace-0-abc.unreached.4194347.65534.4096");
   announce("cutrace-0-abc.unreached..65534.13");
   watch.collect();
   ASSERT_EQ(watch.processes().size(), 3u);
-  EXPECT_EQ(watch.processes()[0].pid, 41u);
+  EXPECT_EQ(watch.processes()[0].pid, 4194341u);
   EXPECT_EQ(watch.processes()[2].uid, 1000u);
   EXPECT_EQ(watch.processes()[2].error, EMFILE);
   EXPECT_FALSE(watch.overflowed());
   const std::vector<std::string> warnings = watch.warnings();
   ASSERT_EQ(warnings.size(), 2u);
-  EXPECT_EQ(warnings[0].rfind("process 43 ran as uid 1000 and could not open the session's shared memory (Too many "
+  EXPECT_EQ(warnings[0].rfind("process 4194343 ran as uid 1000 and could not open the session's shared memory (Too many "
                               "open files), so its calls were not recorded", 0),
             0u)
       << warnings[0];
-  EXPECT_EQ(warnings[1].rfind("2 processes (41, 42) ran as uid 65534 and could not open the session's shared memory "
+  EXPECT_EQ(warnings[1].rfind("2 processes (4194341, 4194342) ran as uid 65534 and could not open the session's shared memory "
                               "(Permission denied), so their calls were not recorded: they had changed user",
                               0),
             0u)
