@@ -150,7 +150,9 @@ if (( sanitizers )); then
     # The interpreter-by-interpreter tests of Python frames with the tests' own interpreter only: the
     # plain shim reads the frames, and the sanitized recorder takes the same records from each. Under
     # TSan, the commands that read traces come from the plain build: they run one thread, where TSan
-    # has no race to find (ASan's pass runs them sanitized).
+    # has no race to find (ASan's pass runs them sanitized). The files whose subject is reading
+    # traces with what comes from the plain build (the Python package always, the commands under TSan)
+    # are left out of the pass (markers in tests/e2e/profile/conftest.py): they would repeat the plain pass.
     reading_tools=""
     [[ $kind == thread ]] && reading_tools="$plain/bin"
     e2e=(env CUTRACE_BUILD_DIR="$plain" CUTRACE_TOOLS_DIR="$(realpath "$dir")/bin"

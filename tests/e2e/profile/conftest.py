@@ -104,6 +104,35 @@ def orphaned_sessions():
     return orphans
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "reads_traces: the file's subject is what the commands that read traces give (reports, exports); "
+        "left out where those commands are another build's than the recorder's (CUTRACE_READING_TOOLS_DIR)")
+    config.addinivalue_line(
+        "markers", "reads_traces_in_python: the file's subject is what the cutrace package gives (recipes, analyze, "
+        "tables, Parquet, Kineto); left out where the tools under test are another build's than the tables library "
+        "the package loads")
+
+
+def _build_of_tools(tools):
+    return tools.resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    # A sanitized pass records with its launcher and recorder but reads with a plain build's code: the
+    # package's tables library always (an uninstrumented Python cannot load a sanitized one), and under
+    # TSan the reading commands too. Files whose subject is that reading would repeat the plain pass,
+    # their recordings being what every other file records; they are left out there.
+    plain_python = Path(os.environ["CUTRACE_TABLES_LIBRARY"]).resolve().parent.parent != _build_of_tools(TOOLS)
+    plain_reading = _build_of_tools(READING_CUTRACE.parent) != _build_of_tools(TOOLS)
+    left_out = [item for item in items
+                if (plain_reading and item.get_closest_marker("reads_traces"))
+                or (plain_python and item.get_closest_marker("reads_traces_in_python"))]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item not in left_out]
+
+
 @pytest.fixture(autouse=True)
 def no_session_outlives_its_run():
     before = orphaned_sessions()

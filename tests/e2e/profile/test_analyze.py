@@ -12,6 +12,8 @@ import pytest
 
 from conftest import CUTRACE, app, profile, run_tool, sim_env
 
+pytestmark = pytest.mark.reads_traces_in_python
+
 pytest.importorskip("pyarrow")
 pytest.importorskip("duckdb")
 

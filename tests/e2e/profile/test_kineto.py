@@ -12,6 +12,8 @@ import pytest
 
 from conftest import SIM_LIB, app, profile, run_tool, sim_env
 
+pytestmark = pytest.mark.reads_traces_in_python
+
 # Two ranks with different, known work: sim_vector_add runs, per iteration, two kernels of
 # SIMCUDA_KERNEL_NS each and three copies of ELEMENTS * 4 bytes (10 GB/s: 10 us each).
 RANKS = {0: {"iterations": 2, "kernel_ns": 30000}, 1: {"iterations": 3, "kernel_ns": 50000}}

@@ -10,6 +10,8 @@ import pytest
 
 from conftest import app, profile, run_tool, sim_env
 
+pytestmark = pytest.mark.reads_traces
+
 EXAMPLES = Path(__file__).resolve().parent / "sql" / "nsys"
 
 

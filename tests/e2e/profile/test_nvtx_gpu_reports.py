@@ -11,6 +11,8 @@ import pytest
 
 from conftest import profile, run_tool, sim_env
 
+pytestmark = pytest.mark.reads_traces
+
 pytest.importorskip("nvtx")
 
 GPU_WORK = Path(__file__).resolve().parent / "scripts" / "gpu_work.py"

@@ -12,6 +12,8 @@ import pytest
 
 from conftest import CUTRACE
 
+pytestmark = pytest.mark.reads_traces
+
 DATA = Path(__file__).resolve().parents[2] / "data" / "traces"
 REPORTS = ",".join(line.strip() for line in (DATA / "reports.txt").read_text().splitlines() if line.strip())
 TRACES = sorted(DATA.glob("v*/*.cutrace"))

@@ -14,6 +14,8 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from conftest import SUCCESS_NAMES, app, check_results, profile, run_tool, sim_env
 
+pytestmark = pytest.mark.reads_traces
+
 BEGIN, END, INSTANT, COUNTER = (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END,
                                 pb.TrackEvent.TYPE_INSTANT, pb.TrackEvent.TYPE_COUNTER)
 TRACE_CLOCK = 6  # BOOTTIME, the default

@@ -15,6 +15,8 @@ import pytest
 
 from conftest import BUILD, CUTRACE, app, profile, run_tool, sim_env
 
+pytestmark = pytest.mark.reads_traces_in_python
+
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("duckdb")
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import profile, run_tool, sim_env
+
+pytestmark = pytest.mark.reads_traces_in_python
 from test_recipes import dask_cluster, recipe, rows
 
 pq = pytest.importorskip("pyarrow.parquet")

@@ -12,6 +12,8 @@ import pytest
 
 from conftest import api_sum, app, on_a_terminal, profile, run_tool
 
+pytestmark = pytest.mark.reads_traces
+
 SQL = Path(__file__).resolve().parent / "sql"
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from conftest import CUTRACE, app, on_a_terminal, profile, run_tool
 
+pytestmark = pytest.mark.reads_traces_in_python
+
 pa = pytest.importorskip("pyarrow")
 import pyarrow.ipc  # noqa: E402
 import pyarrow.parquet  # noqa: E402
