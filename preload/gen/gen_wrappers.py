@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from pathlib import Path
 
 import cutrace_gen
+from cutrace_gen import cache
 from cutrace_gen.common import ARG_FORMATS, DOMAINS_FILE, PROG, GenError
 from cutrace_gen.elf import exported_functions
 from cutrace_gen.emit_coverage import emit_coverage
@@ -74,8 +76,42 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--cxx-flag", action="append", default=[], help="flag for the parser, e.g. -std=c++20")
     ap.add_argument("--out-dir", required=True, type=Path)
     ap.add_argument("--depfile", type=Path, help="write the files read, as a make rule for api_ids.h")
+    ap.add_argument("--cache-dir", type=Path,
+                    help="reuse the outputs of an earlier run with the same arguments whose inputs are as they "
+                         "were, and leave this run's there (cutrace_gen/cache.py)")
     args = ap.parse_args(argv)
+    entry = None
+    if args.cache_dir:
+        sources = cutrace_gen.source_files() | {os.path.abspath(__file__)}
+        # Where the outputs go is no input; the compiler is known by the file it is (c++ and g++ alike).
+        same_run = {k: v for k, v in vars(args).items() if k not in ("out_dir", "depfile", "cache_dir")}
+        same_run["cxx"] = os.path.realpath(shutil.which(args.cxx) or args.cxx)
+        entry = cache.entry_dir(args.cache_dir, same_run, sources)
+        if (cached := cache.load(entry)) is not None:
+            outputs, deps, summary = cached
+            write_outputs(args, outputs, set(deps))
+            print(summary, end="")
+            return 0
+    outputs, deps, summary = generate(args)
+    write_outputs(args, outputs, deps)
+    print(summary, end="")
+    if entry is not None:
+        cache.store(entry, outputs, deps, summary)
+    return 0
 
+
+def write_outputs(args: argparse.Namespace, outputs: dict[str, str], deps: set[str]) -> None:
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in outputs.items():
+        write_output(args.out_dir / name, text)
+    if args.depfile:
+        target = os.path.abspath(args.out_dir / "api_ids.h")
+        escape = lambda p: p.replace(" ", "\\ ")  # noqa: E731
+        args.depfile.write_text(f"{escape(target)}: " + " \\\n  ".join(escape(d) for d in sorted(deps)) + "\n")
+
+
+def generate(args: argparse.Namespace) -> tuple[dict[str, str], set[str], str]:
+    """The outputs by file name, the files read and the summary of each library."""
     names = [lib[0] for lib in args.library]
     for name in names:
         if not _IDENT_RE.fullmatch(name):
@@ -114,34 +150,27 @@ def main(argv: list[str]) -> int:
         models.append(model)
     mark_abi_changes(models)
 
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    write_output(args.out_dir / "api_ids.h", emit_ids(apis))
-    write_output(args.out_dir / "api_table.cpp", emit_table(apis))
-    write_output(args.out_dir / "real_functions.cpp", emit_real_functions(apis))
+    outputs = {"api_ids.h": emit_ids(apis), "api_table.cpp": emit_table(apis),
+               "real_functions.cpp": emit_real_functions(apis)}
     for model in models:
         emit = {"os_runtime": emit_osrt_wrappers, "mpi": emit_mpi_wrappers}.get(model.spec.domain, emit_wrappers)
-        write_output(args.out_dir / f"wrappers_{model.spec.name}.cpp", emit(model))
+        outputs[f"wrappers_{model.spec.name}.cpp"] = emit(model)
     has_driver = any(m.spec.domain == "cuda_driver" for m in models)
     versions = driver_versions(pre, args.include_dir) if has_driver else []
     wrapped = {a.name for a in apis}
     interop = graphics_interop_symbols(args.include_dir) if has_driver else set()
     untimed_interop = {s for s in interop if not any(v[0] == s and v[3] in wrapped for v in versions)}
-    write_output(args.out_dir / "api_lookup.cpp", emit_lookup(apis, versions, untimed_interop))
-    write_output(args.out_dir / "coverage.json", emit_coverage(models))
+    outputs["api_lookup.cpp"] = emit_lookup(apis, versions, untimed_interop)
+    outputs["coverage.json"] = emit_coverage(models)
     if any(m.spec.wrappers == "versioned" for m in models):
-        write_output(args.out_dir / "versioned.map", emit_version_script(models))
-    if args.depfile:
-        deps = set().union(*(p.dependencies for p in preprocessors.values()))
-        deps |= {os.path.abspath(a[1]) for a in args.library}
-        deps |= {os.path.abspath(m.spec.annotations.parent / m.spec.extends) for m in models if m.spec.extends}
-        deps |= {os.path.realpath(a[2]) for a in args.library if a[2] != "-"} | {os.path.abspath(__file__), str(DOMAINS_FILE)}
-        deps |= cutrace_gen.source_files()
-        target = os.path.abspath(args.out_dir / "api_ids.h")
-        escape = lambda p: p.replace(" ", "\\ ")  # noqa: E731
-        args.depfile.write_text(f"{escape(target)}: " + " \\\n  ".join(escape(d) for d in sorted(deps)) + "\n")
-    for model in models:
-        print(model.summary())
-    return 0
+        outputs["versioned.map"] = emit_version_script(models)
+    deps = set().union(*(p.dependencies for p in preprocessors.values()))
+    deps |= {os.path.abspath(a[1]) for a in args.library}
+    deps |= {os.path.abspath(m.spec.annotations.parent / m.spec.extends) for m in models if m.spec.extends}
+    deps |= {os.path.realpath(a[2]) for a in args.library if a[2] != "-"} | {os.path.abspath(__file__), str(DOMAINS_FILE)}
+    deps |= cutrace_gen.source_files()
+    summary = "".join(model.summary() + "\n" for model in models)
+    return outputs, deps, summary
 
 
 if __name__ == "__main__":
