@@ -209,8 +209,9 @@ SIMCUDA_EXPORT cublasStatus_t CUBLASWINAPI cublasDestroy_v2(cublasHandle_t handl
   return CUBLAS_STATUS_SUCCESS;
 }
 
-SIMCUDA_EXPORT cublasStatus_t CUBLASWINAPI cublasGetVersion_v2(cublasHandle_t handle, int* version) {
-  if (!valid(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+// The real library answers without a handle, and frameworks ask so before creating one (JAX's CUDA
+// plug-in checks library versions first with cublasGetVersion(nullptr, &version)).
+SIMCUDA_EXPORT cublasStatus_t CUBLASWINAPI cublasGetVersion_v2(cublasHandle_t, int* version) {
   if (version == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   *version = CUBLAS_VERSION;
   return CUBLAS_STATUS_SUCCESS;

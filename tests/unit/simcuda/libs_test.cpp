@@ -65,6 +65,10 @@ TEST(Cublas, EachGemmIsOneKernelThroughTheDriverWithASizeDependentDuration) {
   int version = 0;
   ASSERT_EQ(cublasGetVersion_v2(h, &version), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(version, CUBLAS_VERSION);
+  // As the real library, also without a handle.
+  version = 0;
+  ASSERT_EQ(cublasGetVersion_v2(nullptr, &version), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(version, CUBLAS_VERSION);
   EXPECT_EQ(cublasLtGetVersion(), size_t(CUBLAS_VERSION));
 
   float f[4] = {};
