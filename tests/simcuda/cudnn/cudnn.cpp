@@ -120,6 +120,17 @@ bool valid(cudnnHandle_t h) { return h != nullptr && h->magic == kHandleMagic; }
 
 SIMCUDA_EXPORT size_t CUDNNWINAPI cudnnGetVersion(void) { return CUDNN_VERSION; }
 
+// XLA takes the library's version from here, and without it runs with no DNN support at all.
+SIMCUDA_EXPORT cudnnStatus_t CUDNNWINAPI cudnnGetProperty(libraryPropertyType type, int* value) {
+  if (value == nullptr) return CUDNN_STATUS_BAD_PARAM;
+  switch (type) {
+    case MAJOR_VERSION: *value = CUDNN_MAJOR; return CUDNN_STATUS_SUCCESS;
+    case MINOR_VERSION: *value = CUDNN_MINOR; return CUDNN_STATUS_SUCCESS;
+    case PATCH_LEVEL: *value = CUDNN_PATCHLEVEL; return CUDNN_STATUS_SUCCESS;
+  }
+  return CUDNN_STATUS_BAD_PARAM;
+}
+
 SIMCUDA_EXPORT const char* CUDNNWINAPI cudnnGetErrorString(cudnnStatus_t status) {
   for (const StatusText& t : kStatuses) {
     if (t.status == status) return t.name;

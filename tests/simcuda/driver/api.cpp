@@ -418,6 +418,32 @@ CUresult record_event(CUevent event, CUstream stream, DefaultStream flavour) {
   return from_status(timeline().record_event(eid, sid));
 }
 
+// As cudaStreamWaitEvent (cudart/stream.cpp): the stream's later work waits for the event's.
+CUresult wait_event(CUstream stream, CUevent event, unsigned flags, DefaultStream flavour) {
+  if ((flags & ~unsigned(CU_EVENT_WAIT_EXTERNAL)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  StreamId sid;
+  EventId eid;
+  if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
+  if (CUresult e = event_id(event, &eid); e) return e;
+  if (graphs().join_capture(sid, eid)) return CUDA_SUCCESS;
+  return activity::timed_sync(activity::SyncType::kStreamWaitEvent, stream_device(sid), sid, eid,
+                              [&] { return from_status(timeline().stream_wait_event(sid, eid)); });
+}
+
+// As cudaLaunchHostFunc (cudart/stream.cpp): the function runs on the device thread when the stream
+// reaches it, or becomes a host node of the stream's capture.
+CUresult launch_host_func(CUstream stream, CUhostFn fn, void* user_data, DefaultStream flavour) {
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  StreamId sid;
+  if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
+  GraphNode node;
+  node.type = NodeType::kHost;
+  node.kind = OpKind::kHostFunc;
+  node.effect = [fn, user_data] { fn(user_data); };
+  if (graphs().capture(sid, node)) return CUDA_SUCCESS;
+  return from_status(timeline().submit(sid, Work{OpKind::kHostFunc, 0, std::move(node.effect), {}}));
+}
+
 CUresult elapsed_time(float* ms, CUevent start, CUevent end) {
   if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
   EventId a, b;
@@ -636,6 +662,17 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
   });
 }
 
+// A fatbin container, as cuModuleLoadData takes it (XLA loads the kernels it compiled so).
+CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
+  return traced(SIMCUDA_DRIVER_CBID(cuModuleLoadFatBinary), [&]() -> CUresult {
+    Module* m;
+    if (module == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = load_module(fatCubin, false, &m); e) return e;
+    *module = reinterpret_cast<CUmodule>(m);
+    return CUDA_SUCCESS;
+  });
+}
+
 // cuModuleLoadData with JIT options for a PTX image (link.cpp says what they get).
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int n, CUjit_option* options,
                                     void** values) {
@@ -772,6 +809,23 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsig
 
 // graphs
 
+CUresult is_capturing(CUstream stream, CUstreamCaptureStatus* status, DefaultStream flavour) {
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  StreamId sid;
+  if (CUresult e = resolve_stream(stream, flavour, &sid); e) return e;
+  *status = graphs().capturing(sid) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamIsCapturing), [&]() -> CUresult {
+    return is_capturing(stream, status, kLegacy);
+  });
+}
+CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status) {
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamIsCapturing_ptsz), [&]() -> CUresult {
+    return is_capturing(stream, status, kPerThread);
+  });
+}
 CUresult CUDAAPI cuStreamBeginCapture(CUstream stream) {
   return traced(SIMCUDA_DRIVER_CBID(cuStreamBeginCapture), [&]() -> CUresult { return begin_capture(stream, kLegacy); });
 }
@@ -890,6 +944,116 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
     }
     *dptr = CUdeviceptr(reinterpret_cast<uintptr_t>(p));
     return CUDA_SUCCESS;
+  });
+}
+
+// What the driver knows of an address, as cudaPointerGetAttributes says it (cudart/memory.cpp); an
+// address of no allocation is an invalid value, as for the real driver. One address space for all
+// contexts of a device: the context is the device's primary one.
+CUresult pointer_attribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult e = check_initialized(); e) return e;
+  std::optional<Allocation> a = memory().find(host(ptr));
+  if (!a) return CUDA_ERROR_INVALID_VALUE;
+  const bool on_host = a->kind == MemoryKind::kPinnedHost || a->kind == MemoryKind::kRegisteredHost;
+  const bool managed = a->kind == MemoryKind::kManaged;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = primary_context(a->device);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned*>(data) = managed ? CU_MEMORYTYPE_UNIFIED : on_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (!on_host && !managed) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<void**>(data) = host(ptr);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<unsigned*>(data) = managed;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = a->device;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = CUdeviceptr(a->base);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = a->size;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      *static_cast<unsigned*>(data) = 1;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      *static_cast<unsigned long long*>(data) = a->base;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  return traced(SIMCUDA_DRIVER_CBID(cuPointerGetAttribute), [&]() -> CUresult {
+    return pointer_attribute(data, attribute, ptr);
+  });
+}
+
+// A TMA descriptor for a tiled region. Kernels never execute here (simcuda.h), so the descriptor's 128
+// bytes only need to be those of a valid call: the region is checked as the real driver documents it
+// (rank 1 to 5, a 16-byte aligned address, box sides of 1 to 256 elements) and the map written as
+// zeros but for its first word, the global address.
+CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap* tensorMap, CUtensorMapDataType, cuuint32_t tensorRank,
+                                        void* globalAddress, const cuuint64_t* globalDim,
+                                        const cuuint64_t* globalStrides, const cuuint32_t* boxDim,
+                                        const cuuint32_t* elementStrides, CUtensorMapInterleave,
+                                        CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+  return traced(SIMCUDA_DRIVER_CBID(cuTensorMapEncodeTiled), [&]() -> CUresult {
+    if (tensorMap == nullptr || tensorRank < 1 || tensorRank > 5 || globalAddress == nullptr ||
+        reinterpret_cast<uintptr_t>(globalAddress) % 16 != 0 || globalDim == nullptr || boxDim == nullptr ||
+        elementStrides == nullptr || (tensorRank > 1 && globalStrides == nullptr)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (cuuint32_t i = 0; i < tensorRank; ++i) {
+      if (globalDim[i] == 0 || boxDim[i] == 0 || boxDim[i] > 256 || elementStrides[i] == 0 || elementStrides[i] > 8) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+    std::memset(tensorMap, 0, sizeof *tensorMap);
+    const uint64_t address = reinterpret_cast<uintptr_t>(globalAddress);
+    std::memcpy(tensorMap, &address, sizeof address);
+    return CUDA_SUCCESS;
+  });
+}
+
+// Page-locked host memory, as cudaHostAlloc's (cudart/memory.cpp): every device can reach it.
+CUresult host_alloc(void** pp, size_t bytesize, unsigned int flags) {
+  constexpr unsigned kValid = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+  if (pp == nullptr || (flags & ~kValid) != 0) return CUDA_ERROR_INVALID_VALUE;
+  int device;
+  if (CUresult e = current_device(&device); e) return e;
+  return from_status(memory().allocate(MemoryKind::kPinnedHost, device, bytesize, flags, pp));
+}
+
+CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags) {
+  return traced(SIMCUDA_DRIVER_CBID(cuMemHostAlloc), [&]() -> CUresult { return host_alloc(pp, bytesize, flags); });
+}
+
+CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  return traced(SIMCUDA_DRIVER_CBID(cuMemAllocHost_v2), [&]() -> CUresult { return host_alloc(pp, bytesize, 0); });
+}
+
+// Waits for every device first: pinned memory may be the source or target of work on any of them.
+CUresult CUDAAPI cuMemFreeHost(void* p) {
+  return traced(SIMCUDA_DRIVER_CBID(cuMemFreeHost), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    std::optional<Allocation> a = memory().find(p);
+    if (!a || a->kind != MemoryKind::kPinnedHost || a->base != reinterpret_cast<uintptr_t>(p)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    timeline().synchronize_all();
+    return from_status(memory().release(p, {MemoryKind::kPinnedHost}));
   });
 }
 
@@ -1056,19 +1220,28 @@ CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int v, size_t n
 
 // streams and events
 
+CUresult create_stream(CUstream* stream, unsigned int flags, int priority) {
+  if (stream == nullptr || (flags & ~unsigned(CU_STREAM_NON_BLOCKING)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  int device;
+  if (CUresult e = current_device(&device); e) return e;
+  StreamId id;
+  if (Status s = timeline().create_stream(device, flags, priority, false, &id); s != Status::kOk) {
+    return from_status(s);
+  }
+  *stream = reinterpret_cast<CUstream>(handles::stream(id));
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuStreamCreate(CUstream* stream, unsigned int flags) {
-  return traced(SIMCUDA_DRIVER_CBID(cuStreamCreate), [&]() -> CUresult {
-    if (stream == nullptr || (flags & ~unsigned(CU_STREAM_NON_BLOCKING)) != 0) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    int device;
-    if (CUresult e = current_device(&device); e) return e;
-    StreamId id;
-    if (Status s = timeline().create_stream(device, flags, 0, false, &id); s != Status::kOk) {
-      return from_status(s);
-    }
-    *stream = reinterpret_cast<CUstream>(handles::stream(id));
-    return CUDA_SUCCESS;
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamCreate), [&]() -> CUresult { return create_stream(stream, flags, 0); });
+}
+
+// A priority outside cuCtxGetStreamPriorityRange's [-5, 0] is clamped to it, as the driver does.
+CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* stream, unsigned int flags, int priority) {
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamCreateWithPriority), [&]() -> CUresult {
+    return create_stream(stream, flags, priority < -5 ? -5 : priority > 0 ? 0 : priority);
   });
 }
 
@@ -1103,6 +1276,18 @@ CUresult CUDAAPI cuEventCreate(CUevent* event, unsigned int flags) {
   });
 }
 
+CUresult CUDAAPI cuLaunchHostFunc(CUstream s, CUhostFn f, void* u) {
+  return traced(SIMCUDA_DRIVER_CBID(cuLaunchHostFunc), [&]() -> CUresult { return launch_host_func(s, f, u, kLegacy); });
+}
+CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream s, CUhostFn f, void* u) {
+  return traced(SIMCUDA_DRIVER_CBID(cuLaunchHostFunc_ptsz), [&]() -> CUresult { return launch_host_func(s, f, u, kPerThread); });
+}
+CUresult CUDAAPI cuStreamWaitEvent(CUstream s, CUevent e, unsigned int f) {
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamWaitEvent), [&]() -> CUresult { return wait_event(s, e, f, kLegacy); });
+}
+CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int f) {
+  return traced(SIMCUDA_DRIVER_CBID(cuStreamWaitEvent_ptsz), [&]() -> CUresult { return wait_event(s, e, f, kPerThread); });
+}
 CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) {
   return traced(SIMCUDA_DRIVER_CBID(cuEventRecord), [&]() -> CUresult { return record_event(e, s, kLegacy); });
 }
@@ -1214,6 +1399,44 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigne
   });
 }
 
+// Each device's PCI address: domain 0, its CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, device 0, function 0, in
+// the real driver's format (13 characters with the NUL; XLA names devices by it and asks NVML by it).
+SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
+  return traced(SIMCUDA_DRIVER_CBID(cuDeviceGetPCIBusId), [&]() -> CUresult {
+    if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = impl::check_device(dev); e) return e;
+    std::snprintf(pciBusId, size_t(len), "0000:%02x:00.0", device_attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev));
+    return CUDA_SUCCESS;
+  });
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice* dev, const char* pciBusId) {
+  return traced(SIMCUDA_DRIVER_CBID(cuDeviceGetByPCIBusId), [&]() -> CUresult {
+    if (dev == nullptr || pciBusId == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult e = check_initialized(); e) return e;
+    unsigned domain = 0, bus = 0, device = 0, function = 0;
+    if (std::sscanf(pciBusId, "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4) return CUDA_ERROR_INVALID_VALUE;
+    for (int d = 0; d < config().device_count; ++d) {
+      if (domain == 0 && device == 0 && function == 0 &&
+          bus == unsigned(device_attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d))) {
+        *dev = d;
+        return CUDA_SUCCESS;
+      }
+    }
+    return CUDA_ERROR_INVALID_DEVICE;
+  });
+}
+
+// Stream priorities as a Hopper GPU reports them: 0 the least, -5 the greatest (lower is higher).
+SIMCUDA_EXPORT CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  return traced(SIMCUDA_DRIVER_CBID(cuCtxGetStreamPriorityRange), [&]() -> CUresult {
+    if (CUresult e = check_initialized(); e) return e;
+    if (leastPriority != nullptr) *leastPriority = 0;
+    if (greatestPriority != nullptr) *greatestPriority = -5;
+    return CUDA_SUCCESS;
+  });
+}
+
 // The export `name` calls impl::`target`.
 #define FORWARD(name, target, params, args) \
   SIMCUDA_EXPORT CUresult CUDAAPI name params { return impl::target args; }
@@ -1245,6 +1468,7 @@ EXPORT(cuGetProcAddress_v2,
        (s, p, v, f, r))
 
 EXPORT(cuModuleLoadData, (CUmodule* m, const void* i), (m, i))
+EXPORT(cuModuleLoadFatBinary, (CUmodule* m, const void* f), (m, f))
 EXPORT(cuModuleGetFunction, (CUfunction* f, CUmodule m, const char* n), (f, m, n))
 EXPORT(cuModuleLoadDataEx, (CUmodule* m, const void* i, unsigned int n, CUjit_option* o, void** v), (m, i, n, o, v))
 EXPORT(cuModuleUnload, (CUmodule m), (m))
@@ -1273,6 +1497,8 @@ EXPORT(cuLaunchKernelEx_ptsz, (const CUlaunchConfig* c, CUfunction f, void** p, 
        (c, f, p, x))
 
 EXPORT(cuStreamBeginCapture, (CUstream s), (s))
+EXPORT(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus* c), (s, c))
+EXPORT(cuStreamIsCapturing_ptsz, (CUstream s, CUstreamCaptureStatus* c), (s, c))
 EXPORT(cuStreamBeginCapture_ptsz, (CUstream s), (s))
 EXPORT(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m))
 EXPORT(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m))
@@ -1296,6 +1522,17 @@ EXPORT(cuMemAlloc_v2, (CUdeviceptr* p, size_t n), (p, n))
 EXPORT(cuMemGetInfo_v2, (size_t* f, size_t* t), (f, t))
 EXPORT(cuMemAllocPitch_v2, (CUdeviceptr* p, size_t* pitch, size_t w, size_t h, unsigned int e), (p, pitch, w, h, e))
 EXPORT(cuMemFree_v2, (CUdeviceptr p), (p))
+EXPORT(cuMemHostAlloc, (void** p, size_t n, unsigned int f), (p, n, f))
+SIMCUDA_EXPORT CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap* m, CUtensorMapDataType t, cuuint32_t r, void* a,
+                                                       const cuuint64_t* d, const cuuint64_t* s, const cuuint32_t* b,
+                                                       const cuuint32_t* e, CUtensorMapInterleave i,
+                                                       CUtensorMapSwizzle w, CUtensorMapL2promotion l,
+                                                       CUtensorMapFloatOOBfill o) {
+  return impl::cuTensorMapEncodeTiled(m, t, r, a, d, s, b, e, i, w, l, o);
+}
+EXPORT(cuPointerGetAttribute, (void* d, CUpointer_attribute a, CUdeviceptr p), (d, a, p))
+EXPORT(cuMemAllocHost_v2, (void** p, size_t n), (p, n))
+EXPORT(cuMemFreeHost, (void* p), (p))
 EXPORT(cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
 EXPORT(cuMemcpy_ptds, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
 EXPORT(cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h), (d, s, n, h))
@@ -1324,6 +1561,7 @@ EXPORT(cuMemsetD32Async, (CUdeviceptr d, unsigned int v, size_t n, CUstream h), 
 EXPORT(cuMemsetD32Async_ptsz, (CUdeviceptr d, unsigned int v, size_t n, CUstream h), (d, v, n, h))
 
 EXPORT(cuStreamCreate, (CUstream* s, unsigned int f), (s, f))
+EXPORT(cuStreamCreateWithPriority, (CUstream* s, unsigned int f, int p), (s, f, p))
 FORWARD(cuStreamDestroy, cuStreamDestroy_v2, (CUstream s), (s))
 EXPORT(cuStreamDestroy_v2, (CUstream s), (s))
 EXPORT(cuStreamSynchronize, (CUstream s), (s))
@@ -1332,6 +1570,10 @@ EXPORT(cuStreamQuery, (CUstream s), (s))
 EXPORT(cuStreamQuery_ptsz, (CUstream s), (s))
 EXPORT(cuEventCreate, (CUevent* e, unsigned int f), (e, f))
 EXPORT(cuEventRecord, (CUevent e, CUstream s), (e, s))
+EXPORT(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned int f), (s, e, f))
+EXPORT(cuLaunchHostFunc, (CUstream s, CUhostFn f, void* u), (s, f, u))
+EXPORT(cuLaunchHostFunc_ptsz, (CUstream s, CUhostFn f, void* u), (s, f, u))
+EXPORT(cuStreamWaitEvent_ptsz, (CUstream s, CUevent e, unsigned int f), (s, e, f))
 EXPORT(cuEventRecord_ptsz, (CUevent e, CUstream s), (e, s))
 EXPORT(cuEventSynchronize, (CUevent e), (e))
 EXPORT(cuEventQuery, (CUevent e), (e))
@@ -1417,6 +1659,10 @@ const ProcVersion kProcVersions[] = {
     I("cuMemAlloc", 3020, false, cuMemAlloc_v2),
     I("cuMemAllocPitch", 3020, false, cuMemAllocPitch_v2),
     I("cuMemFree", 3020, false, cuMemFree_v2),
+    I("cuMemHostAlloc", 2020, false, cuMemHostAlloc),
+    I("cuPointerGetAttribute", 4000, false, cuPointerGetAttribute),
+    I("cuMemAllocHost", 3020, false, cuMemAllocHost_v2),
+    I("cuMemFreeHost", 2000, false, cuMemFreeHost),
     I("cuMemGetInfo", 3020, false, cuMemGetInfo_v2),
     I("cuMemcpy", 4000, false, cuMemcpy),
     I("cuMemcpy", 7000, true, cuMemcpy_ptds),
@@ -1442,8 +1688,11 @@ const ProcVersion kProcVersions[] = {
     I("cuMemsetD8", 7000, true, cuMemsetD8_v2_ptds),
     I("cuMemsetD8Async", 3020, false, cuMemsetD8Async),
     I("cuMemsetD8Async", 7000, true, cuMemsetD8Async_ptsz),
+    I("cuLaunchHostFunc", 10000, false, cuLaunchHostFunc),
+    I("cuLaunchHostFunc", 10000, true, cuLaunchHostFunc_ptsz),
     I("cuModuleGetFunction", 2000, false, cuModuleGetFunction),
     I("cuModuleLoadData", 2000, false, cuModuleLoadData),
+    I("cuModuleLoadFatBinary", 2000, false, cuModuleLoadFatBinary),
     I("cuModuleLoadDataEx", 2010, false, cuModuleLoadDataEx),
     I("cuModuleUnload", 2000, false, cuModuleUnload),
     I("cuSimFutureFunction", 13020, false, cuSimFutureFunction),
@@ -1452,12 +1701,17 @@ const ProcVersion kProcVersions[] = {
     I("cuStreamBeginCapture", 10010, false, cuStreamBeginCapture_v2),
     I("cuStreamBeginCapture", 10010, true, cuStreamBeginCapture_v2_ptsz),
     I("cuStreamCreate", 2000, false, cuStreamCreate),
+    I("cuStreamCreateWithPriority", 5050, false, cuStreamCreateWithPriority),
     I("cuStreamDestroy", 4000, false, cuStreamDestroy_v2),
     I("cuStreamEndCapture", 10000, false, cuStreamEndCapture),
     I("cuStreamEndCapture", 10000, true, cuStreamEndCapture_ptsz),
+    I("cuStreamIsCapturing", 10000, false, cuStreamIsCapturing),
+    I("cuStreamIsCapturing", 10000, true, cuStreamIsCapturing_ptsz),
     I("cuStreamQuery", 2000, false, cuStreamQuery),
     I("cuStreamQuery", 7000, true, cuStreamQuery_ptsz),
     I("cuStreamSynchronize", 2000, false, cuStreamSynchronize),
+    I("cuStreamWaitEvent", 3020, false, cuStreamWaitEvent),
+    I("cuStreamWaitEvent", 7000, true, cuStreamWaitEvent_ptsz),
     I("cuStreamSynchronize", 7000, true, cuStreamSynchronize_ptsz),
 };
 

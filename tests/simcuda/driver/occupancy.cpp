@@ -82,6 +82,41 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int* value, CUfunction_attrib
   });
 }
 
+// As cudaFuncSetAttribute: the settable attributes are taken and change nothing the simulation
+// models (kernels run for their modelled time whatever their shared memory); more dynamic shared
+// memory than a block may opt in to is refused, as the real driver refuses it.
+SIMCUDA_EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute attribute, int value) {
+  return traced(SIMCUDA_DRIVER_CBID(cuFuncSetAttribute), [&]() -> CUresult {
+    int device;
+    if (CUresult e = function_device(f, &device); e) return e;
+    switch (attribute) {
+      case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        return value < 0 || value > device_attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device)
+                   ? CUDA_ERROR_INVALID_VALUE
+                   : CUDA_SUCCESS;
+      case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        return value < -1 || value > 100 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+      case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+      case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        return value < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;  // read-only or unknown
+    }
+  });
+}
+
+// A cache preference changes nothing the simulation models; an unknown one is an invalid value.
+SIMCUDA_EXPORT CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction f, CUfunc_cache config) {
+  return traced(SIMCUDA_DRIVER_CBID(cuFuncSetCacheConfig), [&]() -> CUresult {
+    int device;
+    if (CUresult e = function_device(f, &device); e) return e;
+    return unsigned(config) > CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  });
+}
+
 SIMCUDA_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction f,
                                                                             int block_size, size_t dynamic_smem) {
   return traced(SIMCUDA_DRIVER_CBID(cuOccupancyMaxActiveBlocksPerMultiprocessor),

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -119,6 +120,119 @@ TEST(DriverArrays, AreTheRuntimesArrays) {
   EXPECT_EQ(cuArrayDestroy(reinterpret_cast<CUarray>(p.srcArray)), CUDA_SUCCESS);
   EXPECT_EQ(cuArrayDestroy(reinterpret_cast<CUarray>(p.srcArray)), CUDA_ERROR_INVALID_HANDLE);
   cudaGetLastError();
+}
+
+TEST(DriverDevices, APciBusIdNamesItsDeviceBothWays) {
+  init();
+  char id[13] = {};
+  ASSERT_EQ(cuDeviceGetPCIBusId(id, sizeof id, 0), CUDA_SUCCESS);
+  int bus = 0;
+  ASSERT_EQ(cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0), CUDA_SUCCESS);
+  char expected[13];
+  std::snprintf(expected, sizeof expected, "0000:%02x:00.0", bus);
+  EXPECT_STREQ(id, expected);
+  CUdevice found = -1;
+  ASSERT_EQ(cuDeviceGetByPCIBusId(&found, id), CUDA_SUCCESS);
+  EXPECT_EQ(found, 0);
+  EXPECT_EQ(cuDeviceGetByPCIBusId(&found, "0000:ff:00.0"), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceGetByPCIBusId(&found, "not an id"), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetPCIBusId(id, sizeof id, 99), CUDA_ERROR_INVALID_DEVICE);
+  int least = 1, greatest = 1;
+  ASSERT_EQ(cuCtxGetStreamPriorityRange(&least, &greatest), CUDA_SUCCESS);
+  EXPECT_EQ(least, 0);
+  EXPECT_EQ(greatest, -5);
+}
+
+// What XLA asks of the driver past the runtime's calls (JAX's CUDA plug-in reaches the driver alone).
+TEST(DriverBasics, TheCallsXlaMakesBeyondTheRuntimes) {
+  init();
+  CUcontext ctx;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  CUstream high, low;
+  ASSERT_EQ(cuStreamCreateWithPriority(&high, CU_STREAM_NON_BLOCKING, -100), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreateWithPriority(&low, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamCreateWithPriority(&low, 0x80, 0), CUDA_ERROR_INVALID_VALUE);
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  ASSERT_EQ(cuStreamIsCapturing(high, &capture), CUDA_SUCCESS);
+  EXPECT_EQ(capture, CU_STREAM_CAPTURE_STATUS_NONE);
+  ASSERT_EQ(cuStreamBeginCapture_v2(high, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamIsCapturing(high, &capture), CUDA_SUCCESS);
+  EXPECT_EQ(capture, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(high, &graph), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+
+  // A host function runs once the stream reaches it, after the event the stream waits for.
+  CUevent event;
+  ASSERT_EQ(cuEventCreate(&event, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(event, low), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamWaitEvent(high, event, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamWaitEvent(high, event, 0x80), CUDA_ERROR_INVALID_VALUE);
+  int ran = 0;
+  ASSERT_EQ(cuLaunchHostFunc(high, [](void* flag) { ++*static_cast<int*>(flag); }, &ran), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(high), CUDA_SUCCESS);
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(cuLaunchHostFunc(high, nullptr, &ran), CUDA_ERROR_INVALID_VALUE);
+
+  // Pinned host memory and what a pointer is.
+  void* pinned = nullptr;
+  ASSERT_EQ(cuMemHostAlloc(&pinned, 4096, CU_MEMHOSTALLOC_PORTABLE), CUDA_SUCCESS);
+  unsigned type = 0;
+  ASSERT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CUdeviceptr(uintptr_t(pinned) + 16)),
+            CUDA_SUCCESS);
+  EXPECT_EQ(type, unsigned(CU_MEMORYTYPE_HOST));
+  CUdeviceptr device_memory = 0;
+  ASSERT_EQ(cuMemAlloc(&device_memory, 1 << 20), CUDA_SUCCESS);
+  int ordinal = -1;
+  size_t size = 0;
+  CUdeviceptr start = 0;
+  ASSERT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, device_memory + 100), CUDA_SUCCESS);
+  EXPECT_EQ(type, unsigned(CU_MEMORYTYPE_DEVICE));
+  ASSERT_EQ(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, device_memory + 100), CUDA_SUCCESS);
+  EXPECT_EQ(ordinal, 0);
+  ASSERT_EQ(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, device_memory + 100), CUDA_SUCCESS);
+  EXPECT_EQ(start, device_memory);
+  ASSERT_EQ(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, device_memory + 100), CUDA_SUCCESS);
+  EXPECT_EQ(size, size_t(1) << 20);
+  int on_stack = 0;
+  EXPECT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CUdeviceptr(uintptr_t(&on_stack))),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeHost(reinterpret_cast<char*>(pinned) + 16), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemFreeHost(pinned), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeHost(pinned), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemFree(device_memory), CUDA_SUCCESS);
+
+  // A module from a fatbin pointer; its kernel's attributes and cache preference.
+  CUmodule module;
+  ASSERT_EQ(cuModuleLoadFatBinary(&module, kImage), CUDA_SUCCESS);
+  CUfunction f;
+  ASSERT_EQ(cuModuleGetFunction(&f, module, "first_kernel"), CUDA_SUCCESS);
+  EXPECT_EQ(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 200 << 10), CUDA_SUCCESS);
+  EXPECT_EQ(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 228 << 10), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NUM_REGS, 32), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncSetCacheConfig(f, CU_FUNC_CACHE_PREFER_SHARED), CUDA_SUCCESS);
+
+  // A TMA descriptor of a 64 x 64 float matrix in 32 x 32 boxes.
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {64, 64}, strides[1] = {64 * sizeof(float)};
+  const cuuint32_t box[2] = {32, 32}, element_strides[2] = {1, 1};
+  ASSERT_EQ(cuMemAlloc(&device_memory, 64 * 64 * sizeof(float)), CUDA_SUCCESS);
+  void* global = reinterpret_cast<void*>(uintptr_t(device_memory));
+  EXPECT_EQ(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, global, dims, strides, box,
+                                   element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            CUDA_SUCCESS);
+  EXPECT_EQ(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, static_cast<char*>(global) + 4, dims,
+                                   strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemFree(device_memory), CUDA_SUCCESS);
+  ASSERT_EQ(cuModuleUnload(module), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventDestroy(event), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamDestroy(high), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamDestroy(low), CUDA_SUCCESS);
 }
 
 TEST(DriverProcAddress, PicksTheNewestVersionNotNewerThanTheOneAskedFor) {

@@ -368,6 +368,12 @@ TEST(Cudnn, AConvolutionIsIm2colThenAGemmAndAnActivationIsOneKernel) {
   cudnnHandle_t h = nullptr;
   ASSERT_EQ(cudnnCreate(&h), CUDNN_STATUS_SUCCESS);
   EXPECT_EQ(cudnnGetVersion(), size_t(CUDNN_VERSION));
+  int major = -1, minor = -1, patch = -1;
+  ASSERT_EQ(cudnnGetProperty(MAJOR_VERSION, &major), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnGetProperty(MINOR_VERSION, &minor), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnGetProperty(PATCH_LEVEL, &patch), CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(size_t(major * 10000 + minor * 100 + patch), size_t(CUDNN_VERSION));
+  EXPECT_EQ(cudnnGetProperty(MAJOR_VERSION, nullptr), CUDNN_STATUS_BAD_PARAM);
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   ASSERT_EQ(cudnnSetStream(h, s), CUDNN_STATUS_SUCCESS);
