@@ -64,9 +64,12 @@ def test_1000_short_lived_threads_lose_nothing(tmp_path):
     proc, trace = profile(tmp_path, [app("sim_threads"), str(threads), str(iterations), "short"], timeout=300)
     assert "failed_threads 0" in proc.stdout
     table = api_sum(trace)
-    assert table["cudaSetDevice"]["Num Calls"] == threads
-    assert table["cudaStreamSynchronize"]["Num Calls"] == threads
+    # Once (a TSan pass under load) 893 of the 1000 threads' calls were there: what cutrace said then,
+    # and every count, are what tells a loss it counted from one it did not.
+    counts = {name: row["Num Calls"] for name, row in table.items()}
+    assert table["cudaSetDevice"]["Num Calls"] == threads, (counts, proc.stderr)
+    assert table["cudaStreamSynchronize"]["Num Calls"] == threads, (counts, proc.stderr)
     for function in ("cudaGetDevice", "cudaMalloc", "cudaMemsetAsync", "cudaFree"):
-        assert table[function]["Num Calls"] == threads * iterations, function
+        assert table[function]["Num Calls"] == threads * iterations, (function, counts, proc.stderr)
     totals = info_totals(info(trace))
     assert totals["dropped"] == 0 and totals["lost_no_slot"] == 0
