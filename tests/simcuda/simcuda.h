@@ -122,6 +122,8 @@
 // to it). Its GEMMs compute (libs/host_gemm.h); its own kernels do not. The runtime makes device 0's
 // primary context current in the driver on a thread's first use, as the real one does, so that
 // cuCtxGetCurrent finds it (torch checks before cuBLAS), without driver calls a tracer would see.
+// Real JAX (jax[cuda13]) runs a jitted step too, with the simulated NVML (libnvidia-ml.so.1, nvml/)
+// preloaded as well: XLA's plug-in enumerates devices only through it (tests/unit/simcuda/jax_test.py).
 // Not modelled yet: cuDNN beyond a convolution. Limits are kept and occupancy is the occupancy
 // calculator's for this device and a kernel of 32 registers a thread (cudart/device.cpp); memory pools
 // count their stream-ordered allocations and keep no freed memory (cudart/memory.cpp).

@@ -1,0 +1,100 @@
+"""Real JAX on the simulated device: jax[cuda13] 0.10.2's CUDA plug-in starts on the simulated libraries,
+lists the simulated GPU, and compiles and runs a jitted step with its gradient to the end, the same with
+cutrace as without; the trace holds the kernels XLA compiled, named by their fusions, and XLA's own NVTX
+ranges (XlaModule, Thunk with the HLO op), which need no flag: cutrace is an NVTX tool.
+
+The simulated libraries are preloaded, as torch_test.py does, NVML among them: XLA's plug-in enumerates
+devices only through libnvidia-ml.so.1. JAX tries the CUDA plug-in only where a device node exists
+(/dev/nvidia0, /dev/nvidiactl); the simulated device has none, so the script points that check at
+/dev/null before importing the rest of JAX. Kernels never execute (simcuda.h), so the step's values
+are not printed: only what the device and the compilation decide. Skipped (exit 77) without the
+frameworks venv (scripts/check-frameworks.sh creates it).
+Usage: jax_test.py SIMCUDA_LIB_DIR CUTRACE [PYTHON]"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+SCRIPT = r"""
+import jax._src.hardware_utils as hardware_utils
+hardware_utils._NVIDIA_GPU_DEVICES = ["/dev/null"]  # the simulated device has no device node
+import jax
+import jax.numpy as jnp
+print("jax", jax.__version__, "backend", jax.default_backend(), "devices", jax.devices())
+
+@jax.jit
+def step(w, x):
+    return w - 0.01 * jax.grad(lambda w: jnp.mean((x @ w) ** 2))(w)
+
+w = jnp.ones((64, 64))
+x = jnp.ones((32, 64))
+for _ in range(3):
+    w = step(w, x)
+w.block_until_ready()
+print("step", w.shape, w.dtype, "on", list(w.devices())[0].platform)
+"""
+EXPECTED = ("jax 0.10.2 backend gpu devices [CudaDevice(id=0)]\n"
+            "step (64, 64) float32 on gpu\n")
+LIBRARIES = ("libcudart.so.13", "libcuda.so.1", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9",
+             "libcupti.so.13", "libnvidia-ml.so.1")
+
+
+def stats(cutrace, trace, report):
+    r = subprocess.run([cutrace, "stats", "-q", "-r", report, "-f", "json", trace], capture_output=True,
+                       text=True, timeout=120)
+    if r.returncode not in (0, 4):
+        raise RuntimeError(f"cutrace stats -r {report} exited {r.returncode}: {r.stderr}")
+    return [row for table in json.loads(r.stdout or "[]") for row in table["rows"]]
+
+
+def main(lib_dir, cutrace, python=None):
+    python = python or str(Path.home() / ".cache/cutrace/frameworks-cuda13/bin/python")
+    if not Path(python).exists():
+        print(f"skipped: no cuda13 frameworks venv ({python}); scripts/check-frameworks.sh creates it")
+        return 77
+    if not (Path(lib_dir) / "libnvidia-ml.so.1").exists():
+        print(f"skipped: the build made no simulated NVML ({lib_dir}/libnvidia-ml.so.1: nvml.h comes with the "
+              "CUDA 13 wheels, -DCUTRACE_CUDA13_WHEELS=ON)")
+        return 77
+    env = dict(os.environ, LD_LIBRARY_PATH=lib_dir, PYTHONWARNINGS="ignore", JAX_PLATFORMS="cuda",
+               TF_CPP_MIN_LOG_LEVEL="3", LD_PRELOAD=" ".join(str(Path(lib_dir) / name) for name in LIBRARIES))
+    plain = subprocess.run([python, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    if plain.returncode != 0 or plain.stdout != EXPECTED:
+        print(f"untraced: exit {plain.returncode}, expected:\n{EXPECTED}got:\n{plain.stdout}{plain.stderr[-3000:]}")
+        return 1
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = str(Path(tmp) / "step.cutrace")
+        traced = subprocess.run([cutrace, "profile", "-o", trace, "-t", "cuda,cublas,cudnn,nvtx", "--", python, "-c",
+                                 SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+        if (traced.returncode, traced.stdout) != (plain.returncode, plain.stdout):
+            print(f"traced: exit {traced.returncode}, output:\n{traced.stdout}{traced.stderr[-3000:]}")
+            return 1
+        kernels = Counter()
+        for row in stats(cutrace, trace, "cuda_gpu_kern_sum"):
+            kernels[row["Name"]] += int(row["Instances"])
+        # The step's two GEMMs (x @ w and its gradient's) are XLA's own fusions, compiled by ptxas and
+        # loaded with cuModuleLoadFatBinary.
+        for name in ("gemm_fusion_dot", "gemm_fusion_dot_general_2"):
+            if kernels[name] == 0:
+                failures.append(f"no kernel {name} ran: {dict(kernels)}")
+        api = {row["Name"]: int(row["Num Calls"]) for row in stats(cutrace, trace, "cuda_api_sum")}
+        if api.get("cuModuleLoadFatBinary", 0) == 0:
+            failures.append("XLA's compiled kernels were never loaded (no cuModuleLoadFatBinary)")
+        ranges = [row["Range"] for row in stats(cutrace, trace, "nvtx_sum")]
+        for prefix in ("TSL:XlaModule:#hlo_module=jit_step,", "TSL:Thunk:#name=jit(step),hlo_op=gemm_fusion_dot"):
+            if not any(r.startswith(prefix) for r in ranges):
+                failures.append(f"no NVTX range {prefix}...: {len(ranges)} ranges")
+    for failure in failures:
+        print(failure)
+    if not failures:
+        print(plain.stdout, end="")
+        print(f"traced alike; {sum(kernels.values())} kernels of {len(kernels)} names, {len(ranges)} NVTX ranges")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
