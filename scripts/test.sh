@@ -47,11 +47,20 @@ background() {  # LOG WHAT COMMAND...
     < /dev/null > "$background_log" 2>&1 &
   background_pid=$!
 }
-pause_background() { if [[ -n $background_pid ]]; then kill -STOP -- "-$background_pid" 2> /dev/null || true; fi; }
-resume_background() { if [[ -n $background_pid ]]; then kill -CONT -- "-$background_pid" 2> /dev/null || true; fi; }
+# By session, not process group: ninja starts each compile in a process group of its own, and a
+# compile that went on through a pause took the CPUs from the sampling tests it was meant to leave
+# alone (one of them counted 102 samples to 10 where 2.5 to 1 was due). Twice, for a process forked
+# while the first pass ran.
+pause_background() {
+  if [[ -n $background_pid ]]; then
+    pkill -STOP -s "$background_pid" 2> /dev/null || true
+    pkill -STOP -s "$background_pid" 2> /dev/null || true
+  fi
+}
+resume_background() { if [[ -n $background_pid ]]; then pkill -CONT -s "$background_pid" 2> /dev/null || true; fi; }
 stop_background() {
   if [[ -n $background_pid ]]; then
-    kill -TERM -- "-$background_pid" 2> /dev/null || true
+    pkill -TERM -s "$background_pid" 2> /dev/null || true
     resume_background
     wait "$background_pid" 2> /dev/null || true
     background_pid=""
