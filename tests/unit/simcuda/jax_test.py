@@ -10,13 +10,14 @@ devices only through libnvidia-ml.so.1. JAX tries the CUDA plug-in only where a 
 are not printed: only what the device and the compilation decide. Skipped (exit 77) without the
 frameworks venv (scripts/check-frameworks.sh creates it).
 Usage: jax_test.py SIMCUDA_LIB_DIR CUTRACE [PYTHON]"""
-import json
 import os
 import subprocess
 import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+
+from torch_test import stats  # the same report rows as JSON, beside this file
 
 SCRIPT = r"""
 import jax._src.hardware_utils as hardware_utils
@@ -40,14 +41,6 @@ EXPECTED = ("jax 0.10.2 backend gpu devices [CudaDevice(id=0)]\n"
             "step (64, 64) float32 on gpu\n")
 LIBRARIES = ("libcudart.so.13", "libcuda.so.1", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9",
              "libcupti.so.13", "libnvidia-ml.so.1")
-
-
-def stats(cutrace, trace, report):
-    r = subprocess.run([cutrace, "stats", "-q", "-r", report, "-f", "json", trace], capture_output=True,
-                       text=True, timeout=120)
-    if r.returncode not in (0, 4):
-        raise RuntimeError(f"cutrace stats -r {report} exited {r.returncode}: {r.stderr}")
-    return [row for table in json.loads(r.stdout or "[]") for row in table["rows"]]
 
 
 def main(lib_dir, cutrace, python=None):
