@@ -210,7 +210,7 @@ def main(argv: list[str]) -> int:
                    "carries the same symbols as the driver that comes with the GPU's kernel module. The other `.so.13` "
                    "libraries and `libcudnn.so.9`, with their headers, come from the newest CUDA 13 wheels "
                    "(`scripts/cuda13-wheels.txt`; the toolkit's own with `-DCUTRACE_CUDA13_WHEELS=OFF`). "
-                   "So do `libcusolver.so.12`, `libcusolverMg.so.12` and `libcusparse.so.12` (CUDA 13's, whatever "
+                   "So do `libcusolver.so.12`, `libcusolverMg.so.12`, `libcusparse.so.12` and `libcufft.so.12` (CUDA 13's, whatever "
                    "their sonames say); their wrappers are plain, as the CUDA 13 ones. The other "
                    "`.so.12` libraries come from the pinned CUDA 12 wheels (`scripts/cuda12-wheels.txt`); their "
                    "wrappers are `libcutrace-cuda12.so`'s, exported under each library's own symbol version.\n")

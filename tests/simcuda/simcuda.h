@@ -218,6 +218,11 @@
 // cuSPARSE, as the real one does, and calls them: a cuSOLVER dense handle owns a cuBLAS handle, a
 // sparse handle a cuSPARSE handle, and a Cholesky factorization is a kernel per column block of
 // kCholeskyBlock with a GEMM on the trailing matrix between two blocks.
+//
+// libcufft.so.12 reaches the driver the same way: plans of rank 1 to 3 of the six transform types
+// (cufftPlan*, cufftCreate + cufftMakePlan*, the 64-bit and Xt forms), their work area sizes, and a
+// transform (cufftExec*, cufftXtExec) as one kFftKernel launch per dimension on the plan's stream.
+// The transforms compute nothing. Every other export answers CUFFT_NOT_SUPPORTED.
 #pragma once
 
 #include <cstdint>
@@ -253,6 +258,8 @@ inline constexpr const char kActivationKernel[] = "cudnn_activation_fw_sim";
 inline constexpr const char kCholeskyKernel[] = "cusolver_potrf_block_sim";
 inline constexpr const char kSparseQrKernel[] = "cusolver_csrqr_sim";
 inline constexpr const char kSpmvKernel[] = "cusparse_csrmv_sim";
+// The simulated cuFFT launches one of these per dimension of a transform.
+inline constexpr const char kFftKernel[] = "cufft_regular_fft_sim";
 // The column block of the simulated cuSOLVER's Cholesky factorization (potrf): one kernel per block,
 // and a GEMM on the trailing matrix between two blocks.
 inline constexpr int kCholeskyBlock = 64;

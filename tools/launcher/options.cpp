@@ -879,9 +879,10 @@ options:
                               CUDA runtime and driver, nvtx the program's NVTX ranges and marks,
                               osrt its blocking libc calls (read, poll, sleeps, locks, waits),
                               cublas adds cuBLAS and cuBLASLt, cudnn adds cuDNN, cusolver adds
-                              cuSOLVER, cusparse adds cuSPARSE (each of those also records
-                              cuda), mpi the program's MPI calls (point to point, collectives,
-                              communicators, one-sided); none runs the command with recording off
+                              cuSOLVER, cusparse adds cuSPARSE, cufft adds cuFFT (each of those
+                              also records cuda), mpi the program's MPI calls (point to point,
+                              collectives, communicators, one-sided); none runs the command with
+                              recording off
       --mpi-impl openmpi|mpich
                               the MPI implementation the program uses, with -t mpi (default
                               openmpi)

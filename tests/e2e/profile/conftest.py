@@ -198,7 +198,7 @@ def calls(trace, tmp_path, domains=("cuda_runtime",)):
 
 # The name of each named domain's success code (0).
 SUCCESS_NAMES = {"cudaSuccess", "CUDA_SUCCESS", "CUBLAS_STATUS_SUCCESS", "CUDNN_STATUS_SUCCESS", "CUSOLVER_STATUS_SUCCESS",
-                 "CUSPARSE_STATUS_SUCCESS"}
+                 "CUSPARSE_STATUS_SUCCESS", "CUFFT_SUCCESS"}
 
 
 def check_results(calls):

@@ -176,7 +176,7 @@ def test_each_library_only_with_its_trace_value(tmp_path):
     proc, _ = profile(tmp_path, command, options=["-t", "cusolver-verbose"], name="verbose", check=False)
     assert proc.returncode != 0 and proc.stdout == ""
     assert "-t cusolver-verbose is not supported yet by cutrace" in proc.stderr
-    assert "cublas, cudnn, cusolver, cusparse and mpi" in proc.stderr
+    assert "cublas, cudnn, cusolver, cusparse, cufft and mpi" in proc.stderr
 
 
 def test_a_loaded_library_without_calls_is_no_warning(tmp_path):

@@ -17,6 +17,7 @@ left answers as a library that lacks the feature: the library's "not supported" 
   libcuda     CUDA_ERROR_NOT_SUPPORTED
   cuBLAS(Lt)  CUBLAS_STATUS_NOT_SUPPORTED
   cuDNN       CUDNN_STATUS_NOT_SUPPORTED
+  cuFFT       CUFFT_NOT_SUPPORTED
 
 and a runtime or driver function that has a CUPTI callback id is reported to the simulated CUPTI under
 it, as the hand-written functions are. A function returning no status returns: nothing (void), a
@@ -63,6 +64,7 @@ KINDS = {
     "cublas": ("cublasStatus_t", "CUBLAS_STATUS_NOT_SUPPORTED", None, None),
     "cublaslt": ("cublasStatus_t", "CUBLAS_STATUS_NOT_SUPPORTED", None, None),
     "cudnn": ("cudnnStatus_t", "CUDNN_STATUS_NOT_SUPPORTED", None, None),
+    "cufft": ("cufftResult", "CUFFT_NOT_SUPPORTED", None, None),
 }
 # Other spellings of the status types a prototype may use.
 STATUS_ALIASES = {"enum cudaError": "cudaError_t", "cudaError": "cudaError_t", "enum cudaError_enum": "CUresult",
@@ -118,6 +120,11 @@ def emit(model: LibraryModel, cbids: dict[str, int], binary: Path) -> tuple[str,
         out.append("")
     if helpers:
         out.append(f'#include "{helpers}"')
+    # The headers' view the shim's wrappers are compiled with ([library] defines), where the helpers
+    # (which include the headers themselves) have not set it.
+    for define in lib.defines:
+        macro = define.split("=", 1)[0]
+        out += [f"#ifndef {macro}", f"#define {define.replace('=', ' ', 1)}", "#endif"]
     out += [f"#include <{h}>" for h in lib.headers]
     out.append("")
     for api in model.apis:

@@ -141,7 +141,8 @@ TEST(ApiTable, IdsIndexTheTable) {
         {"libcudart.so.12", cutrace::abi::ApiDomain::kCudaRuntime}, {"libcublas.so.12", cutrace::abi::ApiDomain::kCublas},
         {"libcublasLt.so.12", cutrace::abi::ApiDomain::kCublasLt}, {"libcusolver.so.12", cutrace::abi::ApiDomain::kCusolver},
         {"libcusolverMg.so.12", cutrace::abi::ApiDomain::kCusolver},
-        {"libcusparse.so.12", cutrace::abi::ApiDomain::kCusparse},  {"libmpi.so.40", cutrace::abi::ApiDomain::kMpi},
+        {"libcusparse.so.12", cutrace::abi::ApiDomain::kCusparse},  {"libcufft.so.12", cutrace::abi::ApiDomain::kCufft},
+        {"libmpi.so.40", cutrace::abi::ApiDomain::kMpi},
         {"libmpich.so.12", cutrace::abi::ApiDomain::kMpi}};
     ASSERT_EQ(domains.count(library), 1u) << api.name << " lives in " << library;
     EXPECT_EQ(api.domain, domains.at(library)) << api.name;

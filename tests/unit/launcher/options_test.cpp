@@ -232,19 +232,19 @@ TEST(LauncherOptions, MpiImplementationIsOpenMpiUnlessNamed) {
 TEST(LauncherOptions, TraceValuesNotYetSupportedAreNamed) {
   expect_refused({"-t", "nccl", "app"},
                  "cutrace profile: -t nccl is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, "
-                 "osrt, cublas, cudnn, cusolver, cusparse and mpi).");
+                 "osrt, cublas, cudnn, cusolver, cusparse, cufft and mpi).");
   expect_refused({"-t", "cuda,nvtx,osrt,ucx,nccl", "app"},
                  "cutrace profile: -t ucx,nccl are not supported yet by cutrace; leave them out (cutrace traces "
-                 "cuda, nvtx, osrt, cublas, cudnn, cusolver, cusparse and mpi).");
+                 "cuda, nvtx, osrt, cublas, cudnn, cusolver, cusparse, cufft and mpi).");
   expect_refused({"--trace=cuda,ucx", "app"},
                  "cutrace profile: --trace ucx is not supported yet by cutrace; leave it out (cutrace traces cuda, "
-                 "nvtx, osrt, cublas, cudnn, cusolver, cusparse and mpi).");
+                 "nvtx, osrt, cublas, cudnn, cusolver, cusparse, cufft and mpi).");
   expect_refused({"-t", "cusolver,cusparse-verbose", "app"},
                  "cutrace profile: -t cusparse-verbose is not supported yet by cutrace; leave it out (cutrace traces "
-                 "cuda, nvtx, osrt, cublas, cudnn, cusolver, cusparse and mpi).");
+                 "cuda, nvtx, osrt, cublas, cudnn, cusolver, cusparse, cufft and mpi).");
   expect_refused({"-t", "frobnicate", "app"},
                  "cutrace profile: unknown -t value 'frobnicate'; cutrace traces cuda, nvtx, osrt, cublas, cudnn, "
-                 "cusolver, cusparse and mpi (-t cuda,nvtx,osrt,cublas,cudnn,cusolver,cusparse,mpi).");
+                 "cusolver, cusparse, cufft and mpi (-t cuda,nvtx,osrt,cublas,cudnn,cusolver,cusparse,cufft,mpi).");
   expect_refused({"-t", "cuda,none", "app"},
                  "cutrace profile: -t none cannot be combined with other values; use -t cuda or -t none.");
   expect_refused({"-t", ",", "app"}, "cutrace profile: option '-t' needs a value such as cuda.");
@@ -449,7 +449,7 @@ TEST(LauncherOptions, EveryRefusedOptionIsNamedInOneMessage) {
                  "(2) option '--cuda-um-cpu-page-faults' is not supported yet; remove it to profile without it, or "
                  "pass --cuda-um-cpu-page-faults=false; "
                  "(3) -t ucx is not supported yet by cutrace; leave it out (cutrace traces cuda, nvtx, osrt, cublas, "
-                 "cudnn, cusolver, cusparse and mpi); "
+                 "cudnn, cusolver, cusparse, cufft and mpi); "
                  "(4) unknown option '--bogus'; run `cutrace profile --help`; "
                  "(5) option '--dask' is not supported yet; remove it to profile without it, or pass "
                  "--dask=none.");

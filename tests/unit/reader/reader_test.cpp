@@ -1072,6 +1072,8 @@ TEST(Decode, LibrariesAreKnownByTheirFileNames) {
   EXPECT_EQ(abi::library_domain("libcudnn.so.9"), abi::domain_bit(abi::ApiDomain::kCudnn));
   EXPECT_EQ(abi::library_domain("libcusolver.so.12"), abi::domain_bit(abi::ApiDomain::kCusolver));
   EXPECT_EQ(abi::library_domain("libcusparse.so.12"), abi::domain_bit(abi::ApiDomain::kCusparse));
+  EXPECT_EQ(abi::library_domain("libcufft.so.12"), abi::domain_bit(abi::ApiDomain::kCufft));
+  EXPECT_EQ(abi::library_domain("libcufftw.so.12"), 0u);  // the FFTW interface is not cuFFT's API
   // cuSOLVERMg is cuSOLVER's, as -t cusolver records it.
   EXPECT_EQ(abi::library_domain("libcusolverMg.so.12"), abi::domain_bit(abi::ApiDomain::kCusolver));
   EXPECT_EQ(abi::library_domain("libcurand.so.10"), 0u);
@@ -1080,7 +1082,8 @@ TEST(Decode, LibrariesAreKnownByTheirFileNames) {
   EXPECT_EQ(abi::trace_value_domains("cusolver"), abi::domain_bit(abi::ApiDomain::kCusolver) | abi::kCudaDomains);
   EXPECT_EQ(abi::kCudaLibraryDomains, abi::kCublasDomains | abi::kCudnnDomains |
                                           abi::domain_bit(abi::ApiDomain::kCusolver) |
-                                          abi::domain_bit(abi::ApiDomain::kCusparse));
+                                          abi::domain_bit(abi::ApiDomain::kCusparse) |
+                                          abi::domain_bit(abi::ApiDomain::kCufft));
   EXPECT_EQ(abi::trace_value_domains("osrt"), abi::domain_bit(abi::ApiDomain::kOsRuntime));
   // MPI: Open MPI's libmpi and MPICH's libmpich, traced without CUDA.
   EXPECT_EQ(abi::library_domain("libmpi.so.40"), abi::domain_bit(abi::ApiDomain::kMpi));
