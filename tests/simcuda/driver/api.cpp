@@ -240,24 +240,30 @@ CUresult end_capture(CUstream stream, CUgraph* out, DefaultStream flavour) {
   return CUDA_SUCCESS;
 }
 
+// The kernel node a driver's kernel node parameters describe (any version of the struct).
 template <class Params>
-CUresult add_kernel_node(CUgraphNode* out, CUgraph graph, size_t num_dependencies,
-                         const CUgraphNode* dependencies, CUfunction f, CUkernel kern,
-                         const Params& p) {
-  void** extra = p.extra;
-  if (out == nullptr || (num_dependencies > 0 && dependencies == nullptr)) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
+CUresult kernel_node_of(CUfunction f, CUkernel kern, const Params& p, GraphNode* out) {
   if (CUresult e = check_initialized(); e) return e;
   const Kernel* k = loaded_kernel(f != nullptr ? static_cast<const void*>(f) : kern);
   if (k == nullptr) return CUDA_ERROR_INVALID_VALUE;
   LaunchExtras extras;
-  if (CUresult e = launch_extras(*k, extra, &extras); e) return e;
-  uint64_t duration = extras.duration_ns;
+  if (CUresult e = launch_extras(*k, p.extra, &extras); e) return e;
   const unsigned grid[3] = {p.gridDimX, p.gridDimY, p.gridDimZ}, block[3] = {p.blockDimX, p.blockDimY, p.blockDimZ};
+  *out = kernel_node(*k, extras.duration_ns, grid, block, p.sharedMemBytes);
+  out->effect = std::move(extras.effect);
+  return CUDA_SUCCESS;
+}
+
+template <class Params>
+CUresult add_kernel_node(CUgraphNode* out, CUgraph graph, size_t num_dependencies,
+                         const CUgraphNode* dependencies, CUfunction f, CUkernel kern,
+                         const Params& p) {
+  if (out == nullptr || (num_dependencies > 0 && dependencies == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  GraphNode added;
+  if (CUresult e = kernel_node_of(f, kern, p, &added); e) return e;
   GraphNode* node = nullptr;
-  GraphNode added = kernel_node(*k, duration, grid, block, p.sharedMemBytes);
-  added.effect = std::move(extras.effect);
   if (graphs().add_node(reinterpret_cast<Graph*>(graph), std::move(added),
                         reinterpret_cast<const void* const*>(dependencies), num_dependencies, &node) != Status::kOk)
     return CUDA_ERROR_INVALID_VALUE;
@@ -877,6 +883,99 @@ CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const
   return traced(SIMCUDA_DRIVER_CBID(cuGraphAddKernelNode_v2), [&]() -> CUresult {
     if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
     return add_kernel_node(node, graph, ndeps, deps, p->func, p->kern, *p);
+  });
+}
+
+namespace {
+
+// CUDA 12.3's one entry for every node type (XLA's command buffers add their kernels through it), with
+// edge data. The node types the simulation builds from the
+// driver's parameters: kernels and empty nodes; the others answer "not supported".
+CUresult add_node(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges,
+                  size_t ndeps, CUgraphNodeParams* p) {
+  if (node == nullptr || p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A programmatic edge (XLA's command buffers use them between kernels) lets the dependent kernel
+  // start before the one it follows has ended; the simulation runs it after, as a default edge.
+  if (edges != nullptr)
+    for (size_t i = 0; i < ndeps; ++i)
+      if (edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT && edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC)
+        return CUDA_ERROR_NOT_SUPPORTED;
+  switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+      return add_kernel_node(node, graph, ndeps, deps, p->kernel.func, p->kernel.kern, p->kernel);
+    case CU_GRAPH_NODE_TYPE_EMPTY: {
+      if (ndeps > 0 && deps == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      if (CUresult e = check_initialized(); e) return e;
+      GraphNode empty;
+      empty.type = NodeType::kEmpty;
+      empty.empty = true;
+      GraphNode* added = nullptr;
+      if (graphs().add_node(reinterpret_cast<Graph*>(graph), std::move(empty),
+                            reinterpret_cast<const void* const*>(deps), ndeps, &added) != Status::kOk)
+        return CUDA_ERROR_INVALID_VALUE;
+      *node = reinterpret_cast<CUgraphNode>(added);
+      return CUDA_SUCCESS;
+    }
+    default:
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
+}  // namespace
+
+CUresult CUDAAPI cuGraphAddNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                                CUgraphNodeParams* p) {
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphAddNode), [&]() -> CUresult {
+    return add_node(node, graph, deps, nullptr, ndeps, p);
+  });
+}
+
+CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                   const CUgraphEdgeData* edges, size_t ndeps, CUgraphNodeParams* p) {
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphAddNode_v2), [&]() -> CUresult {
+    return add_node(node, graph, deps, edges, ndeps, p);
+  });
+}
+
+CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphNodeGetType), [&]() -> CUresult {
+    if (node == nullptr || type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    switch (reinterpret_cast<const GraphNode*>(node)->type) {
+      case NodeType::kKernel: *type = CU_GRAPH_NODE_TYPE_KERNEL; break;
+      case NodeType::kMemcpy: *type = CU_GRAPH_NODE_TYPE_MEMCPY; break;
+      case NodeType::kMemset: *type = CU_GRAPH_NODE_TYPE_MEMSET; break;
+      case NodeType::kHost: *type = CU_GRAPH_NODE_TYPE_HOST; break;
+      case NodeType::kEmpty: *type = CU_GRAPH_NODE_TYPE_EMPTY; break;
+      case NodeType::kMemAlloc: *type = CU_GRAPH_NODE_TYPE_MEM_ALLOC; break;
+      case NodeType::kMemFree: *type = CU_GRAPH_NODE_TYPE_MEM_FREE; break;
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
+// A kernel node of an executable graph takes new parameters (XLA's command buffers update theirs before
+// each launch); the node it replaces must be a kernel node of the graph it was instantiated from.
+template <class Params>
+CUresult set_exec_kernel_node(CUgraphExec exec, CUgraphNode node, CUfunction f, CUkernel kern, const Params* p) {
+  if (exec == nullptr || node == nullptr || p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  GraphNode replacement;
+  if (CUresult e = kernel_node_of(f, kern, *p, &replacement); e) return e;
+  return graphs().set_exec_node(reinterpret_cast<GraphExec*>(exec), reinterpret_cast<const GraphNode*>(node),
+                                std::move(replacement)) == Status::kOk
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                const CUDA_KERNEL_NODE_PARAMS_v1* p) {
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphExecKernelNodeSetParams), [&]() -> CUresult {
+    return set_exec_kernel_node(exec, node, p != nullptr ? p->func : nullptr, nullptr, p);
+  });
+}
+
+CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* p) {
+  return traced(SIMCUDA_DRIVER_CBID(cuGraphExecKernelNodeSetParams_v2), [&]() -> CUresult {
+    return set_exec_kernel_node(exec, node, p != nullptr ? p->func : nullptr, p != nullptr ? p->kern : nullptr, p);
   });
 }
 
@@ -1512,6 +1611,14 @@ EXPORT(cuGraphAddKernelNode,
 EXPORT(cuGraphAddKernelNode_v2,
        (CUgraphNode* n, CUgraph g, const CUgraphNode* d, size_t nd, const CUDA_KERNEL_NODE_PARAMS* p),
        (n, g, d, nd, p))
+EXPORT(cuGraphAddNode, (CUgraphNode* n, CUgraph g, const CUgraphNode* d, size_t nd, CUgraphNodeParams* p),
+       (n, g, d, nd, p))
+EXPORT(cuGraphAddNode_v2,
+       (CUgraphNode* n, CUgraph g, const CUgraphNode* d, const CUgraphEdgeData* e, size_t nd, CUgraphNodeParams* p),
+       (n, g, d, e, nd, p))
+EXPORT(cuGraphNodeGetType, (CUgraphNode n, CUgraphNodeType* t), (n, t))
+EXPORT(cuGraphExecKernelNodeSetParams, (CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS_v1* p), (x, n, p))
+EXPORT(cuGraphExecKernelNodeSetParams_v2, (CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS* p), (x, n, p))
 EXPORT(cuGraphInstantiateWithFlags, (CUgraphExec* x, CUgraph g, unsigned long long f), (x, g, f))
 EXPORT(cuGraphLaunch, (CUgraphExec x, CUstream s), (x, s))
 EXPORT(cuGraphLaunch_ptsz, (CUgraphExec x, CUstream s), (x, s))
@@ -1638,10 +1745,15 @@ const ProcVersion kProcVersions[] = {
     I("cuGetProcAddress", 12000, false, cuGetProcAddress_v2),
     I("cuGraphAddKernelNode", 10000, false, cuGraphAddKernelNode),
     I("cuGraphAddKernelNode", 12000, false, cuGraphAddKernelNode_v2),
+    I("cuGraphAddNode", 12020, false, cuGraphAddNode),
+    I("cuGraphAddNode", 12030, false, cuGraphAddNode_v2),
     I("cuGraphCreate", 10000, false, cuGraphCreate),
     I("cuGraphDestroy", 10000, false, cuGraphDestroy),
     I("cuGraphExecDestroy", 10000, false, cuGraphExecDestroy),
+    I("cuGraphExecKernelNodeSetParams", 10010, false, cuGraphExecKernelNodeSetParams),
+    I("cuGraphExecKernelNodeSetParams", 12000, false, cuGraphExecKernelNodeSetParams_v2),
     I("cuGraphInstantiateWithFlags", 11040, false, cuGraphInstantiateWithFlags),
+    I("cuGraphNodeGetType", 10000, false, cuGraphNodeGetType),
     I("cuGraphLaunch", 10000, false, cuGraphLaunch),
     I("cuGraphLaunch", 10000, true, cuGraphLaunch_ptsz),
     E("cuInit", 2000, false, cuInit),

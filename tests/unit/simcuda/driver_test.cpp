@@ -612,6 +612,59 @@ TEST(DriverLaunch, ACapturedGraphReplaysItsKernels) {
   EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
 }
 
+// How XLA builds its command buffers: nodes added through cuGraphAddNode_v2 (kernels, programmatic
+// edges between them, empty nodes), their types read back, and kernel nodes given new parameters in
+// the executable graph before it is launched again.
+TEST(DriverLaunch, CommandBuffersAddNodesAndUpdateTheirKernels) {
+  init();
+  CUmodule m;
+  ASSERT_EQ(cuModuleLoadData(&m, kImage), CUDA_SUCCESS);
+  CUfunction sleepy;
+  ASSERT_EQ(cuModuleGetFunction(&sleepy, m, "second_sleep_us_300"), CUDA_SUCCESS);
+  CUgraph graph;
+  ASSERT_EQ(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+  CUgraphNodeParams kernel{};
+  kernel.type = CU_GRAPH_NODE_TYPE_KERNEL;
+  kernel.kernel.func = sleepy;
+  kernel.kernel.gridDimX = kernel.kernel.gridDimY = kernel.kernel.gridDimZ = 1;
+  kernel.kernel.blockDimX = kernel.kernel.blockDimY = kernel.kernel.blockDimZ = 1;
+  CUgraphNode first, second, last;
+  ASSERT_EQ(cuGraphAddNode_v2(&first, graph, nullptr, nullptr, 0, &kernel), CUDA_SUCCESS);
+  CUgraphEdgeData programmatic{};
+  programmatic.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  ASSERT_EQ(cuGraphAddNode_v2(&second, graph, &first, &programmatic, 1, &kernel), CUDA_SUCCESS);
+  CUgraphNodeParams empty{};
+  empty.type = CU_GRAPH_NODE_TYPE_EMPTY;
+  ASSERT_EQ(cuGraphAddNode_v2(&last, graph, &second, nullptr, 1, &empty), CUDA_SUCCESS);
+  CUgraphNodeParams event{};
+  event.type = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+  CUgraphNode refused;
+  EXPECT_EQ(cuGraphAddNode_v2(&refused, graph, &last, nullptr, 1, &event), CUDA_ERROR_NOT_SUPPORTED);
+  CUgraphNodeType type;
+  ASSERT_EQ(cuGraphNodeGetType(second, &type), CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_KERNEL);
+  ASSERT_EQ(cuGraphNodeGetType(last, &type), CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_EMPTY);
+  CUgraphExec exec;
+  ASSERT_EQ(cuGraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
+  EXPECT_NEAR(double(device_time_ns([&](CUstream on) { EXPECT_EQ(cuGraphLaunch(exec, on), CUDA_SUCCESS); })),
+              2 * 300000.0, 1000.0);
+  // The second kernel now runs for 100 us; an empty node takes no kernel parameters.
+  uint64_t shorter = 100000;
+  void* extra[] = {kLaunchParamDurationNs, &shorter, CU_LAUNCH_PARAM_END};
+  CUDA_KERNEL_NODE_PARAMS update{};
+  update.func = sleepy;
+  update.gridDimX = update.gridDimY = update.gridDimZ = update.blockDimX = update.blockDimY = update.blockDimZ = 1;
+  update.extra = extra;
+  ASSERT_EQ(cuGraphExecKernelNodeSetParams_v2(exec, second, &update), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecKernelNodeSetParams_v2(exec, last, &update), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NEAR(double(device_time_ns([&](CUstream on) { EXPECT_EQ(cuGraphLaunch(exec, on), CUDA_SUCCESS); })),
+              300000.0 + 100000.0, 1000.0);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+  EXPECT_EQ(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
 TEST(DriverMemory, CopiesAndMemsetsMoveTheBytes) {
   init();
   constexpr size_t kN = 256;
