@@ -36,11 +36,14 @@ for _ in range(3):
     w = step(w, x)
 w.block_until_ready()
 print("step", w.shape, w.dtype, "on", list(w.devices())[0].platform)
+spectrum = jax.jit(lambda v: jnp.fft.rfft(v, axis=-1))(x)
+print("fft", spectrum.shape, spectrum.dtype)
 """
 EXPECTED = ("jax 0.10.2 backend gpu devices [CudaDevice(id=0)]\n"
-            "step (64, 64) float32 on gpu\n")
+            "step (64, 64) float32 on gpu\n"
+            "fft (32, 33) complex64\n")
 LIBRARIES = ("libcudart.so.13", "libcuda.so.1", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9",
-             "libcupti.so.13", "libnvidia-ml.so.1")
+             "libcupti.so.13", "libnvidia-ml.so.1", "libcufft.so.12")
 
 
 def main(lib_dir, cutrace, python=None):
@@ -61,7 +64,7 @@ def main(lib_dir, cutrace, python=None):
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         trace = str(Path(tmp) / "step.cutrace")
-        traced = subprocess.run([cutrace, "profile", "-o", trace, "-t", "cuda,cublas,cudnn,nvtx", "--", python, "-c",
+        traced = subprocess.run([cutrace, "profile", "-o", trace, "-t", "cuda,cublas,cudnn,cufft,nvtx", "--", python, "-c",
                                  SCRIPT], env=env, capture_output=True, text=True, timeout=600)
         if (traced.returncode, traced.stdout) != (plain.returncode, plain.stdout):
             print(f"traced: exit {traced.returncode}, output:\n{traced.stdout}{traced.stderr[-3000:]}")
@@ -78,15 +81,48 @@ def main(lib_dir, cutrace, python=None):
         if api.get("cuModuleLoadFatBinary", 0) == 0:
             failures.append("XLA's compiled kernels were never loaded (no cuModuleLoadFatBinary)")
         ranges = [row["Range"] for row in stats(cutrace, trace, "nvtx_sum")]
-        for prefix in ("TSL:XlaModule:#hlo_module=jit_step,", "TSL:Thunk:#name=jit(step),hlo_op=gemm_fusion_dot"):
+        for prefix in ("TSL:XlaModule:#hlo_module=jit_step,", "TSL:Thunk:#name=jit(step)"):
             if not any(r.startswith(prefix) for r in ranges):
                 failures.append(f"no NVTX range {prefix}...: {len(ranges)} ranges")
+        failures += attribution_failures(cutrace, trace)
+        # jnp.fft.rfft: XLA's FFT thunk plans with cuFFT as it runs on a GPU (a plan made in steps, its
+        # work area from XLA's allocator), one transform.
+        fft = Counter(row["Name"] for row in stats(cutrace, trace, "api_trace") if row["Domain"] == "cufft")
+        expected_fft = {"cufftGetVersion": 1, "cufftCreate": 1, "cufftSetAutoAllocation": 1, "cufftMakePlanMany64": 1,
+                        "cufftSetWorkArea": 1, "cufftSetStream": 1, "cufftExecR2C": 1, "cufftDestroy": 1}
+        if fft != expected_fft:
+            failures.append(f"cuFFT calls {dict(fft)}, expected {expected_fft}")
     for failure in failures:
         print(failure)
     if not failures:
         print(plain.stdout, end="")
         print(f"traced alike; {sum(kernels.values())} kernels of {len(kernels)} names, {len(ranges)} NVTX ranges")
     return 1 if failures else 0
+
+
+def attribution_failures(cutrace, trace):
+    """Each kernel the program's thread launched is attributed to XLA's op and module through the NVTX
+    projection (nvtx_kern_sum): the step's two GEMM fusions once per step under their Thunk range and
+    under the jit_step module; the FFT under its own op. (This step is too small for XLA to run it as a
+    command buffer, whose kernels are attributed to the command buffer's range and module only.)"""
+    rows = stats(cutrace, trace, "nvtx_kern_sum")
+    main = [r for r in rows if r["TID"] == r["PID"]]
+    failures = []
+
+    def instances(kernel, range_prefix, *parts):
+        return sum(r["Kern Inst"] for r in main if r["Kernel Name"] == kernel and r["NVTX Range"].startswith(range_prefix)
+                   and all(p in r["NVTX Range"] for p in parts))
+
+    for kernel, op in (("gemm_fusion_dot", "hlo_op=gemm_fusion_dot#"), ("gemm_fusion_dot_general_2", "hlo_op=gemm_fusion_dot_general.2#")):
+        under_op = instances(kernel, "TSL:Thunk:#name=jit(step),", op)
+        under_module = instances(kernel, "TSL:XlaModule:#hlo_module=jit_step,")
+        if (under_op, under_module) != (3, 3):
+            failures.append(f"{kernel}: {under_op} instances under its op's range, {under_module} "
+                            f"under jit_step; 3 and 3 expected: {[r for r in main if r['Kernel Name'] == kernel]}")
+    if instances("cufft_regular_fft_sim", "TSL:Thunk:#name=", "/fft,hlo_op=fft") != 1:
+        failures.append(f"the FFT's kernel is not under its op's range: "
+                        f"{[r for r in main if r['Kernel Name'] == 'cufft_regular_fft_sim']}")
+    return failures
 
 
 if __name__ == "__main__":
