@@ -38,10 +38,29 @@ w.block_until_ready()
 print("step", w.shape, w.dtype, "on", list(w.devices())[0].platform)
 spectrum = jax.jit(lambda v: jnp.fft.rfft(v, axis=-1))(x)
 print("fft", spectrum.shape, spectrum.dtype)
+
+# Enough ops for XLA to record the step into a command buffer (a CUDA graph) and replay it.
+def mlp(params, x):
+    for i, w in enumerate(params):
+        with jax.named_scope(f"layer{i}"):
+            x = jnp.tanh(x @ w)
+    return jnp.mean(x ** 2)
+
+@jax.jit
+def deep_step(params, x):
+    grads = jax.grad(mlp)(params, x)
+    return [w - 0.01 * g for w, g in zip(params, grads)]
+
+params = [jnp.ones((64, 64)) for _ in range(3)]
+for _ in range(4):
+    params = deep_step(params, x)
+params[0].block_until_ready()
+print("deep step", params[0].shape)
 """
 EXPECTED = ("jax 0.10.2 backend gpu devices [CudaDevice(id=0)]\n"
             "step (64, 64) float32 on gpu\n"
-            "fft (32, 33) complex64\n")
+            "fft (32, 33) complex64\n"
+            "deep step (64, 64)\n")
 LIBRARIES = ("libcudart.so.13", "libcuda.so.1", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9",
              "libcupti.so.13", "libnvidia-ml.so.1", "libcufft.so.12")
 
@@ -92,6 +111,14 @@ def main(lib_dir, cutrace, python=None):
                         "cufftSetWorkArea": 1, "cufftSetStream": 1, "cufftExecR2C": 1, "cufftDestroy": 1}
         if fft != expected_fft:
             failures.append(f"cuFFT calls {dict(fft)}, expected {expected_fft}")
+        # The deep step: its graph built once (a node per kernel), each launch after its kernel nodes
+        # were given that step's parameters.
+        graphs = {name: api.get(name, 0) for name in ("cuGraphInstantiateWithFlags", "cuGraphLaunch")}
+        if graphs != {"cuGraphInstantiateWithFlags": 1, "cuGraphLaunch": 4} or \
+                api.get("cuGraphAddNode_v2", 0) == 0 or api.get("cuGraphExecKernelNodeSetParams_v2", 0) == 0:
+            failures.append(f"the deep step's command buffer: {graphs}, cuGraphAddNode_v2 "
+                            f"{api.get('cuGraphAddNode_v2')}, cuGraphExecKernelNodeSetParams_v2 "
+                            f"{api.get('cuGraphExecKernelNodeSetParams_v2')}")
     for failure in failures:
         print(failure)
     if not failures:
