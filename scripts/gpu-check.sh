@@ -2,8 +2,9 @@
 # The checks of cutrace against a real GPU and driver, run on a machine that has one, from the folder
 # scripts/gpu-bundle.sh made (no build there): the real-GPU end-to-end tests (the runtime, the static
 # runtime, cuBLAS, CUDA 12 beside 13, backtraces, a PyTorch training step checked against PyTorch's own
-# profiler, JAX, GPU activity from CUPTI), the bundled example's GPU reports, a training loop profiled
-# with stacks, Python frames, Python and CPU samples, context switches and GPU activity,
+# profiler, JAX with XLA's op and module names on its kernels, GPU activity from CUPTI), the bundled
+# example's GPU reports, a training loop profiled with stacks, Python frames, Python and CPU samples,
+# context switches and GPU activity,
 # the overhead benchmarks on the real runtime and through PyTorch (with and without GPU activity),
 # the CUPTI probe (its kinds, clocks and costs), and the wheel of scripts/build-wheel.sh installed into a
 # virtual environment and profiling a PyTorch step there.

@@ -406,6 +406,72 @@ def test_jax_on_the_gpu_is_traced_through_the_driver(tmp_path):
     assert info_totals(info(trace))["dropped"] == 0
 
 
+# The script of the simulated device's JAX test (tests/unit/simcuda/jax_test.py) with a command buffer's
+# worth of layers: XLA's op and module names on every kernel, through the NVTX projection.
+JAX_OPS_SCRIPT = r"""
+import jax, jax.numpy as jnp
+
+def mlp(params, x):
+    for i, w in enumerate(params):
+        with jax.named_scope(f"layer{i}"):
+            x = jnp.tanh(x @ w)
+    return jnp.mean(x ** 2)
+
+@jax.jit
+def step(params, x):
+    grads = jax.grad(mlp)(params, x)
+    return [w - 0.01 * g for w, g in zip(params, grads)]
+
+params = [jnp.ones((64, 64)) for _ in range(3)]
+x = jnp.ones((32, 64))
+for _ in range(4):
+    params = step(params, x)
+params[0].block_until_ready()
+print("step", params[0].shape)
+spectrum = jax.jit(lambda v: jnp.fft.rfft(v, axis=-1))(x)
+print("fft", spectrum.shape, spectrum.dtype)
+"""
+
+
+def test_jax_kernels_carry_xlas_op_and_module_names(tmp_path):
+    """Every kernel the program's thread ran lies under an XlaModule range, and under a Thunk range
+    (hlo_op=...): an op's own, or, for kernels replayed from a command buffer, the command buffer's until
+    graph attribution names the op that recorded each node. The kernel names, counts and ranges go to the
+    report, to be set beside the simulated device's (same script, jax_test.py's step)."""
+    probe = subprocess.run([sys.executable, "-c", "import jax; print(jax.devices()[0].platform)"],
+                           capture_output=True, text=True, timeout=300)
+    if probe.returncode != 0 or probe.stdout.strip() != "gpu":
+        pytest.skip("no JAX with CUDA in this Python")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    command = [sys.executable, "-c", JAX_OPS_SCRIPT]
+    plain = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    proc, trace = profile(tmp_path, command, env=env, options=["-t", "cuda,cublas,cudnn,cufft,nvtx",
+                                                              "--cuda-graph-trace", "node"], timeout=300, check=False)
+    assert plain.returncode == proc.returncode == 0, proc.stderr
+    assert proc.stdout == plain.stdout
+    kernels = collections.Counter()
+    for r in rows_of(trace, "cuda_gpu_kern_sum", False):
+        kernels[r["Name"]] += int(r["Instances"])
+    doc = json.loads(subprocess.run([str(CUTRACE), "stats", "-q", "-r", "nvtx_kern_sum", "-f", "json", str(trace)],
+                                    capture_output=True, text=True, timeout=300).stdout or "[]")
+    rows = [r for t in doc for r in t["rows"] if r["TID"] == r["PID"]]
+    thunk, module = collections.Counter(), collections.Counter()
+    for r in rows:
+        if r["NVTX Range"].startswith("TSL:Thunk:"):
+            thunk[r["Kernel Name"]] += r["Kern Inst"]
+        elif r["NVTX Range"].startswith("TSL:XlaModule:"):
+            module[r["Kernel Name"]] += r["Kern Inst"]
+    fft = collections.Counter(r["Name"] for r in api_rows(trace) if r["Domain"] == "cufft")
+    report("jax_ops", {"kernels": kernels, "under_thunk": thunk, "under_module": module, "cufft": fft,
+                       "ranges": sorted({(r["NVTX Range"], r["Kernel Name"], r["Kern Inst"]) for r in rows}),
+                       "text": info(trace)})
+    assert module and thunk == module, (thunk, module)
+    assert fft["cufftExecR2C"] == 1, fft
+    assert info_totals(info(trace))["dropped"] == 0
+
+
 # --- GPU activity from the real CUPTI: the invariants the simulated CUPTI's tests check, on a GPU. ---
 
 def test_gpu_activity_on_the_gpu_is_complete_timed_and_linked_to_its_calls(tmp_path):
