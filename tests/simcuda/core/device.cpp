@@ -115,6 +115,19 @@ void device_uuid(int device, char (&out)[16]) {
   std::snprintf(out, sizeof out, "simcuda-dev%04d", installed(device));
 }
 
+void device_pci_bus_id(int device, char* out, size_t size) {
+  std::snprintf(out, size, "0000:%02x:00.0", device_attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, device));
+}
+
+int device_of_pci_bus_id(const char* address) {
+  unsigned domain = 0, bus = 0, slot = 0, function = 0;
+  if (std::sscanf(address, "%x:%x:%x.%x", &domain, &bus, &slot, &function) != 4) return -1;
+  if (domain != 0 || slot != 0 || function != 0) return -1;
+  for (int d = 0; d < config().device_count; ++d)
+    if (bus == unsigned(device_attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d))) return d;
+  return -1;
+}
+
 // The fewest blocks that the threads, the warps' registers (allocated in units of 256 a warp), the
 // shared memory (with the bytes each block reserves) and the block limit of one multiprocessor allow.
 int active_blocks(int device, int block_size, size_t dynamic_smem, int regs, size_t static_smem) {

@@ -18,6 +18,13 @@ SIMCUDA_API int device_attribute(int attribute, int device, bool* known = nullpt
 SIMCUDA_API void device_name(int device, char* out, size_t size);
 // cudaDeviceProp::uuid and CUPTI's device record: "simcuda-dev0000" and its NUL, 16 bytes.
 SIMCUDA_API void device_uuid(int device, char (&out)[16]);
+// A device's PCI address as the driver and the runtime write it (cuDeviceGetPCIBusId,
+// cudaDeviceGetPCIBusId): domain 0, its CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, device 0, function 0, in 13
+// characters with the NUL ("0000:01:00.0"), cut to `size` as snprintf does. XLA names devices by it
+// and asks NVML by it.
+SIMCUDA_API void device_pci_bus_id(int device, char* out, size_t size);
+// The device such an address names ("%x:%x:%x.%x", any case and width), or -1 for none.
+SIMCUDA_API int device_of_pci_bus_id(const char* address);
 
 // Peer access between devices, one state for the runtime (cudaDeviceEnablePeerAccess) and the driver
 // (cuCtxEnablePeerAccess): kAlreadyRegistered if `from` already reaches `to`'s memory, and

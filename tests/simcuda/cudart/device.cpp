@@ -195,6 +195,26 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDevi
   });
 }
 
+// The driver's PCI addresses (core/device.h): XLA's CUDA 12 plug-in asks the runtime, then NVML by them.
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceGetPCIBusId_v4010), [&]() -> cudaError_t {
+    if (pciBusId == nullptr || len <= 0) return rt::record(cudaErrorInvalidValue);
+    if (cudaError_t e = rt::check_device(device); e != cudaSuccess) return rt::record(e);
+    device_pci_bus_id(device, pciBusId, size_t(len));
+    return cudaSuccess;
+  });
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetByPCIBusId(int* device, const char* pciBusId) {
+  return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceGetByPCIBusId_v4010), [&]() -> cudaError_t {
+    if (device == nullptr || pciBusId == nullptr) return rt::record(cudaErrorInvalidValue);
+    const int found = device_of_pci_bus_id(pciBusId);
+    if (found < 0) return rt::record(cudaErrorInvalidDevice);
+    *device = found;
+    return cudaSuccess;
+  });
+}
+
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetStreamPriorityRange(int* leastPriority,
                                                                       int* greatestPriority) {
   return rt::traced(SIMCUDA_RUNTIME_CBID(cudaDeviceGetStreamPriorityRange_v5050), [&]() -> cudaError_t {

@@ -1498,13 +1498,12 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigne
   });
 }
 
-// Each device's PCI address: domain 0, its CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, device 0, function 0, in
-// the real driver's format (13 characters with the NUL; XLA names devices by it and asks NVML by it).
+// Each device's PCI address (core/device.h).
 SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
   return traced(SIMCUDA_DRIVER_CBID(cuDeviceGetPCIBusId), [&]() -> CUresult {
     if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult e = impl::check_device(dev); e) return e;
-    std::snprintf(pciBusId, size_t(len), "0000:%02x:00.0", device_attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev));
+    device_pci_bus_id(dev, pciBusId, size_t(len));
     return CUDA_SUCCESS;
   });
 }
@@ -1513,16 +1512,12 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice* dev, const char*
   return traced(SIMCUDA_DRIVER_CBID(cuDeviceGetByPCIBusId), [&]() -> CUresult {
     if (dev == nullptr || pciBusId == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult e = check_initialized(); e) return e;
-    unsigned domain = 0, bus = 0, device = 0, function = 0;
-    if (std::sscanf(pciBusId, "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4) return CUDA_ERROR_INVALID_VALUE;
-    for (int d = 0; d < config().device_count; ++d) {
-      if (domain == 0 && device == 0 && function == 0 &&
-          bus == unsigned(device_attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d))) {
-        *dev = d;
-        return CUDA_SUCCESS;
-      }
-    }
-    return CUDA_ERROR_INVALID_DEVICE;
+    unsigned domain, bus, slot, function;
+    if (std::sscanf(pciBusId, "%x:%x:%x.%x", &domain, &bus, &slot, &function) != 4) return CUDA_ERROR_INVALID_VALUE;
+    const int device = device_of_pci_bus_id(pciBusId);
+    if (device < 0) return CUDA_ERROR_INVALID_DEVICE;
+    *dev = device;
+    return CUDA_SUCCESS;
   });
 }
 

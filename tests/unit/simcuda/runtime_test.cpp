@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -66,6 +67,23 @@ TEST(Runtime, ReportsVersionsAndTheDevice) {
   EXPECT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrMax, 0), cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetDeviceProperties(&prop, count), cudaErrorInvalidDevice);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice);
+}
+
+// The driver's PCI address, through the runtime (XLA's CUDA 12 plug-in asks it, then NVML by it).
+TEST(Runtime, APciBusIdNamesItsDeviceBothWays) {
+  char id[13] = {};
+  ASSERT_EQ(cudaDeviceGetPCIBusId(id, sizeof id, 0), cudaSuccess);
+  int bus = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, 0), cudaSuccess);
+  char expected[13];
+  std::snprintf(expected, sizeof expected, "0000:%02x:00.0", bus);
+  EXPECT_STREQ(id, expected);
+  int found = -1;
+  ASSERT_EQ(cudaDeviceGetByPCIBusId(&found, id), cudaSuccess);
+  EXPECT_EQ(found, 0);
+  EXPECT_EQ(cudaDeviceGetByPCIBusId(&found, "0000:ff:00.0"), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaDeviceGetPCIBusId(id, sizeof id, 99), cudaErrorInvalidDevice);
+  cudaGetLastError();
 }
 
 TEST(Runtime, InvalidDeviceIsRejectedAndTheLastErrorIsPerThread) {
