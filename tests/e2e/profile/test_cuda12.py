@@ -12,6 +12,7 @@ import pytest
 
 from conftest import APPS, CUDA12, REAL_CUDA12_LIB, SIM_LIB, SIM_LIB12, api_sum, app, calls, counts, info_totals, \
     info, profile, sim_env
+from conftest import api_trace as api_trace_rows
 
 pytestmark = pytest.mark.skipif(not CUDA12, reason="built with -DCUTRACE_CUDA12=OFF")
 
@@ -172,3 +173,32 @@ def test_cuda13_and_cuda12_runtimes_in_one_process_each_get_their_own_prototypes
         (malloc13["args"]["devPtr"], 0, "0x0")
     assert (second["args"]["devPtr"], second["args"]["location"], second["args"]["stream"]) == \
         (malloc12["args"]["devPtr"], 0, "0x0")
+
+
+CUFFT12_SCRIPT = r"""
+import ctypes
+fft = ctypes.CDLL("libcufft.so.11")
+version, plan, work = ctypes.c_int(), ctypes.c_int(), ctypes.c_size_t()
+print(fft.cufftGetVersion(ctypes.byref(version)), version.value // 1000)
+print(fft.cufftCreate(ctypes.byref(plan)), fft.cufftMakePlan1d(plan, 64, 0x2a, 8, ctypes.byref(work)), work.value)
+print(fft.cufftDestroy(plan))
+"""
+
+
+def test_cuda12_cufft_is_recorded_under_cufft_with_its_own_prototypes(tmp_path):
+    # CUDA 12's cuFFT is libcufft.so.11 (JAX's CUDA 12 plug-in loads it): its calls reach the wrappers
+    # defined under its own version node, are recorded in the cufft domain with their arguments, and no
+    # warning names it as a library without wrappers. Simulated work area: 8 transforms of 64 points, one
+    # complex float each.
+    script = [sys.executable, "-c", CUFFT12_SCRIPT]
+    plain = run(script, sim12_env())
+    proc, trace = profile(tmp_path, script, env=sim12_env(), options=["-t", "cufft"])
+    assert proc.stdout == plain.stdout == "0 11\n0 0 4096\n0\n", plain.stderr
+    assert "libcufft.so.11" not in proc.stderr, proc.stderr
+    rows = [r for r in api_trace_rows(trace) if r["Domain"] == "cufft"]
+    assert [(r["Name"], r["Result"]) for r in rows] == [
+        ("cufftGetVersion", "CUFFT_SUCCESS (0)"), ("cufftCreate", "CUFFT_SUCCESS (0)"),
+        ("cufftMakePlan1d", "CUFFT_SUCCESS (0)"), ("cufftDestroy", "CUFFT_SUCCESS (0)")]
+    plan = rows[1]["args"]["plan"]
+    assert rows[2]["args"] == {"plan": plan, "nx": "64", "type": "CUFFT_R2C", "batch": "8", "workSize": "4096"}
+    assert rows[3]["args"] == {"plan": plan}

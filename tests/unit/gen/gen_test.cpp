@@ -140,6 +140,7 @@ TEST(ApiTable, IdsIndexTheTable) {
         {"libcudnn.so.9", cutrace::abi::ApiDomain::kCudnn},         {"libc.so.6", cutrace::abi::ApiDomain::kOsRuntime},
         {"libcudart.so.12", cutrace::abi::ApiDomain::kCudaRuntime}, {"libcublas.so.12", cutrace::abi::ApiDomain::kCublas},
         {"libcublasLt.so.12", cutrace::abi::ApiDomain::kCublasLt}, {"libcusolver.so.12", cutrace::abi::ApiDomain::kCusolver},
+        {"libcufft.so.11", cutrace::abi::ApiDomain::kCufft},
         {"libcusolverMg.so.12", cutrace::abi::ApiDomain::kCusolver},
         {"libcusparse.so.12", cutrace::abi::ApiDomain::kCusparse},  {"libcufft.so.12", cutrace::abi::ApiDomain::kCufft},
         {"libmpi.so.40", cutrace::abi::ApiDomain::kMpi},
