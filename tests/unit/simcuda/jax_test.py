@@ -118,6 +118,11 @@ def main(stack, lib_dirs, cutrace, python=None):
             if not any(r.startswith(prefix) for r in ranges):
                 failures.append(f"no NVTX range {prefix}...: {len(ranges)} ranges")
         failures += attribution_failures(cutrace, trace)
+        # jax.named_scope's names, with JAX's transformations around them, in the op ranges XLA opens
+        # while it records the deep step's command buffer.
+        for scope in ("TSL:Thunk:#name=jit(deep_step)/jvp(layer0)", "TSL:Thunk:#name=jit(deep_step)/transpose(jvp(layer1))"):
+            if not any(r.startswith(scope) for r in ranges):
+                failures.append(f"no op range of the named scope {scope}...")
         # jnp.fft.rfft: XLA's FFT thunk plans with cuFFT as it runs on a GPU (a plan made in steps, its
         # work area from XLA's allocator), one transform.
         fft = Counter(row["Name"] for row in stats(cutrace, trace, "api_trace") if row["Domain"] == "cufft")
