@@ -385,7 +385,9 @@ print("value", round(float(f(x).block_until_ready()), 2))
 """
 
 
-def test_jax_on_the_gpu_is_traced_through_the_driver(tmp_path):
+def jax_gpu_env():
+    """The environment a JAX program runs on the GPU in (XLA allocating as it goes); skips the test where
+    this Python's JAX has no CUDA."""
     probe = subprocess.run([sys.executable, "-c", "import jax; print(jax.devices()[0].platform)"],
                            capture_output=True, text=True, timeout=300)
     if probe.returncode != 0 or probe.stdout.strip() != "gpu":
@@ -393,6 +395,11 @@ def test_jax_on_the_gpu_is_traced_through_the_driver(tmp_path):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    return env
+
+
+def test_jax_on_the_gpu_is_traced_through_the_driver(tmp_path):
+    env = jax_gpu_env()
     command = [sys.executable, "-c", JAX_SCRIPT]
     plain = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     proc, trace = profile(tmp_path, command, env=env, options=["-t", "cuda,cublas,cudnn"], timeout=300, check=False)
@@ -406,31 +413,9 @@ def test_jax_on_the_gpu_is_traced_through_the_driver(tmp_path):
     assert info_totals(info(trace))["dropped"] == 0
 
 
-# The script of the simulated device's JAX test (tests/unit/simcuda/jax_test.py) with a command buffer's
-# worth of layers: XLA's op and module names on every kernel, through the NVTX projection.
-JAX_OPS_SCRIPT = r"""
-import jax, jax.numpy as jnp
-
-def mlp(params, x):
-    for i, w in enumerate(params):
-        with jax.named_scope(f"layer{i}"):
-            x = jnp.tanh(x @ w)
-    return jnp.mean(x ** 2)
-
-@jax.jit
-def step(params, x):
-    grads = jax.grad(mlp)(params, x)
-    return [w - 0.01 * g for w, g in zip(params, grads)]
-
-params = [jnp.ones((64, 64)) for _ in range(3)]
-x = jnp.ones((32, 64))
-for _ in range(4):
-    params = step(params, x)
-params[0].block_until_ready()
-print("step", params[0].shape)
-spectrum = jax.jit(lambda v: jnp.fft.rfft(v, axis=-1))(x)
-print("fft", spectrum.shape, spectrum.dtype)
-"""
+# The simulated device's JAX program (tests/unit/simcuda/jax_test.py runs it there): XLA's op and module
+# names on every kernel, through the NVTX projection.
+JAX_OPS_SCRIPT = Path(__file__).resolve().parents[3] / "scripts/frameworks/jax_ops.py"
 
 
 def test_jax_kernels_carry_xlas_op_and_module_names(tmp_path):
@@ -438,14 +423,8 @@ def test_jax_kernels_carry_xlas_op_and_module_names(tmp_path):
     (hlo_op=...): an op's own, or, for kernels replayed from a command buffer, the command buffer's until
     graph attribution names the op that recorded each node. The kernel names, counts and ranges go to the
     report, to be set beside the simulated device's (same script, jax_test.py's step)."""
-    probe = subprocess.run([sys.executable, "-c", "import jax; print(jax.devices()[0].platform)"],
-                           capture_output=True, text=True, timeout=300)
-    if probe.returncode != 0 or probe.stdout.strip() != "gpu":
-        pytest.skip("no JAX with CUDA in this Python")
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    command = [sys.executable, "-c", JAX_OPS_SCRIPT]
+    env = jax_gpu_env()
+    command = [sys.executable, str(JAX_OPS_SCRIPT)]
     plain = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     proc, trace = profile(tmp_path, command, env=env, options=["-t", "cuda,cublas,cudnn,cufft,nvtx",
                                                               "--cuda-graph-trace", "node"], timeout=300, check=False)

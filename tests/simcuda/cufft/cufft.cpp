@@ -129,9 +129,10 @@ cufftHandle new_handle() {
   return h;
 }
 
-void forget(cufftHandle h) {
+// False for a handle that names no plan.
+bool forget(cufftHandle h) {
   std::lock_guard lock(plans().mutex);
-  plans().by_handle.erase(h);
+  return plans().by_handle.erase(h) == 1;
 }
 
 // cufftPlan*: a handle and its plan in one call; no handle is left behind when the shape is refused.
@@ -180,8 +181,7 @@ cufftResult with_plan(cufftHandle handle, Fn fn) {
 
 // A transform: the plan must be made and of the type the call names (`type` 0: an Xt call, which
 // takes the plan's); C2C and Z2Z need a direction. One kernel per dimension of the plan.
-cufftResult execute(cufftHandle handle, const void* idata, const void* odata, cufftType type, int direction,
-                    bool needs_direction) {
+cufftResult execute(cufftHandle handle, const void* idata, const void* odata, cufftType type, int direction) {
   Plan plan;
   if (cufftResult r = with_plan(handle, [&](Plan& p) {
         plan = p;
@@ -194,7 +194,7 @@ cufftResult execute(cufftHandle handle, const void* idata, const void* odata, cu
   if (type != cufftType(0) && plan.type != type) return CUFFT_INVALID_VALUE;
   if (idata == nullptr || odata == nullptr) return CUFFT_INVALID_VALUE;
   const bool complex_to_complex = plan.type == CUFFT_C2C || plan.type == CUFFT_Z2Z;
-  if ((needs_direction || complex_to_complex) && direction != CUFFT_FORWARD && direction != CUFFT_INVERSE)
+  if (complex_to_complex && direction != CUFFT_FORWARD && direction != CUFFT_INVERSE)
     return CUFFT_INVALID_VALUE;
   if (!plan.auto_allocate && plan.work_size != 0 && plan.work_area == nullptr) return CUFFT_INVALID_VALUE;
   uint64_t points = uint64_t(plan.batch);
@@ -216,8 +216,7 @@ SIMCUDA_EXPORT cufftResult CUFFTAPI cufftCreate(cufftHandle* handle) {
 }
 
 SIMCUDA_EXPORT cufftResult CUFFTAPI cufftDestroy(cufftHandle plan) {
-  std::lock_guard lock(plans().mutex);
-  return plans().by_handle.erase(plan) == 1 ? CUFFT_SUCCESS : CUFFT_INVALID_PLAN;
+  return forget(plan) ? CUFFT_SUCCESS : CUFFT_INVALID_PLAN;
 }
 
 SIMCUDA_EXPORT cufftResult CUFFTAPI cufftSetStream(cufftHandle plan, cudaStream_t stream) {
@@ -372,34 +371,34 @@ SIMCUDA_EXPORT cufftResult CUFFTAPI cufftGetSizeMany64(cufftHandle plan, int ran
 
 SIMCUDA_EXPORT cufftResult CUFFTAPI cufftExecC2C(cufftHandle plan, cufftComplex* idata, cufftComplex* odata,
                                                  int direction) {
-  return execute(plan, idata, odata, CUFFT_C2C, direction, true);
+  return execute(plan, idata, odata, CUFFT_C2C, direction);
 }
 
 SIMCUDA_EXPORT cufftResult CUFFTAPI cufftExecZ2Z(cufftHandle plan, cufftDoubleComplex* idata,
                                                  cufftDoubleComplex* odata, int direction) {
-  return execute(plan, idata, odata, CUFFT_Z2Z, direction, true);
+  return execute(plan, idata, odata, CUFFT_Z2Z, direction);
 }
 
 SIMCUDA_EXPORT cufftResult CUFFTAPI cufftExecR2C(cufftHandle plan, cufftReal* idata, cufftComplex* odata) {
-  return execute(plan, idata, odata, CUFFT_R2C, 0, false);
+  return execute(plan, idata, odata, CUFFT_R2C, 0);
 }
 
 SIMCUDA_EXPORT cufftResult CUFFTAPI cufftExecC2R(cufftHandle plan, cufftComplex* idata, cufftReal* odata) {
-  return execute(plan, idata, odata, CUFFT_C2R, 0, false);
+  return execute(plan, idata, odata, CUFFT_C2R, 0);
 }
 
 SIMCUDA_EXPORT cufftResult CUFFTAPI cufftExecD2Z(cufftHandle plan, cufftDoubleReal* idata,
                                                  cufftDoubleComplex* odata) {
-  return execute(plan, idata, odata, CUFFT_D2Z, 0, false);
+  return execute(plan, idata, odata, CUFFT_D2Z, 0);
 }
 
 SIMCUDA_EXPORT cufftResult CUFFTAPI cufftExecZ2D(cufftHandle plan, cufftDoubleComplex* idata,
                                                  cufftDoubleReal* odata) {
-  return execute(plan, idata, odata, CUFFT_Z2D, 0, false);
+  return execute(plan, idata, odata, CUFFT_Z2D, 0);
 }
 
 SIMCUDA_EXPORT cufftResult CUFFTAPI cufftXtExec(cufftHandle plan, void* input, void* output, int direction) {
-  return execute(plan, input, output, cufftType(0), direction, false);
+  return execute(plan, input, output, cufftType(0), direction);
 }
 
 SIMCUDA_EXPORT cufftResult CUFFTAPI cufftGetVersion(int* version) {

@@ -20,44 +20,10 @@ from pathlib import Path
 
 from torch_test import stats  # the same report rows as JSON, beside this file
 
-SCRIPT = r"""
-import jax._src.hardware_utils as hardware_utils
-hardware_utils._NVIDIA_GPU_DEVICES = ["/dev/null"]  # the simulated device has no device node
-import jax
-import jax.numpy as jnp
-print("jax", jax.__version__, "backend", jax.default_backend(), "devices", jax.devices())
-
-@jax.jit
-def step(w, x):
-    return w - 0.01 * jax.grad(lambda w: jnp.mean((x @ w) ** 2))(w)
-
-w = jnp.ones((64, 64))
-x = jnp.ones((32, 64))
-for _ in range(3):
-    w = step(w, x)
-w.block_until_ready()
-print("step", w.shape, w.dtype, "on", list(w.devices())[0].platform)
-spectrum = jax.jit(lambda v: jnp.fft.rfft(v, axis=-1))(x)
-print("fft", spectrum.shape, spectrum.dtype)
-
-# Enough ops for XLA to record the step into a command buffer (a CUDA graph) and replay it.
-def mlp(params, x):
-    for i, w in enumerate(params):
-        with jax.named_scope(f"layer{i}"):
-            x = jnp.tanh(x @ w)
-    return jnp.mean(x ** 2)
-
-@jax.jit
-def deep_step(params, x):
-    grads = jax.grad(mlp)(params, x)
-    return [w - 0.01 * g for w, g in zip(params, grads)]
-
-params = [jnp.ones((64, 64)) for _ in range(3)]
-for _ in range(4):
-    params = deep_step(params, x)
-params[0].block_until_ready()
-print("deep step", params[0].shape)
-"""
+# The simulated device has no device node: JAX's check for one is pointed at /dev/null first.
+SCRIPT = ('import jax._src.hardware_utils as hardware_utils\n'
+          'hardware_utils._NVIDIA_GPU_DEVICES = ["/dev/null"]\n' +
+          (Path(__file__).resolve().parents[3] / "scripts/frameworks/jax_ops.py").read_text())
 JAX = {"cuda13": "0.10.2", "cuda12": "0.7.2"}
 EXPECTED = ("jax {version} backend gpu devices [CudaDevice(id=0)]\n"
             "step (64, 64) float32 on gpu\n"
