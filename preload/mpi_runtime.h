@@ -16,10 +16,10 @@
 //     auto& ts = cutrace::preload::t_thread;
 //     if (!cutrace::preload::should_record(ts, kMpi)) return real(buf, count, datatype, dest, tag, comm);
 //     uint64_t args[6];  args[0] = cutrace::mpi::comm_id(comm);  ...   // read before the call
-//     cutrace::preload::CallScope scope(ts, kMpi);
+//     cutrace::preload::CallScope scope(ts, kMpi, kApi_openmpi_MPI_Send);
 //     int result = real(...);
 //     scope.finish();
-//     scope.emit(kApi_openmpi_MPI_Send, result, 0, args, 6);
+//     scope.emit(result, 0, args, 6);
 //     return result;
 //   }
 //

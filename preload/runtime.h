@@ -10,11 +10,11 @@
 //     auto& ts = cutrace::preload::t_thread;
 //     constexpr cutrace::abi::DomainSet domain = cutrace::abi::domain_bit(cutrace::abi::ApiDomain::kCudaRuntime);
 //     if (!cutrace::preload::should_record(ts, domain)) return real(devPtr, size);
-//     cutrace::preload::CallScope scope(ts, domain);
+//     cutrace::preload::CallScope scope(ts, domain, kApi_cudaMalloc);
 //     cudaError_t result = real(devPtr, size);
 //     scope.finish();
 //     uint64_t args[2] = {uint64_t(size), devPtr ? uint64_t(*devPtr) : 0};
-//     scope.emit(kApi_cudaMalloc, cutrace::preload::as_result(result), 0, args, 2);
+//     scope.emit(cutrace::preload::as_result(result), 0, args, 2);
 //     return result;
 //   }
 #pragma once
@@ -240,17 +240,23 @@ class CallScope {
  public:
   // always_inline: the generated file holds hundreds of wrappers, enough to exhaust the compiler's
   // inlining budget, and a call here would add to every recorded call.
-  __attribute__((always_inline)) CallScope(ThreadState& ts, abi::DomainSet domain)
-      : ts_(ts), depth_(ts.depth++), outer_domains_(ts.domains) {
+  __attribute__((always_inline)) CallScope(ThreadState& ts, abi::DomainSet domain, uint32_t api_id)
+      : ts_(ts), api_id_(api_id), depth_(ts.depth++), outer_domains_(ts.domains) {
     ts.domains = outer_domains_ | domain;
     begin_ = now();
+    // The program's own call is what `cutrace status --calls` shows a hung thread in; the calls it
+    // makes inside (the runtime's driver calls) would cost stores for no more insight.
+    if (CUTRACE_LIKELY(depth_ == 0))
+      ts.producer.header->call_in_progress.store(abi::call_in_progress(api_id, begin_), std::memory_order_relaxed);
   }
   __attribute__((always_inline)) inline void finish() {
     end_ = now();
+    if (CUTRACE_LIKELY(depth_ == 0)) ts_.producer.header->call_in_progress.store(0, std::memory_order_relaxed);
     --ts_.depth;
     ts_.domains = outer_domains_;
   }
-  __attribute__((always_inline)) inline void emit(uint32_t api_id, uint64_t result, uint8_t flags, const uint64_t* args, uint32_t arg_count) {
+  __attribute__((always_inline)) inline void emit(uint64_t result, uint8_t flags, const uint64_t* args, uint32_t arg_count) {
+    const uint32_t api_id = api_id_;
     // One comparison with a word of the cache line should_record() loaded (kBacktraceOff unless
     // --cudabacktrace asked for stacks). Only the program's own calls: a call made inside another
     // recorded call shares its stack.
@@ -261,6 +267,7 @@ class CallScope {
 
  private:
   ThreadState& ts_;
+  uint32_t api_id_;
   uint32_t depth_;
   abi::DomainSet outer_domains_;
   uint64_t begin_ = 0, end_ = 0;

@@ -211,6 +211,8 @@ inline bool claim_slot(abi::SessionHeader* session, uint32_t slot, uint32_t pid,
   ring->tid = tid;
   ring->ppid = ppid;
   ring->process_start_ticks = process_start_ticks;
+  // The slot's last owner may have died inside a call.
+  ring->call_in_progress.store(0, std::memory_order_relaxed);
   ring->claim_serial = session->next_claim_serial.fetch_add(1, std::memory_order_relaxed);
   if (serial) *serial = ring->claim_serial;
   producer->attach(ring, abi::slot_data(session, slot), session->ring_bytes);

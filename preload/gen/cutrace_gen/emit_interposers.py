@@ -122,14 +122,14 @@ def emit_mpi_wrapper(api: Api, index: int) -> str:
                 b.append(f"  cutrace_args[{k}] = {slot_expr(api, a, None)};\n")
     if hook:
         b.append(f"  {hook}\n")
-    b.append(f"  cutrace::preload::CallScope cutrace_scope(cutrace_ts, {domain});\n")
+    b.append(f"  cutrace::preload::CallScope cutrace_scope(cutrace_ts, {domain}, {api_id});\n")
     b.append(f"  auto cutrace_result = {real_call};\n")
     b.append("  cutrace_scope.finish();\n")
     for k, a in enumerate(args):
         if a.out:
             b.append(f"  cutrace_args[{k}] = {slot_expr(api, a, result_ok)};\n")
     result = "0" if kind == "none" else "cutrace::preload::as_result(cutrace_result)"
-    b.append(f"  cutrace_scope.emit({api_id}, {result}, {flags}, {'cutrace_args' if args else 'nullptr'}, "
+    b.append(f"  cutrace_scope.emit({result}, {flags}, {'cutrace_args' if args else 'nullptr'}, "
              f"{len(args)});\n")
     b.append("  return cutrace_result;\n}\n")
     return "".join(b)

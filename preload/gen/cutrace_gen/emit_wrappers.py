@@ -201,7 +201,7 @@ def emit_wrapper(api: Api) -> str:
         b.append("  }\n")
     else:
         b.append(f"  if (!{test}) return {real_call};\n")
-    b.append(f"  cutrace::preload::CallScope cutrace_scope(cutrace_ts, {domain});\n")
+    b.append(f"  cutrace::preload::CallScope cutrace_scope(cutrace_ts, {domain}, {api_id});\n")
     b.append(f"  {real_call};\n" if is_void else f"  auto cutrace_result = {real_call};\n")
     b.append("  cutrace_scope.finish();\n")
     if hook:
@@ -211,7 +211,7 @@ def emit_wrapper(api: Api) -> str:
         slots = ",\n      ".join(slot_expr(api, a, result_ok) for a in args)
         b.append(f"  const uint64_t cutrace_args[{len(args)}] = {{\n      {slots}}};\n")
     result = "0" if is_void or kind == "none" else "cutrace::preload::as_result(cutrace_result)"
-    b.append(f"  cutrace_scope.emit({api_id}, {result}, {flags}, {'cutrace_args' if args else 'nullptr'}, "
+    b.append(f"  cutrace_scope.emit({result}, {flags}, {'cutrace_args' if args else 'nullptr'}, "
              f"{len(args)});\n")
     if not is_void:
         b.append("  return cutrace_result;\n")
