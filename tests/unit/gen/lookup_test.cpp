@@ -47,8 +47,12 @@ TEST(ApiLookup, FindsEveryWrappedNameAndNothingElse) {
     // find_api gives the first; where CUDA 12 wraps the name too, that is the plain (CUDA 13) wrapper.
     ASSERT_GE(count, 1u) << api.name;
     EXPECT_EQ(find_api(api.name), ids[0]) << api.name;
-    if (count > 1) EXPECT_FALSE(kCuda12Versioned.count(cutrace::kApiTable[ids[0]].library)) << api.name;
-    if (!kCuda12Versioned.count(api.library)) EXPECT_EQ(ids[0], int32_t(id)) << api.name << " in " << api.library;
+    if (count > 1) {
+      EXPECT_FALSE(kCuda12Versioned.count(cutrace::kApiTable[ids[0]].library)) << api.name;
+    }
+    if (!kCuda12Versioned.count(api.library)) {
+      EXPECT_EQ(ids[0], int32_t(id)) << api.name << " in " << api.library;
+    }
   }
 #ifdef CUTRACE_TEST_CUDA12
   int32_t ids[cutrace::preload::kMaxMajorVersions];
