@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -263,15 +264,22 @@ uint64_t Recorder::visit_slot(uint32_t i, bool final, uint64_t now_ns) {
       // The process check ran before this pass, so a dead owner has pushed its last record.
       if (monitor_.dead(track.process)) {
         const uint64_t bytes = drain_to_head(track, ring);
+        record_call_not_returned(track, ring);
         free_slot(track, ring);
         return bytes;
       }
-      if (final) return drain_to_head(track, ring);
+      if (final) {
+        const uint64_t bytes = drain_to_head(track, ring);
+        record_call_not_returned(track, ring);
+        return bytes;
+      }
       return drain(track, ring, options_.drain_bytes_per_visit).bytes;
     }
     case abi::SlotState::kRetired: {
       ensure_tracked(i, ring, now_ns);
       const uint64_t bytes = drain_to_head(track, ring);
+      // A thread cancelled or ended inside a call retires its ring with the call still marked.
+      record_call_not_returned(track, ring);
       free_slot(track, ring);
       return bytes;
     }
@@ -386,7 +394,8 @@ void Recorder::convert(const uint8_t* record, uint32_t bytes) {
       uint64_t begin, end;
       std::memcpy(&begin, record + offsetof(abi::ApiCallRecord, begin), sizeof begin);
       std::memcpy(&end, record + offsetof(abi::ApiCallRecord, end), sizeof end);
-      if (end < begin) {
+      // A producer claiming that a call did not return would have the recorder's word put in its mouth.
+      if (end < begin || (record[offsetof(abi::ApiCallRecord, flags)] & abi::kCallFlagNotReturned)) {
         ++threads_[batch_thread_].records_malformed;
         return;
       }
@@ -739,6 +748,12 @@ std::vector<std::string> Recorder::warnings() const {
   const std::vector<std::string> unreached = unreached_.warnings();
   out.insert(out.end(), unreached.begin(), unreached.end());
   if (processes_cut_off_) out.push_back(warning_text(Warning::kProcessesCutOff, processes_cut_off_));
+  if (calls_not_returned_) {
+    std::vector<std::string> named = calls_not_returned_named_;
+    if (calls_not_returned_ > named.size())
+      named.push_back(std::to_string(calls_not_returned_ - named.size()) + " more");
+    out.push_back(warning_text(Warning::kCallsNotReturned, calls_not_returned_, {{"calls", listed(named)}}));
+  }
   if (!(watched & cuda_any)) return out;
   bool any_cuda = false;
   for (const ProcessKernels& p : kernels_) {
@@ -837,6 +852,7 @@ std::vector<std::string> Recorder::warnings() const {
   if (gpu_dropped_) out.push_back(warning_text(Warning::kGpuRecordsDropped, gpu_dropped_));
   if (cpu_samples_ && cpu_samples_->lost()) out.push_back(warning_text(Warning::kCpuSamplesLost, cpu_samples_->lost()));
   if (timer_samples_skipped_) out.push_back(warning_text(Warning::kTimerSamplesSkipped, timer_samples_skipped_));
+
   if (cpu_samples_untraced_) out.push_back(warning_text(Warning::kUntracedCpuSamples, cpu_samples_untraced_));
   return out;
 }
@@ -927,12 +943,55 @@ void Recorder::free_slot(SlotTrack& track, abi::RingHeader* ring) {
   ring->tail.store(0, std::memory_order_relaxed);
   ring->dropped_records.store(0, std::memory_order_relaxed);
   ring->dropped_no_memory.store(0, std::memory_order_relaxed);
+  ring->call_in_progress.store(0, std::memory_order_relaxed);
   // Cleared so that a claimer dying before it writes its identity leaves a recognisably dead slot.
   store_field(ring->pid, 0u);
   store_field(ring->process_start_ticks, uint64_t(0));
   // Release: the resets above are visible to the next claimer, which acquires kFree in its CAS.
   ring->state.store(uint32_t(abi::SlotState::kFree), std::memory_order_release);
   track = SlotTrack{};
+}
+
+void Recorder::record_call_not_returned(const SlotTrack& track, abi::RingHeader* ring) {
+  // Untrusted like everything a producer writes: an api id outside the table is not named.
+  const uint64_t word = ring->call_in_progress.load(std::memory_order_relaxed);
+  const uint32_t api_plus_one = abi::call_in_progress_api(word);
+  if (word == 0 || !track.tracked || track.thread_index == UINT32_MAX) return;
+  if (api_plus_one == 0 || api_plus_one == abi::kCallInProgressUnknownApi ||
+      (api_table_ && api_plus_one - 1 >= api_count_)) {
+    ++threads_[track.thread_index].records_malformed;
+    return;
+  }
+  // The start kept its low bits only: it lies less than 2^48 ticks before now.
+  const uint64_t now = clock_.is_tsc() ? __rdtsc() : monotonic_ns();
+  const uint64_t begin = now - ((now - abi::call_in_progress_begin(word)) & abi::kCallInProgressBeginMask);
+  abi::ApiCallRecord call{};
+  call.header.kind = uint16_t(abi::RecordKind::kApiCall);
+  call.header.size = uint16_t(sizeof call);
+  call.header.aux = api_plus_one - 1;
+  call.begin = begin;
+  call.end = now;
+  call.flags = abi::kCallFlagNotReturned;
+  batch_thread_ = track.thread_index;
+  batch_cursors_ = {batch_structure_.get(), batch_times_.get()};
+  batch_records_ = 0;
+  codec_.start_block();
+  const uint64_t begin_ns = clock_.to_ns(begin), end_ns = clock_.to_ns(now);
+  codec::encode_call(codec_, reinterpret_cast<const uint8_t*>(&call), begin_ns, end_ns, batch_cursors_);
+  ++batch_records_;
+  last_record_ns_ = std::max(last_record_ns_, end_ns);
+  submit_batch();
+  ++calls_not_returned_;
+  constexpr size_t kCallsNamed = 4;
+  if (calls_not_returned_named_.size() < kCallsNamed) {
+    const ProcessKernels& process = kernels_[kernels_of_thread_[track.thread_index]];
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.3f s", double(end_ns - begin_ns) / 1e9);
+    const std::string api = api_table_ ? api_table_[api_plus_one - 1].name : "api#" + std::to_string(api_plus_one - 1);
+    calls_not_returned_named_.push_back(api + " for " + seconds + " in thread " + std::to_string(load_field(ring->tid)) +
+                                        " of " +
+                                        process_name(process.pid, process.command));
+  }
 }
 
 void Recorder::check_claiming(SlotTrack& track, abi::RingHeader* ring, uint64_t now_ns) {
@@ -987,6 +1046,7 @@ trace::KeyValues Recorder::summary() const {
       {"dropped_no_memory", std::to_string(t.dropped_no_memory)},
       {"malformed", std::to_string(t.malformed)},
       {"lost_no_slot", std::to_string(t.lost_no_slot)},
+      {"calls_not_returned", std::to_string(calls_not_returned_)},
       {"end.realtime_ns", std::to_string(end.realtime_ns)},
       {"end.monotonic_ns", std::to_string(end.monotonic_ns)},
       {"end.anchor_error_ns", std::to_string(end.error_ns)},

@@ -202,6 +202,9 @@ class Recorder {
   void submit_batch();
   void capture_counters(const SlotTrack& track, abi::RingHeader* ring);
   void free_slot(SlotTrack& track, abi::RingHeader* ring);
+  // Writes the call the slot's thread was in when recording of it ended (RingHeader::call_in_progress),
+  // flagged kCallFlagNotReturned and ending now; after the ring's last record was drained.
+  void record_call_not_returned(const SlotTrack& track, abi::RingHeader* ring);
   void check_claiming(SlotTrack& track, abi::RingHeader* ring, uint64_t now_ns);
   void periodic(uint64_t now_ns);
 
@@ -346,6 +349,9 @@ class Recorder {
   // GPU activity records written, by abi::GpuActivity (whose largest value sizes it).
   uint64_t gpu_records_[uint32_t(abi::GpuActivity::kGraph) + 1] = {};
   uint64_t gpu_dropped_ = 0;      // records CUPTI said it dropped
+  // record_call_not_returned(): how many, and the first few as the warning names them.
+  uint64_t calls_not_returned_ = 0;
+  std::vector<std::string> calls_not_returned_named_;
   uint64_t python_samples_written_ = 0;
   uint64_t python_samples_unplaced_ = 0;  // named a thread that is not (or no longer) the process's
   uint64_t cpu_samples_untraced_ = 0;

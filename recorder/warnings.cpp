@@ -89,6 +89,10 @@ constexpr std::array kWarnings = {
     WarningRow{Warning::kUntracedCpuSamples,
                "{count} CPU samples of processes that recorded nothing (no CUDA call, no traced library) were left "
                "out: the trace has no thread of theirs to put them on"},
+    WarningRow{Warning::kCallsNotReturned,
+               "{count} [call|calls] had not returned when recording of [its|their] thread ended (the process hung "
+               "or died in [it|them], or recording stopped first): {calls}; the trace has [it|them], marked not "
+               "returned"},
 };
 
 constexpr bool rows_in_enum_order() {

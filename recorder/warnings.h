@@ -34,6 +34,7 @@ enum class Warning : uint8_t {
   kCpuSamplesLost,
   kTimerSamplesSkipped,
   kUntracedCpuSamples,
+  kCallsNotReturned,
   kCount
 };
 

@@ -151,6 +151,10 @@ inline constexpr uint8_t kCallFlagNoResult = 2;         // the function returns 
 // Recorded while capture was off because the tools need it to name later calls (kernel registration,
 // __cudaGetKernel); reports of timed calls leave such records out.
 inline constexpr uint8_t kCallFlagOutsideCapture = 4;
+// Written by the recorder, never by a producer: the call was still in progress when recording of its
+// thread ended (its process died or hung in it, or recording stopped while it ran), as the thread's
+// RingHeader::call_in_progress said. `end` is when the recorder found that, the result is unknown (0).
+inline constexpr uint8_t kCallFlagNotReturned = 8;
 
 // A call made inside another recorded call (a runtime call's driver calls, cuDNN's cuBLAS calls) is
 // recorded too, one level deeper, and written before its parent: records of a thread are in the order

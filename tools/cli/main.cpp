@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "launcher/profile.h"
+#include "launcher/sessions.h"
 #include "common/commands.h"
 
 namespace {
@@ -19,6 +20,8 @@ constexpr const char* kUsage =
     "  recipe    a recipe over many traces, one per rank (nsys recipe names, e.g. cuda_api_sum)\n"
     "  analyze   nsys's expert-system rules over a trace or a job's traces (e.g. cuda_memcpy_async)\n"
     "  view      open a trace in the Perfetto UI: serves its export from 127.0.0.1 and prints the link\n"
+    "  sessions  the sessions of this user on this host:  cutrace sessions list\n"
+    "  status    what each session is doing; with --calls, the call every traced thread is in now\n"
     "\n"
     "`cutrace help <command>` or `cutrace <command> --help` describes each command;\n"
     "`cutrace -v` (--version) prints the version.\n";
@@ -33,6 +36,8 @@ Main command_main(std::string_view name) {
   if (name == "recipe") return cutrace::cli::recipe_main;
   if (name == "analyze") return cutrace::cli::analyze_main;
   if (name == "view") return cutrace::cli::view_main;
+  if (name == "sessions") return cutrace::launcher::sessions_main;
+  if (name == "status") return cutrace::launcher::status_main;
   return nullptr;
 }
 

@@ -431,7 +431,8 @@ class TableProducer {
               c.frame_count || c.python_frame_count ? add_callchain(ev) : 0, c.depth,
               uint8_t(!runtime_row ? 0xff : c.api->domain == abi::ApiDomain::kCudaRuntime ? kClassCudaRuntime
                                                                                            : kClassCudaDriver),
-              reader::domain_name(c.api->domain), reader::result_name(*c.api, c.result)};
+              reader::domain_name(c.api->domain),
+              c.not_returned() ? std::string_view(reader::kNotReturned) : reader::result_name(*c.api, c.result)};
     // The value as the reports print it, and the recorded slot itself (an enum's number, a pointer).
     for (uint32_t i = 0; i < c.arg_count; ++i) {
       const std::string text = reader::decode_call_arg(reader_, th, c, i).to_string();

@@ -509,7 +509,8 @@ class Timeline {
         case reader::ArgValue::Type::kText: args.add_text(key, v.text); break;
       }
     }
-    switch (api.result_kind) {
+    // A call still in progress when recording of its thread ended has no result to show.
+    switch (c.not_returned() ? format::ResultKind::kVoid : api.result_kind) {
       case format::ResultKind::kVoid: break;
       case format::ResultKind::kPointer: args.add_text("result", reader::hex(c.result)); break;
       case format::ResultKind::kUnsigned: args.add_unsigned("result", c.result); break;
@@ -525,6 +526,7 @@ class Timeline {
         break;
       }
     }
+    if (c.not_returned()) args.add_lasting_text("not_returned", "true", true);
     if (c.depth) args.add_unsigned("depth", c.depth);
     s.numbering_arg = -1;
     if (c.correlation) {

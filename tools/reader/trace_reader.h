@@ -218,9 +218,15 @@ struct ApiCall {
 
   uint64_t duration_ns() const { return end_ns - begin_ns; }
   bool outside_capture() const { return flags & abi::kCallFlagOutsideCapture; }
+  // Still in progress when recording of its thread ended: end_ns is then, the result unknown.
+  bool not_returned() const { return flags & abi::kCallFlagNotReturned; }
   // Made inside a recorded call of one of `domains` (a set of abi::domain_bit()).
   bool inside(abi::DomainSet domains) const { return outer_domains & domains; }
 };
+
+// What a result column says of a call that had not returned when recording of its thread ended
+// (ApiCall::not_returned): its result is unknown.
+inline constexpr const char* kNotReturned = "not returned";
 
 struct StringEvent {
   abi::StringKind kind = abi::StringKind::kKernelName;  // may hold a value this reader does not know

@@ -122,7 +122,7 @@ class CudaApiTrace : public Report {
     }
     if (ev.kind != EventKind::kApiCall || !is_counted_cuda_call(ev.call, options_.show_internal)) return;
     Row row{ev.call.begin_ns, ev.call.duration_ns(), ev.call.result, next_++, ev.call.api_id, ev.thread->index,
-            ev.call.correlation, 0};
+            ev.call.correlation, ev.call.flags};
     if (!awaits_links(reader)) {
       rows_.push(row);
       return;
@@ -156,7 +156,7 @@ class CudaApiTrace : public Report {
       cells[0].set_integer(r.begin > origin ? r.begin - origin : 0);
       cells[1].set_integer(r.duration);
       cells[2].set_borrowed(api.display_name);
-      set_result(cells[3], api, r.result);
+      set_result(cells[3], api, r.result, r.flags & abi::kCallFlagNotReturned);
       cells[4].set_integer(r.correlation);
       cells[5].set_integer(th->pid);
       cells[6].set_integer(th->tid);
@@ -172,7 +172,7 @@ class CudaApiTrace : public Report {
  private:
   struct Row {
     uint64_t begin, duration, result, order;
-    uint32_t api, thread, correlation, unused;
+    uint32_t api, thread, correlation, flags;  // flags: ApiCall::flags
   };
   struct Earlier {
     bool operator()(const Row& a, const Row& b) const { return a.begin != b.begin ? a.begin < b.begin : a.order < b.order; }
@@ -231,6 +231,7 @@ class ApiTrace : public Report {
     r.api = c.api_id;
     r.thread = ev.thread->index;
     r.depth = c.depth;
+    r.flags = c.flags;
     r.arg_count = c.arg_count;
     if (c.arg_count && !args_.write(c.args, 8u * c.arg_count)) ok_ = false;
     rows_.push(r);
@@ -263,7 +264,8 @@ class ApiTrace : public Report {
       cells[3] = Cell::integer(r.depth);
       cells[4] = Cell::borrowed(reader::domain_name(call.api->domain));
       cells[5] = Cell::borrowed(call.api->display_name);
-      cells[6] = Cell::string(reader::result_text(*call.api, r.result));
+      cells[6] = r.flags & abi::kCallFlagNotReturned ? Cell::borrowed(kNotReturned)
+                                                     : Cell::string(reader::result_text(*call.api, r.result));
       cells[7] = Cell::string(std::move(args));
       cells[8] = Cell::integer(th->pid);
       cells[9] = Cell::integer(th->tid);
@@ -279,7 +281,7 @@ class ApiTrace : public Report {
     uint64_t begin, duration, self, result, order, args_at;
     uint32_t api, thread;
     uint16_t depth;
-    uint8_t arg_count, unused[5];
+    uint8_t arg_count, flags, unused[4];
   };
   // A parent starts no later than its children; on a tie the outer call comes first.
   struct Earlier {
@@ -406,6 +408,7 @@ class MpiEventTrace : public Report {
     r.order = next_++;
     r.api = c.api_id;
     r.thread = ev.thread->index;
+    r.flags = c.flags;
     r.fields = fields_.read(c);
     rows_.push(r);
   }
@@ -461,7 +464,7 @@ class MpiEventTrace : public Report {
           default: cell.set_integer(v); break;
         }
       }
-      set_result(cells[17], api, r.result);
+      set_result(cells[17], api, r.result, r.flags & abi::kCallFlagNotReturned);
       sink.row(cells);
     });
     sink.end();
@@ -471,7 +474,7 @@ class MpiEventTrace : public Report {
  private:
   struct Row {
     uint64_t begin, duration, result, order;
-    uint32_t api, thread;
+    uint32_t api, thread, flags;
     MpiFields::Values fields;
   };
   struct Earlier {

@@ -21,7 +21,8 @@ double sample_deviation(uint64_t n, uint64_t sum, unsigned __int128 squares);
 
 // The result cell of a call, as nsys shows it: the number. Set in place, as rows are written by the
 // million.
-void set_result(Cell& cell, const reader::ApiSpec& api, uint64_t result);
+using reader::kNotReturned;
+void set_result(Cell& cell, const reader::ApiSpec& api, uint64_t result, bool not_returned = false);
 
 // One row of an nsys-style summary (cuda_api_sum, nvtx_sum): count, total, min, max and the sum of
 // squares (exact, in 128 bits) as running values, and the durations for an exact median

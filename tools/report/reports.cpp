@@ -29,7 +29,11 @@ double sample_deviation(uint64_t n, uint64_t sum, unsigned __int128 squares) {
   return variance > 0 ? double(std::sqrt(variance)) : 0.0;
 }
 
-void set_result(Cell& cell, const ApiSpec& api, uint64_t result) {
+void set_result(Cell& cell, const ApiSpec& api, uint64_t result, bool not_returned) {
+  if (not_returned) {
+    cell.set_borrowed(kNotReturned);
+    return;
+  }
   switch (api.result_kind) {
     case format::ResultKind::kErrorCode: cell.set_signed(int64_t(result)); break;
     case format::ResultKind::kVoid: cell.set_borrowed(""); break;

@@ -448,6 +448,45 @@ TEST_F(RecorderTest, FinalDrainTakesActiveRingsOfLiveProcessesAndLostCount) {
             "summary events=12 processes=1 threads=2 dropped=2 dropped_no_memory=0 malformed=0 lost=9 bytes=1234\n");
 }
 
+TEST_F(RecorderTest, ACallStillInProgressWhenRecordingEndsIsWrittenAsNotReturned) {
+  start(2);
+  TestRing r = TestRing::claim_self(session_.header(), 0, 1);
+  r.push_call(1, 100, 200, 0);
+  // A producer may not say it of its own calls: only the recorder knows recording has ended.
+  uint8_t claimed[sizeof(abi::ApiCallRecord)] = {};
+  abi::ApiCallRecord call{};
+  call.header = {uint16_t(abi::RecordKind::kApiCall), uint16_t(sizeof claimed), 1};
+  call.begin = 300;
+  call.end = 400;
+  call.flags = abi::kCallFlagNotReturned;
+  std::memcpy(claimed, &call, sizeof call);
+  r.push_raw(claimed, sizeof claimed);
+  const uint64_t begin = mono_ns() - 5'000'000;
+  r.header->call_in_progress.store(abi::call_in_progress(7, begin));
+  // A ring whose word names an id beyond what the word can hold is not believed either.
+  TestRing other = TestRing::claim_self(session_.header(), 1, 2);
+  other.push_call(1, 100, 200, 0);
+  other.header->call_in_progress.store(abi::call_in_progress(abi::kCallInProgressUnknownApi, begin));
+  const uint64_t before_end = mono_ns();
+  finish();
+  auto calls = calls_of(0);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]->flags, 0);
+  EXPECT_EQ(calls[1]->aux, 7u);
+  EXPECT_EQ(calls[1]->flags, abi::kCallFlagNotReturned);
+  EXPECT_EQ(calls[1]->begin_ns, begin);  // the start's low 48 bits, placed before the end
+  EXPECT_GE(calls[1]->end_ns, before_end);
+  EXPECT_EQ(calls[1]->result, 0u);
+  EXPECT_EQ(calls_of(1).size(), 1u);
+  EXPECT_EQ(end_.threads[0].records_malformed, 1u);
+  EXPECT_EQ(end_.threads[1].records_malformed, 1u);
+  EXPECT_EQ(test::lookup(end_.summary, "calls_not_returned"), "1");
+  const std::vector<std::string> warnings = rec_->warnings();
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_EQ(warnings.back().rfind("1 call had not returned when recording of its thread ended", 0), 0u) << warnings.back();
+  EXPECT_NE(warnings.back().find("api#7 for "), std::string::npos) << warnings.back();
+}
+
 TEST_F(RecorderTest, EventsAreFlushedOnTimeSoAKilledRecorderLosesLittle) {
   recorder::RecorderOptions options = test_options();
   options.flush_interval_ns = 0;

@@ -260,6 +260,7 @@ struct Decoded {
   uint64_t time_ns = 0;               // kThreadStart
   uint64_t result = 0;
   uint8_t depth = 0;
+  uint8_t flags = 0;                  // kApiCall: abi::kCallFlag*
   abi::DomainSet outer_domains = 0;
   std::vector<uint64_t> args;
   std::string text;                   // kString, kModuleMap (the path)
@@ -321,6 +322,7 @@ inline Events decode_events(const std::vector<Chunk>& chunks) {
             d.end_ns = a.end;
             d.result = a.result;
             d.depth = a.depth;
+            d.flags = a.flags;
             d.outer_domains = a.outer_domains;
             d.args.resize(a.arg_count);
             if (a.arg_count) std::memcpy(d.args.data(), rec + sizeof a, 8 * a.arg_count);

@@ -13,7 +13,7 @@ namespace {
 
 // The names the recorder's code passes; a template that names another would print it raw.
 const std::set<std::string> kFieldNames = {"count", "who",    "uid",     "cause",  "names", "range",
-                                           "driver", "libraries", "library", "reason", "why", "modes", "spans"};
+                                           "driver", "libraries", "library", "reason", "why", "modes", "spans", "calls"};
 
 TEST(WarningsTest, EveryTemplateIsWellFormed) {
   for (size_t i = 0; i < size_t(Warning::kCount); ++i) {
