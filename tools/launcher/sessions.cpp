@@ -17,6 +17,8 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "common/command_line.h"
 #include "cutrace/abi.h"
 #include "cutrace/api_table.h"
@@ -222,6 +224,34 @@ std::string plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
+std::string host_name() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+nlohmann::json status_json(const std::vector<SessionView>& sessions, bool with_calls) {
+  nlohmann::json out = {{"host", host_name()}, {"sessions", nlohmann::json::array()}};
+  for (const SessionView& s : sessions) {
+    nlohmann::json session = {{"name", s.name},         {"pid", s.launcher_pid},        {"state", s.state},
+                              {"running_ns", s.age_ns}, {"command", s.command},         {"process_count", s.processes},
+                              {"thread_count", s.threads}};
+    if (with_calls) {
+      nlohmann::json processes = nlohmann::json::array();
+      for (const CallInProgress& c : s.calls) {
+        if (processes.empty() || processes.back()["pid"] != c.pid)
+          processes.push_back({{"pid", c.pid}, {"command", command_line_of(c.pid, 1000)}, {"threads", nlohmann::json::array()}});
+        nlohmann::json thread = {{"tid", c.tid}, {"name", c.thread_name}, {"cutrace_thread", c.tracer_thread}};
+        thread["call"] = c.api.empty() ? nlohmann::json(nullptr) : nlohmann::json{{"name", c.api}, {"elapsed_ns", c.elapsed_ns}};
+        processes.back()["threads"].push_back(std::move(thread));
+      }
+      session["processes"] = std::move(processes);
+    }
+    out["sessions"].push_back(std::move(session));
+  }
+  return out;
+}
+
 int usage_error(const char* command, const std::string& sentence) {
   std::fprintf(stderr, "cutrace %s: %s; see `cutrace %s --help`.\n", command, sentence.c_str(), command);
   return 2;
@@ -272,7 +302,7 @@ constexpr const char* kSessionsUsage =
     "the traced processes and threads alive, and its command.\n";
 
 constexpr const char* kStatusUsage =
-    "usage: cutrace status [--session NAME] [--calls]\n"
+    "usage: cutrace status [--session NAME] [--calls] [--format text|json]\n"
     "\n"
     "Says what each session of this user on this host is doing (or only NAME's: profile-<pid> as\n"
     "`cutrace sessions list` names it, or the pid alone).\n"
@@ -280,7 +310,9 @@ constexpr const char* kStatusUsage =
     "  --session NAME   only this session\n"
     "  --calls          for every traced thread of every process, the recorded call it is in now (its\n"
     "                   outermost CUDA, library or MPI call) and for how long, as `py-spy dump` shows a\n"
-    "                   Python program's stacks: what a hung program is stuck in\n";
+    "                   Python program's stacks: what a hung program is stuck in\n"
+    "  --format json    one JSON object on standard output (host, sessions, their processes and\n"
+    "                   threads with their calls), for gathering every host of a job\n";
 
 }  // namespace
 
@@ -310,15 +342,16 @@ int sessions_main(int argc, char** argv) {
 }
 
 int status_main(int argc, char** argv) {
-  enum Option : int { kHelp, kSession, kCalls };
+  enum Option : int { kHelp, kSession, kCalls, kFormat };
   constexpr cli::OptionSpec kOptions[] = {
       {'h', "help", cli::Arity::kNone, kHelp},
       {0, "session", cli::Arity::kValue, kSession},
       {0, "calls", cli::Arity::kNone, kCalls},
+      {0, "format", cli::Arity::kValue, kFormat},
   };
   cli::Scanner words(argc, argv, kOptions);
   std::string wanted;
-  bool calls = false;
+  bool calls = false, json = false;
   for (cli::Arg arg; words.next(arg);) {
     if (arg.kind == cli::Arg::Kind::kOperand) return usage_error("status", "unexpected argument '" + arg.word + "'");
     if (arg.kind != cli::Arg::Kind::kOption || (arg.spec->arity == cli::Arity::kNone && arg.has_attached))
@@ -333,6 +366,14 @@ int status_main(int argc, char** argv) {
       case kSession:
         if (!words.value(arg, wanted) || wanted.empty()) return usage_error("status", "--session needs a name");
         break;
+      case kFormat: {
+        std::string format;
+        if (!words.value(arg, format)) return usage_error("status", "--format needs text or json");
+        if (format != "text" && format != "json")
+          return usage_error("status", "--format takes text or json, not '" + format + "'");
+        json = format == "json";
+        break;
+      }
     }
   }
   std::vector<SessionView> sessions = find_sessions(calls);
@@ -345,9 +386,14 @@ int status_main(int argc, char** argv) {
                    wanted.c_str());
       return 1;
     }
-  } else if (sessions.empty()) {
+  } else if (sessions.empty() && !json) {
     std::fputs("cutrace status: no cutrace session of this user is running on this host.\n", stderr);
     return 1;
+  }
+  if (json) {
+    // Every host of a job answers alike, so the answers are read side by side; none is an empty list.
+    std::puts(status_json(sessions, calls).dump().c_str());
+    return 0;
   }
   for (const SessionView& s : sessions) {
     std::printf("%s (pid %u): %s, running for %s, %s, %s\n", s.name.c_str(), s.launcher_pid, s.state.c_str(),

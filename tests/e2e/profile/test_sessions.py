@@ -10,6 +10,7 @@ import re
 import secrets
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -172,6 +173,31 @@ def test_every_session_is_listed_and_status_without_a_name_covers_them_all(tmp_p
         interrupt(first)
 
 
+def test_status_as_json_has_every_thread_and_its_call(tmp_path):
+    proc = start_hung(tmp_path)
+    try:
+        doc = wait_until("the synchronize", lambda: json.loads(cutrace("status", "--session", str(proc.pid), "--calls",
+                                                                       "--format", "json").stdout),
+                         lambda d: any(t["call"] for p in d["sessions"][0]["processes"] for t in p["threads"]))
+        assert doc["host"] == socket.gethostname()
+        [session] = doc["sessions"]
+        assert {k: session[k] for k in ("name", "pid", "state", "process_count")} == {
+            "name": f"profile-{proc.pid}", "pid": proc.pid, "state": "recording", "process_count": 1}
+        assert session["command"].endswith("sim_hang") and session["running_ns"] < 600 * 10**9
+        [process] = session["processes"]
+        assert process["command"] == app("sim_hang")
+        main = next(t for t in process["threads"] if t["tid"] == process["pid"])
+        assert main["call"]["name"] == "cudaDeviceSynchronize" and main["call"]["elapsed_ns"] > 0, main
+        assert all(t["cutrace_thread"] == t["name"].startswith("cutrace-") for t in process["threads"])
+        assert session["thread_count"] == sum(not t["cutrace_thread"] for t in process["threads"])
+        # Without --calls, only the counts; with no session, an empty list rather than an error.
+        assert "processes" not in json.loads(cutrace("status", "--session", str(proc.pid), "--format", "json").stdout)[
+            "sessions"][0]
+    finally:
+        interrupt(proc)
+    assert cutrace("status", "--session", str(proc.pid), "--format", "json", expect=1).stdout == ""
+
+
 def test_no_session_and_bad_words_are_one_sentence_each(tmp_path):
     assert cutrace("status", "--session", "profile-1", expect=1).stderr.startswith(
         "cutrace status: no session named profile-1 is running")
@@ -181,6 +207,8 @@ def test_no_session_and_bad_words_are_one_sentence_each(tmp_path):
         "cutrace sessions: say what to do with the sessions (list); see `cutrace sessions --help`.\n")
     assert cutrace("sessions", "kill", expect=2).stderr == (
         "cutrace sessions: unknown action 'kill' (only list is known); see `cutrace sessions --help`.\n")
+    assert cutrace("status", "--format", "xml", expect=2).stderr == (
+        "cutrace status: --format takes text or json, not 'xml'; see `cutrace status --help`.\n")
     assert "--calls" in cutrace("status", "--help").stdout
 
 
