@@ -96,9 +96,10 @@ bool Recorder::attach(abi::SessionHeader* session, uint64_t mapped_bytes, trace:
   kernels_index_.clear();
   kernels_of_thread_.clear();
   kernel_name_bytes_ = 0;
-  scratch_ = std::make_unique<uint8_t[]>(options_.scratch_bytes);
-  batch_structure_ = std::make_unique<uint8_t[]>(options_.batch_bytes);
-  batch_times_ = std::make_unique<uint8_t[]>(options_.batch_bytes);
+  // Not zeroed: every byte is written before it is read, and pages never touched cost nothing.
+  scratch_ = std::make_unique_for_overwrite<uint8_t[]>(options_.scratch_bytes);
+  batch_structure_ = std::make_unique_for_overwrite<uint8_t[]>(options_.batch_bytes);
+  batch_times_ = std::make_unique_for_overwrite<uint8_t[]>(options_.batch_bytes);
   batch_cursors_ = {batch_structure_.get(), batch_times_.get()};
   batch_records_ = 0;
   const ClockAnchor start = take_clock_anchor();
@@ -611,7 +612,6 @@ void Recorder::set_api_table(const ApiInfo* table, uint32_t count) {
   table_domains_ = 0;
   wrapped_by_soname_.clear();
   for (uint32_t id = 0; id < count; ++id) {
-    if (table[id].library && table[id].name) wrapped_by_soname_[table[id].library].insert(table[id].name);
     if (table[id].name && std::strcmp(table[id].name, "cuInit") == 0) cuinit_api_ = id;
     api_launches_[id] = table[id].api_class == abi::ApiClass::kKernel;
     if (uint32_t(table[id].domain) < abi::kMaxDomains) {
@@ -870,6 +870,13 @@ std::string_view soname_stem(std::string_view soname) {
 const std::vector<std::string>& Recorder::library_warnings() const {
   if (library_warnings_) return *library_warnings_;
   library_warnings_.emplace();
+  if (cuda_library_files_.empty()) return *library_warnings_;
+  // Built here, not in set_api_table(): thousands of strings that a run loading no CUDA library (and
+  // every recorder's start-up, which the program waits for) need not pay for.
+  if (wrapped_by_soname_.empty())
+    for (uint32_t id = 0; id < api_count_; ++id)
+      if (api_table_[id].library && api_table_[id].name)
+        wrapped_by_soname_[api_table_[id].library].insert(api_table_[id].name);
   const abi::DomainSet watched = trace_domains_ & table_domains_;
   std::set<std::string_view> wrapped_stems;
   for (const auto& [soname, names] : wrapped_by_soname_) wrapped_stems.insert(soname_stem(soname));

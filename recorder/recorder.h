@@ -271,7 +271,8 @@ class Recorder {
   // cuGetProcAddress, and every newer driver adds some): path -> (pid of the first process, domain bit).
   std::map<std::string, std::pair<uint32_t, abi::DomainSet>> cuda_library_files_;
   // The functions the api table wraps, by the soname of their library.
-  std::map<std::string, std::set<std::string>, std::less<>> wrapped_by_soname_;
+  // Built on first use by library_warnings().
+  mutable std::map<std::string, std::set<std::string>, std::less<>> wrapped_by_soname_;
   mutable std::optional<std::vector<std::string>> library_warnings_;
   void remember_kernel_handle(const uint8_t* record);
   // Writes the samples the perf buffers hold; at the final drain, those of processes never seen are

@@ -58,10 +58,14 @@ std::string configure(ZSTD_CCtx* cctx, int level) {
   return {};
 }
 
-// Builds ChunkHeader + zstd frame of `payload` in `out`. Returns "" or why it failed.
+// Builds ChunkHeader + zstd frame of `payload` in the first `out_bytes` of `out`. `out` only grows: a
+// vector is zero-filled as it grows, and filling megabytes for every chunk (most of them never
+// written, as compression shrinks the chunk) cost more than a trace of a short program takes to write.
+// Returns "" or why it failed.
 std::string encode_chunk(ZSTD_CCtx* cctx, format::ChunkType type, uint64_t sequence,
-                         const std::vector<uint8_t>& payload, std::vector<uint8_t>& out) {
-  out.resize(sizeof(format::ChunkHeader) + ZSTD_compressBound(payload.size()));
+                         const std::vector<uint8_t>& payload, std::vector<uint8_t>& out, size_t& out_bytes) {
+  const size_t bound = sizeof(format::ChunkHeader) + ZSTD_compressBound(payload.size());
+  if (out.size() < bound) out.resize(bound);
   const size_t stored = ZSTD_compress2(cctx, out.data() + sizeof(format::ChunkHeader),
                                        out.size() - sizeof(format::ChunkHeader), payload.data(), payload.size());
   if (ZSTD_isError(stored)) return std::string("zstd failed to compress a chunk: ") + ZSTD_getErrorName(stored);
@@ -74,14 +78,14 @@ std::string encode_chunk(ZSTD_CCtx* cctx, format::ChunkType type, uint64_t seque
   header.sequence = sequence;
   header.header_check = format::chunk_header_check(header);
   std::memcpy(out.data(), &header, sizeof header);
-  out.resize(sizeof header + stored);
+  out_bytes = sizeof header + stored;
   return {};
 }
 
 // One fwrite and a flush per chunk: a recorder killed at any point leaves whole chunks plus at most
 // one torn chunk at the end, which readers detect by its size or checksum.
-bool write_out(FILE* file, const std::vector<uint8_t>& bytes) {
-  return std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size() && std::fflush(file) == 0;
+bool write_out(FILE* file, const std::vector<uint8_t>& bytes, size_t count) {
+  return std::fwrite(bytes.data(), 1, count, file) == count && std::fflush(file) == 0;
 }
 
 }  // namespace
@@ -95,6 +99,7 @@ struct TraceWriter::Pipeline {
     format::ChunkType type;
     uint64_t records;
     std::vector<uint8_t> raw, out;
+    size_t out_bytes = 0;
     bool done = false;
   };
 
@@ -123,6 +128,10 @@ struct TraceWriter::Pipeline {
     job->type = type;
     job->records = records;
     job->raw = std::move(raw);
+    if (!spare_out.empty()) {
+      job->out = std::move(spare_out.back());
+      spare_out.pop_back();
+    }
     unclaimed.push_back(job.get());
     in_order.push_back(std::move(job));
     work_cv.notify_one();
@@ -172,7 +181,7 @@ struct TraceWriter::Pipeline {
         level_now = wanted;
       if (level_now != level) compressed_fast->fetch_add(1, std::memory_order_relaxed);
       lock.unlock();
-      std::string problem = setup.empty() ? encode_chunk(cctx, job->type, job->sequence, job->raw, job->out) : setup;
+      std::string problem = setup.empty() ? encode_chunk(cctx, job->type, job->sequence, job->raw, job->out, job->out_bytes) : setup;
       lock.lock();
       if (!problem.empty()) set_failed(problem);
       job->done = true;
@@ -180,8 +189,8 @@ struct TraceWriter::Pipeline {
         std::unique_ptr<Job> next = std::move(in_order.front());
         in_order.pop_front();
         if (!failed.load()) {
-          if (write_out(file, next->out)) {
-            bytes_written->fetch_add(next->out.size(), std::memory_order_relaxed);
+          if (write_out(file, next->out, next->out_bytes)) {
+            bytes_written->fetch_add(next->out_bytes, std::memory_order_relaxed);
             records_on_file->fetch_add(next->records, std::memory_order_relaxed);
           } else {
             set_failed("cannot write '" + path + "': " + std::strerror(errno));
@@ -190,6 +199,7 @@ struct TraceWriter::Pipeline {
         if (spare.size() < max_in_flight) {
           next->raw.clear();
           spare.push_back(std::move(next->raw));
+          spare_out.push_back(std::move(next->out));
         }
       }
       done_cv.notify_all();
@@ -215,6 +225,7 @@ struct TraceWriter::Pipeline {
   std::deque<std::unique_ptr<Job>> in_order;  // submitted and not yet written, in sequence order
   std::deque<Job*> unclaimed;                 // submitted and not yet taken by a worker
   std::vector<std::vector<uint8_t>> spare;    // raw buffers kept for reuse: chunks are megabytes
+  std::vector<std::vector<uint8_t>> spare_out;  // and compressed ones
   std::vector<std::thread> workers;
   bool stopping = false;
   std::atomic<bool> failed{false};
@@ -467,10 +478,11 @@ bool TraceWriter::write_chunk(format::ChunkType type, std::vector<uint8_t> paylo
     return fail("a chunk of " + std::to_string(payload.size()) + " bytes exceeds the format's limit of " +
                 std::to_string(format::kMaxChunkRawBytes) + " bytes");
   if (pipeline_) return submit(type, std::move(payload), records);
-  if (std::string problem = encode_chunk(cctx_, type, sequence_, payload, compressed_); !problem.empty())
+  size_t compressed_bytes = 0;
+  if (std::string problem = encode_chunk(cctx_, type, sequence_, payload, compressed_, compressed_bytes); !problem.empty())
     return fail(problem);
-  if (!write_out(file_, compressed_)) return fail_errno("write");
-  bytes_written_.fetch_add(compressed_.size(), std::memory_order_relaxed);
+  if (!write_out(file_, compressed_, compressed_bytes)) return fail_errno("write");
+  bytes_written_.fetch_add(compressed_bytes, std::memory_order_relaxed);
   records_on_file_.fetch_add(records, std::memory_order_relaxed);
   ++sequence_;
   return true;
