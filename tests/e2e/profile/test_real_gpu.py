@@ -10,8 +10,11 @@ import csv
 import io
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -634,3 +637,50 @@ def test_real_nccl_ranges_carry_their_decoded_payloads(tmp_path):
     assert "(problem)" not in payloads["ncclAllReduce"]
     # NCCL 2.2x gives ncclCommInitRank its payload as the range closes, once the communicator exists.
     assert payloads["ncclCommInitRank"]["No. of ranks"] == 1, payloads
+
+
+HANG_SCRIPT = r"""
+import sys, torch
+torch.cuda._sleep(int(sys.argv[1]))  # spins the GPU for that many cycles
+print("launched", flush=True)
+torch.cuda.synchronize()
+print("synchronized", flush=True)
+"""
+
+
+def test_a_program_hung_on_the_gpu_shows_its_call_and_keeps_it_when_killed(tmp_path):
+    """On a real driver: `cutrace status --calls` names the synchronize a program waits in while the GPU
+    spins, and once the program is killed there, the trace keeps that call, marked not returned."""
+    if not torch_with_cuda():
+        pytest.skip("no PyTorch with CUDA in this Python")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("CUTRACE_SESSION", None)
+    # About a minute at 1-2 GHz: far longer than the test waits.
+    proc = subprocess.Popen([str(CUTRACE), "profile", "-o", str(tmp_path / "hang"), "--", sys.executable, "-c",
+                             HANG_SCRIPT, str(100 * 10**9)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline() == "launched\n"
+        deadline = time.monotonic() + 60
+        while True:
+            status = subprocess.run([str(CUTRACE), "status", "--session", str(proc.pid), "--calls"],
+                                    capture_output=True, text=True, timeout=60).stdout
+            if "in cudaDeviceSynchronize for" in status or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert "in cudaDeviceSynchronize for" in status, status
+        program = int(re.search(r"^  process (\d+):", status, re.M).group(1))
+        time.sleep(1)
+        os.kill(program, signal.SIGKILL)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signal.SIGKILL, err
+    rows = [r for r in api_rows(tmp_path / "hang.cutrace") if r["Name"] == "cudaDeviceSynchronize"]
+    assert [r["Result"] for r in rows] == ["not returned"], rows
+    assert rows[0]["Duration (ns)"] > 10**9, rows
+    assert "1 call had not returned" in err, err
+    report("hung_call", {"status": status, "synchronize": rows[0]})
