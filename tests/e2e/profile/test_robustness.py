@@ -126,14 +126,14 @@ def test_a_full_disk_keeps_what_was_written_counts_what_was_not_and_names_the_fi
     program = [app("cheap_calls"), str(calls)]
     alone = subprocess.run(program, env=sim_env(), capture_output=True, text=True, timeout=120)
     # A 1 MiB disk holds about a third of the calls; the trace is copied out before the disk goes. A
-    # ring that holds every call: however slow the recorder (a sanitizer's build), all of them reach
-    # the writer, so the disk fills.
+    # ring that holds every call (3 M records of 56 bytes: 160 MiB): however slow the recorder (a
+    # sanitizer's build beside other tests), all of them reach the writer, so the disk fills.
     disk = tmp_path / "disk"
     disk.mkdir()
     shell = ('mount -t tmpfs -o size=1m cutrace-test-disk "$0" && "$@"; status=$?; '
              'cp "$0/trace.cutrace" "$0/../trace.cutrace"; ls -a "$0" >&2; exit $status')
     proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", shell, str(disk),
-                           str(CUTRACE), "profile", "--gpu-activity", "false", "--ring-size", str(128 << 20), "-o",
+                           str(CUTRACE), "profile", "--gpu-activity", "false", "--ring-size", str(256 << 20), "-o",
                            str(disk / "trace"), "--", *program], env=sim_env(), capture_output=True, text=True,
                           timeout=300)
     # The program is not disturbed (its output but for its timing).
