@@ -972,20 +972,15 @@ void Recorder::record_call_not_returned(const SlotTrack& track, abi::RingHeader*
   // The start kept its low bits only: it lies less than 2^48 ticks before now.
   const uint64_t now = clock_.is_tsc() ? __rdtsc() : monotonic_ns();
   const uint64_t begin = now - ((now - abi::call_in_progress_begin(word)) & abi::kCallInProgressBeginMask);
+  const uint64_t begin_ns = clock_.to_ns(begin), end_ns = clock_.to_ns(now);
   abi::ApiCallRecord call{};
   call.header.kind = uint16_t(abi::RecordKind::kApiCall);
   call.header.size = uint16_t(sizeof call);
   call.header.aux = api_plus_one - 1;
-  call.begin = begin;
-  call.end = now;
+  call.begin = begin_ns;
+  call.end = end_ns;
   call.flags = abi::kCallFlagNotReturned;
-  batch_thread_ = track.thread_index;
-  batch_cursors_ = {batch_structure_.get(), batch_times_.get()};
-  batch_records_ = 0;
-  codec_.start_block();
-  const uint64_t begin_ns = clock_.to_ns(begin), end_ns = clock_.to_ns(now);
-  codec::encode_call(codec_, reinterpret_cast<const uint8_t*>(&call), begin_ns, end_ns, batch_cursors_);
-  ++batch_records_;
+  encode_for_thread(track.thread_index, reinterpret_cast<const uint8_t*>(&call), sizeof call);
   last_record_ns_ = std::max(last_record_ns_, end_ns);
   submit_batch();
   ++calls_not_returned_;

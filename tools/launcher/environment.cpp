@@ -1,5 +1,8 @@
 #include "launcher/environment.h"
 
+#include <limits.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cstring>
 #include <string_view>
@@ -91,6 +94,12 @@ std::string shell_quote(const std::string& word) {
       quoted += c;
   }
   return quoted + "'";
+}
+
+std::string host_name() {
+  char host[HOST_NAME_MAX + 1] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
+  return host;
 }
 
 std::string shell_join(const std::vector<std::string>& words) {

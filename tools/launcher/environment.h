@@ -25,6 +25,9 @@ std::vector<std::string> program_environment(char* const* environ_entries, const
 // not attach to the outer session as if it were a traced program.
 std::vector<std::string> recorder_environment(char* const* environ_entries);
 
+// This host's name ("localhost" should the system not say): %h in -o, the metadata, `status`.
+std::string host_name();
+
 // `word` quoted for a POSIX shell, only where it needs it.
 std::string shell_quote(const std::string& word);
 std::string shell_join(const std::vector<std::string>& words);

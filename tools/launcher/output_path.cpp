@@ -13,6 +13,8 @@
 #include <limits>
 #include <set>
 
+#include "launcher/environment.h"
+
 namespace cutrace::launcher {
 namespace {
 
@@ -22,12 +24,6 @@ UsageError failure(int exit_code, const std::string& message) {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string host_name() {
-  char host[HOST_NAME_MAX + 1] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
-  return host;
 }
 
 // 0: exists; ENOENT: free; anything else: cannot tell.

@@ -72,12 +72,6 @@ bool timeout_from_env(const char* name, milliseconds fallback, milliseconds* out
   return true;
 }
 
-std::string host_name() {
-  char host[HOST_NAME_MAX + 1] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return "";
-  return host;
-}
-
 // The job this launch is one rank of (`mpirun -n 8 cutrace profile -o rank%q{RANK} -- app`), from the
 // launcher's own environment, as the trace's job.* metadata; nothing when no launcher variable is set.
 std::vector<std::string> job_metadata_args() {

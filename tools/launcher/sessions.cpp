@@ -23,6 +23,7 @@
 #include "cutrace/abi.h"
 #include "cutrace/api_table.h"
 #include "cutrace/proc_stat.h"
+#include "launcher/environment.h"
 #include "recorder/clock.h"
 
 namespace cutrace::launcher {
@@ -53,22 +54,13 @@ std::string read_small_file(const std::string& path, size_t limit = 4096) {
 // /proc/<pid>/cmdline as a shell would show it, shortened to `limit` characters.
 std::string command_line_of(uint32_t pid, size_t limit) {
   const std::string raw = read_small_file("/proc/" + std::to_string(pid) + "/cmdline");
-  std::string out;
-  size_t start = 0;
-  while (start < raw.size()) {
-    size_t end = raw.find('\0', start);
-    if (end == std::string::npos) end = raw.size();
-    std::string word = raw.substr(start, end - start);
-    if (!out.empty()) out += ' ';
-    if (word.empty() || word.find_first_of(" \t\"'\\$") != std::string::npos) {
-      std::string quoted = "'";
-      for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      out += quoted + "'";
-    } else {
-      out += word;
-    }
+  std::vector<std::string> words;
+  for (size_t start = 0; start < raw.size();) {
+    const size_t end = std::min(raw.find('\0', start), raw.size());
+    words.push_back(raw.substr(start, end - start));
     start = end + 1;
   }
+  std::string out = shell_join(words);
   if (out.size() > limit) out = out.substr(0, limit - 3) + "...";
   return out;
 }
@@ -222,12 +214,6 @@ std::string duration_text(uint64_t ns) {
 
 std::string plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
-std::string host_name() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return host;
 }
 
 nlohmann::json status_json(const std::vector<SessionView>& sessions, bool with_calls) {
